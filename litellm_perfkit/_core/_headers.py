@@ -1,0 +1,39 @@
+"""Header formats: W3C Server-Timing (written) and W3C traceparent (read)."""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["format_server_timing", "parse_traceparent", "metric_name"]
+
+_NOT_TCHAR = re.compile(r"[^!#$%&'*+\-.^_`|~0-9A-Za-z]")
+_TRACEPARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$")
+_names: dict[str, str] = {}
+
+
+def metric_name(stage: str) -> str:
+    """A stage name as a Server-Timing metric name (an RFC 9110 token)."""
+    name = _names.get(stage)
+    if name is None:
+        name = _NOT_TCHAR.sub("_", stage) or "_"
+        if len(_names) < 1024:  # stage names come from code, but never grow unbounded
+            _names[stage] = name
+    return name
+
+
+def format_server_timing(stages: list[tuple[str, int]]) -> bytes:
+    """``auth;dur=0.410, upstream;dur=61.200`` from (name, duration_ns) pairs."""
+    return ", ".join(f"{metric_name(name)};dur={ns / 1e6:.3f}" for name, ns in stages).encode("ascii")
+
+
+def parse_traceparent(value: str | None) -> tuple[str, str, int] | None:
+    """(trace_id, parent_span_id, flags) of a valid W3C traceparent, else None."""
+    if not value:
+        return None
+    match = _TRACEPARENT.match(value.strip().lower())
+    if match is None:
+        return None
+    version, trace_id, span_id, flags, rest = match.groups()
+    if version == "ff" or (version == "00" and rest) or set(trace_id) == {"0"} or set(span_id) == {"0"}:
+        return None
+    return trace_id, span_id, int(flags, 16)

@@ -1,0 +1,150 @@
+"""PerfkitMiddleware: pure ASGI, records one timeline per HTTP request."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from time import perf_counter_ns
+from typing import Any, Awaitable, Callable, MutableMapping
+
+from ..types import HeaderMode
+from ._guard import internal_error
+from ._headers import format_server_timing
+from ._sink import get_sink
+from ._sse import SseScanner
+from ._timeline import TIMELINE, Timeline
+
+__all__ = ["PerfkitMiddleware", "OVERHEAD_HEADER"]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+OVERHEAD_HEADER = "x-perfkit-overhead-ms"
+
+
+class PerfkitMiddleware:
+    """Wrap an ASGI app; lifespan and websocket scopes pass through untouched.
+
+    ``server_timing``: add ``Server-Timing`` with the stages finished before the
+    headers go out. ``overhead_header``: add ``x-perfkit-overhead-ms``, the time
+    from request received to headers sent minus the stages named in
+    ``upstream_stages`` (see docs/headers.md, also for streams).
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        server_timing: HeaderMode = "on",
+        overhead_header: HeaderMode = "on",
+        upstream_stages: Iterable[str] = ("upstream",),
+    ) -> None:
+        self.app = app
+        self.server_timing = server_timing == "on"
+        self.overhead_header = overhead_header == "on"
+        self.upstream_stages = frozenset(upstream_stages)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        timeline = Timeline(perf_counter_ns(), scope["method"], scope["path"])
+        for name, value in scope["headers"]:
+            if name == b"traceparent":
+                timeline.traceparent = value.decode("latin-1")
+                break
+        exchange = _Exchange(self, timeline, receive, send)
+        token = TIMELINE.set(timeline)
+        try:
+            await self.app(scope, exchange.receive, exchange.send)
+        except BaseException as exc:
+            timeline.error = type(exc).__name__
+            raise
+        finally:
+            TIMELINE.reset(token)
+            exchange.finish()
+
+
+class _Exchange:
+    """The send/receive wrappers and the per-response state of one request."""
+
+    __slots__ = ("_middleware", "_timeline", "_receive", "_send", "_scanner", "_complete", "_disconnected")
+
+    def __init__(self, middleware: PerfkitMiddleware, timeline: Timeline, receive: Receive, send: Send) -> None:
+        self._middleware = middleware
+        self._timeline = timeline
+        self._receive = receive
+        self._send = send
+        self._scanner: SseScanner | None = None
+        self._complete = False
+        self._disconnected = False
+
+    async def receive(self) -> Message:
+        message = await self._receive()
+        if message["type"] == "http.disconnect":
+            self._disconnected = True
+        return message
+
+    async def send(self, message: Message) -> None:
+        try:
+            if message["type"] == "http.response.body":
+                self._on_body(message)
+            elif message["type"] == "http.response.start":
+                message = self._on_start(message)
+        except Exception as exc:  # perfkit's bug must never become the app's
+            internal_error("middleware.send", exc)
+        await self._send(message)
+
+    def _on_start(self, message: Message) -> Message:
+        now = perf_counter_ns()
+        timeline = self._timeline
+        timeline.marks["headers_sent"] = now
+        timeline.status = message["status"]
+        headers = message.get("headers", [])
+        for name, value in headers:
+            if name.lower() == b"content-type" and value.startswith(b"text/event-stream"):
+                timeline.streaming = True
+                self._scanner = SseScanner()
+                break
+        middleware = self._middleware
+        if not (middleware.server_timing or middleware.overhead_header):
+            return message
+        finished = timeline.finished_stages_before(now)
+        extra: list[tuple[bytes, bytes]] = []
+        if middleware.server_timing and finished:
+            extra.append((b"server-timing", format_server_timing(finished)))
+        if middleware.overhead_header:
+            upstream = sum(ns for name, ns in finished if name in middleware.upstream_stages)
+            overhead_ms = max(0, now - timeline.start_ns - upstream) / 1e6
+            extra.append((OVERHEAD_HEADER.encode(), f"{overhead_ms:.3f}".encode()))
+        return {**message, "headers": [*headers, *extra]}
+
+    def _on_body(self, message: Message) -> None:
+        timeline = self._timeline
+        body = message.get("body", b"")
+        if body:
+            now = perf_counter_ns()
+            if timeline.body_bytes == 0:
+                timeline.marks["first_body_byte"] = now
+            timeline.body_bytes += len(body)
+            timeline.chunks += 1
+            scanner = self._scanner
+            if scanner is not None and scanner.feed(body):
+                timeline.marks["first_token"] = now
+        if not message.get("more_body", False):
+            timeline.marks["last_byte"] = perf_counter_ns()
+            self._complete = True
+
+    def finish(self) -> None:
+        timeline = self._timeline
+        timeline.end_ns = perf_counter_ns()
+        try:
+            if self._scanner is not None:
+                timeline.chunks = self._scanner.chunks
+            if not self._complete and timeline.error is None:
+                timeline.error = "client_disconnected" if self._disconnected else "incomplete_response"
+            get_sink()(timeline)
+        except Exception as exc:
+            internal_error("middleware.finish", exc)

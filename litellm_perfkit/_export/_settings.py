@@ -1,0 +1,169 @@
+"""Export settings from keyword arguments, then standard ``OTEL_*`` variables.
+
+A bad value never stops the host: it gets one warning naming the variable,
+what was wrong and what is used instead.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import get_args
+from urllib.parse import unquote, urlsplit
+
+from .._core._guard import logger
+from ..types import ExporterName, OtlpProtocol, SamplerName
+
+__all__ = ["ExportSettings", "read_settings"]
+
+_DEFAULT_ENDPOINTS: dict[str, str] = {
+    "grpc": "http://localhost:4317",
+    "http/protobuf": "http://localhost:4318",
+    "http/json": "http://localhost:4318",
+}
+
+
+@dataclass(frozen=True)
+class ExportSettings:
+    service_name: str = "litellm-proxy"
+    exporter: ExporterName = "otlp"
+    protocol: OtlpProtocol = "http/protobuf"
+    endpoint: str = "http://localhost:4318"
+    traces_endpoint: str = "http://localhost:4318/v1/traces"
+    metrics_endpoint: str = "http://localhost:4318/v1/metrics"
+    headers: dict[str, str] = field(default_factory=dict)
+    timeout_s: float = 10.0
+    compression: str = "none"
+    sampler: SamplerName = "parentbased_always_on"
+    sampler_ratio: float = 1.0
+    schedule_delay_s: float = 0.2
+    max_queue: int = 2048
+    max_batch: int = 512
+    metric_interval_s: float = 60.0
+    metrics: bool = True
+    jsonl_path: str | None = None
+    resource_attributes: dict[str, str] = field(default_factory=dict)
+
+
+def _warn(variable: str, value: str, why: str, fallback: object) -> None:
+    logger.warning("perfkit: %s=%r is not valid (%s); using %r", variable, value, why, fallback)
+
+
+def _choice(env: Mapping[str, str], variable: str, explicit: str | None, allowed: tuple[str, ...], default: str) -> str:
+    raw = explicit if explicit is not None else env.get(variable)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip().lower()
+    if value not in allowed:
+        _warn(variable, raw, "expected one of " + ", ".join(allowed), default)
+        return default
+    return value
+
+
+def _number(env: Mapping[str, str], variable: str, default: float, minimum: float, scale: float = 1.0) -> float:
+    raw = env.get(variable)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw) * scale
+    except ValueError:
+        _warn(variable, raw, "expected a number", default)
+        return default
+    if value < minimum:
+        _warn(variable, raw, f"must be at least {minimum / scale:g}", default)
+        return default
+    return value
+
+
+def _key_values(env: Mapping[str, str], variable: str) -> dict[str, str]:
+    """``k=v,k2=v2`` with URL-encoded values (OTLP headers, resource attributes)."""
+    raw = env.get(variable, "")
+    pairs: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in raw.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            _warn(variable, raw, f"{item!r} is not key=value", "the other pairs")
+            continue
+        pairs[key.strip()] = unquote(value.strip())
+    return pairs
+
+
+def _url(variable: str, raw: str, default: str) -> str:
+    parts = urlsplit(raw)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        _warn(variable, raw, "expected http(s)://host:port", default)
+        return default
+    try:
+        parts.port  # noqa: B018 - raises on a bad port
+    except ValueError:
+        _warn(variable, raw, "bad port", default)
+        return default
+    return raw.rstrip("/")
+
+
+def read_settings(
+    env: Mapping[str, str] | None = None,
+    *,
+    service_name: str | None = None,
+    exporter: str | None = None,
+    protocol: str | None = None,
+    endpoint: str | None = None,
+    sampler: str | None = None,
+    jsonl_path: str | None = None,
+) -> ExportSettings:
+    env = os.environ if env is None else env
+    resource = _key_values(env, "OTEL_RESOURCE_ATTRIBUTES")
+    name = service_name or env.get("OTEL_SERVICE_NAME") or resource.get("service.name") or "litellm-proxy"
+
+    exporter_value = _choice(env, "OTEL_TRACES_EXPORTER", exporter, get_args(ExporterName), "otlp")
+    if jsonl_path is None:
+        jsonl_path = env.get("PERFKIT_JSONL_PATH") or None
+    if exporter_value == "jsonl" and not jsonl_path:
+        _warn("OTEL_TRACES_EXPORTER", "jsonl", "jsonl needs a path (PERFKIT_JSONL_PATH)", "none")
+        exporter_value = "none"
+
+    proto = _choice(env, "OTEL_EXPORTER_OTLP_PROTOCOL", protocol, get_args(OtlpProtocol), "http/protobuf")
+    proto = _choice(env, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", None, get_args(OtlpProtocol), proto)
+    default_endpoint = _DEFAULT_ENDPOINTS[proto]
+    base_raw = endpoint or env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or default_endpoint
+    base = _url("OTEL_EXPORTER_OTLP_ENDPOINT", base_raw, default_endpoint)
+    if proto == "grpc":
+        traces = metrics = base
+    else:
+        traces = base + "/v1/traces"
+        metrics = base + "/v1/metrics"
+        if not endpoint and env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
+            traces = _url("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"], traces)
+        if not endpoint and env.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"):
+            metrics = _url("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", env["OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"], metrics)
+
+    sampler_value = _choice(env, "OTEL_TRACES_SAMPLER", sampler, get_args(SamplerName), "parentbased_always_on")
+    ratio = 1.0
+    if sampler_value.endswith("traceidratio"):
+        ratio = _number(env, "OTEL_TRACES_SAMPLER_ARG", 1.0, 0.0)
+        if ratio > 1.0:
+            _warn("OTEL_TRACES_SAMPLER_ARG", env["OTEL_TRACES_SAMPLER_ARG"], "a ratio is at most 1", 1.0)
+            ratio = 1.0
+
+    metrics_exporter = _choice(env, "OTEL_METRICS_EXPORTER", None, ("otlp", "none", "console"), "otlp")
+    return ExportSettings(
+        service_name=name,
+        exporter=exporter_value,  # type: ignore[arg-type]  # validated by _choice
+        protocol=proto,  # type: ignore[arg-type]
+        endpoint=base,
+        traces_endpoint=traces,
+        metrics_endpoint=metrics,
+        headers={**_key_values(env, "OTEL_EXPORTER_OTLP_HEADERS"), **_key_values(env, "OTEL_EXPORTER_OTLP_TRACES_HEADERS")},
+        timeout_s=_number(env, "OTEL_EXPORTER_OTLP_TIMEOUT", 10.0, 0.001, scale=0.001),
+        compression=_choice(env, "OTEL_EXPORTER_OTLP_COMPRESSION", None, ("gzip", "none"), "none"),
+        sampler=sampler_value,  # type: ignore[arg-type]
+        sampler_ratio=ratio,
+        schedule_delay_s=_number(env, "OTEL_BSP_SCHEDULE_DELAY", 0.2, 0.001, scale=0.001),
+        max_queue=int(_number(env, "OTEL_BSP_MAX_QUEUE_SIZE", 2048, 1)),
+        max_batch=int(_number(env, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512, 1)),
+        metric_interval_s=_number(env, "OTEL_METRIC_EXPORT_INTERVAL", 60.0, 0.001, scale=0.001),
+        metrics=metrics_exporter != "none" and exporter_value == "otlp",
+        jsonl_path=jsonl_path,
+        resource_attributes=resource,
+    )

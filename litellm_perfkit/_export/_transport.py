@@ -1,0 +1,237 @@
+"""Senders for encoded OTLP payloads: HTTP (JSON or protobuf) and gRPC.
+
+They run in the export thread. A failure returns False; the pipeline counts
+what was dropped. Nothing here retries: a slow backend must never make the
+queue back up into the request path.
+"""
+
+from __future__ import annotations
+
+import gzip
+import http.client
+import sys
+from collections.abc import Callable
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+import orjson
+
+from .._core._guard import warn_once
+from .._version import __version__
+from ..types import OtlpProtocol
+from ._metrics import MetricStore
+from ._otlp import metrics_json, metrics_protobuf, span_dict, spans_json, spans_protobuf
+from ._settings import ExportSettings
+from ._spans import SpanData
+
+__all__ = ["Exporter", "make_exporter"]
+
+
+class Exporter(Protocol):
+    def export_spans(self, spans: list[SpanData]) -> bool: ...
+    def export_metrics(self, store: MetricStore, start_unix_ns: int, now_unix_ns: int) -> bool: ...
+    def close(self) -> None: ...
+
+
+class _HttpPost:
+    """One keep-alive connection to one URL."""
+
+    def __init__(self, url: str, headers: dict[str, str], timeout_s: float, gzip_body: bool, content_type: str) -> None:
+        parts = urlsplit(url)
+        self._https = parts.scheme == "https"
+        self._host = parts.hostname or "localhost"
+        self._port = parts.port or (443 if self._https else 80)
+        self._path = parts.path or "/"
+        self._timeout = timeout_s
+        self._gzip = gzip_body
+        self._headers = {
+            **headers,
+            "Content-Type": content_type,
+            "User-Agent": f"litellm_perfkit/{__version__}",
+        }
+        if gzip_body:
+            self._headers["Content-Encoding"] = "gzip"
+        self._conn: http.client.HTTPConnection | None = None
+        self.url = url
+
+    def post(self, body: bytes) -> None:
+        """Raises OSError or http.client errors; RuntimeError on a non-2xx answer."""
+        if self._gzip:
+            body = gzip.compress(body)
+        for attempt in (1, 2):  # a kept-alive connection may have been closed by the peer
+            if self._conn is None:
+                factory = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+                self._conn = factory(self._host, self._port, timeout=self._timeout)
+            try:
+                self._conn.request("POST", self._path, body=body, headers=self._headers)
+                response = self._conn.getresponse()
+                answer = response.read()
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                self.close()
+                if attempt == 2:
+                    raise
+                continue
+            except BaseException:
+                self.close()
+                raise
+            if not 200 <= response.status < 300:
+                raise RuntimeError(f"HTTP {response.status}: {answer[:200]!r}")
+            return
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+def _failed(kind: str, target: str, exc: BaseException) -> bool:
+    consequence = (
+        "they are dropped and counted (perfkit.spans.dropped)"
+        if kind == "spans"
+        else "this backend may not take OTLP metrics; they are retried at the next interval"
+    )
+    warn_once(
+        f"export.{kind}.{target}",
+        "perfkit: cannot export %s to %s (%s: %s); %s, the app is unaffected",
+        kind,
+        target,
+        type(exc).__name__,
+        exc,
+        consequence,
+    )
+    return False
+
+
+class OtlpHttpExporter:
+    def __init__(self, settings: ExportSettings, encoding: OtlpProtocol) -> None:
+        self._settings = settings
+        self._protobuf = encoding == "http/protobuf"
+        content_type = "application/x-protobuf" if self._protobuf else "application/json"
+        gz = settings.compression == "gzip"
+        self._traces = _HttpPost(settings.traces_endpoint, settings.headers, settings.timeout_s, gz, content_type)
+        self._metrics = _HttpPost(settings.metrics_endpoint, settings.headers, settings.timeout_s, gz, content_type)
+
+    def export_spans(self, spans: list[SpanData]) -> bool:
+        s = self._settings
+        try:
+            if self._protobuf:
+                body = spans_protobuf(spans, s.service_name, s.resource_attributes).SerializeToString()
+            else:
+                body = spans_json(spans, s.service_name, s.resource_attributes)
+            self._traces.post(body)
+            return True
+        except Exception as exc:
+            return _failed("spans", self._traces.url, exc)
+
+    def export_metrics(self, store: MetricStore, start_unix_ns: int, now_unix_ns: int) -> bool:
+        s = self._settings
+        try:
+            if self._protobuf:
+                message = metrics_protobuf(store, s.service_name, s.resource_attributes, start_unix_ns, now_unix_ns)
+                body = message.SerializeToString()
+            else:
+                body = metrics_json(store, s.service_name, s.resource_attributes, start_unix_ns, now_unix_ns)
+            self._metrics.post(body)
+            return True
+        except Exception as exc:
+            return _failed("metrics", self._metrics.url, exc)
+
+    def close(self) -> None:
+        self._traces.close()
+        self._metrics.close()
+
+
+class OtlpGrpcExporter:
+    def __init__(self, settings: ExportSettings) -> None:
+        import grpc
+        from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2_grpc import MetricsServiceStub
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc import TraceServiceStub
+
+        self._settings = settings
+        parts = urlsplit(settings.endpoint)
+        target = f"{parts.hostname}:{parts.port or 4317}"
+        if parts.scheme == "https":
+            self._channel = grpc.secure_channel(target, grpc.ssl_channel_credentials())
+        else:
+            self._channel = grpc.insecure_channel(target)
+        self._trace_stub = TraceServiceStub(self._channel)
+        self._metrics_stub = MetricsServiceStub(self._channel)
+        self._metadata = [(k.lower(), v) for k, v in settings.headers.items()]
+        self._target = target
+
+    def export_spans(self, spans: list[SpanData]) -> bool:
+        s = self._settings
+        try:
+            request = spans_protobuf(spans, s.service_name, s.resource_attributes)
+            self._trace_stub.Export(request, timeout=s.timeout_s, metadata=self._metadata)
+            return True
+        except Exception as exc:
+            return _failed("spans", self._target, exc)
+
+    def export_metrics(self, store: MetricStore, start_unix_ns: int, now_unix_ns: int) -> bool:
+        s = self._settings
+        try:
+            request = metrics_protobuf(store, s.service_name, s.resource_attributes, start_unix_ns, now_unix_ns)
+            self._metrics_stub.Export(request, timeout=s.timeout_s, metadata=self._metadata)
+            return True
+        except Exception as exc:
+            return _failed("metrics", self._target, exc)
+
+    def close(self) -> None:
+        self._channel.close()
+
+
+class LineExporter:
+    """One OTLP/JSON span object per line, to stdout (console) or a file (jsonl)."""
+
+    def __init__(self, write: Callable[[bytes], Any], close: Callable[[], None] | None = None) -> None:
+        self._write = write
+        self._close = close
+
+    def export_spans(self, spans: list[SpanData]) -> bool:
+        self._write(b"".join(orjson.dumps(span_dict(s)) + b"\n" for s in spans))
+        return True
+
+    def export_metrics(self, store: MetricStore, start_unix_ns: int, now_unix_ns: int) -> bool:
+        return True
+
+    def close(self) -> None:
+        if self._close is not None:
+            self._close()
+
+
+def _protocol_available(protocol: OtlpProtocol) -> OtlpProtocol:
+    needed = "grpc" if protocol == "grpc" else "google.protobuf"
+    if protocol == "http/json":
+        return protocol
+    try:
+        __import__(needed)
+        __import__("opentelemetry.proto.collector.trace.v1.trace_service_pb2")
+    except ImportError:
+        warn_once(
+            "export.protocol",
+            "perfkit: OTLP protocol %s needs `pip install 'litellm_perfkit[otlp]'`; using http/json instead",
+            protocol,
+        )
+        return "http/json"
+    return protocol
+
+
+def make_exporter(settings: ExportSettings) -> Exporter | None:
+    if settings.exporter == "none":
+        return None
+    if settings.exporter == "console":
+        return LineExporter(lambda data: (sys.stdout.buffer.write(data), sys.stdout.flush()))
+    if settings.exporter == "jsonl":
+        assert settings.jsonl_path is not None
+        handle = open(settings.jsonl_path, "ab")  # noqa: SIM115 - closed by the exporter
+        return LineExporter(lambda data: (handle.write(data), handle.flush()), handle.close)
+    protocol = _protocol_available(settings.protocol)
+    if protocol == "grpc":
+        return OtlpGrpcExporter(settings)
+    if protocol != settings.protocol:
+        base = settings.endpoint if settings.protocol != "grpc" else "http://localhost:4318"
+        from dataclasses import replace
+
+        settings = replace(settings, traces_endpoint=base + "/v1/traces", metrics_endpoint=base + "/v1/metrics")
+    return OtlpHttpExporter(settings, protocol)

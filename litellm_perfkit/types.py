@@ -1,0 +1,111 @@
+"""Public types: the modes perfkit accepts and the records it produces.
+
+Every timestamp is a ``time.perf_counter_ns()`` value (monotonic, per process).
+Wall-clock time appears only when a record is exported, anchored once per batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Union
+
+__all__ = [
+    "AttributeValue",
+    "ExporterName",
+    "HeaderMode",
+    "Mark",
+    "OtlpProtocol",
+    "RequestRecord",
+    "SamplerName",
+    "StageKind",
+    "StageRecord",
+]
+
+AttributeValue = Union[str, int, float, bool]
+
+HeaderMode = Literal["on", "off"]
+"""Whether the middleware adds a response header."""
+
+ExporterName = Literal["otlp", "console", "jsonl", "none"]
+"""Where finished requests go (``OTEL_TRACES_EXPORTER`` plus perfkit's ``jsonl``)."""
+
+OtlpProtocol = Literal["http/protobuf", "http/json", "grpc"]
+"""``OTEL_EXPORTER_OTLP_PROTOCOL`` values."""
+
+SamplerName = Literal[
+    "always_on",
+    "always_off",
+    "traceidratio",
+    "parentbased_always_on",
+    "parentbased_always_off",
+    "parentbased_traceidratio",
+]
+"""``OTEL_TRACES_SAMPLER`` values perfkit understands."""
+
+Mark = Literal["received", "headers_sent", "first_body_byte", "first_token", "last_byte"]
+"""Point-in-time events of one request."""
+
+StageKind = Literal["block", "generator"]
+"""``block``: one contiguous interval. ``generator``: the time an async generator
+spent running its own code (suspensions excluded), summed over the request."""
+
+
+@dataclass(frozen=True)
+class StageRecord:
+    """One named stage of one request.
+
+    ``start_ns``/``end_ns`` bound the stage in wall time. For ``generator`` stages
+    they span first resume to last suspension, and ``self_ns`` is the time spent
+    inside the generator's own code; ``duration_ns`` is what perfkit reports.
+    """
+
+    name: str
+    start_ns: int
+    end_ns: int
+    parent: int  # index into RequestRecord.stages, -1 for a top-level stage
+    kind: StageKind = "block"
+    self_ns: int = 0
+    items: int = 0
+
+    @property
+    def duration_ns(self) -> int:
+        return self.self_ns if self.kind == "generator" else self.end_ns - self.start_ns
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """A finished request timeline, as handed to exporters (never on the hot path)."""
+
+    method: str
+    path: str
+    status: int
+    start_ns: int
+    end_ns: int
+    stages: tuple[StageRecord, ...]
+    marks: dict[str, int]
+    chunks: int
+    body_bytes: int
+    streaming: bool
+    traceparent: str | None
+    error: str | None
+    attributes: dict[str, AttributeValue] = field(default_factory=dict)
+    upstream_stages: frozenset[str] = frozenset({"upstream"})
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+    @property
+    def upstream_ns(self) -> int:
+        """Time in stages that wait on the upstream provider (not the gateway's own)."""
+        return sum(s.duration_ns for s in self.stages if s.name in self.upstream_stages)
+
+    @property
+    def overhead_ns(self) -> int:
+        """Gateway time over the whole request: total minus upstream waits."""
+        return max(0, self.duration_ns - self.upstream_ns)
+
+    @property
+    def ttft_ns(self) -> int | None:
+        first = self.marks.get("first_token")
+        return None if first is None else first - self.start_ns

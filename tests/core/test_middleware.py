@@ -1,0 +1,182 @@
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from litellm_perfkit import OVERHEAD_HEADER, PerfkitMiddleware
+from litellm_perfkit._core._timeline import current_timeline
+from tests.support import apps
+from tests.support.capture import capture_records
+from tests.support.servers import uvicorn_server
+
+
+def wait_for(records: list[Any], n: int, timeout_s: float = 5) -> None:
+    deadline = time.monotonic() + timeout_s
+    while len(records) < n and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(records) >= n
+
+
+def test_json_request_stages_headers_and_reconciliation() -> None:
+    with capture_records() as records, uvicorn_server(PerfkitMiddleware(apps.make_app())) as url:
+        response = httpx.post(f"{url}/v1/chat/completions", json={"messages": []})
+        wait_for(records, 1)
+    assert response.status_code == 200
+    [record] = records
+    names = [s.name for s in record.stages]
+    assert names == ["request.parse", "auth", "upstream", "serialize"]
+    assert all(s.duration_ns > 0 for s in record.stages)
+    timing = dict(part.strip().split(";dur=") for part in response.headers["server-timing"].split(","))
+    assert set(timing) == set(names)
+    assert abs(float(timing["upstream"]) - record.stages[2].duration_ns / 1e6) < 0.002
+    overhead = float(response.headers[OVERHEAD_HEADER])
+    headers_at = record.marks["headers_sent"] - record.start_ns
+    assert overhead == pytest.approx((headers_at - record.upstream_ns) / 1e6, abs=0.002)
+    assert record.body_bytes == len(response.content)
+    assert record.status == 200 and record.error is None and not record.streaming
+
+
+def test_known_stream_ttft_chunks_and_bytes_are_exact() -> None:
+    with capture_records() as records, uvicorn_server(PerfkitMiddleware(apps.make_app())) as url:
+        response = httpx.post(f"{url}/v1/chat/completions", json={"stream": True})
+        wait_for(records, 1)
+    assert response.content == apps.ROLE + apps.TOKEN * apps.STREAM_CHUNKS + apps.DONE
+    [record] = records
+    assert record.streaming
+    assert record.chunks == apps.STREAM_CHUNKS + 1  # role chunk + content chunks, [DONE] excluded
+    assert record.body_bytes == apps.STREAM_BYTES
+    # TTFT is the first content chunk, sent after the role chunk and the known delay.
+    first_role = record.marks["first_body_byte"]
+    gap_ms = (record.marks["first_token"] - first_role) / 1e6
+    assert apps.FIRST_TOKEN_DELAY_S * 1000 <= gap_ms < apps.FIRST_TOKEN_DELAY_S * 1000 + 15
+    iterate = next(s for s in record.stages if s.name == "stream.iterate")
+    assert iterate.kind == "generator" and iterate.items == apps.STREAM_CHUNKS + 2
+    # Own time excludes the 30 ms sleep inside the generator.
+    assert iterate.duration_ns < 5_000_000 < iterate.end_ns - iterate.start_ns
+    # Server-Timing only has the stages finished before the headers.
+    assert "stream.iterate" not in response.headers["server-timing"]
+
+
+def test_ttft_mark_is_taken_when_the_token_chunk_is_sent() -> None:
+    """In-process: the mark lies between the app's own timestamps around send()."""
+    sent_at: dict[str, int] = {}
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        await send({"type": "http.response.body", "body": apps.ROLE, "more_body": True})
+        sent_at["before"] = time.perf_counter_ns()
+        await send({"type": "http.response.body", "body": apps.TOKEN, "more_body": True})
+        sent_at["after"] = time.perf_counter_ns()
+        await send({"type": "http.response.body", "body": apps.DONE, "more_body": False})
+
+    async def drive() -> None:
+        scope = {"type": "http", "method": "POST", "path": "/s", "headers": []}
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message: Any) -> None:
+            return None
+
+        await PerfkitMiddleware(app)(scope, receive, send)
+
+    with capture_records() as records:
+        asyncio.run(drive())
+    [record] = records
+    assert sent_at["before"] <= record.marks["first_token"] <= sent_at["after"]
+    assert record.chunks == 2 and record.marks["last_byte"] >= sent_at["after"]
+
+
+def test_traceparent_is_kept_and_headers_can_be_turned_off() -> None:
+    traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    app = PerfkitMiddleware(apps.make_app(), server_timing="off", overhead_header="off")
+    with capture_records() as records, uvicorn_server(app) as url:
+        response = httpx.post(f"{url}/v1/chat/completions", json={}, headers={"traceparent": traceparent})
+        wait_for(records, 1)
+    assert "server-timing" not in response.headers and OVERHEAD_HEADER not in response.headers
+    assert records[0].traceparent == traceparent
+
+
+def test_app_exception_gives_an_error_record_and_the_same_response() -> None:
+    def get(app: Any) -> httpx.Response:
+        with uvicorn_server(app) as url:
+            return httpx.get(f"{url}/boom")
+
+    bare = get(apps.make_app())
+    with capture_records() as records:
+        wrapped = get(PerfkitMiddleware(apps.make_app()))
+    assert (wrapped.status_code, wrapped.text) == (bare.status_code, bare.text) == (500, "Internal Server Error")
+    [record] = records
+    assert record.error == "RuntimeError"
+    assert [s.name for s in record.stages] == ["auth"] and record.stages[0].end_ns > 0
+
+
+def disconnect_mid_stream(url: str) -> None:
+    host, port = url.removeprefix("http://").split(":")
+    body = b'{"stream": true, "gap_s": 0.02}'
+    with socket.create_connection((host, int(port))) as sock:
+        sock.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        received = b""
+        while b'"content"' not in received:
+            received += sock.recv(65536)
+    # Closed after the first content chunk; the app's generator is cancelled.
+
+
+def test_client_disconnect_mid_stream_closes_the_record_with_an_error() -> None:
+    outcomes = {}
+    for label, app in (("bare", apps.make_app()), ("wrapped", PerfkitMiddleware(apps.make_app()))):
+        apps.events["stream_closed"].clear()
+        with capture_records() as records, uvicorn_server(app) as url:
+            disconnect_mid_stream(url)
+            deadline = time.monotonic() + 5
+            while not apps.events["stream_closed"] and time.monotonic() < deadline:
+                time.sleep(0.01)
+            if label == "wrapped":
+                wait_for(records, 1)
+        outcomes[label] = list(apps.events["stream_closed"])
+    assert outcomes["bare"] == outcomes["wrapped"] == ["closed"]
+    [record] = records
+    assert record.error in ("client_disconnected", "incomplete_response", "CancelledError")
+    assert "last_byte" not in record.marks
+    assert 0 < record.chunks < apps.STREAM_CHUNKS
+
+
+def test_lifespan_and_websocket_pass_through_untouched() -> None:
+    seen: list[Any] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        seen.append((scope["type"], current_timeline(), receive, send))
+
+    async def receive() -> dict[str, Any]:
+        return {}
+
+    async def send(message: Any) -> None:
+        return None
+
+    middleware = PerfkitMiddleware(app)
+    for kind in ("lifespan", "websocket"):
+        asyncio.run(middleware({"type": kind}, receive, send))
+    assert seen == [("lifespan", None, receive, send), ("websocket", None, receive, send)]
+
+
+def test_a_perfkit_bug_never_changes_the_response(monkeypatch: pytest.MonkeyPatch) -> None:
+    from litellm_perfkit._core import _guard, _middleware
+
+    def broken(*args: Any, **kwargs: Any) -> bytes:
+        raise ZeroDivisionError("perfkit bug")
+
+    monkeypatch.setattr(_middleware, "format_server_timing", broken)
+    before = _guard.internal_error_counts().get("middleware.send", 0)
+    with capture_records(), uvicorn_server(PerfkitMiddleware(apps.make_app())) as url:
+        responses = [httpx.post(f"{url}/v1/chat/completions", json={}) for _ in range(3)]
+    assert all(r.status_code == 200 and b"RESPONSE_BODY_SECRET" in r.content for r in responses)
+    assert _guard.internal_error_counts()["middleware.send"] == before + 3

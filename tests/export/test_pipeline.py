@@ -1,0 +1,161 @@
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+import litellm_perfkit
+from litellm_perfkit import PerfkitMiddleware
+from litellm_perfkit._core._timeline import Timeline
+from litellm_perfkit._export import Pipeline, read_settings
+from litellm_perfkit._export._metrics import MetricStore
+from litellm_perfkit._export._spans import SpanData
+from tests.support import apps
+from tests.support.receiver import otlp_receiver
+from tests.support.servers import free_port, uvicorn_server
+
+SECRETS = ["sk-AUTH-SECRET-1", "AZURE-API-KEY-2", "X-API-KEY-3", "PROMPT_BODY_SECRET", "RESPONSE_BODY_SECRET"]
+
+
+def send_secret_traffic(url: str) -> None:
+    headers = {"Authorization": f"Bearer {SECRETS[0]}", "api-key": SECRETS[1], "x-api-key": SECRETS[2]}
+    body = {"messages": [{"role": "user", "content": SECRETS[3]}]}
+    for stream in (False, True):
+        response = httpx.post(f"{url}/v1/chat/completions", json={**body, "stream": stream}, headers=headers)
+        assert response.status_code == 200
+
+
+@pytest.mark.parametrize("protocol", ["http/json", "http/protobuf"])
+def test_no_body_and_no_secret_header_value_is_exported(tmp_path: Any, protocol: str) -> None:
+    jsonl = tmp_path / "spans.jsonl"
+    with otlp_receiver() as (endpoint, received):
+        litellm_perfkit.configure(exporter="otlp", protocol=protocol, endpoint=endpoint, service_name="secrets")  # type: ignore[arg-type]
+        try:
+            with uvicorn_server(PerfkitMiddleware(apps.make_app())) as url:
+                send_secret_traffic(url)
+        finally:
+            litellm_perfkit.shutdown()
+        litellm_perfkit.configure(exporter="jsonl", jsonl_path=str(jsonl))
+        try:
+            with uvicorn_server(PerfkitMiddleware(apps.make_app())) as url:
+                send_secret_traffic(url)
+        finally:
+            litellm_perfkit.shutdown()
+    exported = b"".join(received.bodies["/v1/traces"] + received.bodies["/v1/metrics"]) + jsonl.read_bytes()
+    assert b"request.parse" in exported and b"stream.iterate" in exported  # something real was exported
+    for secret in SECRETS:
+        assert secret.encode() not in exported, secret
+
+
+def finished_timeline(path: str = "/v1/chat/completions") -> Timeline:
+    timeline = Timeline(time.perf_counter_ns(), "POST", path)
+    index = timeline.enter("auth")
+    timeline.exit(index)
+    timeline.status = 200
+    timeline.end_ns = time.perf_counter_ns()
+    return timeline
+
+
+def test_unreachable_endpoint_drops_counts_warns_once_and_never_blocks(caplog: pytest.LogCaptureFixture) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    with caplog.at_level(logging.WARNING, logger="litellm_perfkit"):
+        pipeline = litellm_perfkit.configure(exporter="otlp", protocol="http/json", endpoint=dead)
+        try:
+            with uvicorn_server(PerfkitMiddleware(apps.make_app())) as url:
+                started = time.monotonic()
+                for _ in range(20):
+                    assert httpx.post(f"{url}/v1/chat/completions", json={}).status_code == 200
+                elapsed = time.monotonic() - started
+                pipeline.force_flush()
+                assert pipeline.metrics.counters["perfkit.spans.dropped"] == 20 * 5
+        finally:
+            litellm_perfkit.shutdown()
+    assert elapsed < 5
+    warnings = [r.getMessage() for r in caplog.records]
+    assert sum("cannot export spans" in w for w in warnings) == 1
+    assert any("100 spans could not be exported" in w for w in warnings)
+
+
+class SlowExporter:
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.spans = 0
+
+    def export_spans(self, spans: list[SpanData]) -> bool:
+        self.release.wait(10)
+        self.spans += len(spans)
+        return True
+
+    def export_metrics(self, store: MetricStore, start: int, now: int) -> bool:
+        return True
+
+    def close(self) -> None:
+        return None
+
+
+def test_a_full_queue_drops_and_counts_without_blocking() -> None:
+    exporter = SlowExporter()
+    settings = read_settings({"OTEL_BSP_MAX_QUEUE_SIZE": "10", "OTEL_BSP_SCHEDULE_DELAY": "1"})
+    pipeline = Pipeline(settings, exporter=exporter).start()
+    try:
+        pipeline.submit(finished_timeline())
+        time.sleep(0.1)  # the thread is now stuck in the slow exporter
+        started = time.perf_counter()
+        for _ in range(100):
+            pipeline.submit(finished_timeline())
+        assert time.perf_counter() - started < 0.05
+        assert pipeline.metrics.counters["perfkit.requests.dropped"] == 90
+    finally:
+        exporter.release.set()
+        pipeline.shutdown()
+    assert exporter.spans == 11 * 2
+
+
+def test_sampler_ratio_and_parent_flags() -> None:
+    from litellm_perfkit._export._spans import Sampler
+
+    ratio = Sampler("traceidratio", 0.25)
+    ids = [f"{i * 0x9E3779B97F4A7C15 % (1 << 128):032x}" for i in range(4000)]
+    share = sum(ratio.should_sample(i, None) for i in ids) / len(ids)
+    assert 0.2 < share < 0.3
+    parent = Sampler("parentbased_always_on")
+    assert parent.should_sample(ids[0], 0) is False and parent.should_sample(ids[0], 1) is True
+    assert parent.should_sample(ids[0], None) is True
+    assert Sampler("always_off").should_sample(ids[0], 1) is False
+
+
+def test_metrics_cover_every_request_even_unsampled(tmp_path: Any) -> None:
+    with otlp_receiver() as (endpoint, received):
+        pipeline = litellm_perfkit.configure(
+            exporter="otlp", protocol="http/json", endpoint=endpoint, sampler="always_off"
+        )
+        try:
+            with uvicorn_server(PerfkitMiddleware(apps.make_app())) as url:
+                for stream in (False, True, False):
+                    httpx.post(f"{url}/v1/chat/completions", json={"stream": stream})
+        finally:
+            litellm_perfkit.shutdown()
+    assert pipeline.exported_spans == 0 and "/v1/traces" not in received.bodies
+    [body] = received.bodies["/v1/metrics"]
+    metrics = orjson.loads(body)["resourceMetrics"][0]["scopeMetrics"][0]["metrics"]
+    by_name = {m["name"]: m for m in metrics}
+
+    def count(name: str, **attrs: Any) -> int:
+        total = 0
+        for point in by_name[name]["histogram"]["dataPoints"]:
+            values = {a["key"]: next(iter(a["value"].values())) for a in point["attributes"]}
+            if all(values.get(k) == v for k, v in attrs.items()):
+                total += int(point["count"])
+        return total
+
+    assert count("http.server.request.duration") == 3
+    assert count("gen_ai.server.request.duration") == 3
+    assert count("gen_ai.server.time_to_first_token") == 1
+    assert count("perfkit.stage.duration", stage="auth") == 3
+    assert count("perfkit.stage.duration", stage="stream.iterate") == 1
+    assert by_name["perfkit.spans.dropped"]["sum"]["dataPoints"][0]["asInt"] == "0"

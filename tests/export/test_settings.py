@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from litellm_perfkit._export import read_settings
+
+
+def test_defaults_follow_the_otel_spec() -> None:
+    s = read_settings({})
+    assert (s.exporter, s.protocol, s.sampler) == ("otlp", "http/protobuf", "parentbased_always_on")
+    assert s.traces_endpoint == "http://localhost:4318/v1/traces"
+    assert s.timeout_s == 10.0
+
+
+def test_standard_variables_are_read() -> None:
+    s = read_settings(
+        {
+            "OTEL_SERVICE_NAME": "gw",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9999/",
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json",
+            "OTEL_EXPORTER_OTLP_HEADERS": "x-tenant=a%20b, authorization=Bearer t",
+            "OTEL_TRACES_SAMPLER": "traceidratio",
+            "OTEL_TRACES_SAMPLER_ARG": "0.25",
+            "OTEL_EXPORTER_OTLP_TIMEOUT": "500",
+        }
+    )
+    assert s.service_name == "gw" and s.protocol == "http/json"
+    assert s.traces_endpoint == "http://127.0.0.1:9999/v1/traces"
+    assert s.headers == {"x-tenant": "a b", "authorization": "Bearer t"}
+    assert (s.sampler, s.sampler_ratio, s.timeout_s) == ("traceidratio", 0.25, 0.5)
+    grpc = read_settings({"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"})
+    assert grpc.endpoint == "http://localhost:4317"
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "field", "fallback"),
+    [
+        ("OTEL_TRACES_EXPORTER", "zipkin", "exporter", "otlp"),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "carrier-pigeon", "protocol", "http/protobuf"),
+        ("OTEL_TRACES_SAMPLER", "sometimes", "sampler", "parentbased_always_on"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "localhost:4318", "endpoint", "http://localhost:4318"),
+        ("OTEL_EXPORTER_OTLP_TIMEOUT", "soon", "timeout_s", 10.0),
+        ("OTEL_BSP_MAX_QUEUE_SIZE", "-3", "max_queue", 2048),
+    ],
+)
+def test_an_invalid_value_gets_one_clear_warning_and_a_default(
+    caplog: pytest.LogCaptureFixture, variable: str, value: str, field: str, fallback: object
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="litellm_perfkit"):
+        settings = read_settings({variable: value})
+    assert getattr(settings, field) == fallback
+    [message] = [r.getMessage() for r in caplog.records]
+    assert variable in message and repr(value) in message and "using" in message

@@ -1,0 +1,43 @@
+"""A minimal OTLP/HTTP receiver on 127.0.0.1 that keeps every request body."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class Received:
+    def __init__(self) -> None:
+        self.bodies: dict[str, list[bytes]] = {}
+        self.headers: list[dict[str, str]] = []
+        self.status = 200
+
+
+@contextlib.contextmanager
+def otlp_receiver() -> Iterator[tuple[str, Received]]:
+    received = Received()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:  # noqa: N802
+            body = self.rfile.read(int(self.headers.get("content-length", 0)))
+            received.bodies.setdefault(self.path, []).append(body)
+            received.headers.append(dict(self.headers))
+            self.send_response(received.status)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            return None
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", received
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -1,0 +1,160 @@
+"""Real servers for tests: uvicorn in a thread, Jaeger as a process. All on 127.0.0.1."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+
+REPO = Path(__file__).resolve().parents[2]
+CACHE = Path(os.environ.get("PERFKIT_CACHE_DIR", Path.home() / ".cache" / "litellm_perfkit"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def uvicorn_server(app: Any, **options: Any) -> Iterator[str]:
+    """Serve ``app`` on 127.0.0.1 in a background thread; yields the base URL."""
+    port = free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off", **options)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@dataclass
+class Jaeger:
+    otlp_http: str
+    otlp_grpc: str
+    query: str
+
+    def traces(self, service: str) -> list[dict[str, Any]]:
+        response = httpx.get(f"{self.query}/api/traces", params={"service": service, "limit": 1000}, timeout=10)
+        response.raise_for_status()
+        return list(response.json().get("data") or [])
+
+    def wait_for_spans(self, service: str, count: int, timeout_s: float = 20) -> list[dict[str, Any]]:
+        """Traces of ``service`` once at least ``count`` spans are stored."""
+        deadline = time.monotonic() + timeout_s
+        traces: list[dict[str, Any]] = []
+        while time.monotonic() < deadline:
+            traces = self.traces(service)
+            if sum(len(t["spans"]) for t in traces) >= count:
+                return traces
+            time.sleep(0.25)
+        raise AssertionError(f"Jaeger holds {sum(len(t['spans']) for t in traces)} spans of {service}, wanted {count}")
+
+
+def jaeger_binary() -> Path:
+    """The cached Jaeger build; builds it (about 5 minutes) when missing. Fails loudly."""
+    version = os.environ.get("JAEGER_VERSION", "v1.76.0")
+    binary = CACHE / f"jaeger-{version}" / "jaeger"
+    if binary.exists():
+        return binary
+    result = subprocess.run(["bash", str(REPO / ".ci" / "build_jaeger.sh")], capture_output=True, text=True)
+    if result.returncode != 0 or not binary.exists():
+        raise RuntimeError(f"could not build Jaeger (needs Go and the Go module proxy):\n{result.stderr[-3000:]}")
+    return binary
+
+
+_JAEGER_CONFIG = """
+service:
+  extensions: [jaeger_storage, jaeger_query, healthcheckv2]
+  pipelines:
+    traces:
+      receivers: [otlp]
+      processors: [batch]
+      exporters: [jaeger_storage_exporter]
+  telemetry:
+    metrics:
+      level: none
+    logs:
+      level: warn
+extensions:
+  jaeger_query:
+    storage:
+      traces: memstore
+    http:
+      endpoint: 127.0.0.1:{query}
+    grpc:
+      endpoint: 127.0.0.1:{query_grpc}
+  jaeger_storage:
+    backends:
+      memstore:
+        memory:
+          max_traces: 100000
+  healthcheckv2:
+    use_v2: true
+    http:
+      endpoint: 127.0.0.1:{health}
+receivers:
+  otlp:
+    protocols:
+      grpc:
+        endpoint: 127.0.0.1:{grpc}
+      http:
+        endpoint: 127.0.0.1:{http}
+processors:
+  batch:
+    timeout: 100ms
+exporters:
+  jaeger_storage_exporter:
+    trace_storage: memstore
+"""
+
+
+@contextlib.contextmanager
+def jaeger_process(workdir: Path) -> Iterator[Jaeger]:
+    binary = jaeger_binary()
+    ports = {name: free_port() for name in ("query", "query_grpc", "health", "grpc", "http")}
+    config = workdir / "jaeger.yaml"
+    config.write_text(_JAEGER_CONFIG.format(**ports))
+    log = (workdir / "jaeger.log").open("wb")
+    process = subprocess.Popen([str(binary), "--config", str(config)], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError("Jaeger exited:\n" + (workdir / "jaeger.log").read_text()[-3000:])
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"http://127.0.0.1:{ports['query']}/api/services", timeout=1).status_code == 200:
+                    break
+            if time.monotonic() > deadline:
+                raise RuntimeError("Jaeger did not become ready:\n" + (workdir / "jaeger.log").read_text()[-3000:])
+            time.sleep(0.2)
+        yield Jaeger(
+            otlp_http=f"http://127.0.0.1:{ports['http']}",
+            otlp_grpc=f"http://127.0.0.1:{ports['grpc']}",
+            query=f"http://127.0.0.1:{ports['query']}",
+        )
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()
