@@ -11,6 +11,7 @@ from typing import Literal, Union
 
 __all__ = [
     "AttributeValue",
+    "ExportMode",
     "ExporterName",
     "HeaderMode",
     "Mark",
@@ -28,6 +29,10 @@ HeaderMode = Literal["on", "off"]
 
 ExporterName = Literal["otlp", "console", "jsonl", "none"]
 """Where finished requests go (``OTEL_TRACES_EXPORTER`` plus perfkit's ``jsonl``)."""
+
+ExportMode = Literal["process", "thread"]
+"""``process``: spans are built and exported by a child agent process, so the
+host pays a few microseconds per request. ``thread``: all in a thread of the host."""
 
 OtlpProtocol = Literal["http/protobuf", "http/json", "grpc"]
 """``OTEL_EXPORTER_OTLP_PROTOCOL`` values."""

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["format_server_timing", "parse_traceparent", "metric_name"]
+__all__ = ["METRIC_NAMES", "format_server_timing", "parse_traceparent", "metric_name"]
 
 _NOT_TCHAR = re.compile(r"[^!#$%&'*+\-.^_`|~0-9A-Za-z]")
 _TRACEPARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$")
-_names: dict[str, str] = {}
+METRIC_NAMES: dict[str, str] = {}  # stage name -> token, filled by metric_name()
 
 
 def metric_name(stage: str) -> str:
     """A stage name as a Server-Timing metric name (an RFC 9110 token)."""
-    name = _names.get(stage)
+    name = METRIC_NAMES.get(stage)
     if name is None:
         name = _NOT_TCHAR.sub("_", stage) or "_"
-        if len(_names) < 1024:  # stage names come from code, but never grow unbounded
-            _names[stage] = name
+        if len(METRIC_NAMES) < 1024:  # stage names come from code, but never grow unbounded
+            METRIC_NAMES[stage] = name
     return name
 
 

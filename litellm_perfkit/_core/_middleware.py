@@ -8,7 +8,7 @@ from typing import Any, Awaitable, Callable, MutableMapping
 
 from ..types import HeaderMode
 from ._guard import internal_error
-from ._headers import format_server_timing
+from ._headers import METRIC_NAMES, metric_name
 from ._sink import get_sink
 from ._sse import SseScanner
 from ._timeline import TIMELINE, Timeline
@@ -22,6 +22,7 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 OVERHEAD_HEADER = "x-perfkit-overhead-ms"
+_OVERHEAD_HEADER = OVERHEAD_HEADER.encode()
 
 
 class PerfkitMiddleware:
@@ -51,6 +52,7 @@ class PerfkitMiddleware:
             await self.app(scope, receive, send)
             return
         timeline = Timeline(perf_counter_ns(), scope["method"], scope["path"])
+        timeline.upstream = self.upstream_stages
         for name, value in scope["headers"]:
             if name == b"traceparent":
                 timeline.traceparent = value.decode("latin-1")
@@ -87,7 +89,9 @@ class _Exchange:
             self._disconnected = True
         return message
 
-    async def send(self, message: Message) -> None:
+    def send(self, message: Message) -> Awaitable[None]:
+        # A plain function returning the server's awaitable: no extra coroutine
+        # frame per body message (streams send one per chunk).
         try:
             if message["type"] == "http.response.body":
                 self._on_body(message)
@@ -95,7 +99,7 @@ class _Exchange:
                 message = self._on_start(message)
         except Exception as exc:  # perfkit's bug must never become the app's
             internal_error("middleware.send", exc)
-        await self._send(message)
+        return self._send(message)
 
     def _on_start(self, message: Message) -> Message:
         now = perf_counter_ns()
@@ -111,14 +115,24 @@ class _Exchange:
         middleware = self._middleware
         if not (middleware.server_timing or middleware.overhead_header):
             return message
-        finished = timeline.finished_stages_before(now)
-        extra: list[tuple[bytes, bytes]] = []
-        if middleware.server_timing and finished:
-            extra.append((b"server-timing", format_server_timing(finished)))
+        # One pass over the finished stages: Server-Timing entries and upstream time.
+        upstream_names = middleware.upstream_stages
+        upstream = 0
+        parts = []
+        names = METRIC_NAMES
+        for _, name, start, end, _ in timeline.finished:
+            duration = end - start
+            if name in upstream_names:
+                upstream += duration
+            parts.append(f"{names.get(name) or metric_name(name)};dur={duration / 1e6:.3f}")
+        for name, (_, _, _, _, own, _) in timeline.generators.items():
+            parts.append(f"{names.get(name) or metric_name(name)};dur={own / 1e6:.3f}")
+        extra = []
+        if middleware.server_timing and parts:
+            extra.append((b"server-timing", ", ".join(parts).encode()))
         if middleware.overhead_header:
-            upstream = sum(ns for name, ns in finished if name in middleware.upstream_stages)
             overhead_ms = max(0, now - timeline.start_ns - upstream) / 1e6
-            extra.append((OVERHEAD_HEADER.encode(), f"{overhead_ms:.3f}".encode()))
+            extra.append((_OVERHEAD_HEADER, f"{overhead_ms:.3f}".encode()))
         return {**message, "headers": [*headers, *extra]}
 
     def _on_body(self, message: Message) -> None:

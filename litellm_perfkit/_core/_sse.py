@@ -67,12 +67,20 @@ class SseScanner:
 
     def feed(self, body: bytes) -> bool:
         """Count events in ``body``; True if it holds the first content token."""
-        window = self._tail + body
         tail = self._tail
-        self.events += window.count(_EVENT) - tail.count(_EVENT)
-        for done in _DONE:
-            self.done_events += window.count(done) - tail.count(done)
-        self._tail = window[-_TAIL:]
+        if tail == b"\n":
+            # The common case: the previous message ended a line, so patterns
+            # (which all start with a newline) cannot straddle the boundary.
+            self.events += body.count(_EVENT) + body.startswith(b"data:")
+            if b"[DONE]" in body:
+                window = tail + body
+                self.done_events += window.count(_DONE[0]) + window.count(_DONE[1])
+        else:
+            window = tail + body
+            self.events += window.count(_EVENT) - tail.count(_EVENT)
+            for done in _DONE:
+                self.done_events += window.count(done) - tail.count(done)
+        self._tail = b"\n" if body.endswith(b"\n") else (tail + body)[-_TAIL:]
         if self.token_seen:
             return False
         if self._find_token(body):

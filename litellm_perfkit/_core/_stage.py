@@ -28,18 +28,21 @@ class Stage:
     decorator the instance only holds the name, so it may be shared.
     """
 
-    __slots__ = ("name", "_timeline", "_index")
+    __slots__ = ("name", "_timeline", "_index", "_parent", "_start")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self._timeline: Timeline | None = None
-        self._index = -1
 
     def __enter__(self) -> Stage:
         timeline = TIMELINE.get()
         if timeline is not None:
             self._timeline = timeline
-            self._index = timeline.enter(self.name)
+            self._index = index = timeline.next_index
+            timeline.next_index = index + 1
+            self._parent = timeline.open_stage
+            timeline.open_stage = index
+            self._start = perf_counter_ns()
         return self
 
     def __exit__(
@@ -50,7 +53,9 @@ class Stage:
     ) -> None:
         timeline = self._timeline
         if timeline is not None:
-            timeline.exit(self._index)
+            end = perf_counter_ns()
+            timeline.finished.append((self._index, self.name, self._start, end, self._parent))
+            timeline.open_stage = self._parent
             self._timeline = None
 
     async def __aenter__(self) -> Stage:
@@ -72,27 +77,19 @@ class Stage:
 
             @functools.wraps(func)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                timeline = TIMELINE.get()
-                if timeline is None:
+                if TIMELINE.get() is None:
                     return await func(*args, **kwargs)
-                index = timeline.enter(name)
-                try:
+                with Stage(name):
                     return await func(*args, **kwargs)
-                finally:
-                    timeline.exit(index)
 
             return cast(F, async_wrapper)
 
         @functools.wraps(func)
         def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
-            timeline = TIMELINE.get()
-            if timeline is None:
+            if TIMELINE.get() is None:
                 return func(*args, **kwargs)
-            index = timeline.enter(name)
-            try:
+            with Stage(name):
                 return func(*args, **kwargs)
-            finally:
-                timeline.exit(index)
 
         return cast(F, sync_wrapper)
 

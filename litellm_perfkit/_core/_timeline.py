@@ -1,40 +1,57 @@
 """The per-request timeline: the only object touched on the hot path.
 
-It stores integers from ``time.perf_counter_ns`` in plain lists and does no
-formatting, no id generation and no allocation beyond one small list per stage.
-Everything else (ids, sampling, spans, metrics) happens in the export thread.
+It stores integers from ``time.perf_counter_ns`` in plain tuples and lists and
+does no formatting, id generation or object building: a finished stage is one
+tuple appended at exit. Everything else (ids, sampling, spans, metrics)
+happens off the request path, on ``StageEntry`` objects made from the tuples.
 """
 
 from __future__ import annotations
 
 from contextvars import ContextVar
 from time import perf_counter_ns
+from typing import Any, Tuple
 
 from ..types import AttributeValue, RequestRecord, StageKind, StageRecord
 
-__all__ = ["StageEntry", "Timeline", "current_timeline", "TIMELINE"]
+__all__ = ["StageEntry", "Timeline", "current_timeline", "TIMELINE", "DEFAULT_UPSTREAM"]
+
+DEFAULT_UPSTREAM = frozenset({"upstream"})
+
+# A finished block stage: (index, name, start_ns, end_ns, parent index).
+Finished = Tuple[int, str, int, int, int]
+
+TIMELINE: ContextVar[Timeline | None] = ContextVar("perfkit_timeline", default=None)
 
 
 class StageEntry:
-    """A stage while it is being recorded; ``end_ns`` is 0 until it exits."""
+    """A stage as the export side sees it (built from the hot path's tuples)."""
 
-    __slots__ = ("name", "start_ns", "end_ns", "parent", "self_ns", "items", "kind")
+    __slots__ = ("index", "name", "start_ns", "end_ns", "parent", "self_ns", "items", "kind")
 
-    def __init__(self, name: str, start_ns: int, parent: int, kind: StageKind = "block") -> None:
+    def __init__(
+        self,
+        index: int,
+        name: str,
+        start_ns: int,
+        end_ns: int,
+        parent: int,
+        kind: StageKind = "block",
+        self_ns: int = 0,
+        items: int = 0,
+    ) -> None:
+        self.index = index
         self.name = name
         self.start_ns = start_ns
-        self.end_ns = 0
+        self.end_ns = end_ns
         self.parent = parent
-        self.self_ns = 0
-        self.items = 0
         self.kind: StageKind = kind
+        self.self_ns = self_ns
+        self.items = items
 
     @property
     def duration_ns(self) -> int:
         return self.self_ns if self.kind == "generator" else self.end_ns - self.start_ns
-
-
-TIMELINE: ContextVar[Timeline | None] = ContextVar("perfkit_timeline", default=None)
 
 
 class Timeline:
@@ -42,12 +59,14 @@ class Timeline:
 
     __slots__ = (
         "start_ns",
-        "stages",
+        "finished",
+        "generators",
+        "next_index",
+        "open_stage",
         "marks",
         "chunks",
         "body_bytes",
         "attributes",
-        "open_stage",
         "method",
         "path",
         "status",
@@ -55,19 +74,24 @@ class Timeline:
         "traceparent",
         "error",
         "end_ns",
+        "upstream",
+        "_entries",
     )
 
     def __init__(self, start_ns: int, method: str = "", path: str = "") -> None:
         self.start_ns = start_ns
-        self.stages: list[StageEntry] = []
-        self.marks: dict[str, int] = {"received": start_ns}
-        self.chunks = 0
-        self.body_bytes = 0
-        self.attributes: dict[str, AttributeValue] = {}
+        self.finished: list[Finished] = []
+        # name -> [index, first_ns, last_ns, parent, self_ns, items]
+        self.generators: dict[str, list[int]] = {}
+        self.next_index = 0
         # Nesting is tracked per timeline, not per task: cheap, and exact for the
         # sequential request handling of a gateway. Concurrent sub-tasks of one
         # request still get correct durations, only their parent may be coarse.
         self.open_stage = -1
+        self.marks: dict[str, int] = {"received": start_ns}
+        self.chunks = 0
+        self.body_bytes = 0
+        self.attributes: dict[str, AttributeValue] = {}
         self.method = method
         self.path = path
         self.status = 0
@@ -75,64 +99,105 @@ class Timeline:
         self.traceparent: str | None = None
         self.error: str | None = None
         self.end_ns = 0
+        # Stages that wait on the upstream provider, not the gateway's own time.
+        self.upstream: frozenset[str] = DEFAULT_UPSTREAM
+        self._entries: list[StageEntry] | None = None
 
-    def enter(self, name: str) -> int:
-        index = len(self.stages)
-        self.stages.append(StageEntry(name, perf_counter_ns(), self.open_stage))
-        self.open_stage = index
-        return index
-
-    def exit(self, index: int) -> None:
-        entry = self.stages[index]
-        entry.end_ns = perf_counter_ns()
-        self.open_stage = entry.parent
-
+    # -- hot path -----------------------------------------------------------
     def mark(self, name: str, at_ns: int | None = None) -> None:
         if name not in self.marks:
             self.marks[name] = perf_counter_ns() if at_ns is None else at_ns
 
     def add_generator_time(self, name: str, first_ns: int, self_ns: int, items: int) -> None:
-        """Fold one run of an async generator's own time into its stage entry."""
+        """Fold one run of an async generator's own time into its stage."""
         now = perf_counter_ns()
-        for entry in reversed(self.stages):
-            if entry.name == name and entry.kind == "generator":
-                break
+        entry = self.generators.get(name)
+        if entry is None:
+            self.generators[name] = [self.next_index, first_ns, now, self.open_stage, self_ns, items]
+            self.next_index += 1
         else:
-            entry = StageEntry(name, first_ns, self.open_stage, "generator")
-            self.stages.append(entry)
-        entry.end_ns = now
-        entry.self_ns += self_ns
-        entry.items += items
+            entry[2] = now
+            entry[4] += self_ns
+            entry[5] += items
 
-    def finished_stages_before(self, at_ns: int) -> list[tuple[str, int]]:
-        """(name, duration_ns) of stages that ended by ``at_ns``, summed by name."""
+    def server_timing_stages(self) -> list[tuple[str, int]]:
+        """(name, duration_ns) of the stages finished so far, summed by name."""
         totals: dict[str, int] = {}
-        for entry in self.stages:
-            if entry.end_ns and entry.end_ns <= at_ns:
-                totals[entry.name] = totals.get(entry.name, 0) + entry.duration_ns
+        for _, name, start, end, _ in self.finished:
+            totals[name] = totals.get(name, 0) + end - start
+        for name, (_, _, _, _, self_ns, _) in self.generators.items():
+            totals[name] = totals.get(name, 0) + self_ns
         return list(totals.items())
 
-    def freeze(self, upstream_stages: frozenset[str]) -> RequestRecord:
-        """Turn the mutable timeline into an immutable record (export thread only)."""
-        end_ns = self.end_ns
+    # -- export side --------------------------------------------------------
+    @property
+    def stages(self) -> list[StageEntry]:
+        """All recorded stages in the order they started (index order)."""
+        if self._entries is None:
+            entries = [StageEntry(i, n, s, e, p) for i, n, s, e, p in self.finished]
+            entries += [
+                StageEntry(i, name, first, last, parent, "generator", own, items)
+                for name, (i, first, last, parent, own, items) in self.generators.items()
+            ]
+            entries.sort(key=lambda entry: entry.index)
+            self._entries = entries
+        return self._entries
+
+    def compact(self) -> tuple[Any, ...]:
+        """Plain values only, for ``marshal`` to the export agent (cheap to build)."""
+        return (
+            self.start_ns,
+            self.end_ns,
+            self.method,
+            self.path,
+            self.status,
+            self.streaming,
+            self.chunks,
+            self.body_bytes,
+            self.traceparent,
+            self.error,
+            self.marks,
+            self.finished,
+            self.generators,
+            self.attributes,
+            self.upstream,
+        )
+
+    @classmethod
+    def from_compact(cls, data: tuple[Any, ...]) -> Timeline:
+        (start, end, method, path, status, streaming, chunks, body_bytes, traceparent, error,
+         marks, finished, generators, attributes, upstream) = data  # fmt: skip
+        timeline = cls(start, method, path)
+        timeline.end_ns, timeline.status, timeline.streaming = end, status, streaming
+        timeline.chunks, timeline.body_bytes = chunks, body_bytes
+        timeline.traceparent, timeline.error = traceparent, error
+        timeline.marks, timeline.finished, timeline.generators = marks, finished, generators
+        timeline.attributes, timeline.upstream = attributes, frozenset(upstream)
+        return timeline
+
+    def freeze(self) -> RequestRecord:
+        """An immutable public record (export side only). Parents refer to
+        positions in ``stages``; a stage still open at the end is left out."""
+        entries = self.stages
+        position = {entry.index: n for n, entry in enumerate(entries)}
         stages = tuple(
             StageRecord(
                 name=e.name,
                 start_ns=e.start_ns,
-                end_ns=e.end_ns or end_ns,
-                parent=e.parent,
+                end_ns=e.end_ns,
+                parent=position.get(e.parent, -1),
                 kind=e.kind,
                 self_ns=e.self_ns,
                 items=e.items,
             )
-            for e in self.stages
+            for e in entries
         )
         return RequestRecord(
             method=self.method,
             path=self.path,
             status=self.status,
             start_ns=self.start_ns,
-            end_ns=end_ns,
+            end_ns=self.end_ns,
             stages=stages,
             marks=dict(self.marks),
             chunks=self.chunks,
@@ -141,7 +206,7 @@ class Timeline:
             traceparent=self.traceparent,
             error=self.error,
             attributes=dict(self.attributes),
-            upstream_stages=upstream_stages,
+            upstream_stages=self.upstream,
         )
 
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+import os
 
-from ..types import ExporterName, OtlpProtocol, SamplerName
+from .._core._guard import logger
+from ..types import ExporterName, ExportMode, OtlpProtocol, SamplerName
 from ._pipeline import Pipeline
 from ._settings import ExportSettings, read_settings
 
@@ -23,7 +24,7 @@ def configure(
     endpoint: str | None = None,
     sampler: SamplerName | None = None,
     jsonl_path: str | None = None,
-    upstream_stages: Iterable[str] = ("upstream",),
+    mode: ExportMode | None = None,
 ) -> Pipeline:
     """Start exporting every finished request timeline.
 
@@ -32,6 +33,9 @@ def configure(
     ``OTEL_EXPORTER_OTLP_PROTOCOL``, ``OTEL_EXPORTER_OTLP_HEADERS``,
     ``OTEL_TRACES_SAMPLER``...; see docs/configuration.md). Calling it again
     replaces the previous pipeline after flushing it.
+
+    ``mode`` (or ``PERFKIT_EXPORT_MODE``): ``process`` (default) builds and
+    exports spans in a child process; ``thread`` does it in a thread here.
     """
     global _pipeline
     settings = read_settings(
@@ -45,7 +49,7 @@ def configure(
     with _lock:
         if _pipeline is not None:
             _pipeline.shutdown()
-        _pipeline = Pipeline(settings, upstream_stages=frozenset(upstream_stages)).start()
+        _pipeline = Pipeline(settings, mode=mode or _mode_from_env()).start()
         return _pipeline
 
 
@@ -60,3 +64,11 @@ def shutdown() -> None:
 
 def active_pipeline() -> Pipeline | None:
     return _pipeline
+
+
+def _mode_from_env() -> ExportMode:
+    raw = os.environ.get("PERFKIT_EXPORT_MODE", "process").strip().lower()
+    if raw in ("process", "thread"):
+        return raw  # type: ignore[return-value]
+    logger.warning("perfkit: PERFKIT_EXPORT_MODE=%r is not valid (expected process or thread); using 'process'", raw)
+    return "process"

@@ -1,48 +1,67 @@
 """Histograms over every request (not only sampled ones), aggregated in the
-export thread and exported as cumulative OTLP explicit-bucket histograms."""
+export thread and exported as cumulative OTLP explicit-bucket histograms.
+
+Values are kept in integer nanoseconds (cheap to bisect) and exported in
+seconds, the unit the OTel semantic conventions give these metrics.
+"""
 
 from __future__ import annotations
 
+import threading
 from bisect import bisect_left
-from dataclasses import dataclass, field
 
-from ..types import AttributeValue, RequestRecord
+from .._core._timeline import Timeline
+from ..types import AttributeValue
 
-__all__ = ["Histogram", "MetricStore", "BOUNDARIES_S"]
+__all__ = ["Histogram", "MetricStore", "BOUNDARIES_NS", "DESCRIPTIONS"]
 
-# Seconds. Fine at the low end: gateway stages are tens of microseconds.
-BOUNDARIES_S: tuple[float, ...] = (
-    0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
-    0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-)  # fmt: skip
+# Fine at the low end: gateway stages take tens of microseconds.
+BOUNDARIES_NS: tuple[int, ...] = tuple(
+    int(ms * 1_000_000)
+    for ms in (
+        0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 75, 100,
+        250, 500, 750, 1000, 2500, 5000, 7500, 10000,
+    )  # fmt: skip
+)
+
+DESCRIPTIONS: dict[str, str] = {
+    "http.server.request.duration": "Request received to last response byte.",
+    "gen_ai.server.time_to_first_token": "Request received to the first content token sent (streams).",
+    "gen_ai.server.request.duration": "Request received to last response byte, generative-AI endpoints.",
+    "perfkit.stage.duration": "Duration of one named stage (generator stages: their own time).",
+}
 
 _GEN_AI_SUFFIXES = ("/completions", "/embeddings", "/responses", "/messages")
 
-
-@dataclass
-class Histogram:
-    counts: list[int] = field(default_factory=lambda: [0] * (len(BOUNDARIES_S) + 1))
-    count: int = 0
-    total: float = 0.0
-    minimum: float = float("inf")
-    maximum: float = float("-inf")
-
-    def record(self, value: float) -> None:
-        self.counts[bisect_left(BOUNDARIES_S, value)] += 1
-        self.count += 1
-        self.total += value
-        self.minimum = min(self.minimum, value)
-        self.maximum = max(self.maximum, value)
-
-
 MetricKey = tuple[str, tuple[tuple[str, AttributeValue], ...]]
 
-DESCRIPTIONS: dict[str, str] = {
-    "http.server.request.duration": "Time from request received to last response byte.",
-    "gen_ai.server.time_to_first_token": "Time from request received to the first content token sent (streams).",
-    "gen_ai.server.request.duration": "Time from request received to last response byte, generative AI endpoints.",
-    "perfkit.stage.duration": "Duration of one named stage of a request (generator stages: own time).",
-}
+
+class Histogram:
+    __slots__ = ("counts", "count", "total_ns", "minimum_ns", "maximum_ns")
+
+    def __init__(self) -> None:
+        self.counts = [0] * (len(BOUNDARIES_NS) + 1)
+        self.count = 0
+        self.total_ns = 0
+        self.minimum_ns = 1 << 62
+        self.maximum_ns = 0
+
+    def record(self, value_ns: int) -> None:
+        # bisect_left: bucket i holds (bound[i-1], bound[i]], as OTLP defines it.
+        self.counts[bisect_left(BOUNDARIES_NS, value_ns)] += 1
+        self.count += 1
+        self.total_ns += value_ns
+        if value_ns < self.minimum_ns:
+            self.minimum_ns = value_ns
+        if value_ns > self.maximum_ns:
+            self.maximum_ns = value_ns
+
+    def copy(self) -> Histogram:
+        twin = Histogram()
+        twin.counts = list(self.counts)
+        twin.count, twin.total_ns = self.count, self.total_ns
+        twin.minimum_ns, twin.maximum_ns = self.minimum_ns, self.maximum_ns
+        return twin
 
 
 class MetricStore:
@@ -50,27 +69,39 @@ class MetricStore:
 
     def __init__(self) -> None:
         self.histograms: dict[MetricKey, Histogram] = {}
+        self._stages: dict[str, Histogram] = {}  # a shortcut to the per-stage entries
         self.counters: dict[str, int] = {"perfkit.spans.dropped": 0, "perfkit.requests.dropped": 0}
+        self._lock = threading.Lock()
 
-    def _hist(self, name: str, attributes: tuple[tuple[str, AttributeValue], ...]) -> Histogram:
+    def _histogram(self, name: str, attributes: tuple[tuple[str, AttributeValue], ...]) -> Histogram:
         key = (name, attributes)
         histogram = self.histograms.get(key)
         if histogram is None:
-            histogram = self.histograms[key] = Histogram()
+            with self._lock:
+                histogram = self.histograms[key] = Histogram()
         return histogram
 
-    def observe(self, record: RequestRecord) -> None:
-        seconds = record.duration_ns / 1e9
-        http: tuple[tuple[str, AttributeValue], ...] = (
-            ("http.request.method", record.method),
-            ("http.response.status_code", record.status),
-        )
-        self._hist("http.server.request.duration", http).record(seconds)
-        if record.path.endswith(_GEN_AI_SUFFIXES):
-            streaming = (("perfkit.streaming", record.streaming),)
-            self._hist("gen_ai.server.request.duration", streaming).record(seconds)
-            ttft = record.ttft_ns
-            if ttft is not None:
-                self._hist("gen_ai.server.time_to_first_token", ()).record(ttft / 1e9)
-        for stage in record.stages:
-            self._hist("perfkit.stage.duration", (("stage", stage.name),)).record(stage.duration_ns / 1e9)
+    def observe(self, timeline: Timeline) -> None:
+        duration = timeline.end_ns - timeline.start_ns
+        self._histogram(
+            "http.server.request.duration",
+            (("http.request.method", timeline.method), ("http.response.status_code", timeline.status)),
+        ).record(duration)
+        if timeline.path.endswith(_GEN_AI_SUFFIXES):
+            self._histogram("gen_ai.server.request.duration", (("perfkit.streaming", timeline.streaming),)).record(
+                duration
+            )
+            first_token = timeline.marks.get("first_token")
+            if first_token is not None:
+                self._histogram("gen_ai.server.time_to_first_token", ()).record(first_token - timeline.start_ns)
+        stages = self._stages
+        for entry in timeline.stages:
+            histogram = stages.get(entry.name)
+            if histogram is None:
+                histogram = stages[entry.name] = self._histogram("perfkit.stage.duration", (("stage", entry.name),))
+            histogram.record(entry.duration_ns)
+
+    def snapshot(self) -> list[tuple[MetricKey, Histogram]]:
+        with self._lock:
+            items = list(self.histograms.items())
+        return [(key, histogram.copy()) for key, histogram in items]

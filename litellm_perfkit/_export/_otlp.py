@@ -1,129 +1,216 @@
-"""OTLP encoding of spans and metrics: the OTLP/JSON mapping, and protobuf.
+"""OTLP encoding: spans as OTLP/JSON or protobuf, metrics likewise.
 
-One neutral form (SpanData, MetricStore) and two wire formats. JSON follows the
-OTLP spec's JSON rules: hex trace/span ids, 64-bit integers as strings, enum
-values as integers, lowerCamelCase keys.
+Spans are encoded by hand because this runs for every request: an OTel SDK
+span or a protobuf message object costs 10-40 us here, a hand-built one a few.
+JSON follows the OTLP/JSON rules (hex ids, 64-bit integers as strings, enum
+values as integers, lowerCamelCase keys); protobuf follows
+opentelemetry/proto/trace/v1/trace.proto field numbers.
+Metrics are encoded once per export interval, so they go through plain dicts.
 """
 
 from __future__ import annotations
 
+import math
+import struct
 from typing import Any
 
 import orjson
 
 from .._version import __version__
 from ..types import AttributeValue
-from ._metrics import BOUNDARIES_S, DESCRIPTIONS, MetricStore
-from ._spans import SpanData
+from ._metrics import BOUNDARIES_NS, DESCRIPTIONS, MetricStore
+from ._spans import Attributes, Span
 
-__all__ = ["spans_json", "metrics_json", "spans_protobuf", "metrics_protobuf", "span_dict", "json_to_protobuf"]
+__all__ = ["spans_json", "spans_protobuf", "span_json", "metrics_json", "metrics_protobuf"]
 
-_SCOPE = {"name": "litellm_perfkit", "version": __version__}
-_AGGREGATION_CUMULATIVE = 2
+_SCOPE_NAME = "litellm_perfkit"
 
+# -- JSON --------------------------------------------------------------------
 
-def _any_value(value: AttributeValue) -> dict[str, Any]:
-    if isinstance(value, bool):
-        return {"boolValue": value}
-    if isinstance(value, int):
-        return {"intValue": str(value)}
-    if isinstance(value, float):
-        return {"doubleValue": value}
-    return {"stringValue": str(value)}
+_json_strings: dict[str, str] = {}
 
 
-def _attributes(attributes: dict[str, AttributeValue]) -> list[dict[str, Any]]:
-    return [{"key": key, "value": _any_value(value)} for key, value in attributes.items()]
-
-
-def _resource(service_name: str, extra: dict[str, str]) -> dict[str, Any]:
-    attributes: dict[str, AttributeValue] = {
-        **extra,
-        "service.name": service_name,
-        "telemetry.sdk.name": "litellm_perfkit",
-        "telemetry.sdk.language": "python",
-        "telemetry.sdk.version": __version__,
-    }
-    return {"attributes": _attributes(attributes)}
-
-
-def span_dict(span: SpanData) -> dict[str, Any]:
-    encoded: dict[str, Any] = {
-        "traceId": span.trace_id,
-        "spanId": span.span_id,
-        "name": span.name,
-        "kind": span.kind,
-        "startTimeUnixNano": str(span.start_unix_ns),
-        "endTimeUnixNano": str(span.end_unix_ns),
-        "attributes": _attributes(span.attributes),
-        "status": {"code": span.status_code, "message": span.status_message}
-        if span.status_message
-        else {"code": span.status_code},
-    }
-    if span.parent_span_id:
-        encoded["parentSpanId"] = span.parent_span_id
+def _jstr(value: str) -> str:
+    encoded = _json_strings.get(value)
+    if encoded is None:
+        encoded = orjson.dumps(value).decode()
+        if len(_json_strings) < 4096:
+            _json_strings[value] = encoded
     return encoded
 
 
-def _spans_request(spans: list[SpanData], service_name: str, resource: dict[str, str]) -> dict[str, Any]:
-    return {
-        "resourceSpans": [
-            {
-                "resource": _resource(service_name, resource),
-                "scopeSpans": [{"scope": _SCOPE, "spans": [span_dict(s) for s in spans]}],
-            }
-        ]
-    }
+def _jvalue(value: AttributeValue) -> str:
+    if value is True:
+        return '{"boolValue":true}'
+    if value is False:
+        return '{"boolValue":false}'
+    if isinstance(value, int):
+        return f'{{"intValue":"{value}"}}'
+    if isinstance(value, float):
+        return f'{{"doubleValue":{value!r}}}' if math.isfinite(value) else f'{{"stringValue":"{value}"}}'
+    return f'{{"stringValue":{orjson.dumps(str(value)).decode()}}}'
 
 
-def spans_json(spans: list[SpanData], service_name: str, resource: dict[str, str]) -> bytes:
-    return orjson.dumps(_spans_request(spans, service_name, resource))
+def _jattributes(attributes: Attributes) -> str:
+    return ",".join(f'{{"key":{_jstr(k)},"value":{_jvalue(v)}}}' for k, v in attributes)
+
+
+def span_json(span: Span) -> str:
+    trace_id, span_id, parent, name, kind, start, end, attributes, code, message = span
+    parent_field = f'"parentSpanId":"{parent}",' if parent else ""
+    status = f'{{"code":{code},"message":{_jstr(message)}}}' if message else f'{{"code":{code}}}'
+    return (
+        f'{{"traceId":"{trace_id}","spanId":"{span_id}",{parent_field}"name":{_jstr(name)},'
+        f'"kind":{kind},"startTimeUnixNano":"{start}","endTimeUnixNano":"{end}",'
+        f'"attributes":[{_jattributes(attributes)}],"status":{status}}}'
+    )
+
+
+def _resource_attributes(service_name: str, extra: dict[str, str]) -> Attributes:
+    return [
+        *extra.items(),
+        ("service.name", service_name),
+        ("telemetry.sdk.name", _SCOPE_NAME),
+        ("telemetry.sdk.language", "python"),
+        ("telemetry.sdk.version", __version__),
+    ]
+
+
+def spans_json(spans: list[Span], service_name: str, resource: dict[str, str]) -> bytes:
+    head = (
+        f'{{"resourceSpans":[{{"resource":{{"attributes":[{_jattributes(_resource_attributes(service_name, resource))}]}},'
+        f'"scopeSpans":[{{"scope":{{"name":"{_SCOPE_NAME}","version":"{__version__}"}},"spans":['
+    )
+    return (head + ",".join(map(span_json, spans)) + "]}]}]}").encode()
+
+
+# -- protobuf ----------------------------------------------------------------
+
+
+def _varint(value: int) -> bytes:
+    if value < 0x80:
+        return bytes((value,))
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """A length-delimited field (wire type 2)."""
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+_DOUBLE = struct.Struct("<Bd").pack  # AnyValue.double_value: field 4, wire type 1
+_pb_keys: dict[str, bytes] = {}
+
+
+def _pvalue(value: AttributeValue) -> bytes:
+    if isinstance(value, bool):
+        return b"\x10\x01" if value else b"\x10\x00"
+    if isinstance(value, int):
+        return b"\x18" + _varint(value & 0xFFFFFFFFFFFFFFFF)  # int64, two's complement
+    if isinstance(value, float):
+        return _DOUBLE(0x21, value)
+    return _field(1, str(value).encode())
+
+
+def _pattributes(attributes: Attributes, field_number: int = 9) -> bytes:
+    """KeyValue entries as field ``field_number`` (Span.attributes is 9, Resource.attributes 1)."""
+    out = []
+    for key, value in attributes:
+        encoded_key = _pb_keys.get(key)
+        if encoded_key is None:
+            encoded_key = _field(1, key.encode())
+            if len(_pb_keys) < 4096:
+                _pb_keys[key] = encoded_key
+        out.append(_field(field_number, encoded_key + _field(2, _pvalue(value))))
+    return b"".join(out)
+
+
+# trace_id (1), span_id (2) as fixed-size bytes; start (7) and end (8) as fixed64.
+_IDS = struct.Struct("<BB16sBB8s").pack
+_PARENT = struct.Struct("<BB8s").pack
+_TIMES = struct.Struct("<BQBQ").pack
+
+
+def _span_protobuf(span: Span) -> bytes:
+    trace_id, span_id, parent, name, kind, start, end, attributes, code, message = span
+    body = _IDS(0x0A, 16, bytes.fromhex(trace_id), 0x12, 8, bytes.fromhex(span_id))
+    if parent:
+        body += _PARENT(0x22, 8, bytes.fromhex(parent))
+    status = (_field(2, message.encode()) if message else b"") + (b"\x18" + _varint(code) if code else b"")
+    body += (
+        _field(5, name.encode())
+        + b"\x30"
+        + _varint(kind)
+        + _TIMES(0x39, start, 0x41, end)
+        + _pattributes(attributes)
+        + _field(15, status)
+    )
+    return _field(2, body)  # ScopeSpans.spans
+
+
+def spans_protobuf(spans: list[Span], service_name: str, resource: dict[str, str]) -> bytes:
+    """A serialized ExportTraceServiceRequest."""
+    scope = _field(1, _field(1, _SCOPE_NAME.encode()) + _field(2, __version__.encode()))
+    scope_spans = _field(2, scope + b"".join(map(_span_protobuf, spans)))
+    resource_msg = _field(1, _pattributes(_resource_attributes(service_name, resource), field_number=1))
+    return _field(1, resource_msg + scope_spans)
+
+
+# -- metrics -----------------------------------------------------------------
+
+
+def _attributes_dicts(attributes: Attributes) -> list[dict[str, Any]]:
+    return [{"key": k, "value": orjson.loads(_jvalue(v))} for k, v in attributes]
 
 
 def _metrics_request(
     store: MetricStore, service_name: str, resource: dict[str, str], start_unix_ns: int, now_unix_ns: int
 ) -> dict[str, Any]:
+    times = {"startTimeUnixNano": str(start_unix_ns), "timeUnixNano": str(now_unix_ns)}
     by_name: dict[str, list[dict[str, Any]]] = {}
-    for (name, attrs), histogram in store.histograms.items():
+    for (name, attrs), histogram in store.snapshot():
         by_name.setdefault(name, []).append(
             {
-                "attributes": _attributes(dict(attrs)),
-                "startTimeUnixNano": str(start_unix_ns),
-                "timeUnixNano": str(now_unix_ns),
+                "attributes": _attributes_dicts(list(attrs)),
+                **times,
                 "count": str(histogram.count),
-                "sum": histogram.total,
-                "min": histogram.minimum,
-                "max": histogram.maximum,
+                "sum": histogram.total_ns / 1e9,
+                "min": histogram.minimum_ns / 1e9,
+                "max": histogram.maximum_ns / 1e9,
                 "bucketCounts": [str(c) for c in histogram.counts],
-                "explicitBounds": list(BOUNDARIES_S),
+                "explicitBounds": [b / 1e9 for b in BOUNDARIES_NS],
             }
         )
+    cumulative = 2
     metrics: list[dict[str, Any]] = [
         {
             "name": name,
             "description": DESCRIPTIONS.get(name, ""),
             "unit": "s",
-            "histogram": {"dataPoints": points, "aggregationTemporality": _AGGREGATION_CUMULATIVE},
+            "histogram": {"dataPoints": points, "aggregationTemporality": cumulative},
         }
         for name, points in by_name.items()
     ]
     for name, value in store.counters.items():
+        point = {**times, "asInt": str(value)}
         metrics.append(
             {
                 "name": name,
                 "unit": "{item}",
-                "sum": {
-                    "dataPoints": [
-                        {"startTimeUnixNano": str(start_unix_ns), "timeUnixNano": str(now_unix_ns), "asInt": str(value)}
-                    ],
-                    "aggregationTemporality": _AGGREGATION_CUMULATIVE,
-                    "isMonotonic": True,
-                },
+                "sum": {"dataPoints": [point], "aggregationTemporality": cumulative, "isMonotonic": True},
             }
         )
     return {
         "resourceMetrics": [
-            {"resource": _resource(service_name, resource), "scopeMetrics": [{"scope": _SCOPE, "metrics": metrics}]}
+            {
+                "resource": {"attributes": _attributes_dicts(_resource_attributes(service_name, resource))},
+                "scopeMetrics": [{"scope": {"name": _SCOPE_NAME, "version": __version__}, "metrics": metrics}],
+            }
         ]
     }
 
@@ -134,43 +221,14 @@ def metrics_json(
     return orjson.dumps(_metrics_request(store, service_name, resource, start_unix_ns, now_unix_ns))
 
 
-def json_to_protobuf(request: dict[str, Any], message: Any) -> Any:
-    """Fill a protobuf OTLP request from its OTLP/JSON form.
-
-    protobuf's own JSON parser reads ``bytes`` fields as base64, while OTLP/JSON
-    writes trace and span ids as hex, so the ids are converted first.
-    """
-    from google.protobuf import json_format
-
-    def fix_ids(node: Any) -> Any:
-        if isinstance(node, dict):
-            return {
-                key: (_hex_to_base64(value) if key in ("traceId", "spanId", "parentSpanId") else fix_ids(value))
-                for key, value in node.items()
-            }
-        if isinstance(node, list):
-            return [fix_ids(item) for item in node]
-        return node
-
-    return json_format.ParseDict(fix_ids(request), message)
-
-
-def _hex_to_base64(value: str) -> str:
-    import base64
-
-    return base64.b64encode(bytes.fromhex(value)).decode("ascii")
-
-
-def spans_protobuf(spans: list[SpanData], service_name: str, resource: dict[str, str]) -> Any:
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-
-    return json_to_protobuf(_spans_request(spans, service_name, resource), ExportTraceServiceRequest())
-
-
 def metrics_protobuf(
     store: MetricStore, service_name: str, resource: dict[str, str], start_unix_ns: int, now_unix_ns: int
-) -> Any:
+) -> bytes:
+    """A serialized ExportMetricsServiceRequest (needs the ``otlp`` extra)."""
+    from google.protobuf import json_format
     from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 
     request = _metrics_request(store, service_name, resource, start_unix_ns, now_unix_ns)
-    return json_to_protobuf(request, ExportMetricsServiceRequest())
+    message = json_format.ParseDict(request, ExportMetricsServiceRequest())
+    return bytes(message.SerializeToString())
+

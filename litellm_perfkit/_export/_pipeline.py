@@ -1,142 +1,88 @@
-"""The export pipeline: a bounded queue on the request side, a thread on the other.
+"""The export pipeline: a bounded queue on the request side, the work elsewhere.
 
-The request side does one ``len`` and one ``deque.append`` (both atomic under
-the GIL, no lock, no wake-up). The thread wakes on a timer, freezes timelines
-into records, feeds the histograms, builds spans for sampled requests and
-exports them in batches. A full queue or a failed export drops and counts.
+The request side does one ``len`` and one ``deque.append`` (atomic under the
+GIL: no lock, no wake-up). A thread wakes on a timer and drains the queue.
+
+- ``process`` mode (default): the thread packs each timeline into a compact
+  tuple and writes batches to the export agent, a child process that builds
+  spans and metrics and exports them. In this process a request costs a few
+  microseconds; the agent's CPU is measured and published separately
+  (docs/overhead.md).
+- ``thread`` mode: the thread does the span and metric work itself, under the
+  GIL, for hosts that must not start processes.
+
+A full queue or a failed export drops and counts; nothing ever blocks a request.
 """
 
 from __future__ import annotations
 
 import atexit
+import dataclasses
+import marshal
 import os
+import subprocess
+import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
 
-from .._core._guard import internal_error, logger
+import orjson
+
+from .._core._guard import internal_error, logger, warn_once
 from .._core._sink import set_sink
 from .._core._timeline import Timeline
-from ..types import RequestRecord
+from ..types import ExportMode, RequestRecord
 from ._metrics import MetricStore
 from ._settings import ExportSettings
-from ._spans import Sampler, SpanData, record_to_spans
+from ._spans import Sampler, Span, timeline_to_spans, trace_context
 from ._transport import Exporter, make_exporter
 
-__all__ = ["Pipeline"]
+__all__ = ["Pipeline", "Processor", "RecordListener", "FRAME_RECORDS", "FRAME_FLUSH"]
 
 # Records handled between voluntary GIL releases, so the export thread never
 # holds the interpreter for long while requests wait.
-_SLICE = 16
+_SLICE = 32
+FRAME_RECORDS = b"R"
+FRAME_FLUSH = b"F"
 
+FlushPoint = Literal["handed_off", "exported"]
 RecordListener = Callable[[RequestRecord, str], None]
+"""Called with each finished request and its trace id (thread mode)."""
 
 
-class Pipeline:
-    def __init__(
-        self,
-        settings: ExportSettings,
-        exporter: Exporter | None = None,
-        upstream_stages: frozenset[str] = frozenset({"upstream"}),
-    ) -> None:
+class Processor:
+    """Timelines in; metrics, spans and exports out. Used by thread mode and the agent."""
+
+    def __init__(self, settings: ExportSettings, exporter: Exporter | None = None) -> None:
         self.settings = settings
         self._exporter = exporter if exporter is not None else make_exporter(settings)
         self._sampler = Sampler(settings.sampler, settings.sampler_ratio)
-        self._queue: deque[Timeline] = deque()
-        self._max_queue = settings.max_queue
-        self._upstream_stages = upstream_stages
         self.metrics = MetricStore()
         self.listeners: list[RecordListener] = []
-        self._pending: list[SpanData] = []
-        self._wake = threading.Event()
-        self._stopped = threading.Event()
-        self._lock = threading.Lock()  # one drain at a time (thread vs. flush)
+        self._pending: list[Span] = []
         self._start_unix_ns = time.time_ns()
         self._last_metrics = time.monotonic()
-        self._pid = os.getpid()
-        self._thread: threading.Thread | None = None
         self.exported_spans = 0
 
-    # -- request side -------------------------------------------------------
-    def submit(self, timeline: Timeline) -> None:
-        if len(self._queue) >= self._max_queue:
-            self.metrics.counters["perfkit.requests.dropped"] += 1
-            return
-        self._queue.append(timeline)
+    def handle(self, timeline: Timeline, anchor_ns: int) -> None:
+        try:
+            self.metrics.observe(timeline)
+            trace_id, parent_span_id, flags = trace_context(timeline)
+            if self.listeners:
+                record = timeline.freeze()
+                for listener in self.listeners:
+                    listener(record, trace_id)
+            if self._exporter is not None and self._sampler.should_sample(trace_id, flags):
+                self._pending.extend(timeline_to_spans(timeline, trace_id, parent_span_id, anchor_ns))
+        except Exception as exc:
+            internal_error("export.record", exc)
+        if len(self._pending) >= self.settings.max_batch:
+            self.flush_spans()
 
-    # -- lifecycle ----------------------------------------------------------
-    def start(self) -> Pipeline:
-        self._thread = threading.Thread(target=self._run, name="perfkit-export", daemon=True)
-        self._thread.start()
-        set_sink(self.submit)
-        atexit.register(self.shutdown)
-        return self
-
-    def force_flush(self) -> None:
-        self._drain(export_metrics=True)
-
-    def shutdown(self) -> None:
-        if self._stopped.is_set():
-            return
-        set_sink(None)
-        self._stopped.set()
-        self._wake.set()
-        if self._thread is not None and self._thread.is_alive() and os.getpid() == self._pid:
-            self._thread.join(timeout=self.settings.timeout_s + 5)
-        self._drain(export_metrics=True)
-        if self._exporter is not None:
-            self._exporter.close()
-        dropped = self.metrics.counters["perfkit.spans.dropped"]
-        lost = self.metrics.counters["perfkit.requests.dropped"]
-        if dropped or lost:
-            logger.warning(
-                "perfkit: %d spans could not be exported and %d requests were dropped from a full queue",
-                dropped,
-                lost,
-            )
-
-    # -- export thread ------------------------------------------------------
-    def _run(self) -> None:
-        while not self._stopped.is_set():
-            self._wake.wait(self.settings.schedule_delay_s)
-            due = time.monotonic() - self._last_metrics >= self.settings.metric_interval_s
-            try:
-                self._drain(export_metrics=due)
-            except Exception as exc:
-                internal_error("export.thread", exc)
-
-    def _drain(self, export_metrics: bool) -> None:
-        with self._lock:
-            queue = self._queue
-            anchor = time.time_ns() - time.perf_counter_ns()
-            handled = 0
-            while queue:
-                timeline = queue.popleft()
-                try:
-                    self._handle(timeline.freeze(self._upstream_stages), anchor)
-                except Exception as exc:
-                    internal_error("export.record", exc)
-                handled += 1
-                if handled % _SLICE == 0:
-                    time.sleep(0)
-                if len(self._pending) >= self.settings.max_batch:
-                    self._flush_spans()
-            self._flush_spans()
-            if export_metrics:
-                self._last_metrics = time.monotonic()
-                if self._exporter is not None and self.settings.metrics:
-                    self._exporter.export_metrics(self.metrics, self._start_unix_ns, time.time_ns())
-
-    def _handle(self, record: RequestRecord, anchor: int) -> None:
-        self.metrics.observe(record)
-        trace_id, spans = record_to_spans(record, self._sampler, anchor)
-        for listener in self.listeners:
-            listener(record, trace_id)
-        if self._exporter is not None:
-            self._pending.extend(spans)
-
-    def _flush_spans(self) -> None:
+    def flush_spans(self) -> None:
         if not self._pending or self._exporter is None:
             self._pending.clear()
             return
@@ -145,3 +91,198 @@ class Pipeline:
             self.exported_spans += len(batch)
         else:
             self.metrics.counters["perfkit.spans.dropped"] += len(batch)
+
+    def export_metrics(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last_metrics < self.settings.metric_interval_s:
+            return
+        self._last_metrics = now
+        if self._exporter is not None and self.settings.metrics:
+            self._exporter.export_metrics(self.metrics, self._start_unix_ns, time.time_ns())
+
+    def stats(self) -> dict[str, int]:
+        return {
+            "exported_spans": self.exported_spans,
+            "dropped_spans": self.metrics.counters["perfkit.spans.dropped"],
+            "dropped_requests": self.metrics.counters["perfkit.requests.dropped"],
+        }
+
+    def close(self) -> None:
+        self.flush_spans()
+        self.export_metrics(force=True)
+        if self._exporter is not None:
+            self._exporter.close()
+        stats = self.stats()
+        if stats["dropped_spans"] or stats["dropped_requests"]:
+            logger.warning(
+                "perfkit: %d spans could not be exported and %d requests were dropped from a full queue",
+                stats["dropped_spans"],
+                stats["dropped_requests"],
+            )
+
+
+class _Agent:
+    """The export agent process and the pipe to it."""
+
+    def __init__(self, settings: ExportSettings) -> None:
+        package_parent = str(Path(__file__).resolve().parents[2])
+        env = {
+            **os.environ,
+            "PERFKIT_AGENT_SETTINGS": orjson.dumps(dataclasses.asdict(settings)).decode(),
+            "PYTHONPATH": os.pathsep.join(filter(None, [package_parent, os.environ.get("PYTHONPATH")])),
+            "PERFKIT_ROLE": "agent",  # the zero-code bootstrap must not instrument the agent
+        }
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "litellm_perfkit._export._agent"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+        )
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self._stdin = self.process.stdin
+        self._stdout = self.process.stdout
+        self.last_stats: dict[str, int] = {}
+
+    def send(self, kind: bytes, payload: bytes) -> None:
+        self._stdin.write(kind + len(payload).to_bytes(4, "little") + payload)
+        self._stdin.flush()
+
+    def flush(self) -> dict[str, int]:
+        self.send(FRAME_FLUSH, b"")
+        self.last_stats = orjson.loads(self._stdout.readline() or b"{}")
+        return self.last_stats
+
+    def close(self, timeout_s: float) -> dict[str, int]:
+        try:
+            self._stdin.close()
+            line = self._stdout.readline()
+            if line:
+                self.last_stats = orjson.loads(line)
+            self.process.wait(timeout=timeout_s)
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            self.process.kill()
+        return self.last_stats
+
+
+class Pipeline:
+    def __init__(
+        self, settings: ExportSettings, exporter: Exporter | None = None, mode: ExportMode = "thread"
+    ) -> None:
+        self.settings = settings
+        self.mode: ExportMode = mode
+        self._queue: deque[Timeline] = deque()
+        self._max_queue = settings.max_queue
+        self.dropped_requests = 0
+        self._processor = Processor(settings, exporter) if mode == "thread" else None
+        self._agent: _Agent | None = None
+        self._wake = threading.Event()
+        self._stopped = threading.Event()
+        self._lock = threading.Lock()  # one drain at a time (thread vs. flush)
+        self._thread: threading.Thread | None = None
+        self._pid = os.getpid()
+
+    @property
+    def processor(self) -> Processor:
+        """The in-process processor (thread mode only)."""
+        assert self._processor is not None, "only thread mode processes spans in this process"
+        return self._processor
+
+    # -- request side -------------------------------------------------------
+    def submit(self, timeline: Timeline) -> None:
+        if len(self._queue) >= self._max_queue:
+            self.dropped_requests += 1
+            return
+        self._queue.append(timeline)
+
+    # -- lifecycle ----------------------------------------------------------
+    def start(self) -> Pipeline:
+        if self.mode == "process":
+            self._agent = _Agent(self.settings)
+        self._thread = threading.Thread(target=self._run, name="perfkit-export", daemon=True)
+        self._thread.start()
+        set_sink(self.submit)
+        atexit.register(self.shutdown)
+        return self
+
+    def stats(self) -> dict[str, int]:
+        """exported_spans, dropped_spans, dropped_requests, after a flush."""
+        self.force_flush()
+        if self._processor is not None:
+            stats = self._processor.stats()
+        else:
+            stats = dict(self._agent.last_stats) if self._agent else {}
+        stats["dropped_requests"] = max(stats.get("dropped_requests", 0), self.dropped_requests)
+        return stats
+
+    def force_flush(self, until: FlushPoint = "exported") -> None:
+        """Push out everything queued. ``handed_off``: returns once the agent has
+        the records (process mode); ``exported``: once spans are exported."""
+        self._drain()
+        if until == "handed_off" and self._agent is not None:
+            return
+        with self._lock:
+            if self._processor is not None:
+                self._processor.flush_spans()
+                self._processor.export_metrics(force=True)
+            elif self._agent is not None:
+                try:
+                    self._agent.flush()
+                except (OSError, ValueError) as exc:
+                    internal_error("export.agent", exc)
+
+    def shutdown(self) -> None:
+        if self._stopped.is_set() or os.getpid() != self._pid:
+            return
+        set_sink(None)
+        self._stopped.set()
+        self._wake.set()
+        if self._thread is not None and self._thread.is_alive():
+            self._thread.join(timeout=self.settings.timeout_s + 5)
+        self._drain()
+        if self._processor is not None:
+            self._processor.close()
+        if self._agent is not None:
+            self._agent.close(timeout_s=self.settings.timeout_s + 5)
+        if self.dropped_requests and self._processor is None:
+            logger.warning("perfkit: %d requests were dropped from a full export queue", self.dropped_requests)
+
+    # -- export thread ------------------------------------------------------
+    def _run(self) -> None:
+        while not self._stopped.is_set():
+            self._wake.wait(self.settings.schedule_delay_s)
+            try:
+                self._drain()
+                if self._processor is not None:
+                    with self._lock:
+                        self._processor.export_metrics()
+            except Exception as exc:
+                internal_error("export.thread", exc)
+
+    def _drain(self) -> None:
+        with self._lock:
+            queue = self._queue
+            anchor = time.time_ns() - time.perf_counter_ns()
+            if self._processor is not None:
+                self._drain_into(self._processor, queue, anchor)
+            elif self._agent is not None and queue:
+                self._drain_to_agent(self._agent, queue, anchor)
+
+    @staticmethod
+    def _drain_into(processor: Processor, queue: deque[Timeline], anchor: int) -> None:
+        handled = 0
+        while queue:
+            processor.handle(queue.popleft(), anchor)
+            handled += 1
+            if handled % _SLICE == 0:
+                time.sleep(0)
+        processor.flush_spans()
+
+    def _drain_to_agent(self, agent: _Agent, queue: deque[Timeline], anchor: int) -> None:
+        records: list[tuple[Any, ...]] = []
+        while queue:
+            records.append(queue.popleft().compact())
+        try:
+            agent.send(FRAME_RECORDS, marshal.dumps((anchor, self.dropped_requests, records)))
+        except (OSError, ValueError) as exc:
+            self.dropped_requests += len(records)
+            warn_once("export.agent", "perfkit: the export agent is gone (%s); requests are dropped and counted", exc)

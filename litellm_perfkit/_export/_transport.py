@@ -10,25 +10,24 @@ from __future__ import annotations
 import gzip
 import http.client
 import sys
+from dataclasses import replace
 from collections.abc import Callable
 from typing import Any, Protocol
 from urllib.parse import urlsplit
-
-import orjson
 
 from .._core._guard import warn_once
 from .._version import __version__
 from ..types import OtlpProtocol
 from ._metrics import MetricStore
-from ._otlp import metrics_json, metrics_protobuf, span_dict, spans_json, spans_protobuf
+from ._otlp import metrics_json, metrics_protobuf, span_json, spans_json, spans_protobuf
 from ._settings import ExportSettings
-from ._spans import SpanData
+from ._spans import Span
 
 __all__ = ["Exporter", "make_exporter"]
 
 
 class Exporter(Protocol):
-    def export_spans(self, spans: list[SpanData]) -> bool: ...
+    def export_spans(self, spans: list[Span]) -> bool: ...
     def export_metrics(self, store: MetricStore, start_unix_ns: int, now_unix_ns: int) -> bool: ...
     def close(self) -> None: ...
 
@@ -111,13 +110,11 @@ class OtlpHttpExporter:
         self._traces = _HttpPost(settings.traces_endpoint, settings.headers, settings.timeout_s, gz, content_type)
         self._metrics = _HttpPost(settings.metrics_endpoint, settings.headers, settings.timeout_s, gz, content_type)
 
-    def export_spans(self, spans: list[SpanData]) -> bool:
+    def export_spans(self, spans: list[Span]) -> bool:
         s = self._settings
         try:
-            if self._protobuf:
-                body = spans_protobuf(spans, s.service_name, s.resource_attributes).SerializeToString()
-            else:
-                body = spans_json(spans, s.service_name, s.resource_attributes)
+            encode = spans_protobuf if self._protobuf else spans_json
+            body = encode(spans, s.service_name, s.resource_attributes)
             self._traces.post(body)
             return True
         except Exception as exc:
@@ -126,11 +123,8 @@ class OtlpHttpExporter:
     def export_metrics(self, store: MetricStore, start_unix_ns: int, now_unix_ns: int) -> bool:
         s = self._settings
         try:
-            if self._protobuf:
-                message = metrics_protobuf(store, s.service_name, s.resource_attributes, start_unix_ns, now_unix_ns)
-                body = message.SerializeToString()
-            else:
-                body = metrics_json(store, s.service_name, s.resource_attributes, start_unix_ns, now_unix_ns)
+            encode = metrics_protobuf if self._protobuf else metrics_json
+            body = encode(store, s.service_name, s.resource_attributes, start_unix_ns, now_unix_ns)
             self._metrics.post(body)
             return True
         except Exception as exc:
@@ -142,10 +136,14 @@ class OtlpHttpExporter:
 
 
 class OtlpGrpcExporter:
+    """OTLP over gRPC. Requests are already protobuf bytes, so they are sent as
+    they are (identity serializers) and only grpcio is needed."""
+
+    _TRACES = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+    _METRICS = "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export"
+
     def __init__(self, settings: ExportSettings) -> None:
         import grpc
-        from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2_grpc import MetricsServiceStub
-        from opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc import TraceServiceStub
 
         self._settings = settings
         parts = urlsplit(settings.endpoint)
@@ -154,16 +152,16 @@ class OtlpGrpcExporter:
             self._channel = grpc.secure_channel(target, grpc.ssl_channel_credentials())
         else:
             self._channel = grpc.insecure_channel(target)
-        self._trace_stub = TraceServiceStub(self._channel)
-        self._metrics_stub = MetricsServiceStub(self._channel)
+        self._export_traces = self._channel.unary_unary(self._TRACES)
+        self._export_metrics = self._channel.unary_unary(self._METRICS)
         self._metadata = [(k.lower(), v) for k, v in settings.headers.items()]
         self._target = target
 
-    def export_spans(self, spans: list[SpanData]) -> bool:
+    def export_spans(self, spans: list[Span]) -> bool:
         s = self._settings
         try:
             request = spans_protobuf(spans, s.service_name, s.resource_attributes)
-            self._trace_stub.Export(request, timeout=s.timeout_s, metadata=self._metadata)
+            self._export_traces(request, timeout=s.timeout_s, metadata=self._metadata)
             return True
         except Exception as exc:
             return _failed("spans", self._target, exc)
@@ -172,7 +170,7 @@ class OtlpGrpcExporter:
         s = self._settings
         try:
             request = metrics_protobuf(store, s.service_name, s.resource_attributes, start_unix_ns, now_unix_ns)
-            self._metrics_stub.Export(request, timeout=s.timeout_s, metadata=self._metadata)
+            self._export_metrics(request, timeout=s.timeout_s, metadata=self._metadata)
             return True
         except Exception as exc:
             return _failed("metrics", self._target, exc)
@@ -188,8 +186,8 @@ class LineExporter:
         self._write = write
         self._close = close
 
-    def export_spans(self, spans: list[SpanData]) -> bool:
-        self._write(b"".join(orjson.dumps(span_dict(s)) + b"\n" for s in spans))
+    def export_spans(self, spans: list[Span]) -> bool:
+        self._write("".join(span_json(s) + "\n" for s in spans).encode())
         return True
 
     def export_metrics(self, store: MetricStore, start_unix_ns: int, now_unix_ns: int) -> bool:
@@ -200,21 +198,16 @@ class LineExporter:
             self._close()
 
 
-def _protocol_available(protocol: OtlpProtocol) -> OtlpProtocol:
-    needed = "grpc" if protocol == "grpc" else "google.protobuf"
-    if protocol == "http/json":
-        return protocol
+def _grpc_available() -> bool:
     try:
-        __import__(needed)
-        __import__("opentelemetry.proto.collector.trace.v1.trace_service_pb2")
+        import grpc  # noqa: F401
     except ImportError:
         warn_once(
             "export.protocol",
-            "perfkit: OTLP protocol %s needs `pip install 'litellm_perfkit[otlp]'`; using http/json instead",
-            protocol,
+            "perfkit: OTLP over grpc needs `pip install 'litellm_perfkit[otlp]'`; using http/protobuf on port 4318",
         )
-        return "http/json"
-    return protocol
+        return False
+    return True
 
 
 def make_exporter(settings: ExportSettings) -> Exporter | None:
@@ -226,12 +219,12 @@ def make_exporter(settings: ExportSettings) -> Exporter | None:
         assert settings.jsonl_path is not None
         handle = open(settings.jsonl_path, "ab")  # noqa: SIM115 - closed by the exporter
         return LineExporter(lambda data: (handle.write(data), handle.flush()), handle.close)
-    protocol = _protocol_available(settings.protocol)
-    if protocol == "grpc":
-        return OtlpGrpcExporter(settings)
-    if protocol != settings.protocol:
-        base = settings.endpoint if settings.protocol != "grpc" else "http://localhost:4318"
-        from dataclasses import replace
-
-        settings = replace(settings, traces_endpoint=base + "/v1/traces", metrics_endpoint=base + "/v1/metrics")
-    return OtlpHttpExporter(settings, protocol)
+    if settings.protocol == "grpc":
+        if _grpc_available():
+            return OtlpGrpcExporter(settings)
+        parts = urlsplit(settings.endpoint)
+        base = f"{parts.scheme}://{parts.hostname}:4318"
+        settings = replace(
+            settings, protocol="http/protobuf", traces_endpoint=base + "/v1/traces", metrics_endpoint=base + "/v1/metrics"
+        )
+    return OtlpHttpExporter(settings, settings.protocol)

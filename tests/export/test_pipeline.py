@@ -14,7 +14,7 @@ from litellm_perfkit import PerfkitMiddleware
 from litellm_perfkit._core._timeline import Timeline
 from litellm_perfkit._export import Pipeline, read_settings
 from litellm_perfkit._export._metrics import MetricStore
-from litellm_perfkit._export._spans import SpanData
+from litellm_perfkit._export._spans import Span
 from tests.support import apps
 from tests.support.receiver import otlp_receiver
 from tests.support.servers import free_port, uvicorn_server
@@ -54,29 +54,33 @@ def test_no_body_and_no_secret_header_value_is_exported(tmp_path: Any, protocol:
 
 def finished_timeline(path: str = "/v1/chat/completions") -> Timeline:
     timeline = Timeline(time.perf_counter_ns(), "POST", path)
-    index = timeline.enter("auth")
-    timeline.exit(index)
+    now = time.perf_counter_ns()
+    timeline.finished.append((0, "auth", now, now + 1000, -1))
+    timeline.next_index = 1
     timeline.status = 200
     timeline.end_ns = time.perf_counter_ns()
     return timeline
 
 
-def test_unreachable_endpoint_drops_counts_warns_once_and_never_blocks(caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize("mode", ["process", "thread"])
+def test_unreachable_endpoint_drops_counts_warns_once_and_never_blocks(
+    caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str], mode: str
+) -> None:
     dead = f"http://127.0.0.1:{free_port()}"
     with caplog.at_level(logging.WARNING, logger="litellm_perfkit"):
-        pipeline = litellm_perfkit.configure(exporter="otlp", protocol="http/json", endpoint=dead)
+        pipeline = litellm_perfkit.configure(exporter="otlp", protocol="http/json", endpoint=dead, mode=mode)  # type: ignore[arg-type]
         try:
             with uvicorn_server(PerfkitMiddleware(apps.make_app())) as url:
                 started = time.monotonic()
                 for _ in range(20):
                     assert httpx.post(f"{url}/v1/chat/completions", json={}).status_code == 200
                 elapsed = time.monotonic() - started
-                pipeline.force_flush()
-                assert pipeline.metrics.counters["perfkit.spans.dropped"] == 20 * 5
+                assert pipeline.stats()["dropped_spans"] == 20 * 5
         finally:
             litellm_perfkit.shutdown()
     assert elapsed < 5
-    warnings = [r.getMessage() for r in caplog.records]
+    # In process mode the agent logs to the inherited stderr.
+    warnings = [r.getMessage() for r in caplog.records] + capfd.readouterr().err.splitlines()
     assert sum("cannot export spans" in w for w in warnings) == 1
     assert any("100 spans could not be exported" in w for w in warnings)
 
@@ -86,7 +90,7 @@ class SlowExporter:
         self.release = threading.Event()
         self.spans = 0
 
-    def export_spans(self, spans: list[SpanData]) -> bool:
+    def export_spans(self, spans: list[Span]) -> bool:
         self.release.wait(10)
         self.spans += len(spans)
         return True
@@ -109,7 +113,7 @@ def test_a_full_queue_drops_and_counts_without_blocking() -> None:
         for _ in range(100):
             pipeline.submit(finished_timeline())
         assert time.perf_counter() - started < 0.05
-        assert pipeline.metrics.counters["perfkit.requests.dropped"] == 90
+        assert pipeline.dropped_requests == 90
     finally:
         exporter.release.set()
         pipeline.shutdown()
@@ -131,16 +135,14 @@ def test_sampler_ratio_and_parent_flags() -> None:
 
 def test_metrics_cover_every_request_even_unsampled(tmp_path: Any) -> None:
     with otlp_receiver() as (endpoint, received):
-        pipeline = litellm_perfkit.configure(
-            exporter="otlp", protocol="http/json", endpoint=endpoint, sampler="always_off"
-        )
+        litellm_perfkit.configure(exporter="otlp", protocol="http/json", endpoint=endpoint, sampler="always_off")
         try:
             with uvicorn_server(PerfkitMiddleware(apps.make_app())) as url:
                 for stream in (False, True, False):
                     httpx.post(f"{url}/v1/chat/completions", json={"stream": stream})
         finally:
             litellm_perfkit.shutdown()
-    assert pipeline.exported_spans == 0 and "/v1/traces" not in received.bodies
+    assert "/v1/traces" not in received.bodies
     [body] = received.bodies["/v1/metrics"]
     metrics = orjson.loads(body)["resourceMetrics"][0]["scopeMetrics"][0]["metrics"]
     by_name = {m["name"]: m for m in metrics}

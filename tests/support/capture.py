@@ -15,11 +15,11 @@ class Captured(list[RequestRecord]):
 
 
 @contextlib.contextmanager
-def capture_records(upstream: frozenset[str] = frozenset({"upstream"})) -> Iterator[Captured]:
+def capture_records() -> Iterator[Captured]:
     records = Captured()
 
     def sink(timeline: Timeline) -> None:
-        records.append(timeline.freeze(upstream))
+        records.append(timeline.freeze())
 
     set_sink(sink)
     try:

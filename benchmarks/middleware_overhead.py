@@ -1,0 +1,219 @@
+"""What PerfkitMiddleware adds per request, against bare and OpenTelemetry ASGI.
+
+One process drives the same trivial Starlette app through ASGI directly (no
+sockets, so only middleware and export cost differ). Every request's spans are
+exported over OTLP/HTTP (protobuf) to a local Jaeger; each timed run ends with
+a flush, so export work is inside the measurement. Variants run interleaved,
+``--repeats`` times; the table shows medians.
+
+perfkit ``process`` mode exports from a child agent: its CPU per request is
+shown separately (``agent CPU``), never hidden.
+
+    python -m benchmarks.middleware_overhead [--requests 3000] [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+import litellm_perfkit
+from litellm_perfkit import PerfkitMiddleware, stage
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.support.servers import jaeger_process  # noqa: E402
+
+CHUNK = b'data: {"choices":[{"index":0,"delta":{"content":"tok"}}]}\n\n'
+
+
+async def json_endpoint(request: Request) -> Response:
+    with stage("auth"):
+        pass
+    with stage("pre_call"):
+        pass
+    with stage("upstream"):
+        pass
+    with stage("serialize"):
+        pass
+    return JSONResponse({"ok": True})
+
+
+async def stream_endpoint(request: Request) -> Response:
+    with stage("auth"):
+        pass
+    with stage("pre_call"):
+        pass
+    with stage("upstream"):
+        pass
+    with stage("headers"):
+        pass
+
+    async def body() -> AsyncIterator[bytes]:
+        for _ in range(20):
+            yield CHUNK
+        yield b"data: [DONE]\n\n"
+
+    return StreamingResponse(body(), media_type="text/event-stream")
+
+
+def make_app() -> Starlette:
+    return Starlette(routes=[Route("/json", json_endpoint), Route("/stream", stream_endpoint)])
+
+
+async def drive(app: Any, path: str, n: int) -> None:
+    headers = [(b"host", b"bench"), (b"user-agent", b"bench")]
+
+    async def send(message: dict[str, Any]) -> None:
+        return None
+
+    never: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    for _ in range(n):
+        delivered = False
+
+        async def receive() -> dict[str, Any]:
+            # Like a server: the body once, then wait (no disconnect ever comes).
+            nonlocal delivered
+            if delivered:
+                await never
+            delivered = True
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "GET",
+            "scheme": "http",
+            "path": path,
+            "raw_path": path.encode(),
+            "query_string": b"",
+            "root_path": "",
+            "headers": headers,
+            "client": ("127.0.0.1", 1234),
+            "server": ("127.0.0.1", 80),
+        }
+        await app(scope, receive, send)
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Variant:
+    """Sets up one way of serving the app, and flushes its exporter."""
+
+    def __init__(self, name: str, endpoint: str) -> None:
+        self.name = name
+        self.endpoint = endpoint
+        self.app: Any = None
+        self.flush: Callable[[], None] = lambda: None
+        self.close: Callable[[], None] = lambda: None
+        self.finish: Callable[[], None] = lambda: None
+        self.agent_pid: int | None = None
+
+    def open(self) -> None:
+        app = make_app()
+        if self.name == "bare":
+            self.app = app
+        elif self.name.startswith("perfkit"):
+            mode = "process" if "process" in self.name else "thread"
+            pipeline = litellm_perfkit.configure(
+                service_name=f"bench-{self.name}", exporter="otlp", protocol="http/protobuf", endpoint=self.endpoint, mode=mode
+            )
+            self.app = PerfkitMiddleware(app)
+            # The agent works in parallel in its own process; its CPU is reported apart.
+            self.flush = lambda: pipeline.force_flush(until="handed_off")
+            self.finish = pipeline.force_flush
+            self.close = litellm_perfkit.shutdown
+            agent = getattr(pipeline, "_agent", None)
+            self.agent_pid = agent.process.pid if agent else None
+        else:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+            from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
+            from opentelemetry.sdk.resources import Resource
+            from opentelemetry.sdk.trace import TracerProvider
+            from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+            provider = TracerProvider(resource=Resource.create({"service.name": f"bench-{self.name}"}))
+            provider.add_span_processor(
+                BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{self.endpoint}/v1/traces"), max_queue_size=100_000)
+            )
+            exclude = ["receive", "send"] if "exclude" in self.name else None
+            self.app = OpenTelemetryMiddleware(app, tracer_provider=provider, exclude_spans=exclude)
+            self.flush = lambda: provider.force_flush(60_000)
+            self.close = provider.shutdown
+
+    def run(self, path: str, n: int) -> tuple[float, float]:
+        """(wall us per request incl. flush, agent CPU us per request)."""
+        agent_before = cpu_seconds(self.agent_pid) if self.agent_pid else 0.0
+        started = time.perf_counter()
+        asyncio.run(drive(self.app, path, n))
+        self.flush()
+        wall = (time.perf_counter() - started) / n * 1e6
+        self.finish()
+        agent = (cpu_seconds(self.agent_pid) - agent_before) / n * 1e6 if self.agent_pid else 0.0
+        return wall, agent
+
+
+VARIANTS = ["bare", "perfkit-process", "perfkit-thread", "otel-asgi", "otel-asgi-exclude"]
+
+
+def main() -> int:
+    os.environ.setdefault("OTEL_METRICS_EXPORTER", "none")  # Jaeger takes traces only; histograms are still kept
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=3000, help="requests per variant per repeat")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as workdir, jaeger_process(Path(workdir)) as jaeger:
+        results: dict[tuple[str, str], list[tuple[float, float]]] = {}
+        for workload, path, n in (("json", "/json", args.requests), ("sse-20", "/stream", args.requests // 2)):
+            for repeat in range(args.repeats):
+                order = VARIANTS[repeat % len(VARIANTS) :] + VARIANTS[: repeat % len(VARIANTS)]
+                for variant_name in order:
+                    variant = Variant(variant_name, jaeger.otlp_http)
+                    variant.open()
+                    variant.run(path, 300)  # warm-up: imports, caches, the agent's start
+                    result = variant.run(path, n)
+                    results.setdefault((workload, variant_name), []).append(result)
+                    variant.close()
+                    print(f"{workload} {variant_name} repeat {repeat + 1}: {result[0]:.1f} us/request", file=sys.stderr)
+        print_table(results, args)
+    return 0
+
+
+def print_table(results: dict[tuple[str, str], list[tuple[float, float]]], args: argparse.Namespace) -> None:
+    print(f"\nrequests per run: {args.requests} (json), {args.requests // 2} (sse-20); repeats: {args.repeats}; medians")
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores\n")
+    header = "| workload | variant | us/request (in process) | added us | agent CPU us/request | OTel added / perfkit added |"
+    print(header)
+    print("|---|---|---:|---:|---:|---:|")
+    for workload in ("json", "sse-20"):
+        bare = statistics.median(w for w, _ in results[(workload, "bare")])
+        ours = statistics.median(w for w, _ in results[(workload, "perfkit-process")]) - bare
+        for variant in VARIANTS:
+            runs = results[(workload, variant)]
+            wall = statistics.median(w for w, _ in runs)
+            agent = statistics.median(a for _, a in runs)
+            added = wall - bare
+            ratio = "" if variant == "bare" else f"{added / ours:.1f}x" if ours > 0 else "n/a"
+            agent_text = f"{agent:.1f}" if variant == "perfkit-process" else ""
+            print(f"| {workload} | {variant} | {wall:.1f} | {added:+.1f} | {agent_text} | {ratio} |")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""The export agent: a child process that turns timelines into spans and metrics.
+
+Started by a ``process``-mode Pipeline. It reads frames from stdin (a kind
+byte, a 4-byte little-endian length, a marshal payload), and writes one JSON
+stats line to stdout per flush and at exit. EOF on stdin means: flush, export
+metrics, exit. If its parent dies, stdin closes, so the agent never outlives it.
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import sys
+
+import orjson
+
+from .._core._timeline import Timeline
+from ._pipeline import FRAME_FLUSH, FRAME_RECORDS, Processor
+from ._settings import ExportSettings
+
+
+def _read_exact(stream: object, size: int) -> bytes:
+    read = stream.read  # type: ignore[attr-defined]
+    data = b""
+    while len(data) < size:
+        chunk = read(size - len(data))
+        if not chunk:
+            return b""
+        data += chunk
+    return data
+
+
+def main() -> int:
+    settings = ExportSettings(**orjson.loads(os.environ["PERFKIT_AGENT_SETTINGS"]))
+    processor = Processor(settings)
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+
+    def report() -> None:
+        stdout.write(orjson.dumps(processor.stats()) + b"\n")
+        stdout.flush()
+
+    while True:
+        header = _read_exact(stdin, 5)
+        if not header:
+            break
+        kind, length = header[:1], int.from_bytes(header[1:], "little")
+        payload = _read_exact(stdin, length) if length else b""
+        if kind == FRAME_RECORDS:
+            anchor, parent_dropped, records = marshal.loads(payload)
+            counters = processor.metrics.counters
+            counters["perfkit.requests.dropped"] = max(counters["perfkit.requests.dropped"], parent_dropped)
+            for compact in records:
+                processor.handle(Timeline.from_compact(compact), anchor)
+            processor.flush_spans()
+            processor.export_metrics()
+        elif kind == FRAME_FLUSH:
+            processor.flush_spans()
+            processor.export_metrics(force=True)
+            report()
+    processor.close()
+    report()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
