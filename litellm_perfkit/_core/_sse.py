@@ -51,7 +51,7 @@ def has_content_delta(event: Any) -> bool:
 class SseScanner:
     """Feed it each response body message in order."""
 
-    __slots__ = ("events", "done_events", "token_seen", "_pending", "_tail")
+    __slots__ = ("events", "done_events", "token_seen", "at_line_start", "_pending", "_tail")
 
     def __init__(self) -> None:
         self.events = 0
@@ -59,6 +59,8 @@ class SseScanner:
         self.token_seen = False
         self._pending = b""
         self._tail = b"\n"  # the first event of a stream has no newline before it
+        # The previous body message ended a line, so no pattern can straddle.
+        self.at_line_start = True
 
     @property
     def chunks(self) -> int:
@@ -80,7 +82,8 @@ class SseScanner:
             self.events += window.count(_EVENT) - tail.count(_EVENT)
             for done in _DONE:
                 self.done_events += window.count(done) - tail.count(done)
-        self._tail = b"\n" if body.endswith(b"\n") else (tail + body)[-_TAIL:]
+        self.at_line_start = body.endswith(b"\n")
+        self._tail = b"\n" if self.at_line_start else (tail + body)[-_TAIL:]
         if self.token_seen:
             return False
         if self._find_token(body):
