@@ -4,19 +4,32 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import NoReturn
 
 from .._version import __version__
+from . import _mock
 
-__all__ = ["main"]
+__all__ = ["main", "build_parser"]
+
+DESCRIPTION = """\
+Where an LLM gateway's milliseconds go: per-stage timings inside the gateway,
+a mock provider with known timing, load and benchmarks.
+
+Run `perfkit COMMAND --help` for the options of each command."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """A bad flag is one line and exit code 2, with a pointer to --help."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="perfkit",
-        description="Where an LLM gateway's milliseconds go: per-stage timings, a mock provider, load and benchmarks.",
-    )
+    parser = _Parser(prog="perfkit", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"perfkit {__version__}")
-    parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    _mock.add_parser(subparsers)
     return parser
 
 
@@ -26,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    return 0
+    return int(args.run(args))
 
 
 if __name__ == "__main__":

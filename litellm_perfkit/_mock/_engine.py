@@ -1,0 +1,293 @@
+"""The mock provider's logic, independent of any server: request in, plan out.
+
+A plan says what to send and when, as offsets from the moment the request
+was fully received. Bodies are rendered at send time, so each one carries the
+mock's own send timestamp (ground truth) in a field OpenAI clients ignore:
+
+    "perfkit": {"seq": <chunk number>, "mono_ns": <perf_counter_ns at send>, "unix_ns": <time_ns at send>}
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import orjson
+
+from ._config import Deployment, MockConfig, ModelProfile
+
+__all__ = ["MockEngine", "Plan", "Quota", "error_body"]
+
+Action = Literal["respond", "hang", "disconnect"]
+Render = Callable[[int], bytes]  # seq -> bytes, called at send time
+JSON = b"application/json"
+SSE = b"text/event-stream"
+
+
+def error_body(message: str, kind: str, code: str | None = None, param: str | None = None) -> bytes:
+    """OpenAI-style error JSON."""
+    return orjson.dumps({"error": {"message": message, "type": kind, "param": param, "code": code}})
+
+
+def _stamp(seq: int) -> dict[str, int]:
+    return {"seq": seq, "mono_ns": time.perf_counter_ns(), "unix_ns": time.time_ns()}
+
+
+@dataclass
+class Plan:
+    status: int
+    content_type: bytes
+    headers: list[tuple[bytes, bytes]] = field(default_factory=list)
+    # Non-streaming: the body, rendered at ``at_s``. Streaming: the SSE events,
+    # event i rendered and sent at ``offsets_s[i]``.
+    render: Render | None = None
+    at_s: float = 0.0
+    offsets_s: list[float] | None = None
+    action: Action = "respond"
+    disconnect_after: int = 0  # streams: events sent before the connection is cut
+    hang_s: float = 0.0
+
+    @property
+    def streaming(self) -> bool:
+        return self.offsets_s is not None
+
+
+class Quota:
+    """Requests and tokens per minute over a sliding 60 s window."""
+
+    def __init__(self, rpm: int, tpm: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rpm, self.tpm = rpm, tpm
+        self._clock = clock
+        self._requests: deque[float] = deque()
+        self._tokens: deque[tuple[float, int]] = deque()
+        self._token_total = 0
+
+    def admit(self, tokens: int) -> float | None:
+        """None if admitted, else seconds until it could be."""
+        if not (self.rpm or self.tpm):
+            return None
+        now = self._clock()
+        while self._requests and self._requests[0] <= now - 60:
+            self._requests.popleft()
+        while self._tokens and self._tokens[0][0] <= now - 60:
+            self._token_total -= self._tokens.popleft()[1]
+        if self.rpm and len(self._requests) >= self.rpm:
+            return self._requests[0] + 60 - now
+        if self.tpm and self._token_total + tokens > self.tpm:
+            return (self._tokens[0][0] + 60 - now) if self._tokens else 60.0
+        self._requests.append(now)
+        self._tokens.append((now, tokens))
+        self._token_total += tokens
+        return None
+
+
+def _prompt_tokens(payload: dict[str, Any]) -> int:
+    """About 4 characters a token, like the usual rule of thumb; at least 1."""
+    chars = 0
+    for message in payload.get("messages") or ():
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, str):
+            chars += len(content)
+        elif isinstance(content, list):
+            chars += sum(len(part.get("text", "")) for part in content if isinstance(part, dict))
+    prompt = payload.get("prompt")
+    if isinstance(prompt, str):
+        chars += len(prompt)
+    elif isinstance(prompt, list):
+        chars += sum(len(p) for p in prompt if isinstance(p, str))
+    return max(1, math.ceil(chars / 4))
+
+
+class MockEngine:
+    """Plans responses for one deployment. Not thread-safe: one event loop."""
+
+    def __init__(self, config: MockConfig, deployment: Deployment) -> None:
+        self.config = config
+        self.deployment = deployment
+        self.quota = Quota(deployment.rpm, deployment.tpm)
+        self.requests = 0
+        self._shared_rng = random.Random(config.seed)
+
+    def _rng(self, profile: ModelProfile) -> random.Random | None:
+        if not profile.random:
+            return None
+        if self.config.seed is None:
+            return self._shared_rng
+        # Per request, from the seed and the request's number: the same run
+        # gives the same draws whatever the concurrency.
+        return random.Random(self.config.seed * 1_000_003 + self.requests)
+
+    def plan(self, method: str, path: str, body: bytes) -> Plan:
+        self.requests += 1
+        if path in ("/health", "/health/liveliness", "/health/readiness") and method == "GET":
+            return Plan(200, JSON, render=lambda _: b'{"status":"ok"}')
+        if path in ("/v1/models", "/models") and method == "GET":
+            return self._models()
+        endpoint = path.removeprefix("/v1")
+        if endpoint not in ("/chat/completions", "/completions", "/embeddings"):
+            return self._error(404, f"Unknown path {path}", "invalid_request_error", "not_found")
+        if method != "POST":
+            return self._error(405, f"Use POST for {path}", "invalid_request_error", "method_not_allowed")
+        try:
+            payload = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            return self._error(400, f"Request body is not valid JSON: {exc}", "invalid_request_error")
+        if not isinstance(payload, dict):
+            return self._error(400, "Request body must be a JSON object", "invalid_request_error")
+        model = payload.get("model")
+        if not isinstance(model, str) or not model:
+            return self._error(400, "you must provide a model parameter", "invalid_request_error", param="model")
+        if endpoint == "/chat/completions" and not isinstance(payload.get("messages"), list):
+            return self._error(400, "'messages' is a required list", "invalid_request_error", param="messages")
+        if endpoint == "/completions" and "prompt" not in payload:
+            return self._error(400, "'prompt' is required", "invalid_request_error", param="prompt")
+        if endpoint == "/embeddings" and "input" not in payload:
+            return self._error(400, "'input' is required", "invalid_request_error", param="input")
+
+        profile = self.config.profile(model)
+        rng = self._rng(profile)
+        if endpoint == "/embeddings":
+            inputs = payload["input"] if isinstance(payload["input"], list) else [payload["input"]]
+            tokens = max(1, sum(len(str(i)) for i in inputs) // 4)
+            completion_tokens = 0
+        else:
+            tokens = _prompt_tokens(payload)
+            completion_tokens = profile.chunks * profile.tokens_per_chunk
+        wait = self.quota.admit(tokens + completion_tokens)
+        if wait is not None:
+            plan = self._error(429, "Rate limit reached for this deployment (mock quota)", "rate_limit_error", "rate_limit_exceeded")
+            plan.headers.append((b"retry-after", str(max(1, math.ceil(wait))).encode()))
+            return plan
+        fault = self._fault(profile, rng)
+        if fault is not None and fault.action != "disconnect":
+            return fault
+        if endpoint == "/embeddings":
+            plan = self._embeddings(payload, model, profile, tokens, rng)
+        else:
+            plan = self._completion(endpoint, payload, model, profile, tokens, rng)
+        if fault is not None:  # disconnect mid-stream, or before the body
+            plan.action = "disconnect"
+            plan.disconnect_after = (1 + rng.randrange(max(1, profile.chunks))) if plan.streaming and rng else 0
+        return plan
+
+    # -- plans --------------------------------------------------------------
+    def _error(self, status: int, message: str, kind: str, code: str | None = None, param: str | None = None) -> Plan:
+        data = error_body(message, kind, code, param)
+        return Plan(status, JSON, render=lambda _: data)
+
+    def _models(self) -> Plan:
+        names = sorted({"mock-model", *self.config.models})
+        data = orjson.dumps(
+            {"object": "list", "data": [{"id": n, "object": "model", "created": 0, "owned_by": "perfkit"} for n in names]}
+        )
+        return Plan(200, JSON, render=lambda _: data)
+
+    def _fault(self, profile: ModelProfile, rng: random.Random | None) -> Plan | None:
+        if rng is None:
+            return None
+        draw = rng.random()
+        edge = profile.error_500_rate
+        if draw < edge:
+            return self._error(500, "The mock provider failed (injected 500)", "server_error")
+        edge += profile.error_429_rate
+        if draw < edge:
+            plan = self._error(429, "Rate limit reached (injected 429)", "rate_limit_error", "rate_limit_exceeded")
+            plan.headers.append((b"retry-after", str(profile.retry_after_s).encode()))
+            return plan
+        edge += profile.timeout_rate
+        if draw < edge:
+            return Plan(200, JSON, action="hang", hang_s=profile.hang_s)
+        edge += profile.disconnect_rate
+        if draw < edge:
+            return Plan(200, JSON, action="disconnect")
+        return None
+
+    def _offsets(self, profile: ModelProfile, chunks: int, rng: random.Random | None) -> list[float]:
+        """Send times (s) of the content chunks."""
+        at = profile.draw(profile.ttft_ms, rng)
+        offsets = [at]
+        for _ in range(chunks - 1):
+            at += profile.draw(profile.itl_ms, rng)
+            offsets.append(at)
+        return [ms / 1000 for ms in offsets]
+
+    def _completion(
+        self, endpoint: str, payload: dict[str, Any], model: str, profile: ModelProfile, prompt_tokens: int, rng: random.Random | None
+    ) -> Plan:
+        chunks = profile.chunks
+        finish = "stop"
+        max_tokens = payload.get("max_tokens") or payload.get("max_completion_tokens")
+        if isinstance(max_tokens, int) and max_tokens > 0 and max_tokens < chunks * profile.tokens_per_chunk:
+            chunks = max(1, math.ceil(max_tokens / profile.tokens_per_chunk))
+            finish = "length"
+        completion_tokens = chunks * profile.tokens_per_chunk
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens}
+        piece = (profile.token_text + " ") * (profile.tokens_per_chunk - 1) + profile.token_text
+        chat = endpoint == "/chat/completions"
+        ident = f"{'chatcmpl' if chat else 'cmpl'}-mock{self.requests}"
+        created = int(time.time())
+        offsets = self._offsets(profile, chunks, rng)
+        base = {"id": ident, "object": "chat.completion" if chat else "text_completion", "created": created, "model": model}
+
+        if not payload.get("stream"):
+            text = " ".join([piece] * chunks)
+            choice = (
+                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish, "logprobs": None}
+                if chat
+                else {"index": 0, "text": text, "finish_reason": finish, "logprobs": None}
+            )
+
+            def render_body(seq: int) -> bytes:
+                return orjson.dumps({**base, "choices": [choice], "usage": usage, "system_fingerprint": None, "perfkit": _stamp(seq)})
+
+            return Plan(200, JSON, render=render_body, at_s=offsets[-1])
+
+        include_usage = bool((payload.get("stream_options") or {}).get("include_usage"))
+        chunk_object = "chat.completion.chunk" if chat else "text_completion"
+        head = {**base, "object": chunk_object}
+
+        def event(choices: list[dict[str, Any]], seq: int, extra: dict[str, Any] | None = None) -> bytes:
+            data = {**head, "choices": choices, **(extra or {}), "perfkit": _stamp(seq)}
+            return b"data: " + orjson.dumps(data) + b"\n\n"
+
+        def content(text: str, finish_reason: str | None) -> list[dict[str, Any]]:
+            if chat:
+                delta = {"content": text} if finish_reason is None else {}
+                return [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}]
+            return [{"index": 0, "text": text, "finish_reason": finish_reason, "logprobs": None}]
+
+        # Events: [role (chat only)], content 1..n, finish, [usage], [DONE]
+        events: list[Callable[[int], bytes]] = []
+        times: list[float] = []
+        if chat:
+            events.append(lambda seq: event([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None, "logprobs": None}], seq))
+            times.append(0.0)
+        for i in range(chunks):
+            text = piece if i == 0 else " " + piece
+            events.append(lambda seq, text=text: event(content(text, None), seq))
+            times.append(offsets[i])
+        events.append(lambda seq: event(content("", finish), seq))
+        times.append(offsets[-1])
+        if include_usage:
+            events.append(lambda seq: event([], seq, {"usage": usage}))
+            times.append(offsets[-1])
+        events.append(lambda seq: b"data: [DONE]\n\n")
+        times.append(offsets[-1])
+        return Plan(200, SSE, render=lambda seq: events[seq](seq), offsets_s=times)
+
+    def _embeddings(self, payload: dict[str, Any], model: str, profile: ModelProfile, tokens: int, rng: random.Random | None) -> Plan:
+        inputs = payload["input"] if isinstance(payload["input"], list) else [payload["input"]]
+        dims = int(payload.get("dimensions") or profile.embedding_dims)
+        vector = [round(1 / math.sqrt(dims), 6)] * dims
+        data = [{"object": "embedding", "index": i, "embedding": vector} for i in range(len(inputs))]
+        usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+
+        def render_body(seq: int) -> bytes:
+            return orjson.dumps({"object": "list", "data": data, "model": model, "usage": usage, "perfkit": _stamp(seq)})
+
+        return Plan(200, JSON, render=render_body, at_s=profile.draw(profile.ttft_ms, rng) / 1000)

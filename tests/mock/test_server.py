@@ -1,0 +1,151 @@
+"""The standalone server and the ASGI app, driven by the official openai SDK."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import subprocess
+import time
+
+import httpx
+import openai
+import orjson
+import pytest
+
+from litellm_perfkit.mock import Deployment, MockApp, MockConfig, ModelProfile
+from tests.support.litellm_env import litellm_env, litellm_python
+from tests.support.mock_server import mock_server
+from tests.support.servers import uvicorn_server
+
+FAST = MockConfig(default=ModelProfile(chunks=5), deployments=(Deployment("d", 0),))
+MESSAGES = [{"role": "user", "content": "hello " * 50}]
+
+
+def test_openai_sync_client_non_streaming_and_usage() -> None:
+    with mock_server(FAST) as (url,):
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="sk-test")
+        response = client.chat.completions.create(model="gpt-x", messages=MESSAGES)  # type: ignore[arg-type]
+    assert response.choices[0].message.content == "tok tok tok tok tok"
+    assert response.choices[0].finish_reason == "stop"
+    assert response.usage is not None and response.usage.completion_tokens == 5 and response.usage.prompt_tokens == 75
+    assert response.model == "gpt-x"
+    stamp = response.model_extra["perfkit"]  # type: ignore[index]
+    assert stamp["seq"] == 0 and stamp["mono_ns"] > 0
+
+
+def test_openai_async_streaming_with_usage_and_ground_truth() -> None:
+    async def run(url: str) -> list[openai.types.chat.ChatCompletionChunk]:
+        client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="sk-test")
+        stream = await client.chat.completions.create(
+            model="gpt-x", messages=MESSAGES, stream=True, stream_options={"include_usage": True}  # type: ignore[arg-type]
+        )
+        return [chunk async for chunk in stream]
+
+    with mock_server(FAST) as (url,):
+        chunks = asyncio.run(run(url))
+    roles = [c.choices[0].delta.role for c in chunks if c.choices]
+    contents = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
+    assert roles[0] == "assistant" and contents == ["tok", " tok", " tok", " tok", " tok"]
+    assert chunks[-2].choices[0].finish_reason == "stop"
+    assert chunks[-1].choices == [] and chunks[-1].usage is not None and chunks[-1].usage.total_tokens == 80
+    stamps = [c.model_extra["perfkit"] for c in chunks]  # type: ignore[index]
+    assert [s["seq"] for s in stamps] == list(range(len(chunks)))
+    assert all(a["mono_ns"] <= b["mono_ns"] for a, b in zip(stamps, stamps[1:]))
+
+
+def test_completions_embeddings_models_and_health() -> None:
+    with mock_server(FAST) as (url,):
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="sk-test")
+        completion = client.completions.create(model="m", prompt="hi", max_tokens=2)
+        embeddings = client.embeddings.create(model="e", input=["a", "b"])
+        models = client.models.list()
+        health = httpx.get(f"{url}/health")
+        streamed = list(client.completions.create(model="m", prompt="hi", stream=True))
+    assert completion.choices[0].text == "tok tok" and completion.choices[0].finish_reason == "length"
+    assert [e.index for e in embeddings.data] == [0, 1] and len(embeddings.data[0].embedding) == 8
+    assert "mock-model" in [m.id for m in models.data]
+    assert health.json() == {"status": "ok"}
+    assert "".join(c.choices[0].text for c in streamed) == "tok tok tok tok tok"
+
+
+def test_configured_ttft_and_itl_are_reproduced() -> None:
+    """By the mock's own stamps (send time minus receive time), and as a light client sees it."""
+    config = MockConfig(default=ModelProfile(ttft_ms=50, itl_ms=10, chunks=5), deployments=(Deployment("d", 0),))
+    stamped_ttft, stamped_gaps, observed_ttft = [], [], []
+    body = {"model": "m", "messages": MESSAGES, "stream": True}
+    with mock_server(config) as (url,), httpx.Client() as client:
+        for _ in range(10):
+            started = time.perf_counter()
+            with client.stream("POST", f"{url}/v1/chat/completions", json=body) as response:
+                received_ns = int(response.headers["x-perfkit-mock-received-ns"])
+                sent, first_seen = [], None
+                for line in response.iter_lines():
+                    if line.startswith("data: {") and '"content":"tok"' in line.replace(" ", ""):
+                        first_seen = first_seen or time.perf_counter()
+                        sent.append(orjson.loads(line[6:])["perfkit"]["mono_ns"])
+            stamped_ttft.append((sent[0] - received_ns) / 1e6)
+            stamped_gaps += [(b - a) / 1e6 for a, b in zip(sent, sent[1:])]
+            observed_ttft.append((first_seen - started) * 1000)  # type: ignore[operator]
+    assert abs(statistics.median(stamped_ttft) - 50) <= 1
+    assert abs(statistics.median(stamped_gaps) - 10) <= 1
+    assert 50 <= statistics.median(observed_ttft) < 53
+
+
+def test_two_deployments_with_quotas_in_one_process() -> None:
+    config = MockConfig(deployments=(Deployment("a", 0, rpm=30), Deployment("b", 0, rpm=30)))
+    with mock_server(config) as urls:
+        assert len(set(urls)) == 2
+        statuses = [
+            httpx.post(f"{urls[i % 2]}/v1/chat/completions", json={"model": "m", "messages": MESSAGES}).status_code
+            for i in range(100)
+        ]
+        limited = httpx.post(f"{urls[0]}/v1/chat/completions", json={"model": "m", "messages": MESSAGES})
+    assert statuses.count(200) == 60 and statuses.count(429) == 40
+    assert limited.status_code == 429 and int(limited.headers["retry-after"]) >= 1
+
+
+def test_timeouts_and_mid_stream_disconnects_reach_the_client() -> None:
+    hang = MockConfig(default=ModelProfile(timeout_rate=1.0), seed=1, deployments=(Deployment("d", 0),))
+    cut = MockConfig(default=ModelProfile(disconnect_rate=1.0, chunks=10), seed=1, deployments=(Deployment("d", 0),))
+    with mock_server(hang) as (url,):
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="k", timeout=0.3, max_retries=0)
+        with pytest.raises(openai.APITimeoutError):
+            client.chat.completions.create(model="m", messages=MESSAGES)  # type: ignore[arg-type]
+    with mock_server(cut) as (url,):
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="k", max_retries=0)
+        with pytest.raises((openai.APIError, httpx.HTTPError)):
+            list(client.chat.completions.create(model="m", messages=MESSAGES, stream=True))  # type: ignore[arg-type]
+
+
+def test_the_asgi_app_serves_the_same_responses() -> None:
+    with uvicorn_server(MockApp(FAST)) as url:
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="k")
+        chunks = list(client.chat.completions.create(model="m", messages=MESSAGES, stream=True))  # type: ignore[arg-type]
+        plain = client.chat.completions.create(model="m", messages=MESSAGES)  # type: ignore[arg-type]
+        bad = httpx.post(f"{url}/v1/chat/completions", content=b"{oops")
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == plain.choices[0].message.content
+    assert bad.status_code == 400 and bad.json()["error"]["type"] == "invalid_request_error"
+
+
+LITELLM_CLIENT = """
+import asyncio, sys, litellm
+url = sys.argv[1]
+r = litellm.completion(model="openai/gpt-x", api_base=url + "/v1", api_key="sk-x", messages=[{"role": "user", "content": "hi"}])
+print(r.choices[0].message.content, r.usage.completion_tokens)
+async def stream():
+    s = await litellm.acompletion(model="openai/gpt-x", api_base=url + "/v1", api_key="sk-x", stream=True,
+                                  messages=[{"role": "user", "content": "hi"}])
+    return "".join([c.choices[0].delta.content or "" async for c in s])
+print(asyncio.run(stream()))
+"""
+
+
+@pytest.mark.integration
+def test_litellm_sdk_as_a_client() -> None:
+    python = litellm_python("1.83.14")
+    with mock_server(FAST) as (url,):
+        result = subprocess.run([str(python), "-c", LITELLM_CLIENT, url], capture_output=True, text=True, env=litellm_env(), timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.strip().splitlines()
+    assert lines[-2] == "tok tok tok tok tok 5"
+    assert lines[-1] == "tok tok tok tok tok"
