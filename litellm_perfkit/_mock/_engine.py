@@ -34,8 +34,21 @@ def error_body(message: str, kind: str, code: str | None = None, param: str | No
     return orjson.dumps({"error": {"message": message, "type": kind, "param": param, "code": code}})
 
 
-def _stamp(seq: int) -> dict[str, int]:
-    return {"seq": seq, "mono_ns": time.perf_counter_ns(), "unix_ns": time.time_ns()}
+def _stamped(prefix: bytes, seq: int, suffix: bytes = b"}") -> bytes:
+    """``prefix`` is a JSON object without its closing brace; the stamp is
+    added last, at send time. Cheaper than building and dumping a dict."""
+    return b'%b,"perfkit":{"seq":%d,"mono_ns":%d,"unix_ns":%d}%b' % (
+        prefix,
+        seq,
+        time.perf_counter_ns(),
+        time.time_ns(),
+        suffix,
+    )
+
+
+def _open(obj: dict[str, Any]) -> bytes:
+    """A JSON object's bytes without the closing brace, ready for _stamped."""
+    return orjson.dumps(obj)[:-1]
 
 
 @dataclass
@@ -242,18 +255,16 @@ class MockEngine:
                 else {"index": 0, "text": text, "finish_reason": finish, "logprobs": None}
             )
 
-            def render_body(seq: int) -> bytes:
-                return orjson.dumps({**base, "choices": [choice], "usage": usage, "system_fingerprint": None, "perfkit": _stamp(seq)})
-
-            return Plan(200, JSON, render=render_body, at_s=offsets[-1])
+            prefix = _open({**base, "choices": [choice], "usage": usage, "system_fingerprint": None})
+            return Plan(200, JSON, render=lambda seq: _stamped(prefix, seq), at_s=offsets[-1])
 
         include_usage = bool((payload.get("stream_options") or {}).get("include_usage"))
         chunk_object = "chat.completion.chunk" if chat else "text_completion"
         head = {**base, "object": chunk_object}
 
-        def event(choices: list[dict[str, Any]], seq: int, extra: dict[str, Any] | None = None) -> bytes:
-            data = {**head, "choices": choices, **(extra or {}), "perfkit": _stamp(seq)}
-            return b"data: " + orjson.dumps(data) + b"\n\n"
+        def event(choices: list[dict[str, Any]], extra: dict[str, Any] | None = None) -> bytes:
+            """An SSE event, serialized now except for the stamp."""
+            return b"data: " + _open({**head, "choices": choices, **(extra or {})})
 
         def content(text: str, finish_reason: str | None) -> list[dict[str, Any]]:
             if chat:
@@ -262,23 +273,27 @@ class MockEngine:
             return [{"index": 0, "text": text, "finish_reason": finish_reason, "logprobs": None}]
 
         # Events: [role (chat only)], content 1..n, finish, [usage], [DONE]
-        events: list[Callable[[int], bytes]] = []
+        prefixes: list[bytes] = []
         times: list[float] = []
         if chat:
-            events.append(lambda seq: event([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None, "logprobs": None}], seq))
+            prefixes.append(event([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None, "logprobs": None}]))
             times.append(0.0)
+        first, rest = event(content(piece, None)), event(content(" " + piece, None))
         for i in range(chunks):
-            text = piece if i == 0 else " " + piece
-            events.append(lambda seq, text=text: event(content(text, None), seq))
+            prefixes.append(first if i == 0 else rest)
             times.append(offsets[i])
-        events.append(lambda seq: event(content("", finish), seq))
+        prefixes.append(event(content("", finish)))
         times.append(offsets[-1])
         if include_usage:
-            events.append(lambda seq: event([], seq, {"usage": usage}))
+            prefixes.append(event([], {"usage": usage}))
             times.append(offsets[-1])
-        events.append(lambda seq: b"data: [DONE]\n\n")
+        done = len(prefixes)
         times.append(offsets[-1])
-        return Plan(200, SSE, render=lambda seq: events[seq](seq), offsets_s=times)
+
+        def render(seq: int) -> bytes:
+            return b"data: [DONE]\n\n" if seq == done else _stamped(prefixes[seq], seq, b"}\n\n")
+
+        return Plan(200, SSE, render=render, offsets_s=times)
 
     def _embeddings(self, payload: dict[str, Any], model: str, profile: ModelProfile, tokens: int, rng: random.Random | None) -> Plan:
         inputs = payload["input"] if isinstance(payload["input"], list) else [payload["input"]]
@@ -287,7 +302,5 @@ class MockEngine:
         data = [{"object": "embedding", "index": i, "embedding": vector} for i in range(len(inputs))]
         usage = {"prompt_tokens": tokens, "total_tokens": tokens}
 
-        def render_body(seq: int) -> bytes:
-            return orjson.dumps({"object": "list", "data": data, "model": model, "usage": usage, "perfkit": _stamp(seq)})
-
-        return Plan(200, JSON, render=render_body, at_s=profile.draw(profile.ttft_ms, rng) / 1000)
+        prefix = _open({"object": "list", "data": data, "model": model, "usage": usage})
+        return Plan(200, JSON, render=lambda seq: _stamped(prefix, seq), at_s=profile.draw(profile.ttft_ms, rng) / 1000)
