@@ -7,7 +7,7 @@ import sys
 from typing import NoReturn
 
 from .._version import __version__
-from . import _mock
+from . import _load, _mock
 
 __all__ = ["main", "build_parser"]
 
@@ -30,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"perfkit {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     _mock.add_parser(subparsers)
+    _load.add_parser(subparsers)
     return parser
 
 

@@ -28,3 +28,35 @@ def mock_server(config: MockConfig) -> Iterator[list[str]]:
         asyncio.run_coroutine_threadsafe(stop(), loop).result(10)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
+
+
+@contextlib.contextmanager
+def mock_process(*flags: str) -> Iterator[str]:
+    """``perfkit mock`` as its own process (no GIL shared with the test's client)."""
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from tests.support.servers import free_port
+
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "litellm_perfkit._cli", "mock", "--port", str(port), *flags],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"perfkit mock did not start: {process.stderr.read().decode() if process.stderr else ''}") from None
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(10)

@@ -1,0 +1,138 @@
+"""The load driver: open/closed loop, streaming TTFT/ITL, exact merged histograms."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import multiprocessing
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
+from typing import Any, Iterator, Literal
+
+from ._recorder import Recorder
+from ._report import SCHEMA, build_result, median_run, render_table
+from ._runner import Arrival, LoadPlan, run_phase, run_phase_sync
+from ._workload import Workload, WorkloadError, endpoint_url
+
+__all__ = ["Arrival", "LoadPlan", "Workload", "WorkloadError", "run_load", "render_table", "endpoint_url", "SCHEMA"]
+
+ProgressMode = Literal["auto", "on", "off"]
+
+
+def _split(total: int | None, parts: int, index: int) -> int | None:
+    if total is None:
+        return None
+    return total // parts + (1 if index < total % parts else 0)
+
+
+def _plan_for(plan: LoadPlan, processes: int, index: int) -> LoadPlan:
+    return dataclasses.replace(
+        plan,
+        concurrency=_split(plan.concurrency, processes, index) if plan.concurrency else None,
+        rate=plan.rate / processes if plan.rate else None,
+        requests=_split(plan.requests, processes, index),
+        warmup_requests=_split(plan.warmup_requests, processes, index) or 0,
+        seed=None if plan.seed is None else plan.seed + index,
+    )
+
+
+@contextmanager
+def _progress(mode: ProgressMode, plan: LoadPlan) -> Iterator[Any]:
+    """A rich progress bar on a terminal; nothing otherwise."""
+    if mode == "off" or (mode == "auto" and not sys.stderr.isatty()):
+        yield None
+        return
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    total = (plan.requests + plan.warmup_requests) if plan.requests else (plan.duration_s or 0) + plan.warmup_s
+    unit = "requests" if plan.requests else "s"
+    with Progress(TextColumn("perfkit load"), BarColumn(), TextColumn(f"{{task.completed:.0f}}/{{task.total:.0f}} {unit}"),
+                  TimeRemainingColumn(), transient=True) as bar:  # fmt: skip
+        task = bar.add_task("load", total=total)
+        yield (bar, task, unit)
+
+
+def run_load(
+    workload: Workload,
+    plan: LoadPlan,
+    *,
+    processes: int = 1,
+    repeats: int = 1,
+    progress: ProgressMode = "auto",
+    jsonl_path: str | None = None,
+) -> dict[str, Any]:
+    """Run the load ``repeats`` times; returns the result document (median run)."""
+    config = {
+        "url": endpoint_url(workload.url)[3],
+        "models": [list(m) for m in workload.models],
+        "stream": workload.stream,
+        "max_tokens": workload.max_tokens,
+        "prompt_repeats": workload.prompt_repeats,
+        "mode": plan.mode,
+        **{k: v for k, v in dataclasses.asdict(plan).items()},
+        "processes": processes,
+        "repeats": repeats,
+    }
+    results = []
+    for _ in range(repeats):
+        if processes == 1:
+            results.append(_run_here(workload, plan, progress, jsonl_path, config))
+        else:
+            results.append(_run_processes(workload, plan, processes, progress, jsonl_path, config))
+    return results[0] if repeats == 1 else median_run(results)
+
+
+def _run_here(workload: Workload, plan: LoadPlan, progress: ProgressMode, jsonl_path: str | None, config: dict[str, Any]) -> dict[str, Any]:
+    from .._mock._server import run_fast
+
+    out: dict[str, Any] = {}
+    with _progress(progress, plan) as bar:
+
+        def advance(n: int) -> None:
+            if bar is not None and bar[2] == "requests":
+                bar[0].advance(bar[1], n)
+
+        async def main() -> None:
+            ticker = asyncio.ensure_future(_tick(bar)) if bar is not None and bar[2] == "s" else None
+            jsonl = open(jsonl_path, "ab") if jsonl_path else None  # noqa: SIM115
+            try:
+                out["result"] = await run_phase(workload, plan, progress=advance, jsonl=jsonl)
+            finally:
+                if ticker:
+                    ticker.cancel()
+                if jsonl:
+                    jsonl.close()
+
+        run_fast(main())
+    phase = out["result"]
+    return build_result(phase.recorder, phase.duration_s, phase.cpu_s, phase.wall_s, 1, config)
+
+
+async def _tick(bar: Any) -> None:
+    started = time.monotonic()
+    while True:
+        await asyncio.sleep(0.25)
+        bar[0].update(bar[1], completed=time.monotonic() - started)
+
+
+def _run_processes(
+    workload: Workload, plan: LoadPlan, processes: int, progress: ProgressMode, jsonl_path: str | None, config: dict[str, Any]
+) -> dict[str, Any]:
+    recorder = Recorder()
+    context = multiprocessing.get_context("spawn")
+    with _progress(progress, plan) as bar, ProcessPoolExecutor(processes, mp_context=context) as pool:
+        futures = [pool.submit(run_phase_sync, workload, _plan_for(plan, processes, i), jsonl_path) for i in range(processes)]
+        started = time.monotonic()
+        while not all(f.done() for f in futures):
+            time.sleep(0.25)
+            if bar is not None and bar[2] == "s":
+                bar[0].update(bar[1], completed=time.monotonic() - started)
+        outputs = [f.result() for f in futures]
+    for output in outputs:
+        recorder.merge_dict(output["recorder"])  # type: ignore[arg-type]
+    duration = max(float(o["duration_s"]) for o in outputs)  # type: ignore[arg-type]
+    cpu = sum(float(o["cpu_s"]) for o in outputs)  # type: ignore[arg-type]
+    wall = max(float(o["wall_s"]) for o in outputs)  # type: ignore[arg-type]
+    return build_result(recorder, duration, cpu, wall, processes, config)

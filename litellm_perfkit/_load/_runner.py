@@ -1,0 +1,206 @@
+"""Run one load phase: closed loop (N users) or open loop (a rate), in one process.
+
+Open loop: request k has an intended start on a fixed schedule (constant or
+Poisson), independent of how fast answers come. Latency counts from that
+intended start, so a stalled server is charged for every request it delayed
+(no coordinated omission). Closed loop: each user sends its next request
+when the previous one ends; intended start = send time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import resource
+from collections.abc import Callable
+from dataclasses import dataclass
+from time import perf_counter_ns
+from typing import IO, Literal
+
+from ._http import Connection, Exchange, connect
+from ._recorder import Recorder
+from ._workload import Workload
+
+__all__ = ["Arrival", "LoadPlan", "PhaseResult", "run_phase"]
+
+Arrival = Literal["constant", "poisson"]
+Progress = Callable[[int], None]
+
+
+@dataclass(frozen=True)
+class LoadPlan:
+    concurrency: int | None = 10  # closed loop: users; open loop: cap on requests in flight
+    rate: float | None = None  # requests per second: open loop
+    arrival: Arrival = "constant"
+    duration_s: float | None = 10.0
+    requests: int | None = None
+    warmup_s: float = 0.0
+    warmup_requests: int = 0
+    ramp_s: float = 0.0
+    timeout_s: float = 60.0
+    seed: int | None = None
+
+    @property
+    def mode(self) -> Literal["open", "closed"]:
+        return "open" if self.rate else "closed"
+
+
+@dataclass
+class PhaseResult:
+    recorder: Recorder
+    duration_s: float  # the measured part (after warm-up)
+    cpu_s: float  # this process's CPU time over the whole phase
+    wall_s: float
+
+
+class _Pool:
+    """Idle keep-alive connections to one host."""
+
+    def __init__(self, workload: Workload, timeout_s: float) -> None:
+        self.workload = workload
+        self.timeout_s = timeout_s
+        self.idle: list[Connection] = []
+
+    async def get(self) -> Connection:
+        while self.idle:
+            connection = self.idle.pop()
+            if not connection.closed:
+                return connection
+        return await connect(self.workload.host, self.workload.port, self.timeout_s)
+
+    def put(self, connection: Connection) -> None:
+        if connection.reusable and not connection.closed:
+            self.idle.append(connection)
+        elif connection.transport is not None:
+            connection.transport.close()
+
+    def close(self) -> None:
+        for connection in self.idle:
+            if connection.transport is not None:
+                connection.transport.close()
+        self.idle.clear()
+
+
+async def _one(pool: _Pool, workload: Workload, rng: random.Random, intended_ns: int, timeout_s: float) -> Exchange:
+    request, trace_id, model = workload.build(rng)
+    exchange = Exchange(intended_ns=intended_ns, trace_id=trace_id, model=model)
+    try:
+        connection = await pool.get()
+    except ConnectionRefusedError as exc:
+        exchange.error, exchange.detail = "connection_refused", str(exc)
+    except asyncio.TimeoutError:
+        exchange.error, exchange.detail = "timeout", "connect timed out"
+    except OSError as exc:
+        exchange.error, exchange.detail = "connect_error", str(exc)
+    else:
+        await connection.send(request, exchange, timeout_s)
+        pool.put(connection)
+    if not exchange.end_ns:
+        exchange.end_ns = perf_counter_ns()
+    return exchange
+
+
+async def run_phase(
+    workload: Workload, plan: LoadPlan, progress: Progress | None = None, jsonl: IO[bytes] | None = None
+) -> PhaseResult:
+    rng = random.Random(plan.seed)
+    pool = _Pool(workload, plan.timeout_s)
+    started_ns = perf_counter_ns()
+    cpu_before = _cpu()
+    measure_from = started_ns + int(plan.warmup_s * 1e9)
+    recorder = Recorder(jsonl=jsonl, start_ns=measure_from)
+    deadline = started_ns + int(((plan.duration_s or 0) + plan.warmup_s) * 1e9) if plan.duration_s else None
+    total = (plan.requests + plan.warmup_requests) if plan.requests else None
+    issued = 0
+    finished = 0
+
+    def more() -> bool:
+        if total is not None and issued >= total:
+            return False
+        return deadline is None or perf_counter_ns() < deadline
+
+    def done(exchange: Exchange, index: int) -> None:
+        nonlocal finished
+        finished += 1
+        if exchange.intended_ns >= measure_from and index >= plan.warmup_requests:
+            recorder.record(exchange, workload.stream)
+        if progress is not None:
+            progress(1)
+
+    if plan.mode == "closed":
+        users = plan.concurrency or 1
+
+        async def user(number: int) -> None:
+            nonlocal issued
+            if plan.ramp_s:
+                await asyncio.sleep(plan.ramp_s * number / users)
+            while more():
+                index = issued
+                issued += 1
+                exchange = await _one(pool, workload, rng, perf_counter_ns(), plan.timeout_s)
+                done(exchange, index)
+
+        await asyncio.gather(*(user(n) for n in range(users)))
+    else:
+        assert plan.rate is not None
+        tasks: set[asyncio.Task[None]] = set()
+        next_ns = started_ns
+
+        # With --concurrency as well, at most that many requests are in flight
+        # (wrk2-style). A request waiting for a slot keeps its intended start:
+        # the wait counts in the corrected latency, not in the uncorrected one.
+        slots = asyncio.Semaphore(plan.concurrency) if plan.concurrency else None
+
+        async def fire(intended: int, index: int) -> None:
+            if slots is None:
+                done(await _one(pool, workload, rng, intended, plan.timeout_s), index)
+                return
+            async with slots:
+                done(await _one(pool, workload, rng, intended, plan.timeout_s), index)
+
+        while more():
+            now = perf_counter_ns()
+            if next_ns > now:
+                await asyncio.sleep((next_ns - now) / 1e9)
+            index = issued
+            issued += 1
+            task = asyncio.ensure_future(fire(next_ns, index))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+            elapsed_s = (next_ns - started_ns) / 1e9
+            rate = plan.rate * (min(1.0, max(0.05, elapsed_s / plan.ramp_s)) if plan.ramp_s else 1.0)
+            gap_s = rng.expovariate(rate) if plan.arrival == "poisson" else 1 / rate
+            next_ns += int(gap_s * 1e9)
+            if deadline is not None and next_ns >= deadline:
+                break
+        if tasks:
+            await asyncio.gather(*tasks)
+    pool.close()
+    ended_ns = perf_counter_ns()
+    measured_s = (min(ended_ns, deadline) if deadline else ended_ns) - max(measure_from, started_ns)
+    return PhaseResult(recorder, max(measured_s, 1) / 1e9, _cpu() - cpu_before, (ended_ns - started_ns) / 1e9)
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_phase_sync(workload: Workload, plan: LoadPlan, jsonl_path: str | None = None) -> dict[str, object]:
+    """For driver processes: run on the fastest loop, return a mergeable dict."""
+    from .._mock._server import run_fast
+
+    out: dict[str, object] = {}
+
+    async def main() -> None:
+        jsonl = open(jsonl_path, "ab") if jsonl_path else None  # noqa: SIM115
+        try:
+            result = await run_phase(workload, plan, jsonl=jsonl)
+        finally:
+            if jsonl:
+                jsonl.close()
+        out.update(recorder=result.recorder.to_dict(), duration_s=result.duration_s, cpu_s=result.cpu_s, wall_s=result.wall_s)
+
+    run_fast(main())
+    return out
+
