@@ -14,7 +14,7 @@ from time import perf_counter_ns
 from types import TracebackType
 from typing import Any, TypeVar, cast
 
-from ._timeline import TIMELINE, Timeline
+from ._timeline import OPEN_STAGE, TIMELINE, Timeline
 
 __all__ = ["stage", "Stage"]
 
@@ -28,7 +28,7 @@ class Stage:
     decorator the instance only holds the name, so it may be shared.
     """
 
-    __slots__ = ("name", "_timeline", "_index", "_parent", "_start")
+    __slots__ = ("name", "_timeline", "_index", "_parent", "_start", "_token")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -40,8 +40,8 @@ class Stage:
             self._timeline = timeline
             self._index = index = timeline.next_index
             timeline.next_index = index + 1
-            self._parent = timeline.open_stage
-            timeline.open_stage = index
+            self._parent = OPEN_STAGE.get()
+            self._token = OPEN_STAGE.set(index)
             self._start = perf_counter_ns()
         return self
 
@@ -55,7 +55,10 @@ class Stage:
         if timeline is not None:
             end = perf_counter_ns()
             timeline.finished.append((self._index, self.name, self._start, end, self._parent))
-            timeline.open_stage = self._parent
+            try:
+                OPEN_STAGE.reset(self._token)
+            except ValueError:  # exited in another context (a generator moved between tasks)
+                OPEN_STAGE.set(self._parent)
             self._timeline = None
 
     async def __aenter__(self) -> Stage:

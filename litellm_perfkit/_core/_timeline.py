@@ -14,7 +14,7 @@ from typing import Any, Tuple
 
 from ..types import AttributeValue, RequestRecord, StageKind, StageRecord
 
-__all__ = ["StageEntry", "Timeline", "current_timeline", "TIMELINE", "DEFAULT_UPSTREAM"]
+__all__ = ["StageEntry", "Timeline", "current_timeline", "OPEN_STAGE", "TIMELINE", "DEFAULT_UPSTREAM"]
 
 DEFAULT_UPSTREAM = frozenset({"upstream"})
 
@@ -22,6 +22,9 @@ DEFAULT_UPSTREAM = frozenset({"upstream"})
 Finished = Tuple[int, str, int, int, int]
 
 TIMELINE: ContextVar[Timeline | None] = ContextVar("perfkit_timeline", default=None)
+# The stage open in this context: per task (tasks copy the context), so work a
+# request spreads over several tasks (LiteLLM's during-call hook) nests right.
+OPEN_STAGE: ContextVar[int] = ContextVar("perfkit_open_stage", default=-1)
 
 
 class StageEntry:
@@ -62,7 +65,6 @@ class Timeline:
         "finished",
         "generators",
         "next_index",
-        "open_stage",
         "marks",
         "chunks",
         "body_bytes",
@@ -84,10 +86,6 @@ class Timeline:
         # name -> [index, first_ns, last_ns, parent, self_ns, items]
         self.generators: dict[str, list[int]] = {}
         self.next_index = 0
-        # Nesting is tracked per timeline, not per task: cheap, and exact for the
-        # sequential request handling of a gateway. Concurrent sub-tasks of one
-        # request still get correct durations, only their parent may be coarse.
-        self.open_stage = -1
         self.marks: dict[str, int] = {"received": start_ns}
         self.chunks = 0
         self.body_bytes = 0
@@ -113,7 +111,7 @@ class Timeline:
         now = perf_counter_ns()
         entry = self.generators.get(name)
         if entry is None:
-            self.generators[name] = [self.next_index, first_ns, now, self.open_stage, self_ns, items]
+            self.generators[name] = [self.next_index, first_ns, now, OPEN_STAGE.get(), self_ns, items]
             self.next_index += 1
         else:
             entry[2] = now

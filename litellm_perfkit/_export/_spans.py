@@ -57,21 +57,33 @@ class Sampler:
         return self._root(trace_id)
 
 
+def exclusive_ns(timeline: Timeline) -> dict[int, int]:
+    """Each stage's own (exclusive) time: its duration minus its child stages'."""
+    stages = timeline.stages
+    children: dict[int, int] = {}
+    for entry in stages:
+        if entry.parent >= 0:
+            children[entry.parent] = children.get(entry.parent, 0) + entry.duration_ns
+    return {entry.index: max(0, entry.duration_ns - children.get(entry.index, 0)) for entry in stages}
+
+
 def reconcile(timeline: Timeline) -> tuple[int, int, int, int]:
     """(total, upstream, attributed, unattributed) in ns.
 
-    overhead = total - upstream = attributed + unattributed. Attributed time is
-    the sum of top-level stages that are not upstream stages; nested stages
-    are inside their parent and are not counted twice.
+    overhead = total - upstream = attributed + unattributed. Upstream is the
+    sum of the upstream stages; attributed is the sum of every other stage's
+    exclusive time, so a stage that contains the upstream call (LiteLLM's
+    ``llm_call``) counts only its own part, and nothing is counted twice.
     """
     total = timeline.end_ns - timeline.start_ns
     upstream_names = timeline.upstream
+    own = exclusive_ns(timeline)
     upstream = attributed = 0
     for entry in timeline.stages:
         if entry.name in upstream_names:
             upstream += entry.duration_ns
-        elif entry.parent < 0:
-            attributed += entry.duration_ns
+        else:
+            attributed += own[entry.index]
     overhead = max(0, total - upstream)
     return total, upstream, attributed, overhead - attributed
 
@@ -129,10 +141,14 @@ def timeline_to_spans(timeline: Timeline, trace_id: str, parent_span_id: str, an
         )
     ]
     stage_ids: dict[int, str] = {}
+    own = exclusive_ns(timeline)
     end_default = timeline.end_ns
     for entry in timeline.stages:
         span_id = stage_ids[entry.index] = f"{_bits(64):016x}"
-        attributes: Attributes = [("perfkit.stage.duration_ms", entry.duration_ns / 1e6)]
+        attributes: Attributes = [
+            ("perfkit.stage.duration_ms", entry.duration_ns / 1e6),
+            ("perfkit.stage.self_ms", own[entry.index] / 1e6),
+        ]
         if entry.kind == "generator":
             attributes.append(("perfkit.stage.kind", "generator"))
             attributes.append(("perfkit.stage.items", entry.items))

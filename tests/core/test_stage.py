@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from litellm_perfkit import current_timeline, stage
-from litellm_perfkit._core._timeline import TIMELINE, Timeline
+from litellm_perfkit._core._timeline import OPEN_STAGE, TIMELINE, Timeline
 from tests.support.clock import FakeClock, install
 
 
@@ -71,7 +71,7 @@ def test_exceptions_close_the_stage(clock: FakeClock, timeline: Timeline) -> Non
             clock.advance_ms(1)
             raise ValueError("x")
     assert durations(timeline) == {"boom": 1}
-    assert timeline.open_stage == -1
+    assert OPEN_STAGE.get() == -1
 
 
 def test_async_generator_counts_own_time_and_items(clock: FakeClock, timeline: Timeline) -> None:
@@ -160,3 +160,37 @@ def test_generator_closed_early_still_records(clock: FakeClock, timeline: Timeli
     assert closed == [True]
     [entry] = timeline.stages
     assert (entry.items, entry.self_ns) == (2, 2_000_000)
+
+
+def test_stages_in_a_task_nest_under_the_stage_that_created_it(clock: FakeClock, timeline: Timeline) -> None:
+    async def hook() -> None:
+        with stage("hooks.during_call"):
+            clock.advance_ms(1)
+
+    async def main() -> None:
+        with stage("outer"):
+            task = asyncio.create_task(hook())
+            with stage("sibling"):
+                await asyncio.sleep(0)  # the task runs while "sibling" is open
+            await task
+
+    asyncio.run(main())
+    by_name = {e.name: e for e in timeline.stages}
+    assert by_name["hooks.during_call"].parent == by_name["outer"].index
+    assert by_name["sibling"].parent == by_name["outer"].index
+
+
+def test_reconciliation_uses_exclusive_time(clock: FakeClock, timeline: Timeline) -> None:
+    from litellm_perfkit._export._spans import reconcile
+
+    with stage("auth"):
+        clock.advance_ms(2)
+    with stage("llm_call"):
+        clock.advance_ms(1)
+        with stage("upstream"):
+            clock.advance_ms(50)
+        clock.advance_ms(3)
+    clock.advance_ms(4)  # in no stage
+    timeline.end_ns = clock()
+    total, upstream, attributed, unattributed = reconcile(timeline)
+    assert (total, upstream, attributed, unattributed) == (60_000_000, 50_000_000, 6_000_000, 4_000_000)
