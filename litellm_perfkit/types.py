@@ -50,9 +50,11 @@ SamplerName = Literal[
 Mark = Literal["received", "headers_sent", "first_body_byte", "first_token", "last_byte"]
 """Point-in-time events of one request."""
 
-StageKind = Literal["block", "generator"]
+StageKind = Literal["block", "generator", "sum"]
 """``block``: one contiguous interval. ``generator``: the time an async generator
-spent running its own code (suspensions excluded), summed over the request."""
+spent running its own code (suspensions excluded), summed over the request.
+``sum``: a function called many times per request (a per-chunk hook): its
+calls' durations summed, ``items`` = calls."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,7 @@ class StageRecord:
 
     @property
     def duration_ns(self) -> int:
-        return self.self_ns if self.kind == "generator" else self.end_ns - self.start_ns
+        return self.end_ns - self.start_ns if self.kind == "block" else self.self_ns
 
 
 @dataclass(frozen=True)

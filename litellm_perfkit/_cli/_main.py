@@ -7,7 +7,7 @@ import sys
 from typing import NoReturn
 
 from .._version import __version__
-from . import _load, _mock
+from . import _load, _mock, _run
 
 __all__ = ["main", "build_parser"]
 
@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     _mock.add_parser(subparsers)
     _load.add_parser(subparsers)
+    _run.add_parser(subparsers)
     return parser
 
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from time import perf_counter_ns
 from typing import Any, Awaitable, Callable, MutableMapping
 
-from ..types import HeaderMode
+from ..types import AttributeValue, HeaderMode
 from ._guard import internal_error
 from ._headers import METRIC_NAMES, metric_name
 from ._sink import get_sink
@@ -41,11 +41,14 @@ class PerfkitMiddleware:
         server_timing: HeaderMode = "on",
         overhead_header: HeaderMode = "on",
         upstream_stages: Iterable[str] = ("upstream",),
+        attributes: Callable[[], Mapping[str, AttributeValue]] | None = None,
     ) -> None:
         self.app = app
         self.server_timing = server_timing == "on"
         self.overhead_header = overhead_header == "on"
         self.upstream_stages = frozenset(upstream_stages)
+        # Called once per request; its (ideally cached) mapping goes on the span.
+        self.attributes = attributes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -53,6 +56,11 @@ class PerfkitMiddleware:
             return
         timeline = Timeline(perf_counter_ns(), scope["method"], scope["path"])
         timeline.upstream = self.upstream_stages
+        if self.attributes is not None:
+            try:
+                timeline.attributes.update(self.attributes())
+            except Exception as exc:
+                internal_error("middleware.attributes", exc)
         for name, value in scope["headers"]:
             if name == b"traceparent":
                 timeline.traceparent = value.decode("latin-1")
@@ -125,8 +133,8 @@ class _Exchange:
             if name in upstream_names:
                 upstream += duration
             parts.append(f"{names.get(name) or metric_name(name)};dur={duration / 1e6:.3f}")
-        for name, (_, _, _, _, own, _) in timeline.generators.items():
-            parts.append(f"{names.get(name) or metric_name(name)};dur={own / 1e6:.3f}")
+        for name, entry in timeline.generators.items():
+            parts.append(f"{names.get(name) or metric_name(name)};dur={entry[4] / 1e6:.3f}")
         extra = []
         if middleware.server_timing and parts:
             extra.append((b"server-timing", ", ".join(parts).encode()))

@@ -54,7 +54,7 @@ class StageEntry:
 
     @property
     def duration_ns(self) -> int:
-        return self.self_ns if self.kind == "generator" else self.end_ns - self.start_ns
+        return self.end_ns - self.start_ns if self.kind == "block" else self.self_ns
 
 
 class Timeline:
@@ -83,8 +83,8 @@ class Timeline:
     def __init__(self, start_ns: int, method: str = "", path: str = "") -> None:
         self.start_ns = start_ns
         self.finished: list[Finished] = []
-        # name -> [index, first_ns, last_ns, parent, self_ns, items]
-        self.generators: dict[str, list[int]] = {}
+        # name -> [index, first_ns, last_ns, parent, self_ns, items, kind]
+        self.generators: dict[str, list[Any]] = {}
         self.next_index = 0
         self.marks: dict[str, int] = {"received": start_ns}
         self.chunks = 0
@@ -106,12 +106,13 @@ class Timeline:
         if name not in self.marks:
             self.marks[name] = perf_counter_ns() if at_ns is None else at_ns
 
-    def add_generator_time(self, name: str, first_ns: int, self_ns: int, items: int) -> None:
-        """Fold one run of an async generator's own time into its stage."""
+    def add_generator_time(self, name: str, first_ns: int, self_ns: int, items: int, kind: StageKind = "generator") -> None:
+        """Fold one run of an async generator's own time (or one call of a
+        ``sum`` stage) into its stage."""
         now = perf_counter_ns()
         entry = self.generators.get(name)
         if entry is None:
-            self.generators[name] = [self.next_index, first_ns, now, OPEN_STAGE.get(), self_ns, items]
+            self.generators[name] = [self.next_index, first_ns, now, OPEN_STAGE.get(), self_ns, items, kind]
             self.next_index += 1
         else:
             entry[2] = now
@@ -123,8 +124,8 @@ class Timeline:
         totals: dict[str, int] = {}
         for _, name, start, end, _ in self.finished:
             totals[name] = totals.get(name, 0) + end - start
-        for name, (_, _, _, _, self_ns, _) in self.generators.items():
-            totals[name] = totals.get(name, 0) + self_ns
+        for name, entry in self.generators.items():
+            totals[name] = totals.get(name, 0) + entry[4]
         return list(totals.items())
 
     # -- export side --------------------------------------------------------
@@ -134,8 +135,8 @@ class Timeline:
         if self._entries is None:
             entries = [StageEntry(i, n, s, e, p) for i, n, s, e, p in self.finished]
             entries += [
-                StageEntry(i, name, first, last, parent, "generator", own, items)
-                for name, (i, first, last, parent, own, items) in self.generators.items()
+                StageEntry(i, name, first, last, parent, kind, own, items)
+                for name, (i, first, last, parent, own, items, kind) in self.generators.items()
             ]
             entries.sort(key=lambda entry: entry.index)
             self._entries = entries

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import marshal
 import os
+import signal
 import sys
 
 import orjson
@@ -31,13 +32,19 @@ def _read_exact(stream: object, size: int) -> bytes:
 
 
 def main() -> int:
+    # Ctrl-C reaches the whole process group: the agent leaves shutdown to the
+    # app, and exits on EOF after flushing what it has.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     settings = ExportSettings(**orjson.loads(os.environ["PERFKIT_AGENT_SETTINGS"]))
     processor = Processor(settings)
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
 
     def report() -> None:
-        stdout.write(orjson.dumps(processor.stats()) + b"\n")
-        stdout.flush()
+        try:
+            stdout.write(orjson.dumps(processor.stats()) + b"\n")
+            stdout.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            pass  # the app is gone (killed); nobody is left to read the stats
 
     while True:
         header = _read_exact(stdin, 5)

@@ -11,6 +11,7 @@ Metrics are encoded once per export interval, so they go through plain dicts.
 from __future__ import annotations
 
 import math
+import os
 import struct
 from typing import Any
 
@@ -24,6 +25,8 @@ from ._spans import Attributes, Span
 __all__ = ["spans_json", "spans_protobuf", "span_json", "metrics_json", "metrics_protobuf"]
 
 _SCOPE_NAME = "litellm_perfkit"
+# The app's process, not the export agent's (the agent is its child).
+_PARENT_PID = int(os.environ.get("PERFKIT_APP_PID", os.getpid()))
 
 # -- JSON --------------------------------------------------------------------
 
@@ -70,6 +73,7 @@ def _resource_attributes(service_name: str, extra: dict[str, str]) -> Attributes
     return [
         *extra.items(),
         ("service.name", service_name),
+        ("process.pid", _PARENT_PID),
         ("telemetry.sdk.name", _SCOPE_NAME),
         ("telemetry.sdk.language", "python"),
         ("telemetry.sdk.version", __version__),

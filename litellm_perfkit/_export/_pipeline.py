@@ -131,6 +131,7 @@ class _Agent:
             "PERFKIT_AGENT_SETTINGS": orjson.dumps(dataclasses.asdict(settings)).decode(),
             "PYTHONPATH": os.pathsep.join(filter(None, [package_parent, os.environ.get("PYTHONPATH")])),
             "PERFKIT_ROLE": "agent",  # the zero-code bootstrap must not instrument the agent
+            "PERFKIT_APP_PID": str(os.getpid()),
         }
         self.process = subprocess.Popen(
             [sys.executable, "-m", "litellm_perfkit._export._agent"],

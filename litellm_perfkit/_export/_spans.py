@@ -149,8 +149,8 @@ def timeline_to_spans(timeline: Timeline, trace_id: str, parent_span_id: str, an
             ("perfkit.stage.duration_ms", entry.duration_ns / 1e6),
             ("perfkit.stage.self_ms", own[entry.index] / 1e6),
         ]
-        if entry.kind == "generator":
-            attributes.append(("perfkit.stage.kind", "generator"))
+        if entry.kind != "block":
+            attributes.append(("perfkit.stage.kind", entry.kind))
             attributes.append(("perfkit.stage.items", entry.items))
         spans.append(
             (

@@ -1,0 +1,82 @@
+"""``perfkit run -- COMMAND``: run a LiteLLM proxy instrumented, with no code change."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from ._common import CliError, run_command
+
+HELP = "run a command (the LiteLLM proxy) with perfkit loaded in every process"
+DESCRIPTION = """\
+Runs COMMAND with perfkit loaded before anything else in every Python process
+it starts, uvicorn workers included: the LiteLLM proxy is instrumented the
+moment litellm.proxy.proxy_server is imported, and each worker exports its own
+spans and metrics. Export follows the OTEL_* variables; the options below set
+them for you. Nothing is changed in the proxy's configuration.
+
+examples:
+  perfkit run -- litellm --config config.yaml --port 4000 --num_workers 2
+  perfkit run --endpoint http://127.0.0.1:4318 --protocol http/protobuf -- litellm --config config.yaml
+  perfkit run --exporter jsonl --jsonl spans.jsonl -- litellm --config config.yaml
+"""
+
+BOOTSTRAP = Path(__file__).resolve().parents[1] / "_litellm" / "_bootstrap"
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser("run", help=HELP, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--service-name", help="OTEL_SERVICE_NAME (default: litellm-proxy)")
+    p.add_argument("--exporter", choices=["otlp", "console", "jsonl", "none"], help="OTEL_TRACES_EXPORTER (default: otlp)")
+    p.add_argument("--endpoint", help="OTEL_EXPORTER_OTLP_ENDPOINT (default: http://localhost:4318)")
+    p.add_argument("--protocol", choices=["http/protobuf", "http/json", "grpc"], help="OTEL_EXPORTER_OTLP_PROTOCOL")
+    p.add_argument("--sampler", help="OTEL_TRACES_SAMPLER, e.g. parentbased_traceidratio (with --sampler-arg)")
+    p.add_argument("--sampler-arg", help="OTEL_TRACES_SAMPLER_ARG, e.g. 0.1")
+    p.add_argument("--jsonl", help="with --exporter jsonl: the file (PERFKIT_JSONL_PATH)")
+    p.add_argument("--server-timing", choices=["on", "off"], default="on", help="the Server-Timing response header")
+    p.add_argument("--overhead-header", choices=["on", "off"], default="on", help="the x-perfkit-overhead-ms response header")
+    p.add_argument("--export-mode", choices=["process", "thread"], help="PERFKIT_EXPORT_MODE (default: process)")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command to run")
+    p.set_defaults(run=run)
+
+
+def environment(args: argparse.Namespace, base: dict[str, str]) -> dict[str, str]:
+    env = dict(base)
+    env["PERFKIT_RUN"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(BOOTSTRAP), str(BOOTSTRAP.parents[2]), base.get("PYTHONPATH")]))
+    env["PERFKIT_SERVER_TIMING"] = args.server_timing
+    env["PERFKIT_OVERHEAD_HEADER"] = args.overhead_header
+    for option, variable in (
+        ("service_name", "OTEL_SERVICE_NAME"),
+        ("exporter", "OTEL_TRACES_EXPORTER"),
+        ("endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT"),
+        ("protocol", "OTEL_EXPORTER_OTLP_PROTOCOL"),
+        ("sampler", "OTEL_TRACES_SAMPLER"),
+        ("sampler_arg", "OTEL_TRACES_SAMPLER_ARG"),
+        ("jsonl", "PERFKIT_JSONL_PATH"),
+        ("export_mode", "PERFKIT_EXPORT_MODE"),
+    ):
+        value = getattr(args, option)
+        if value is not None:
+            env[variable] = value
+    return env
+
+
+def run(args: argparse.Namespace) -> int:
+    def action() -> int:
+        command = args.command[1:] if args.command[:1] == ["--"] else args.command
+        if not command:
+            raise CliError("give the command to run after --, e.g. perfkit run -- litellm --config config.yaml")
+        executable = shutil.which(command[0])
+        if executable is None:
+            raise CliError(f"command not found: {command[0]}")
+        if args.exporter == "jsonl" and not args.jsonl:
+            raise CliError("--exporter jsonl needs --jsonl FILE")
+        # exec: the command takes this process's place, so Ctrl-C and signals reach it directly.
+        os.execve(executable, command, environment(args, dict(os.environ)))
+        return 0  # not reached
+
+    return run_command("run", action)

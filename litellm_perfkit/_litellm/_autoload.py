@@ -1,0 +1,71 @@
+"""Zero-code loading: instrument ``litellm.proxy.proxy_server`` the moment it is imported.
+
+A post-import hook on ``sys.meta_path``: when the module has finished
+executing (its app and routes exist, no request served yet), perfkit starts
+exporting and instruments it. It runs in every process that imports the
+proxy, so in every uvicorn worker, which are spawned and so never inherit
+patches from their parent.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+from types import ModuleType
+from typing import Any
+
+TARGET = "litellm.proxy.proxy_server"
+
+__all__ = ["install", "TARGET"]
+
+
+class _PostImportFinder(importlib.abc.MetaPathFinder):
+    def __init__(self) -> None:
+        self._busy = False
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname != TARGET or self._busy:
+            return None
+        self._busy = True
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            self._busy = False
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return None
+        loader = spec.loader
+        original = loader.exec_module
+
+        def exec_module(module: ModuleType) -> None:
+            original(module)
+            _on_import(module)
+
+        loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+def _on_import(module: ModuleType) -> None:
+    from .._core._guard import logger
+
+    try:
+        import litellm_perfkit
+        from . import instrument
+
+        litellm_perfkit.configure()
+        instrument(
+            module.app,
+            server_timing="off" if os.environ.get("PERFKIT_SERVER_TIMING") == "off" else "on",
+            overhead_header="off" if os.environ.get("PERFKIT_OVERHEAD_HEADER") == "off" else "on",
+        )
+    except Exception as exc:  # never stop the proxy from starting
+        logger.warning("perfkit: could not instrument the LiteLLM proxy (%s: %s); it runs uninstrumented", type(exc).__name__, exc)
+
+
+def install() -> None:
+    if not any(isinstance(f, _PostImportFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _PostImportFinder())
+    if TARGET in sys.modules:  # already imported (perfkit loaded late)
+        _on_import(sys.modules[TARGET])

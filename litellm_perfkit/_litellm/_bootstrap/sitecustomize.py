@@ -1,0 +1,38 @@
+"""Loaded by every Python process started under ``perfkit run`` (via PYTHONPATH).
+
+It installs perfkit's post-import hook, then hands over to any other
+sitecustomize module that this one shadows.
+"""
+
+import os
+import sys
+
+
+def _perfkit_bootstrap() -> None:
+    if os.environ.get("PERFKIT_RUN") != "1" or os.environ.get("PERFKIT_ROLE") == "agent":
+        return
+    try:
+        from litellm_perfkit._litellm._autoload import install
+
+        install()
+    except Exception as exc:  # a broken perfkit must not stop the host from starting
+        sys.stderr.write(f"perfkit: bootstrap failed ({type(exc).__name__}: {exc}); running uninstrumented\n")
+
+
+def _chain() -> None:
+    """Import the next sitecustomize on sys.path, if there is one."""
+    import importlib.util
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    saved = sys.modules.pop("sitecustomize", None)
+    path = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
+    if spec is not None and spec.loader is not None:
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    if saved is not None:
+        sys.modules["sitecustomize"] = saved
+
+
+_perfkit_bootstrap()
+_chain()

@@ -1,0 +1,98 @@
+"""Wrapping functions where they are looked up, and undoing it."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+from collections.abc import Callable
+from time import perf_counter_ns
+from typing import Any
+
+from .._core._stage import Stage, _timed_generator
+from .._core._timeline import TIMELINE
+from ._points import Point
+
+__all__ = ["Applied", "apply_point", "make_wrapper"]
+
+Restore = Callable[[], None]
+Applied = tuple[Point, Restore]
+
+
+def make_wrapper(point: Point, original: Callable[..., Any]) -> Callable[..., Any]:
+    stage = point.stage
+    if point.kind == "stream":
+
+        def stream_wrapper(*args: Any, **kwargs: Any) -> Any:
+            generator = original(*args, **kwargs)
+            timeline = TIMELINE.get()
+            if timeline is None or not inspect.isasyncgen(generator):
+                return generator
+            return _timed_generator("stream.iterate", generator, timeline, wait_name="stream.upstream_wait")
+
+        wrapper: Callable[..., Any] = stream_wrapper
+    elif point.kind == "sum":
+        if inspect.iscoroutinefunction(original):
+
+            async def sum_async(*args: Any, **kwargs: Any) -> Any:
+                timeline = TIMELINE.get()
+                if timeline is None:
+                    return await original(*args, **kwargs)
+                started = perf_counter_ns()
+                try:
+                    return await original(*args, **kwargs)
+                finally:
+                    timeline.add_generator_time(stage, started, perf_counter_ns() - started, 1, "sum")
+
+            wrapper = sum_async
+        else:
+
+            def sum_sync(*args: Any, **kwargs: Any) -> Any:
+                timeline = TIMELINE.get()
+                if timeline is None:
+                    return original(*args, **kwargs)
+                started = perf_counter_ns()
+                try:
+                    return original(*args, **kwargs)
+                finally:
+                    timeline.add_generator_time(stage, started, perf_counter_ns() - started, 1, "sum")
+
+            wrapper = sum_sync
+    else:
+        wrapper = Stage(stage)(original)
+    functools.update_wrapper(wrapper, original)
+    wrapper.__perfkit_original__ = original  # type: ignore[attr-defined]
+    return wrapper
+
+
+def apply_point(point: Point) -> Applied | str:
+    """Wrap one point; the reason as text when it cannot be found."""
+    try:
+        module = importlib.import_module(point.module)
+    except Exception as exc:  # an optional provider or an older layout
+        return f"{point.target} (cannot import {point.module}: {type(exc).__name__})"
+    owner: Any = module
+    name = point.attribute
+    if "." in name:
+        class_name, name = name.split(".", 1)
+        owner = getattr(module, class_name, None)
+        if owner is None:
+            return f"{point.target} (no class {class_name})"
+    raw = owner.__dict__.get(name) if isinstance(owner, type) else getattr(owner, name, None)
+    if raw is None and isinstance(owner, type):
+        raw = getattr(owner, name, None)  # inherited
+    if raw is None:
+        return f"{point.target} (not found)"
+    function = raw.__func__ if isinstance(raw, (staticmethod, classmethod)) else raw
+    if not callable(function):
+        return f"{point.target} (not callable)"
+    if hasattr(function, "__perfkit_original__"):
+        return f"{point.target} (already wrapped)"
+    wrapper = make_wrapper(point, function)
+    replacement: Any = type(raw)(wrapper) if isinstance(raw, (staticmethod, classmethod)) else wrapper
+    setattr(owner, name, replacement)
+
+    def restore() -> None:
+        setattr(owner, name, raw)
+
+    return point, restore

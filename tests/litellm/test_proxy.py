@@ -1,0 +1,234 @@
+"""The real LiteLLM proxy (pinned versions from PyPI) under ``perfkit run``."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import orjson
+import pytest
+
+from tests.support.litellm_env import VERSIONS, litellm_env, litellm_python
+from tests.support.mock_server import mock_process
+from tests.support.proxy import litellm_proxy, proxy_log
+from tests.support.receiver import Received, otlp_receiver
+from tests.support.servers import Jaeger
+
+pytestmark = pytest.mark.integration
+
+MESSAGES = [{"role": "user", "content": "hello there"}]
+COMMON = {"auth", "request.parse", "pre_call", "hooks.pre_call", "route", "hooks.during_call", "llm_call", "upstream", "headers", "callbacks.check"}
+NON_STREAM = COMMON | {"hooks.post_call", "serialize"}
+STREAM = COMMON | {"stream.iterate", "stream.upstream_wait"}
+FAST_PATH_KEYS = {
+    "perfkit.litellm.version",
+    "perfkit.litellm.stream_iterator",
+    "perfkit.litellm.stream_iterator_layers",
+    "perfkit.litellm.per_chunk_hook",
+    "perfkit.litellm.pre_call_hooks",
+    "perfkit.litellm.during_call_hooks",
+    "perfkit.litellm.slow_path_callbacks",
+}
+
+
+def value(v: dict[str, Any]) -> Any:
+    raw = next(iter(v.values()))
+    return int(raw) if "intValue" in v else raw
+
+
+def spans_of(received: Received) -> list[dict[str, Any]]:
+    spans = []
+    for body in received.bodies.get("/v1/traces", []):
+        for resource_spans in orjson.loads(body)["resourceSpans"]:
+            resource = {a["key"]: value(a["value"]) for a in resource_spans["resource"]["attributes"]}
+            for scope in resource_spans["scopeSpans"]:
+                for span in scope["spans"]:
+                    span["attrs"] = {a["key"]: value(a["value"]) for a in span.get("attributes", [])}
+                    span["pid"] = resource.get("process.pid")
+                    spans.append(span)
+    return spans
+
+
+def requests_of(received: Received, count: int, timeout_s: float = 20) -> dict[str, list[dict[str, Any]]]:
+    """trace id -> spans, once ``count`` chat-completion server spans arrived."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        spans = spans_of(received)
+        servers = [s for s in spans if s["kind"] == 2 and s["name"].endswith("/chat/completions")]
+        if len(servers) >= count or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    assert len(servers) >= count, f"{len(servers)} server spans, wanted {count}"
+    by_trace: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for span in spans:
+        by_trace[span["traceId"]].append(span)
+    return {s["traceId"]: by_trace[s["traceId"]] for s in servers}
+
+
+def send_traffic(url: str, n: int) -> None:
+    """n non-streaming and n streaming requests from the openai SDK, on fresh connections."""
+
+    def one(i: int) -> None:
+        with openai.OpenAI(base_url=f"{url}/v1", api_key="sk-1234", max_retries=0) as client:
+            if i % 2:
+                chunks = list(client.chat.completions.create(model="fake-openai-endpoint", messages=MESSAGES, stream=True))  # type: ignore[arg-type]
+                assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices).startswith("tok")
+            else:
+                response = client.chat.completions.create(model="fake-openai-endpoint", messages=MESSAGES)  # type: ignore[arg-type]
+                assert response.choices[0].message.content.startswith("tok")  # type: ignore[union-attr]
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(one, range(2 * n)))
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("version", VERSIONS)
+def test_every_stage_is_recorded_in_every_worker(tmp_path: Path, version: str, workers: int) -> None:
+    with mock_process("--ttft-ms", "5", "--itl-ms", "1", "--chunks", "5") as upstream, otlp_receiver() as (endpoint, received):
+        args = ("--endpoint", endpoint, "--protocol", "http/json")
+        with litellm_proxy(version, upstream, tmp_path, workers=workers, perfkit_args=args) as url:
+            # Workers share one listening socket; which one accepts is the
+            # kernel's choice, so send rounds until every worker has answered.
+            for round_number in range(1, 6):
+                send_traffic(url, 12)
+                requests = requests_of(received, 24 * round_number)
+                if len({s["pid"] for spans in requests.values() for s in spans}) >= workers:
+                    break
+    pids = set()
+    for trace_id, spans in requests.items():
+        server = next(s for s in spans if s["kind"] == 2)
+        pids.add(server["pid"])
+        stages = {s["name"]: s for s in spans if s["kind"] == 1}
+        expected = STREAM if server["attrs"]["perfkit.streaming"] else NON_STREAM
+        assert expected <= set(stages), f"{trace_id}: missing {expected - set(stages)}"
+        by_id = {s["spanId"]: s for s in spans}
+        for name, span in stages.items():
+            assert span["attrs"]["perfkit.stage.duration_ms"] > 0, name
+            parent = span
+            while parent["kind"] != 2:  # every stage nests inside its request's server span
+                parent = by_id[parent["parentSpanId"]]
+            assert parent is server
+        assert stages["upstream"]["parentSpanId"] != server["spanId"]  # inside llm_call
+        attrs = server["attrs"]
+        assert FAST_PATH_KEYS <= set(attrs) and attrs["perfkit.litellm.version"] == version
+        total = attrs["perfkit.total_ms"]
+        parts = attrs["perfkit.upstream_ms"] + attrs["perfkit.attributed_ms"] + attrs["perfkit.unattributed_ms"]
+        assert abs(total - parts) < 1e-6
+        if server["attrs"]["perfkit.streaming"]:
+            assert attrs["perfkit.stream.chunks"] >= 5 and attrs["perfkit.stream.max_gap_ms"] > 0
+    assert len(pids) == workers, f"spans came from {len(pids)} worker process(es)"
+
+
+def comparable(response: httpx.Response) -> tuple[int, Any, set[str]]:
+    """Status, body and header names without per-request ids, timestamps and perfkit's own headers."""
+    volatile = {"date", "content-length", "x-litellm-call-id", "x-litellm-response-duration-ms", "x-litellm-overhead-duration-ms",
+                "server-timing", "x-perfkit-overhead-ms", "llm_provider-x-perfkit-mock-processing-ms",
+                "llm_provider-x-perfkit-mock-received-ns", "x-litellm-callback-duration-ms", "llm_provider-content-length"}  # fmt: skip
+    headers = {k for k in response.headers if k not in volatile}
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        body: Any = [
+            {k: v for k, v in orjson.loads(line[6:]).items() if k not in ("id", "created", "perfkit")}
+            for line in response.text.splitlines()
+            if line.startswith("data: {")
+        ]
+    else:
+        body = response.json()
+        if isinstance(body, dict):
+            for key in ("id", "created", "perfkit"):
+                body.pop(key, None)
+    return response.status_code, body, headers
+
+
+CASES: list[tuple[str, dict[str, Any], str]] = [
+    ("/v1/chat/completions", {"model": "fake-openai-endpoint", "messages": MESSAGES}, "sk-1234"),
+    ("/v1/chat/completions", {"model": "fake-openai-endpoint", "messages": MESSAGES, "stream": True}, "sk-1234"),
+    ("/chat/completions", {"model": "fake-openai-endpoint", "messages": MESSAGES, "max_tokens": 2}, "sk-1234"),
+    ("/v1/embeddings", {"model": "fake-embedding", "input": ["a", "b"]}, "sk-1234"),
+    ("/v1/chat/completions", {"model": "fake-openai-endpoint", "messages": MESSAGES}, "sk-wrong"),
+    ("/v1/chat/completions", {"model": "no-such-model", "messages": MESSAGES}, "sk-1234"),
+]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_responses_match_the_uninstrumented_proxy(tmp_path: Path, version: str) -> None:
+    results = {}
+    with mock_process("--chunks", "4") as upstream:
+        for mode in ("plain", "perfkit"):
+            with litellm_proxy(version, upstream, tmp_path, mode=mode, perfkit_args=("--exporter", "none")) as url:  # type: ignore[arg-type]
+                results[mode] = [
+                    comparable(httpx.post(f"{url}{path}", json=body, headers={"Authorization": f"Bearer {key}"}, timeout=30))
+                    for path, body, key in CASES
+                ]
+    for case, plain, instrumented in zip(CASES, results["plain"], results["perfkit"]):
+        assert plain == instrumented, case
+    assert [r[0] for r in results["perfkit"]][:4] == [200, 200, 200, 200]
+
+
+def test_spans_reach_jaeger(tmp_path: Path, jaeger: Jaeger) -> None:
+    service = "litellm-proxy-under-perfkit"
+    with mock_process("--chunks", "3") as upstream:
+        args = ("--endpoint", jaeger.otlp_http, "--protocol", "http/protobuf", "--service-name", service)
+        with litellm_proxy(VERSIONS[-1], upstream, tmp_path, perfkit_args=args) as url:
+            send_traffic(url, 2)
+    traces = jaeger.wait_for_spans(service, count=4 * 10)
+    for trace in traces:
+        names = {s["operationName"] for s in trace["spans"]}
+        if "POST /v1/chat/completions" in names:
+            assert {"auth", "llm_call", "upstream"} <= names
+
+
+def test_a_missing_point_is_named_once_and_the_proxy_still_serves(tmp_path: Path) -> None:
+    env = {"PERFKIT_EXTRA_STAGES": "my.hook=litellm.proxy.proxy_server:does_not_exist"}
+    with mock_process() as upstream, otlp_receiver() as (endpoint, received):
+        args = ("--endpoint", endpoint, "--protocol", "http/json")
+        with litellm_proxy(VERSIONS[0], upstream, tmp_path, perfkit_args=args, env=env) as url:
+            send_traffic(url, 2)
+            requests = requests_of(received, 4)
+    log = proxy_log(tmp_path)
+    warnings = [line for line in log.splitlines() if "instrumentation point(s) not found" in line]
+    assert len(warnings) == 1 and "litellm.proxy.proxy_server:does_not_exist" in warnings[0]
+    assert all(any(s["name"] == "auth" for s in spans) for spans in requests.values())  # the rest still measured
+
+
+SNAPSHOT = """
+import json, sys, litellm
+from litellm.proxy import proxy_server
+from litellm.proxy.utils import ProxyLogging
+
+def snapshot():
+    state = {name: [repr(type(c)) if not isinstance(c, str) else c for c in getattr(litellm, name)]
+             for name in ("callbacks", "success_callback", "failure_callback", "_async_success_callback",
+                          "_async_failure_callback", "service_callback", "input_callback")}
+    caps = getattr(ProxyLogging, "_callback_capabilities", None)
+    if caps is not None:
+        c = caps()
+        state["capabilities"] = {k: v for k, v in vars(c).items() if isinstance(v, bool)}
+    plo = proxy_server.proxy_logging_obj
+    for name in ("needs_iterator_wrap", "needs_per_chunk_streaming_hook"):
+        if hasattr(plo, name):
+            state[name] = getattr(plo, name)()
+    return state
+
+before = snapshot()
+import litellm_perfkit
+report = litellm_perfkit.instrument()
+after = snapshot()
+litellm_perfkit.uninstrument()
+print(json.dumps({"before": before, "after": after, "instrumented": len(report.instrumented)}))
+"""
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_perfkit_registers_no_callback_and_changes_no_flag(version: str) -> None:
+    python = litellm_python(version)
+    result = subprocess.run([str(python), "-c", SNAPSHOT], capture_output=True, text=True, env=litellm_env(), timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    state = orjson.loads(result.stdout.strip().splitlines()[-1])
+    assert state["before"] == state["after"]
+    assert state["instrumented"] >= 15

@@ -1,0 +1,79 @@
+"""The real LiteLLM proxy from PyPI, started from its cached venv, on 127.0.0.1."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Literal
+
+import httpx
+
+from tests.support.litellm_env import litellm_env, litellm_python
+from tests.support.servers import free_port
+
+CONFIG = """
+model_list:
+  - model_name: fake-openai-endpoint
+    litellm_params:
+      model: openai/fake
+      api_base: {upstream}/v1
+      api_key: fake-key
+  - model_name: fake-embedding
+    litellm_params:
+      model: openai/fake-embedding
+      api_base: {upstream}/v1
+      api_key: fake-key
+general_settings:
+  master_key: sk-1234
+"""
+
+
+@contextlib.contextmanager
+def litellm_proxy(
+    version: str,
+    upstream: str,
+    workdir: Path,
+    *,
+    mode: Literal["perfkit", "plain"] = "perfkit",
+    workers: int = 1,
+    perfkit_args: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+) -> Iterator[str]:
+    python = litellm_python(version)
+    bin_dir = python.parent
+    config = workdir / f"proxy-{free_port()}.yaml"
+    config.write_text(CONFIG.format(upstream=upstream))
+    port = free_port()
+    command = [str(bin_dir / "litellm"), "--config", str(config), "--host", "127.0.0.1", "--port", str(port), "--num_workers", str(workers)]
+    if mode == "perfkit":
+        command = [str(bin_dir / "perfkit"), "run", *perfkit_args, "--", *command]
+    log_path = workdir / f"proxy-{port}.log"
+    log = log_path.open("wb")
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env={**litellm_env(), **(env or {})}, cwd=workdir)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"the proxy exited:\n{log_path.read_text()[-3000:]}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{url}/health/liveliness", timeout=1).status_code == 200:
+                    break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the proxy did not become healthy:\n{log_path.read_text()[-3000:]}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()
+
+
+def proxy_log(workdir: Path) -> str:
+    return "\n".join(p.read_text() for p in sorted(workdir.glob("proxy-*.log")))
