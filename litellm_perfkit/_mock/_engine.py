@@ -222,6 +222,9 @@ class MockEngine:
 
     def _offsets(self, profile: ModelProfile, chunks: int, rng: random.Random | None) -> list[float]:
         """Send times (s) of the content chunks."""
+        if rng is None:  # fixed timing: no draws needed
+            ttft, itl = profile.ttft_ms / 1000, profile.itl_ms / 1000
+            return [ttft + i * itl for i in range(chunks)]
         at = profile.draw(profile.ttft_ms, rng)
         offsets = [at]
         for _ in range(chunks - 1):
