@@ -41,6 +41,7 @@ def litellm_proxy(
     workers: int = 1,
     perfkit_args: tuple[str, ...] = (),
     env: dict[str, str] | None = None,
+    pin_cpu: str | None = None,
 ) -> Iterator[str]:
     python = litellm_python(version)
     bin_dir = python.parent
@@ -50,6 +51,8 @@ def litellm_proxy(
     command = [str(bin_dir / "litellm"), "--config", str(config), "--host", "127.0.0.1", "--port", str(port), "--num_workers", str(workers)]
     if mode == "perfkit":
         command = [str(bin_dir / "perfkit"), "run", *perfkit_args, "--", *command]
+    if pin_cpu is not None:
+        command = ["taskset", "-c", pin_cpu, *command]
     log_path = workdir / f"proxy-{port}.log"
     log = log_path.open("wb")
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env={**litellm_env(), **(env or {})}, cwd=workdir)
