@@ -125,6 +125,7 @@ class MockEngine:
         self.quota = Quota(deployment.rpm, deployment.tpm)
         self.requests = 0
         self._shared_rng = random.Random(config.seed)
+        self._templates: dict[tuple[Any, ...], tuple[bytes, bytes]] = {}
 
     def _rng(self, profile: ModelProfile) -> random.Random | None:
         if not profile.random:
@@ -251,14 +252,25 @@ class MockEngine:
         base = {"id": ident, "object": "chat.completion" if chat else "text_completion", "created": created, "model": model}
 
         if not payload.get("stream"):
-            text = " ".join([piece] * chunks)
-            choice = (
-                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish, "logprobs": None}
-                if chat
-                else {"index": 0, "text": text, "finish_reason": finish, "logprobs": None}
-            )
-
-            prefix = _open({**base, "choices": [choice], "usage": usage, "system_fingerprint": None})
+            # The answer is the same for the same model, size and second but
+            # for its id: serialize it once, splice the id in per request.
+            key = (endpoint, model, chunks, finish, prompt_tokens, created, id(profile))
+            template = self._templates.get(key)
+            if template is None:
+                text = " ".join([piece] * chunks)
+                choice = (
+                    {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish, "logprobs": None}
+                    if chat
+                    else {"index": 0, "text": text, "finish_reason": finish, "logprobs": None}
+                )
+                marker = "\u0000perfkit-id\u0000"
+                body = _open({**base, "id": marker, "choices": [choice], "usage": usage, "system_fingerprint": None})
+                head, _, tail = body.partition(orjson.dumps(marker)[1:-1])
+                template = (head, tail)
+                if len(self._templates) > 256:
+                    self._templates.clear()
+                self._templates[key] = template
+            prefix = template[0] + ident.encode() + template[1]
             return Plan(200, JSON, render=lambda seq: _stamped(prefix, seq), at_s=offsets[-1])
 
         include_usage = bool((payload.get("stream_options") or {}).get("include_usage"))

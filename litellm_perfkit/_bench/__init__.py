@@ -1,0 +1,269 @@
+"""``perfkit bench``: the whole proxy-overhead experiment in one call.
+
+1. start the mock provider, measure it directly (the baseline);
+2. start the proxy under ``perfkit run`` with an embedded config, exporting
+   to an embedded OTLP receiver; wait until healthy;
+3. warm up, run a non-streaming and a streaming phase (``--repeats`` times);
+4. join the proxy's spans to the driver's records by trace id;
+5. stop everything and return the result document (``perfkit.bench/1``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+
+from .._load import LoadPlan, Workload, run_load
+from .._version import __version__
+from ._analysis import stage_breakdown
+from ._procs import Child, Children, free_port, port_open, tree_usage
+from ._receiver import SpanReceiver
+from ._venvs import OFFLINE_ENV, VenvError, litellm_python
+
+__all__ = ["BenchOptions", "BenchError", "run_bench", "SCHEMA", "CONFIG_TEMPLATE"]
+
+SCHEMA = "perfkit.bench/1"
+MODEL = "fake-openai-endpoint"
+CONFIG_TEMPLATE = """\
+model_list:
+  - model_name: fake-openai-endpoint
+    litellm_params:
+      model: openai/fake
+      api_base: {upstream}/v1
+      api_key: fake-key
+general_settings:
+  master_key: sk-1234
+"""
+
+
+class BenchError(RuntimeError):
+    """A bench that cannot run; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    litellm_versions: tuple[str, ...] = ()  # empty: the LiteLLM installed beside perfkit
+    proxy_command: str | None = None  # with {port} and {upstream}
+    proxy_url: str | None = None
+    config: str | None = None  # a LiteLLM config; {upstream} is replaced
+    workers: tuple[int, ...] = (1,)
+    concurrency: int = 20
+    stream_concurrency: int = 10
+    duration_s: float = 20.0
+    direct_duration_s: float = 10.0
+    warmup_s: float = 5.0
+    repeats: int = 1
+    prompt_repeats: int = 150
+    ttft_ms: float = 20.0
+    itl_ms: float = 2.0
+    chunks: int = 20
+    label: str = "bench"
+    progress: str = "auto"
+    log: Any = field(default=sys.stderr, repr=False, compare=False)
+
+
+def _say(options: BenchOptions, message: str) -> None:
+    print(f"perfkit bench: {message}", file=options.log, flush=True)
+
+
+def _phase(url: str, stream: bool, concurrency: int, duration: float, warmup: float, options: BenchOptions,
+           jsonl: str | None = None) -> dict[str, Any]:  # fmt: skip
+    workload = Workload(url=url, models=((MODEL, 1.0),), stream=stream, prompt_repeats=options.prompt_repeats)
+    plan = LoadPlan(concurrency=concurrency, duration_s=duration, warmup_s=warmup, timeout_s=60)
+    return run_load(workload, plan, progress=options.progress, jsonl_path=jsonl)  # type: ignore[arg-type]
+
+
+def _p(summary: dict[str, Any] | None, key: str) -> float | None:
+    return None if not summary else summary.get(key)
+
+
+def _targets(options: BenchOptions) -> list[tuple[str, str | None]]:
+    """(label, litellm version or None) per sweep entry."""
+    if options.proxy_url or options.proxy_command:
+        return [("custom gateway", None)]
+    if options.litellm_versions:
+        return [(f"litellm {v}", v) for v in options.litellm_versions]
+    return [("litellm (installed)", None)]
+
+
+def _proxy_bin(version: str | None) -> tuple[Path, Path]:
+    """(litellm executable, perfkit executable) for a version, or the installed one."""
+    if version is not None:
+        try:
+            python = litellm_python(version)
+        except VenvError as exc:
+            raise BenchError(str(exc)) from None
+        return python.parent / "litellm", python.parent / "perfkit"
+    here = Path(sys.executable).parent
+    litellm = here / "litellm" if (here / "litellm").exists() else shutil.which("litellm")
+    perfkit = here / "perfkit" if (here / "perfkit").exists() else shutil.which("perfkit")
+    if litellm is None:
+        raise BenchError(
+            "the LiteLLM proxy is not installed here: pip install 'litellm_perfkit[litellm]', "
+            "or pass --litellm-version 1.103.0 (builds an isolated venv), --proxy-command or --proxy-url"
+        )
+    return Path(litellm), Path(perfkit or "perfkit")
+
+
+def _start_proxy(children: Children, options: BenchOptions, version: str | None, workers: int, upstream: str,
+                 receiver: SpanReceiver, workdir: Path) -> tuple[str, Child]:  # fmt: skip
+    port = free_port()
+    env = {**os.environ, **OFFLINE_ENV, "OTEL_SERVICE_NAME": "perfkit-bench-proxy"}
+    if options.proxy_command:
+        command = options.proxy_command.format(port=port, upstream=upstream).split()
+        env.update(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint, OTEL_EXPORTER_OTLP_PROTOCOL="http/json")
+    else:
+        litellm, perfkit = _proxy_bin(version)
+        template = Path(options.config).read_text() if options.config else CONFIG_TEMPLATE
+        config = workdir / "litellm-config.yaml"
+        config.write_text(template.replace("{upstream}", upstream))
+        command = [str(perfkit), "run", "--endpoint", receiver.endpoint, "--protocol", "http/json", "--",
+                   str(litellm), "--config", str(config), "--host", "127.0.0.1", "--port", str(port),
+                   "--num_workers", str(workers)]  # fmt: skip
+    proxy = children.start("proxy", command, env, workdir)
+    url = f"http://127.0.0.1:{port}"
+
+    def healthy() -> bool:
+        if options.proxy_command:
+            return port_open(port)
+        return httpx.get(f"{url}/health/liveliness", timeout=1).status_code == 200
+
+    proxy.wait_ready(healthy, timeout_s=180)
+    return url, proxy
+
+
+def _one_run(url: str, options: BenchOptions, receiver: SpanReceiver, workdir: Path, proxy: Child | None) -> dict[str, Any]:
+    cpu_before, _ = tree_usage(proxy.process.pid) if proxy else (0.0, 0.0)
+    started = time.monotonic()
+    phases = {}
+    trace_ids: set[str] = set()
+    for name, stream, concurrency in (("nonstream", False, options.concurrency), ("stream", True, options.stream_concurrency)):
+        jsonl = workdir / f"{name}-{time.monotonic_ns()}.jsonl"
+        _say(options, f"proxy, {name} phase ({options.duration_s:g} s, {concurrency} users)")
+        phases[name] = _phase(url, stream, concurrency, options.duration_s, options.warmup_s, options, str(jsonl))
+        if jsonl.exists():
+            trace_ids |= {orjson.loads(line)["trace_id"] for line in jsonl.read_bytes().splitlines() if line}
+    wall = time.monotonic() - started
+    cpu_after, rss = tree_usage(proxy.process.pid) if proxy else (0.0, 0.0)
+    time.sleep(1.0)  # the export agents flush every 200 ms
+    return {
+        "phases": phases,
+        "trace_ids": trace_ids,
+        "proxy": {"cpu_percent": round((cpu_after - cpu_before) / wall * 100, 1) if proxy else None,
+                  "rss_mb": round(rss, 1) if proxy else None},  # fmt: skip
+    }
+
+
+def _results(direct: dict[str, Any], run: dict[str, Any], breakdown: dict[str, Any]) -> dict[str, Any]:
+    ns, st = run["phases"]["nonstream"]["summary"], run["phases"]["stream"]["summary"]
+    dns, dst = direct["nonstream"], direct["stream"]
+    lat, dlat = ns["latency_ms"] or {}, dns["latency_ms"] or {}
+    ttft, dttft = st["ttft_ms"] or {}, dst["ttft_ms"] or {}
+    e2e = st["e2e_ms"] or {}
+    litellm_header = run["phases"]["nonstream"]["headers"].get("x-litellm-overhead-duration-ms") or {}
+    return {
+        "nonstream": {
+            "rps": ns["rps"],
+            "latency_ms": {k: lat.get(k) for k in ("p50", "p95", "p99")},
+            "client_overhead_ms": {k: round(lat[k] - dlat[k], 3) for k in ("p50", "p95") if k in lat and k in dlat},
+            "litellm_overhead_header_ms": {k: litellm_header.get(k) for k in ("p50", "p95")} if litellm_header else None,
+            "errors": ns["errors"],
+        },
+        "stream": {
+            "ttft_ms": {k: ttft.get(k) for k in ("p50", "p95")},
+            "ttft_added_ms": {k: round(ttft[k] - dttft[k], 3) for k in ("p50", "p95") if k in ttft and k in dttft},
+            "full_stream_ms": {k: e2e.get(k) for k in ("p50", "p95")},
+            "streams_per_s": st["rps"],
+            "errors": st["errors"],
+        },
+        "direct": {"latency_ms": {k: dlat.get(k) for k in ("p50", "p95")}, "ttft_ms": {k: dttft.get(k) for k in ("p50", "p95")},
+                   "rps": dns["rps"]},  # fmt: skip
+        "server_overhead_ms": breakdown["server_overhead_ms"],
+        "stages": breakdown["stages"],
+        "remainder": breakdown["remainder"],
+        "fast_paths": breakdown["fast_paths"],
+        "joined_requests": breakdown["joined_requests"],
+        "workers_seen": breakdown.get("workers_seen"),
+        "proxy": run["proxy"],
+    }
+
+
+def run_bench(options: BenchOptions) -> dict[str, Any]:
+    started = time.time()
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="perfkit-bench-") as tmp, Children() as children:
+        workdir = Path(tmp)
+        mock_port = free_port()
+        mock = children.start(
+            "mock",
+            [sys.executable, "-m", "litellm_perfkit._cli", "mock", "--port", str(mock_port), "--ttft-ms", str(options.ttft_ms),
+             "--itl-ms", str(options.itl_ms), "--chunks", str(options.chunks)],  # fmt: skip
+        )
+        mock.wait_ready(lambda: port_open(mock_port), timeout_s=30)
+        upstream = f"http://127.0.0.1:{mock_port}"
+        direct = {}
+        for name, stream, concurrency in (("nonstream", False, options.concurrency), ("stream", True, options.stream_concurrency)):
+            _say(options, f"direct to the mock, {name} ({options.direct_duration_s:g} s)")
+            direct[name] = _phase(upstream, stream, concurrency, options.direct_duration_s, 1.0, options)["summary"]
+        receiver = SpanReceiver()
+        try:
+            for target, version in _targets(options):
+                for workers in options.workers:
+                    proxy: Child | None = None
+                    if options.proxy_url:
+                        url = options.proxy_url.rstrip("/")
+                    else:
+                        _say(options, f"starting {target} with {workers} worker(s)")
+                        url, proxy = _start_proxy(children, options, version, workers, upstream, receiver, workdir)
+                    repeats = []
+                    for _ in range(options.repeats):
+                        receiver.take()
+                        run = _one_run(url, options, receiver, workdir, proxy)
+                        run["breakdown"] = stage_breakdown(receiver.take(), run.pop("trace_ids"))
+                        repeats.append(run)
+                    if proxy is not None:
+                        children.stop(proxy)
+                    runs.append(_summarize(target, version, workers, direct, repeats))
+        finally:
+            receiver.close()
+    document: dict[str, Any] = {
+        "schema": SCHEMA,
+        "label": options.label,
+        "tool": {"name": "perfkit bench", "version": __version__},
+        "created_unix": int(started),
+        "duration_s": round(time.time() - started, 1),
+        "config": {k: v for k, v in options.__dict__.items() if k not in ("log", "progress")},
+        **runs[0],
+    }
+    if len(runs) > 1:
+        document["runs"] = runs
+    return document
+
+
+def _summarize(target: str, version: str | None, workers: int, direct: dict[str, Any], repeats: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median repeat (by non-streaming RPS), with the spread of every repeat."""
+    ordered = sorted(repeats, key=lambda r: r["phases"]["nonstream"]["summary"]["rps"])
+    median = ordered[(len(ordered) - 1) // 2]
+    results = _results(direct, median, median["breakdown"])
+    rps = [r["phases"]["nonstream"]["summary"]["rps"] for r in repeats]
+    fast = [r["phases"]["stream"]["summary"]["rps"] for r in repeats]
+    return {
+        "target": target,
+        "litellm_version": results["fast_paths"].get("version", version),
+        "workers": workers,
+        "repeats": len(repeats),
+        "spread": {"rps": {"min": min(rps), "median": statistics.median(rps), "max": max(rps)},
+                   "streams_per_s": {"min": min(fast), "median": statistics.median(fast), "max": max(fast)}},  # fmt: skip
+        **results,
+    }
+

@@ -1,0 +1,85 @@
+"""Join client records to server spans by trace id; where the overhead went.
+
+Shares are ratios of means: a stage's mean exclusive time per request over
+the mean server-side overhead per request. With the unattributed remainder
+they add up to 1 exactly, because every request's overhead is the sum of its
+stages' exclusive times and its remainder (docs/telemetry.md).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from typing import Any
+
+__all__ = ["stage_breakdown", "percentile"]
+
+UPSTREAM = {"upstream", "stream.upstream_wait"}
+
+
+def percentile(values: list[float], p: float) -> float:
+    """Nearest-rank percentile (exact for the sample)."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = max(1, -(-len(ordered) * p // 100))
+    return ordered[int(rank) - 1]
+
+
+def stage_breakdown(spans: list[dict[str, Any]], trace_ids: set[str]) -> dict[str, Any]:
+    """Per-stage p50/p95 (inclusive, per request), share of the overhead, the
+    remainder, the server-side overhead, and the fast-path attributes."""
+    by_trace: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for span in spans:
+        if span["trace_id"] in trace_ids:
+            by_trace[span["trace_id"]].append(span)
+    servers = [next((s for s in group if s["kind"] == 2), None) for group in by_trace.values()]
+    requests = [(server, group) for server, group in zip(servers, by_trace.values()) if server is not None]
+    if not requests:
+        return {"joined_requests": 0, "stages": {}, "remainder": None, "server_overhead_ms": None, "fast_paths": {}}
+    n = len(requests)
+    durations: dict[str, list[float]] = defaultdict(list)
+    own: dict[str, float] = defaultdict(float)
+    overhead = [server["attrs"].get("perfkit.overhead_ms", 0.0) for server, _ in requests]
+    remainder = [server["attrs"].get("perfkit.unattributed_ms", 0.0) for server, _ in requests]
+    for _, group in requests:
+        per_request: dict[str, float] = defaultdict(float)
+        for span in group:
+            if span["kind"] != 1:
+                continue
+            per_request[span["name"]] += span["attrs"].get("perfkit.stage.duration_ms", 0.0)
+            own[span["name"]] += span["attrs"].get("perfkit.stage.self_ms", span["attrs"].get("perfkit.stage.duration_ms", 0.0))
+        for name, value in per_request.items():
+            durations[name].append(value)
+    mean_overhead = sum(overhead) / n
+    stages = {}
+    for name, values in sorted(durations.items(), key=lambda item: -own[item[0]]):
+        upstream = name in UPSTREAM
+        stages[name] = {
+            "p50_ms": round(percentile(values, 50), 4),
+            "p95_ms": round(percentile(values, 95), 4),
+            "mean_self_ms": round(own[name] / n, 4),
+            "share": None if upstream or not mean_overhead else round(own[name] / n / mean_overhead, 4),
+            "requests": len(values),
+            "upstream": upstream,
+        }
+    first = requests[0][0]["attrs"]
+    return {
+        "joined_requests": n,
+        "stages": stages,
+        "remainder": {
+            "mean_ms": round(sum(remainder) / n, 4),
+            "share": round(sum(remainder) / n / mean_overhead, 4) if mean_overhead else None,
+        },
+        "server_overhead_ms": {
+            "mean": round(mean_overhead, 4),
+            "p50": round(percentile(overhead, 50), 4),
+            "p95": round(percentile(overhead, 95), 4),
+        },
+        "fast_paths": {k.removeprefix("perfkit.litellm."): v for k, v in first.items() if k.startswith("perfkit.litellm.")},
+        "workers_seen": len({server.get("pid") for server, _ in requests}),
+    }
+
+
+def median_of(runs: list[dict[str, Any]], key: str) -> float:
+    return statistics.median(run[key] for run in runs)

@@ -1,0 +1,63 @@
+"""The bench result as text: the PR-style table, then where the overhead went."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["render_bench"]
+
+
+def _pair(data: dict[str, Any] | None, unit: str = "ms") -> str:
+    if not data or data.get("p50") is None:
+        return "n/a"
+    return f"p50 {data['p50']:.2f}  p95 {data['p95']:.2f} {unit}"
+
+
+def _run(run: dict[str, Any]) -> list[str]:
+    ns, st = run["nonstream"], run["stream"]
+    lat = ns["latency_ms"]
+    lines = [
+        f"== {run['target']} ({run['workers']} worker(s), LiteLLM {run.get('litellm_version') or '?'}, {run['repeats']} repeat(s))",
+        "",
+        "| metric | value |",
+        "|---|---|",
+        f"| non-streaming RPS | {ns['rps']:.1f} (spread {run['spread']['rps']['min']:.1f}-{run['spread']['rps']['max']:.1f}) |",
+        f"| latency | p50 {lat['p50']:.2f}  p95 {lat['p95']:.2f}  p99 {lat['p99']:.2f} ms |",
+        f"| client-observed overhead (proxy - direct) | {_pair(ns['client_overhead_ms'])} |",
+        f"| x-litellm-overhead-duration-ms | {_pair(ns['litellm_overhead_header_ms'])} |",
+        f"| server-side overhead (perfkit) | {_pair(run['server_overhead_ms'])} |",
+        f"| streaming TTFT | {_pair(st['ttft_ms'])} |",
+        f"| TTFT added vs direct | {_pair(st['ttft_added_ms'])} |",
+        f"| full stream | {_pair(st['full_stream_ms'])} |",
+        f"| streams/s | {st['streams_per_s']:.1f} |",
+    ]
+    proxy = run.get("proxy") or {}
+    if proxy.get("cpu_percent") is not None:
+        lines.append(f"| proxy CPU / RSS | {proxy['cpu_percent']:.0f}% of a core / {proxy['rss_mb']:.0f} MiB (all processes) |")
+    if ns["errors"] or st["errors"]:
+        lines.append(f"| errors | {ns['errors']} non-streaming, {st['errors']} streaming |")
+    stages = run.get("stages") or {}
+    if stages:
+        lines += ["", f"where the server-side overhead went ({run['joined_requests']} requests joined by trace id):", "",
+                  "| stage | p50 ms | p95 ms | mean self ms | share of overhead |", "|---|---:|---:|---:|---:|"]  # fmt: skip
+        for name, stage in stages.items():
+            share = "upstream" if stage["upstream"] else f"{stage['share']:.1%}"
+            lines.append(f"| {name} | {stage['p50_ms']:.3f} | {stage['p95_ms']:.3f} | {stage['mean_self_ms']:.3f} | {share} |")
+        remainder = run["remainder"]
+        lines.append(f"| (unattributed) | | | {remainder['mean_ms']:.3f} | {remainder['share']:.1%} |")
+        total = sum(s["share"] for s in stages.values() if s["share"] is not None) + (remainder["share"] or 0)
+        lines.append(f"| total | | | {run['server_overhead_ms']['mean']:.3f} | {total:.1%} |")
+    else:
+        lines += ["", "no per-stage data: the gateway exported no spans to perfkit"]
+    fast = run.get("fast_paths") or {}
+    if fast:
+        lines += ["", "fast paths: " + ", ".join(f"{k}={v}" for k, v in fast.items() if k not in ("version", "table", "callbacks"))]
+    return lines
+
+
+def render_bench(document: dict[str, Any]) -> str:
+    runs = document.get("runs") or [document]
+    lines = [f"perfkit bench '{document['label']}' ({document['duration_s']:.0f} s)", ""]
+    for run in runs:
+        lines += _run(run) + [""]
+    return "\n".join(lines).rstrip()

@@ -1,0 +1,59 @@
+"""Isolated, cached venvs, one per LiteLLM version (``--litellm-version``).
+
+Each holds ``litellm[proxy]==VERSION`` exactly (a loose range makes pip
+backtrack for minutes) and this perfkit, installed editable without its
+dependencies (litellm's own pins satisfy perfkit's ranges). They live under
+``$PERFKIT_CACHE_DIR`` (default ``~/.cache/litellm_perfkit``), never in a repo.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+__all__ = ["CACHE", "VenvError", "litellm_python", "OFFLINE_ENV"]
+
+CACHE = Path(os.environ.get("PERFKIT_CACHE_DIR", Path.home() / ".cache" / "litellm_perfkit"))
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+
+# Keep the proxy offline and quiet: local model cost map, no telemetry.
+OFFLINE_ENV = {
+    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    "LITELLM_TELEMETRY": "False",
+    "DISABLE_SCHEMA_UPDATE": "True",
+    "NO_PROXY": "127.0.0.1,localhost",
+}
+
+
+class VenvError(RuntimeError):
+    pass
+
+
+def litellm_python(version: str) -> Path:
+    """The python of the cached venv for ``version``; builds it when missing."""
+    if not version or not all(part.isdigit() for part in version.split(".")):
+        raise VenvError(f"{version!r} is not an exact LiteLLM version such as 1.103.0")
+    tag = f"py{sys.version_info.major}.{sys.version_info.minor}"
+    venv = CACHE / "venvs" / f"litellm-{version}-{tag}"
+    python = venv / "bin" / "python"
+    marker = venv / ".complete"
+    if not marker.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+        result = subprocess.run([*pip, f"litellm[proxy]=={version}"], capture_output=True, text=True)
+        if result.returncode != 0:
+            tail = result.stderr.strip().splitlines()[-1:] or ["(no output)"]
+            raise VenvError(f"cannot install litellm[proxy]=={version}: {tail[0]}")
+        marker.write_text(version)
+    check = subprocess.run(
+        [str(python), "-c", "import litellm_perfkit, os; print(os.path.dirname(litellm_perfkit.__file__))"],
+        capture_output=True,
+        text=True,
+    )
+    if check.returncode != 0 or Path(check.stdout.strip()).parent != PACKAGE_ROOT:
+        result = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "-e", str(PACKAGE_ROOT)], capture_output=True, text=True)
+        if result.returncode != 0:
+            raise VenvError(f"cannot install perfkit into {venv}: {result.stderr.strip()[-300:]}")
+    return python

@@ -1,0 +1,100 @@
+"""``perfkit bench``: mock + proxy + load + spans, one command."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .._bench import BenchError, BenchOptions, run_bench
+from .._bench._procs import StartError
+from .._bench._render import render_bench
+from ._common import CliError, non_negative, positive_int, run_command
+
+HELP = "measure what the LiteLLM proxy adds, and where inside it the time goes"
+DESCRIPTION = """\
+Runs the whole overhead experiment: starts the mock provider and measures it
+directly; starts the LiteLLM proxy installed here under `perfkit run` with an
+embedded config, its spans exported to an embedded receiver; warms up; runs a
+non-streaming and a streaming phase; joins the proxy's spans to the client's
+records by trace id; stops everything; prints the results and writes JSON.
+
+Results: RPS and latency, client-observed overhead (proxy minus direct),
+x-litellm-overhead-duration-ms, TTFT and the TTFT the proxy adds, full-stream
+time, each stage's p50/p95 and share of the overhead with the unattributed
+remainder, the fast paths taken, and the proxy's CPU and RSS. See docs/bench.md.
+
+examples:
+  perfkit bench
+  perfkit bench --litellm-version 1.83.14,1.103.0 --out sweep.json
+  perfkit bench --workers 2 --repeats 3 --label my-change
+  perfkit bench --proxy-command "python my_gateway.py --port {port} --upstream {upstream}"
+"""
+
+
+def _list(kind: type, what: str) -> Any:
+    def parse(text: str) -> tuple[Any, ...]:
+        try:
+            values = tuple(kind(part.strip()) for part in text.split(",") if part.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected {what}") from None
+        if not values:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected {what}")
+        return values
+
+    return parse
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser("bench", help=HELP, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    target = p.add_argument_group("what to measure (default: the LiteLLM proxy installed here)")
+    target.add_argument("--litellm-version", type=_list(str, "versions like 1.83.14,1.103.0"), help="build an isolated cached venv per version and sweep them")
+    target.add_argument("--proxy-command", help="run this gateway instead; {port} and {upstream} are filled in")
+    target.add_argument("--proxy-url", help="measure a gateway that is already running (no per-stage data unless it exports to perfkit)")
+    target.add_argument("--config", help="a LiteLLM config to use instead of the embedded one; {upstream} is the mock's URL")
+    target.add_argument("--workers", type=_list(int, "worker counts like 1,2"), default=(1,), help="proxy workers; a list sweeps them (default: 1)")
+    load = p.add_argument_group("load")
+    load.add_argument("--concurrency", type=positive_int, default=20, help="users in the non-streaming phase (default: 20)")
+    load.add_argument("--stream-concurrency", type=positive_int, default=10, help="users in the streaming phase (default: 10)")
+    load.add_argument("--duration", type=non_negative, default=20.0, help="seconds per proxy phase (default: 20)")
+    load.add_argument("--warmup", type=non_negative, default=5.0, help="seconds of warm-up per phase (default: 5)")
+    load.add_argument("--repeats", type=positive_int, default=1, help="repeat the phases; the median run is reported with the spread")
+    load.add_argument("--prompt-repeats", type=positive_int, default=150)
+    mock = p.add_argument_group("mock provider")
+    mock.add_argument("--ttft-ms", type=non_negative, default=20.0)
+    mock.add_argument("--itl-ms", type=non_negative, default=2.0)
+    mock.add_argument("--chunks", type=positive_int, default=20)
+    out = p.add_argument_group("output")
+    out.add_argument("--label", default="bench", help="a name for this run (shown by compare)")
+    out.add_argument("--out", default="perfkit-bench.json", help="result JSON (default: perfkit-bench.json)")
+    out.add_argument("--progress", choices=["auto", "on", "off"], default="auto")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    def action() -> int:
+        if args.proxy_url and (args.proxy_command or args.litellm_version):
+            raise CliError("--proxy-url measures a running gateway; do not combine it with --proxy-command or --litellm-version")
+        if args.config and not Path(args.config).is_file():
+            raise CliError(f"--config {args.config}: no such file")
+        options = BenchOptions(
+            litellm_versions=tuple(args.litellm_version or ()), proxy_command=args.proxy_command, proxy_url=args.proxy_url,
+            config=args.config, workers=args.workers, concurrency=args.concurrency, stream_concurrency=args.stream_concurrency,
+            duration_s=args.duration, warmup_s=args.warmup, repeats=args.repeats, prompt_repeats=args.prompt_repeats,
+            ttft_ms=args.ttft_ms, itl_ms=args.itl_ms, chunks=args.chunks, label=args.label, progress=args.progress,
+        )  # fmt: skip
+        try:
+            document = run_bench(options)
+        except (BenchError, StartError) as exc:
+            raise CliError(str(exc)) from None
+        try:
+            Path(args.out).write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
+        except OSError as exc:
+            raise CliError(f"cannot write --out {args.out}: {exc.strerror}") from None
+        print(render_bench(document))
+        print(f"\nwritten: {args.out}")
+        return 0
+
+    return run_command("bench", action)

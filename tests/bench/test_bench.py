@@ -1,0 +1,53 @@
+"""perfkit bench against gateways whose stage times are known."""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+
+import pytest
+
+from litellm_perfkit._bench import BenchOptions, run_bench
+from litellm_perfkit._bench._render import render_bench
+from tests.support.delay_gateway import DELAYS_MS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def quick(**overrides: object) -> BenchOptions:
+    values: dict[str, object] = dict(
+        concurrency=2, stream_concurrency=2, duration_s=3.0, direct_duration_s=2.0, warmup_s=1.0,
+        prompt_repeats=5, ttft_ms=5.0, itl_ms=1.0, chunks=5, progress="off", log=io.StringIO(),
+    )  # fmt: skip
+    values.update(overrides)
+    return BenchOptions(**values)  # type: ignore[arg-type]
+
+
+def test_bench_recovers_injected_stage_delays(tmp_path: Path) -> None:
+    command = f"{sys.executable} -m tests.support.delay_gateway --port {{port}} --upstream {{upstream}}"
+    document = run_bench(quick(proxy_command=command))
+    stages = document["stages"]
+    for name, expected in DELAYS_MS.items():
+        measured = stages[name]["p50_ms"]
+        assert abs(measured - expected) <= max(0.05 * expected, 0.2), (name, measured, expected)
+    # Shares plus the remainder add up to the measured (server-side) overhead.
+    shares = sum(s["share"] for s in stages.values() if s["share"] is not None) + document["remainder"]["share"]
+    assert shares == pytest.approx(1.0, abs=1e-3)
+    own = sum(s["mean_self_ms"] for s in stages.values() if not s["upstream"]) + document["remainder"]["mean_ms"]
+    assert own == pytest.approx(document["server_overhead_ms"]["mean"], rel=1e-3)
+    assert document["joined_requests"] > 10
+    assert stages["upstream"]["upstream"] is True
+    assert "where the server-side overhead went" in render_bench(document)
+    assert document["nonstream"]["rps"] > 0 and document["stream"]["streams_per_s"] > 0
+    # Nothing is left running.
+    assert document["proxy"]["cpu_percent"] is not None
+
+
+def test_a_proxy_that_fails_to_start_gives_its_log(tmp_path: Path) -> None:
+    from litellm_perfkit._bench._procs import StartError
+
+    script = tmp_path / "fail.py"
+    script.write_text("import sys\nprint('boom on port', sys.argv[1])\nsys.exit(3)\n")
+    with pytest.raises(StartError, match=r"exited with code 3; its log ends:\n.*boom on port"):
+        run_bench(quick(proxy_command=f"{sys.executable} {script} {{port}}"))

@@ -1,0 +1,40 @@
+"""The public API is small and deliberate: a change here is a change for users."""
+
+from __future__ import annotations
+
+import litellm_perfkit
+import litellm_perfkit.mock
+import litellm_perfkit.types
+
+PUBLIC = [
+    "OVERHEAD_HEADER",
+    "PerfkitMiddleware",
+    "__version__",
+    "configure",
+    "current_timeline",
+    "instrument",
+    "shutdown",
+    "stage",
+    "uninstrument",
+]
+
+
+def test_top_level_api() -> None:
+    assert sorted(litellm_perfkit.__all__) == PUBLIC
+    for name in PUBLIC:
+        assert hasattr(litellm_perfkit, name)
+
+
+def test_mock_and_types_api() -> None:
+    assert sorted(litellm_perfkit.mock.__all__) == sorted(
+        ["ConfigError", "Deployment", "MockApp", "MockConfig", "ModelProfile", "load_config", "serve", "start_servers"]
+    )
+    assert {"HeaderMode", "ExportMode", "RequestRecord", "StageRecord", "StageKind"} <= set(litellm_perfkit.types.__all__)
+
+
+def test_importing_perfkit_does_not_import_litellm() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, litellm_perfkit; print('litellm' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
