@@ -39,27 +39,19 @@ from tests.support.servers import jaeger_process  # noqa: E402
 CHUNK = b'data: {"choices":[{"index":0,"delta":{"content":"tok"}}]}\n\n'
 
 
+def four_stages(last: str) -> None:
+    for name in ("auth", "pre_call", "upstream", last):
+        with stage(name):
+            pass
+
+
 async def json_endpoint(request: Request) -> Response:
-    with stage("auth"):
-        pass
-    with stage("pre_call"):
-        pass
-    with stage("upstream"):
-        pass
-    with stage("serialize"):
-        pass
+    four_stages("serialize")
     return JSONResponse({"ok": True})
 
 
 async def stream_endpoint(request: Request) -> Response:
-    with stage("auth"):
-        pass
-    with stage("pre_call"):
-        pass
-    with stage("upstream"):
-        pass
-    with stage("headers"):
-        pass
+    four_stages("headers")
 
     async def body() -> AsyncIterator[bytes]:
         for _ in range(20):

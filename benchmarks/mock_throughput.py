@@ -20,7 +20,6 @@ import asyncio
 import os
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -32,35 +31,18 @@ from pathlib import Path
 
 import orjson
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.support.mock_server import mock_process  # noqa: E402
+
 BODY = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "hello " * 20}]})
 STREAM_BODY = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "hello " * 20}], "stream": True})
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def mock(*flags: str) -> Iterator[str]:
-    port = free_port()
-    command = ["taskset", "-c", "0", sys.executable, "-m", "litellm_perfkit._cli", "mock", "--port", str(port), *flags]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or process.poll() is not None:
-                    raise RuntimeError("the mock did not start") from None
-                time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        process.wait(10)
+    """The mock, pinned to core 0."""
+    with mock_process(*flags, pin_cpu="0") as url:
+        yield url
 
 
 def wrk(url: str, body: bytes, duration: int, connections: int) -> float:

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import statistics
 import sys
@@ -39,6 +40,11 @@ model_list:
   - model_name: fake-openai-endpoint
     litellm_params:
       model: openai/fake
+      api_base: {upstream}/v1
+      api_key: fake-key
+  - model_name: fake-embedding
+    litellm_params:
+      model: openai/fake-embedding
       api_base: {upstream}/v1
       api_key: fake-key
 general_settings:
@@ -120,7 +126,7 @@ def _start_proxy(children: Children, options: BenchOptions, version: str | None,
     port = free_port()
     env = {**os.environ, **OFFLINE_ENV, "OTEL_SERVICE_NAME": "perfkit-bench-proxy"}
     if options.proxy_command:
-        command = options.proxy_command.format(port=port, upstream=upstream).split()
+        command = shlex.split(options.proxy_command.format(port=port, upstream=upstream))
         env.update(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint, OTEL_EXPORTER_OTLP_PROTOCOL="http/json")
     else:
         litellm, perfkit = _proxy_bin(version)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,8 +70,6 @@ class ModelProfile:
             value = rng.expovariate(1 / mean_ms) if mean_ms > 0 else 0.0
         elif self.distribution == "lognormal" and mean_ms > 0:
             # mean and standard deviation of the delay itself, not of its log
-            import math
-
             variance = math.log(1 + (self.spread_ms / mean_ms) ** 2)
             value = rng.lognormvariate(math.log(mean_ms) - variance / 2, math.sqrt(variance))
         if self.jitter_ms:
@@ -78,7 +77,7 @@ class ModelProfile:
         return max(0.0, value)
 
     @property
-    def random(self) -> bool:
+    def needs_draws(self) -> bool:
         """Whether any draw is needed (a fixed, fault-free profile needs none)."""
         return bool(
             self.distribution != "fixed"

@@ -128,7 +128,7 @@ class MockEngine:
         self._templates: dict[tuple[Any, ...], tuple[bytes, bytes]] = {}
 
     def _rng(self, profile: ModelProfile) -> random.Random | None:
-        if not profile.random:
+        if not profile.needs_draws:
             return None
         if self.config.seed is None:
             return self._shared_rng

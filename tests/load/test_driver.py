@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -57,10 +57,24 @@ def test_processes_merge_counts_exactly() -> None:
 
 
 @contextlib.contextmanager
-def stalling_server(stall_at_s: float, stall_s: float) -> Iterator[str]:
-    """Answers at once, except that its event loop freezes once for ``stall_s``."""
+def serve_protocol(factory: Callable[[], asyncio.Protocol]) -> Iterator[str]:
+    """Serve ``factory``'s protocol on 127.0.0.1 from an event loop in a thread."""
     port = free_port()
     loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    server = asyncio.run_coroutine_threadsafe(loop.create_server(factory, "127.0.0.1", port), loop).result(5)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        loop.call_soon_threadsafe(server.close)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+
+
+@contextlib.contextmanager
+def stalling_server(stall_at_s: float, stall_s: float) -> Iterator[str]:
+    """Answers at once, except that its event loop freezes once for ``stall_s``."""
     state = {"first": 0.0, "stalled": False}
     body = b'{"choices":[{"index":0,"message":{"role":"assistant","content":"ok"}}]}'
     response = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%b" % (len(body), body)
@@ -85,18 +99,8 @@ def stalling_server(stall_at_s: float, stall_s: float) -> Iterator[str]:
                     time.sleep(stall_s)  # a frozen server (GC pause, blocked loop)
                 self.transport.write(response)  # type: ignore[attr-defined]
 
-    async def start() -> asyncio.Server:
-        return await loop.create_server(Stall, "127.0.0.1", port)
-
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    server = asyncio.run_coroutine_threadsafe(start(), loop).result(5)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        loop.call_soon_threadsafe(server.close)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(5)
+    with serve_protocol(Stall) as url:
+        yield url
 
 
 def test_open_loop_corrected_p99_shows_a_stall_that_uncorrected_hides() -> None:
@@ -116,8 +120,6 @@ def test_open_loop_corrected_p99_shows_a_stall_that_uncorrected_hides() -> None:
 @contextlib.contextmanager
 def raw_server(reply: bytes) -> Iterator[str]:
     """Sends ``reply`` to every request, then closes."""
-    port = free_port()
-    loop = asyncio.new_event_loop()
 
     class Reply(asyncio.Protocol):
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -128,15 +130,8 @@ def raw_server(reply: bytes) -> Iterator[str]:
                 self.transport.write(reply)  # type: ignore[attr-defined]
                 self.transport.close()
 
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    server = asyncio.run_coroutine_threadsafe(loop.create_server(Reply, "127.0.0.1", port), loop).result(5)  # type: ignore[arg-type]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        loop.call_soon_threadsafe(server.close)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(5)
+    with serve_protocol(Reply) as url:
+        yield url
 
 
 _EVENT = b"data: {not json at all\n\n"

@@ -31,32 +31,16 @@ def mock_server(config: MockConfig) -> Iterator[list[str]]:
 
 
 @contextlib.contextmanager
-def mock_process(*flags: str) -> Iterator[str]:
-    """``perfkit mock`` as its own process (no GIL shared with the test's client)."""
-    import socket
-    import subprocess
+def mock_process(*flags: str, pin_cpu: str | None = None) -> Iterator[str]:
+    """``perfkit mock`` as its own process (no GIL shared with the client)."""
     import sys
-    import time
 
-    from tests.support.servers import free_port
+    from litellm_perfkit._bench._procs import Children, free_port, port_open
 
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "litellm_perfkit._cli", "mock", "--port", str(port), *flags],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"perfkit mock did not start: {process.stderr.read().decode() if process.stderr else ''}") from None
-                time.sleep(0.05)
+    command = [sys.executable, "-m", "litellm_perfkit._cli", "mock", "--port", str(port), *flags]
+    if pin_cpu is not None:
+        command = ["taskset", "-c", pin_cpu, *command]
+    with Children() as children:
+        children.start("mock", command).wait_ready(lambda: port_open(port), timeout_s=20)
         yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        process.wait(10)

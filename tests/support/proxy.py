@@ -11,24 +11,10 @@ from typing import Literal
 
 import httpx
 
+from litellm_perfkit._bench import CONFIG_TEMPLATE
 from tests.support.litellm_env import litellm_env, litellm_python
 from tests.support.servers import free_port
 
-CONFIG = """
-model_list:
-  - model_name: fake-openai-endpoint
-    litellm_params:
-      model: openai/fake
-      api_base: {upstream}/v1
-      api_key: fake-key
-  - model_name: fake-embedding
-    litellm_params:
-      model: openai/fake-embedding
-      api_base: {upstream}/v1
-      api_key: fake-key
-general_settings:
-  master_key: sk-1234
-"""
 
 
 @contextlib.contextmanager
@@ -46,7 +32,7 @@ def litellm_proxy(
     python = litellm_python(version)
     bin_dir = python.parent
     config = workdir / f"proxy-{free_port()}.yaml"
-    config.write_text(CONFIG.format(upstream=upstream))
+    config.write_text(CONFIG_TEMPLATE.replace("{upstream}", upstream))
     port = free_port()
     command = [str(bin_dir / "litellm"), "--config", str(config), "--host", "127.0.0.1", "--port", str(port), "--num_workers", str(workers)]
     if mode == "perfkit":
