@@ -25,7 +25,7 @@ def quick(**overrides: object) -> BenchOptions:
 
 
 def test_bench_recovers_injected_stage_delays(tmp_path: Path) -> None:
-    command = f"{sys.executable} -m tests.support.delay_gateway --port {{port}} --upstream {{upstream}}"
+    command = f"{sys.executable} {ROOT / 'tests' / 'support' / 'delay_gateway.py'} --port {{port}} --upstream {{upstream}}"
     document = run_bench(quick(proxy_command=command))
     stages = document["stages"]
     for name, expected in DELAYS_MS.items():
