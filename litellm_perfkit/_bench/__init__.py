@@ -153,18 +153,26 @@ def _one_run(url: str, options: BenchOptions, receiver: SpanReceiver, workdir: P
     started = time.monotonic()
     phases = {}
     trace_ids: set[str] = set()
+    samples: dict[str, list[float]] = {"nonstream_latency_ms": [], "stream_ttft_ms": [], "stream_e2e_ms": []}
     for name, stream, concurrency in (("nonstream", False, options.concurrency), ("stream", True, options.stream_concurrency)):
         jsonl = workdir / f"{name}-{time.monotonic_ns()}.jsonl"
         _say(options, f"proxy, {name} phase ({options.duration_s:g} s, {concurrency} users)")
         phases[name] = _phase(url, stream, concurrency, options.duration_s, options.warmup_s, options, str(jsonl))
-        if jsonl.exists():
-            trace_ids |= {orjson.loads(line)["trace_id"] for line in jsonl.read_bytes().splitlines() if line}
+        records = [orjson.loads(line) for line in jsonl.read_bytes().splitlines() if line] if jsonl.exists() else []
+        trace_ids |= {r["trace_id"] for r in records}
+        ok = [r for r in records if r["error"] is None and r["end_ms"] is not None]
+        if stream:
+            samples["stream_ttft_ms"] += [r["first_token_ms"] for r in ok if r["first_token_ms"] is not None]
+            samples["stream_e2e_ms"] += [r["end_ms"] for r in ok]
+        else:
+            samples["nonstream_latency_ms"] += [r["end_ms"] for r in ok]
     wall = time.monotonic() - started
     cpu_after, rss = tree_usage(proxy.process.pid) if proxy else (0.0, 0.0)
     time.sleep(1.0)  # the export agents flush every 200 ms
     return {
         "phases": phases,
         "trace_ids": trace_ids,
+        "samples": samples,
         "proxy": {"cpu_percent": round((cpu_after - cpu_before) / wall * 100, 1) if proxy else None,
                   "rss_mb": round(rss, 1) if proxy else None},  # fmt: skip
     }
@@ -256,6 +264,17 @@ def run_bench(options: BenchOptions) -> dict[str, Any]:
     return document
 
 
+def _samples_by_run(repeats: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-request values of every repeat, kept apart (perfkit compare resamples
+    runs, then requests, so run-to-run variation widens its intervals)."""
+    samples: dict[str, Any] = {key: [run["samples"][key] for run in repeats] for key in repeats[0]["samples"]}
+    server = [run["breakdown"].get("samples", {}) for run in repeats]
+    samples["server_overhead_ms"] = [s.get("server_overhead_ms", []) for s in server]
+    stages = sorted({name for s in server for name in s.get("stage_self_ms", {})})
+    samples["stage_self_ms"] = {name: [s.get("stage_self_ms", {}).get(name, [0.0]) for s in server] for name in stages}
+    return samples
+
+
 def _summarize(target: str, version: str | None, workers: int, direct: dict[str, Any], repeats: list[dict[str, Any]]) -> dict[str, Any]:
     """The median repeat (by non-streaming RPS), with the spread of every repeat."""
     ordered = sorted(repeats, key=lambda r: r["phases"]["nonstream"]["summary"]["rps"])
@@ -263,6 +282,9 @@ def _summarize(target: str, version: str | None, workers: int, direct: dict[str,
     results = _results(direct, median, median["breakdown"])
     rps = [r["phases"]["nonstream"]["summary"]["rps"] for r in repeats]
     fast = [r["phases"]["stream"]["summary"]["rps"] for r in repeats]
+    results["samples"] = _samples_by_run(repeats)
+    results["samples"]["rps_repeats"] = rps
+    results["samples"]["streams_per_s_repeats"] = fast
     return {
         "target": target,
         "litellm_version": results["fast_paths"].get("version", version),

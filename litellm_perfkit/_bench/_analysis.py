@@ -40,15 +40,18 @@ def stage_breakdown(spans: list[dict[str, Any]], trace_ids: set[str]) -> dict[st
     n = len(requests)
     durations: dict[str, list[float]] = defaultdict(list)
     own: dict[str, float] = defaultdict(float)
+    own_per_request: dict[str, list[float]] = defaultdict(lambda: [0.0] * n)
     overhead = [server["attrs"].get("perfkit.overhead_ms", 0.0) for server, _ in requests]
     remainder = [server["attrs"].get("perfkit.unattributed_ms", 0.0) for server, _ in requests]
-    for _, group in requests:
+    for number, (_, group) in enumerate(requests):
         per_request: dict[str, float] = defaultdict(float)
         for span in group:
             if span["kind"] != 1:
                 continue
             per_request[span["name"]] += span["attrs"].get("perfkit.stage.duration_ms", 0.0)
-            own[span["name"]] += span["attrs"].get("perfkit.stage.self_ms", span["attrs"].get("perfkit.stage.duration_ms", 0.0))
+            self_ms = span["attrs"].get("perfkit.stage.self_ms", span["attrs"].get("perfkit.stage.duration_ms", 0.0))
+            own[span["name"]] += self_ms
+            own_per_request[span["name"]][number] += self_ms
         for name, value in per_request.items():
             durations[name].append(value)
     mean_overhead = sum(overhead) / n
@@ -78,6 +81,10 @@ def stage_breakdown(spans: list[dict[str, Any]], trace_ids: set[str]) -> dict[st
         },
         "fast_paths": {k.removeprefix("perfkit.litellm."): v for k, v in first.items() if k.startswith("perfkit.litellm.")},
         "workers_seen": len({server.get("pid") for server, _ in requests}),
+        "samples": {
+            "server_overhead_ms": [round(v, 4) for v in overhead],
+            "stage_self_ms": {name: [round(v, 4) for v in values] for name, values in own_per_request.items()},
+        },
     }
 
 

@@ -7,7 +7,7 @@ import sys
 from typing import NoReturn
 
 from .._version import __version__
-from . import _bench, _load, _mock, _run
+from . import _bench, _compare, _load, _mock, _run
 
 __all__ = ["main", "build_parser"]
 
@@ -30,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"perfkit {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     _bench.add_parser(subparsers)
+    _compare.add_parser(subparsers)
     _mock.add_parser(subparsers)
     _load.add_parser(subparsers)
     _run.add_parser(subparsers)

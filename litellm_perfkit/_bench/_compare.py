@@ -1,0 +1,148 @@
+"""``perfkit compare``: deltas between bench runs, with bootstrap 95% intervals.
+
+Samples are kept per repeat. Each bootstrap round (``ROUNDS``, seeded)
+resamples the repeats with replacement, then the requests within each, and
+recomputes the statistic (the median for latencies, the mean for stage
+times and the overhead); the 2.5th and 97.5th percentiles of the difference
+B - A form the interval. Resampling repeats first makes run-to-run
+variation, which on a noisy machine is larger than the sampling noise within
+a run, widen the interval: with fewer than 3 repeats per side the intervals
+cannot see it, and the output says so. An interval that contains zero is
+noise. RPS has no per-request samples: its interval comes from the repeats.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+__all__ = ["Delta", "compare", "render_compare", "CompareError", "ROUNDS"]
+
+ROUNDS = 1000
+Verdict = Literal["noise", "worse", "better", "n/a"]
+Statistic = Callable[[Sequence[float]], float]
+
+
+class CompareError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Delta:
+    metric: str
+    baseline: float
+    candidate: float
+    low: float | None  # 95% interval of candidate - baseline
+    high: float | None
+    verdict: Verdict
+    higher_is_worse: bool
+
+    @property
+    def change(self) -> float:
+        return self.candidate - self.baseline
+
+    @property
+    def relative(self) -> float | None:
+        return self.change / self.baseline if self.baseline else None
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values)
+
+
+Runs = Sequence[Sequence[float]]
+
+
+def _resample(runs: Runs, rng: random.Random) -> list[float]:
+    pooled: list[float] = []
+    for _ in runs:
+        run = runs[rng.randrange(len(runs))]
+        pooled += rng.choices(run, k=len(run))
+    return pooled
+
+
+def bootstrap(a: Runs, b: Runs, statistic: Statistic, rounds: int = ROUNDS, seed: int = 1) -> tuple[float, float]:
+    """95% interval of statistic(B) - statistic(A), resampling runs then requests."""
+    rng = random.Random(seed)
+    diffs = sorted(statistic(_resample(b, rng)) - statistic(_resample(a, rng)) for _ in range(rounds))
+    return diffs[int(rounds * 0.025)], diffs[int(rounds * 0.975) - 1]
+
+
+def _pool(runs: Runs) -> list[float]:
+    return [value for run in runs for value in run]
+
+
+def _delta(metric: str, a: Runs, b: Runs, statistic: Statistic, higher_is_worse: bool, rounds: int = ROUNDS) -> Delta | None:
+    pooled_a, pooled_b = _pool(a), _pool(b)
+    if not pooled_a or not pooled_b:
+        return None
+    base, cand = statistic(pooled_a), statistic(pooled_b)
+    if len(pooled_a) < 2 or len(pooled_b) < 2:
+        return Delta(metric, base, cand, None, None, "n/a", higher_is_worse)
+    low, high = bootstrap(a, b, statistic, rounds)
+    if low <= 0 <= high:
+        verdict: Verdict = "noise"
+    else:
+        worse = (low > 0) == higher_is_worse
+        verdict = "worse" if worse else "better"
+    return Delta(metric, base, cand, low, high, verdict, higher_is_worse)
+
+
+def compare(baseline: dict[str, Any], candidate: dict[str, Any], rounds: int = ROUNDS) -> list[Delta]:
+    a, b = baseline.get("samples"), candidate.get("samples")
+    if not a or not b:
+        raise CompareError("these results have no per-request samples; re-run them with this perfkit bench")
+    median = statistics.median
+    rows: list[Delta | None] = [
+        # One value per repeat: each repeat is its own "run" of one sample.
+        _delta("non-streaming RPS", [a["rps_repeats"]], [b["rps_repeats"]], median, False, rounds),
+        _delta("latency p50 ms", a["nonstream_latency_ms"], b["nonstream_latency_ms"], median, True, rounds),
+        _delta("streaming TTFT p50 ms", a["stream_ttft_ms"], b["stream_ttft_ms"], median, True, rounds),
+        _delta("full stream p50 ms", a["stream_e2e_ms"], b["stream_e2e_ms"], median, True, rounds),
+        _delta("streams/s", [a["streams_per_s_repeats"]], [b["streams_per_s_repeats"]], median, False, rounds),
+        _delta("server overhead mean ms", a.get("server_overhead_ms", []), b.get("server_overhead_ms", []), _mean, True, rounds),
+    ]
+    stages_a, stages_b = a.get("stage_self_ms", {}), b.get("stage_self_ms", {})
+    for stage in sorted(set(stages_a) | set(stages_b), key=lambda s: -_mean(_pool(stages_a.get(s) or stages_b.get(s) or [[0.0]]))):
+        rows.append(_delta(f"stage {stage} (mean self ms)", stages_a.get(stage, [[0.0]]), stages_b.get(stage, [[0.0]]), _mean, True, rounds))
+    return [row for row in rows if row is not None]
+
+
+def _fmt(value: float | None, digits: int = 2) -> str:
+    return "n/a" if value is None else f"{value:+.{digits}f}"
+
+
+def render_compare(label_a: str, label_b: str, deltas: list[Delta], repeats: tuple[int, int] = (3, 3)) -> str:
+    lines = [
+        f"{label_b} vs {label_a} (bootstrap 95% intervals of {label_b} - {label_a}; 'noise' when the interval contains 0)",
+        "",
+    ]
+    if min(repeats) < 3:
+        lines += [
+            f"warning: {repeats[0]} and {repeats[1]} repeat(s): the intervals show the sampling noise within a run only. "
+            "Separate runs of the same proxy differ by 10-15% on a busy machine; use perfkit bench --repeats 3 or more.",
+            "",
+        ]
+    lines += [
+        f"| metric | {label_a} | {label_b} | delta | delta % | 95% interval | verdict |",
+        "|---|---:|---:|---:|---:|---|---|",
+    ]
+    for d in deltas:
+        relative = "n/a" if d.relative is None else f"{d.relative:+.1%}"
+        interval = "n/a" if d.low is None else f"[{_fmt(d.low, 3)}, {_fmt(d.high, 3)}]"
+        lines.append(f"| {d.metric} | {d.baseline:.3f} | {d.candidate:.3f} | {_fmt(d.change, 3)} | {relative} | {interval} | {d.verdict} |")
+    stages = [d for d in deltas if d.metric.startswith("stage ") and d.verdict == "worse"]
+    total = next((d for d in deltas if d.metric.startswith("server overhead")), None)
+    if stages and total is not None and total.change:
+        lines += ["", "stages that explain the change in server overhead:"]
+        for d in sorted(stages, key=lambda d: -d.change):
+            lines.append(f"  {d.metric.removeprefix('stage ').removesuffix(' (mean self ms)')}: {d.change:+.3f} ms ({d.change / total.change:.0%} of the total change)")
+    return "\n".join(lines)
+
+
+def regressions(deltas: list[Delta], threshold: float) -> list[Delta]:
+    """Real changes for the worse beyond ``threshold`` (a fraction) of the baseline."""
+    return [d for d in deltas if d.verdict == "worse" and d.relative is not None and abs(d.relative) > threshold]

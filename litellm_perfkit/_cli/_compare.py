@@ -1,0 +1,72 @@
+"""``perfkit compare A.json B.json [...]``: is B faster, slower, or the same?"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .._bench._compare import CompareError, compare, regressions, render_compare
+from ._common import CliError, non_negative, run_command
+
+HELP = "compare bench results: deltas with bootstrap 95% intervals, noise or real"
+DESCRIPTION = """\
+Compares each result file with the first (the baseline): latency, TTFT, full
+stream, server-side overhead and every stage's time, each with a bootstrap
+95% interval of the difference. A difference whose interval contains zero is
+marked noise. RPS intervals come from --repeats of the bench.
+
+With --fail-above PCT the exit code is 1 when any metric got worse by more
+than PCT percent and the interval excludes zero: for CI.
+
+examples:
+  perfkit compare main.json my-branch.json
+  perfkit compare main.json my-branch.json --fail-above 5
+"""
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser("compare", help=HELP, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("results", nargs="+", help="perfkit bench result files; the first is the baseline")
+    p.add_argument("--fail-above", type=non_negative, help="exit 1 when a metric got really worse by more than this percent")
+    p.set_defaults(run=run)
+
+
+def _load(path: str) -> dict[str, Any]:
+    try:
+        document = orjson.loads(Path(path).read_bytes())
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror}") from None
+    except orjson.JSONDecodeError:
+        raise CliError(f"{path} is not JSON") from None
+    if not isinstance(document, dict) or document.get("schema") != "perfkit.bench/1":
+        raise CliError(f"{path} is not a perfkit bench result (schema perfkit.bench/1)")
+    return document
+
+
+def run(args: argparse.Namespace) -> int:
+    def action() -> int:
+        if len(args.results) < 2:
+            raise CliError("give at least two result files: the baseline first")
+        documents = [_load(path) for path in args.results]
+        baseline = documents[0]
+        failed = []
+        for path, document in zip(args.results[1:], documents[1:]):
+            try:
+                deltas = compare(baseline, document)
+            except CompareError as exc:
+                raise CliError(f"{path}: {exc}") from None
+            repeats = (len(baseline["samples"].get("rps_repeats", [])), len(document["samples"].get("rps_repeats", [])))
+            print(render_compare(baseline.get("label", args.results[0]), document.get("label", path), deltas, repeats))
+            print()
+            if args.fail_above is not None:
+                failed += regressions(deltas, args.fail_above / 100)
+        if failed:
+            names = ", ".join(f"{d.metric} {d.relative:+.1%}" for d in failed)  # type: ignore[str-format]
+            print(f"perfkit compare: regression beyond {args.fail_above:g}%: {names}")
+            return 1
+        return 0
+
+    return run_command("compare", action)
