@@ -75,7 +75,15 @@ def _pool(runs: Runs) -> list[float]:
     return [value for run in runs for value in run]
 
 
-def _delta(metric: str, a: Runs, b: Runs, statistic: Statistic, higher_is_worse: bool, rounds: int = ROUNDS) -> Delta | None:
+def _runs(values: Any) -> Runs:
+    """Per-repeat lists; a flat list (older results) is one run."""
+    if values and not isinstance(values[0], (list, tuple)):
+        return [values]
+    return values or []
+
+
+def _delta(metric: str, a: Any, b: Any, statistic: Statistic, higher_is_worse: bool, rounds: int = ROUNDS) -> Delta | None:
+    a, b = _runs(a), _runs(b)
     pooled_a, pooled_b = _pool(a), _pool(b)
     if not pooled_a or not pooled_b:
         return None

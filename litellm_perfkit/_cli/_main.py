@@ -7,7 +7,7 @@ import sys
 from typing import NoReturn
 
 from .._version import __version__
-from . import _bench, _compare, _load, _mock, _run
+from . import _bench, _compare, _load, _mock, _report, _run
 
 __all__ = ["main", "build_parser"]
 
@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     _bench.add_parser(subparsers)
     _compare.add_parser(subparsers)
+    _report.add_parser(subparsers)
     _mock.add_parser(subparsers)
     _load.add_parser(subparsers)
     _run.add_parser(subparsers)

@@ -1,0 +1,164 @@
+"""``perfkit report``: one self-contained HTML file of bench results.
+
+Charts are inline SVG drawn here (no script, no font, no network): latency
+CDFs, a TTFT histogram, a stage waterfall with its breakdown table, and A/B
+bars when several runs are given.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+__all__ = ["render_html"]
+
+COLORS = ("#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2")
+W, H, PAD = 640, 260, 48
+
+
+def _pool(runs: list[Any] | None) -> list[float]:
+    """Samples kept per repeat (lists), or flat (older results): all of them, sorted."""
+    flat: list[float] = []
+    for item in runs or []:
+        flat.extend(item if isinstance(item, list) else [item])
+    return sorted(v for v in flat if isinstance(v, (int, float)))
+
+
+def _axis(x_max: float, y_label: str, x_label: str) -> str:
+    ticks = "".join(
+        f'<text x="{PAD + (W - 2 * PAD) * i / 4:.1f}" y="{H - PAD + 16}" font-size="11" text-anchor="middle">{x_max * i / 4:.0f}</text>'
+        for i in range(5)
+    )
+    return (
+        f'<line x1="{PAD}" y1="{H - PAD}" x2="{W - PAD}" y2="{H - PAD}" stroke="#333"/>'
+        f'<line x1="{PAD}" y1="{PAD / 2}" x2="{PAD}" y2="{H - PAD}" stroke="#333"/>{ticks}'
+        f'<text x="{W / 2}" y="{H - 8}" font-size="12" text-anchor="middle">{x_label}</text>'
+        f'<text x="12" y="{H / 2}" font-size="12" transform="rotate(-90 12 {H / 2})" text-anchor="middle">{y_label}</text>'
+    )
+
+
+def _svg(chart_id: str, body: str) -> str:
+    return f'<svg class="chart" id="{chart_id}" width="{W}" height="{H}" viewBox="0 0 {W} {H}" xmlns="http://www.w3.org/2000/svg">{body}</svg>'
+
+
+def _legend(labels: list[str]) -> str:
+    return "".join(
+        f'<rect x="{W - PAD - 150}" y="{12 + 16 * i}" width="10" height="10" fill="{COLORS[i % len(COLORS)]}"/>'
+        f'<text x="{W - PAD - 135}" y="{21 + 16 * i}" font-size="11">{html.escape(label)}</text>'
+        for i, label in enumerate(labels)
+    )
+
+
+def _cdf(chart_id: str, series: list[tuple[str, list[float]]], x_label: str) -> str:
+    series = [(label, values) for label, values in series if values]
+    if not series:
+        return "<p>no samples</p>"
+    x_max = max(values[int(len(values) * 0.995) - 1] for _, values in series) or 1.0
+    lines = []
+    for i, (_, values) in enumerate(series):
+        step = max(1, len(values) // 300)
+        points = " ".join(
+            f"{PAD + (W - 2 * PAD) * min(v, x_max) / x_max:.1f},{H - PAD - (H - 1.5 * PAD) * (n + 1) / len(values):.1f}"
+            for n, v in list(enumerate(values))[::step]
+        )
+        lines.append(f'<polyline class="series" fill="none" stroke="{COLORS[i % len(COLORS)]}" stroke-width="2" points="{points}"/>')
+    return _svg(chart_id, _axis(x_max, "fraction of requests", x_label) + "".join(lines) + _legend([s[0] for s in series]))
+
+
+def _histogram(chart_id: str, series: list[tuple[str, list[float]]], x_label: str, bins: int = 40) -> str:
+    series = [(label, values) for label, values in series if values]
+    if not series:
+        return "<p>no samples</p>"
+    x_max = max(values[int(len(values) * 0.995) - 1] for _, values in series) or 1.0
+    width = (W - 2 * PAD) / bins
+    bars = []
+    for i, (_, values) in enumerate(series):
+        counts = [0] * bins
+        for v in values:
+            counts[min(bins - 1, int(v / x_max * bins))] += 1
+        top = max(counts) or 1
+        for b, count in enumerate(counts):
+            height = (H - 1.5 * PAD) * count / top
+            bars.append(
+                f'<rect class="bar" x="{PAD + b * width:.1f}" y="{H - PAD - height:.1f}" width="{width - 1:.1f}" '
+                f'height="{height:.1f}" fill="{COLORS[i % len(COLORS)]}" fill-opacity="{0.8 if len(series) == 1 else 0.5}"/>'
+            )
+    return _svg(chart_id, _axis(x_max, "requests (scaled)", x_label) + "".join(bars) + _legend([s[0] for s in series]))
+
+
+def _waterfall(chart_id: str, run: dict[str, Any]) -> str:
+    stages = [(n, s) for n, s in (run.get("stages") or {}).items() if not s["upstream"]]
+    remainder = run.get("remainder") or {}
+    rows = [(n, s["mean_self_ms"]) for n, s in stages] + [("(unattributed)", remainder.get("mean_ms") or 0.0)]
+    total = sum(v for _, v in rows) or 1.0
+    height = 24 * len(rows) + PAD
+    bars, start = [], 0.0
+    for i, (name, value) in enumerate(rows):
+        x = 170 + (W - 190) * start / total
+        width = max(1.0, (W - 190) * value / total)
+        bars.append(
+            f'<text x="164" y="{22 + 24 * i}" font-size="11" text-anchor="end">{html.escape(name)}</text>'
+            f'<rect class="bar" x="{x:.1f}" y="{10 + 24 * i}" width="{width:.1f}" height="16" fill="{COLORS[i % len(COLORS)]}"/>'
+            f'<text x="{x + width + 4:.1f}" y="{22 + 24 * i}" font-size="10">{value:.2f} ms</text>'
+        )
+        start += value
+    return f'<svg class="chart" id="{chart_id}" width="{W + 80}" height="{height}" xmlns="http://www.w3.org/2000/svg">{"".join(bars)}</svg>'
+
+
+def _ab_bars(chart_id: str, runs: list[tuple[str, dict[str, Any]]]) -> str:
+    metrics = [
+        ("RPS", lambda r: r["nonstream"]["rps"]),
+        ("latency p50 ms", lambda r: r["nonstream"]["latency_ms"]["p50"]),
+        ("TTFT p50 ms", lambda r: r["stream"]["ttft_ms"]["p50"]),
+        ("overhead mean ms", lambda r: (r.get("server_overhead_ms") or {}).get("mean") or 0.0),
+    ]
+    group = (W - 2 * PAD) / len(metrics)
+    bars = []
+    for m, (name, get) in enumerate(metrics):
+        values = [float(get(run) or 0.0) for _, run in runs]
+        top = max(values) or 1.0
+        width = group * 0.8 / len(runs)
+        for i, value in enumerate(values):
+            height = (H - 1.5 * PAD) * value / top
+            x = PAD + m * group + i * width
+            bars.append(
+                f'<rect class="bar" x="{x:.1f}" y="{H - PAD - height:.1f}" width="{width - 2:.1f}" height="{height:.1f}" fill="{COLORS[i % len(COLORS)]}"/>'
+                f'<text x="{x + width / 2:.1f}" y="{H - PAD - height - 4:.1f}" font-size="9" text-anchor="middle">{value:.1f}</text>'
+            )
+        bars.append(f'<text x="{PAD + (m + 0.4) * group:.1f}" y="{H - PAD + 16}" font-size="11" text-anchor="middle">{name}</text>')
+    return _svg(chart_id, "".join(bars) + f'<line x1="{PAD}" y1="{H - PAD}" x2="{W - PAD}" y2="{H - PAD}" stroke="#333"/>' + _legend([n for n, _ in runs]))
+
+
+def _share(stage: dict[str, Any]) -> str:
+    return "upstream" if stage["upstream"] else f"{stage['share']:.1%}"
+
+
+def _table(run: dict[str, Any]) -> str:
+    rows = "".join(
+        f"<tr><td>{html.escape(name)}</td><td>{s['p50_ms']:.3f}</td><td>{s['p95_ms']:.3f}</td><td>{s['mean_self_ms']:.3f}</td>"
+        f"<td>{_share(s)}</td></tr>"
+        for name, s in (run.get("stages") or {}).items()
+    )
+    return f"<table><tr><th>stage</th><th>p50 ms</th><th>p95 ms</th><th>mean self ms</th><th>share</th></tr>{rows}</table>"
+
+
+def render_html(documents: list[tuple[str, dict[str, Any]]]) -> str:
+    """``documents``: (label, bench result) pairs; every run of each is drawn."""
+    runs = [(f"{label}" if len(doc.get("runs") or [doc]) == 1 else f"{label} / {run['target']}", run)
+            for label, doc in documents for run in (doc.get("runs") or [doc])]  # fmt: skip
+    sections = [
+        "<h2>Non-streaming latency (CDF)</h2>",
+        _cdf("latency-cdf", [(label, _pool(run.get("samples", {}).get("nonstream_latency_ms"))) for label, run in runs], "latency ms"),
+        "<h2>Streaming TTFT (histogram)</h2>",
+        _histogram("ttft-histogram", [(label, _pool(run.get("samples", {}).get("stream_ttft_ms"))) for label, run in runs], "TTFT ms"),
+    ]
+    if len(runs) > 1:
+        sections += ["<h2>A/B</h2>", _ab_bars("ab-bars", runs)]
+    for n, (label, run) in enumerate(runs):
+        sections += [f"<h2>Where the overhead went: {html.escape(label)}</h2>", _waterfall(f"waterfall-{n}", run), _table(run)]
+    style = ("body{font-family:sans-serif;margin:24px;color:#111}h2{font-size:16px;margin-top:28px}"
+             "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}"
+             "td:first-child,th:first-child{text-align:left}")  # fmt: skip
+    title = " vs ".join(html.escape(label) for label, _ in documents)
+    return (f'<!doctype html><html><head><meta charset="utf-8"><title>perfkit report: {title}</title>'
+            f"<style>{style}</style></head><body><h1>perfkit report: {title}</h1>{''.join(sections)}</body></html>")  # fmt: skip

@@ -1,0 +1,42 @@
+"""``perfkit report run.json [more.json] --html out.html``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from .._bench._report import render_html
+from ._common import CliError, run_command
+from ._compare import _load
+
+HELP = "draw bench results as one self-contained HTML file"
+DESCRIPTION = """\
+Latency CDFs, a TTFT histogram, where the overhead went (a stage waterfall and
+its table), and A/B bars when several results are given. One HTML file with
+inline SVG: no scripts, no network, opens anywhere.
+
+examples:
+  perfkit report perfkit-bench.json --html report.html
+  perfkit report main.json my-branch.json --html ab.html
+"""
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser("report", help=HELP, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("results", nargs="+", help="perfkit bench result files")
+    p.add_argument("--html", required=True, help="the HTML file to write")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    def action() -> int:
+        documents = [(str(d.get("label") or path), d) for path, d in ((p, _load(p)) for p in args.results)]
+        try:
+            Path(args.html).write_text(render_html(documents))
+        except OSError as exc:
+            raise CliError(f"cannot write --html {args.html}: {exc.strerror}") from None
+        print(f"written: {args.html}")
+        return 0
+
+    return run_command("report", action)
