@@ -83,7 +83,9 @@ def send_traffic(url: str, n: int) -> None:
                 response = client.chat.completions.create(model="fake-openai-endpoint", messages=MESSAGES)  # type: ignore[arg-type]
                 assert response.choices[0].message.content.startswith("tok")  # type: ignore[union-attr]
 
-    with ThreadPoolExecutor(8) as pool:
+    # 16 at a time: with fewer, uvicorn's workers (sharing one socket) may
+    # leave one of them idle.
+    with ThreadPoolExecutor(16) as pool:
         list(pool.map(one, range(2 * n)))
 
 
@@ -176,7 +178,7 @@ def test_spans_reach_jaeger(tmp_path: Path, jaeger: Jaeger) -> None:
         args = ("--endpoint", jaeger.otlp_http, "--protocol", "http/protobuf", "--service-name", service)
         with litellm_proxy(VERSIONS[-1], upstream, tmp_path, perfkit_args=args) as url:
             send_traffic(url, 2)
-    traces = jaeger.wait_for_spans(service, count=4 * 10)
+            traces = jaeger.wait_for_spans(service, count=4 * 10)
     for trace in traces:
         names = {s["operationName"] for s in trace["spans"]}
         if "POST /v1/chat/completions" in names:
