@@ -88,7 +88,7 @@ def test_configured_ttft_and_itl_are_reproduced() -> None:
             observed_ttft.append((first_seen - started) * 1000)  # type: ignore[operator]
     assert abs(statistics.median(stamped_ttft) - 50) <= 1
     assert abs(statistics.median(stamped_gaps) - 10) <= 1
-    assert 50 <= statistics.median(observed_ttft) < 53
+    assert 49 <= statistics.median(observed_ttft) < 53  # timers (ms resolution) may fire slightly early
 
 
 def test_two_deployments_with_quotas_in_one_process() -> None:
