@@ -19,6 +19,9 @@ def chromium() -> str:
     if found:
         return found
     result = subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], capture_output=True, text=True)
+    if result.returncode != 0:  # a fresh machine needs the package lists first
+        subprocess.run(["apt-get", "update", "-qq"], capture_output=True, text=True)
+        result = subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], capture_output=True, text=True)
     found = shutil.which("chromium")
     if result.returncode != 0 or not found:
         raise RuntimeError(f"chromium is needed (apt-get install chromium) and could not be installed:\n{result.stderr[-2000:]}")
