@@ -31,7 +31,7 @@ from ._procs import Child, Children, free_port, port_open, tree_usage
 from ._receiver import SpanReceiver
 from ._venvs import OFFLINE_ENV, VenvError, litellm_python
 
-__all__ = ["BenchOptions", "BenchError", "run_bench", "SCHEMA", "CONFIG_TEMPLATE"]
+__all__ = ["BenchOptions", "BenchError", "run_bench", "read_result", "SCHEMA", "CONFIG_TEMPLATE"]
 
 SCHEMA = "perfkit.bench/1"
 MODEL = "fake-openai-endpoint"
@@ -54,6 +54,19 @@ general_settings:
 
 class BenchError(RuntimeError):
     """A bench that cannot run; the message says why and what to do."""
+
+
+def read_result(path: str) -> dict[str, Any]:
+    """A bench result file, checked to be one (BenchError otherwise)."""
+    try:
+        document = orjson.loads(Path(path).read_bytes())
+    except OSError as exc:
+        raise BenchError(f"cannot read {path}: {exc.strerror}") from None
+    except orjson.JSONDecodeError:
+        raise BenchError(f"{path} is not JSON") from None
+    if not isinstance(document, dict) or document.get("schema") != SCHEMA:
+        raise BenchError(f"{path} is not a perfkit bench result (schema {SCHEMA})")
+    return document
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,6 @@ stages' exclusive times and its remainder (docs/telemetry.md).
 
 from __future__ import annotations
 
-import statistics
 from collections import defaultdict
 from typing import Any
 
@@ -87,6 +86,3 @@ def stage_breakdown(spans: list[dict[str, Any]], trace_ids: set[str]) -> dict[st
         },
     }
 
-
-def median_of(runs: list[dict[str, Any]], key: str) -> float:
-    return statistics.median(run[key] for run in runs)

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
-import orjson
-
+from .._bench import BenchError, read_result
 from .._bench._compare import CompareError, compare, regressions, render_compare
 from ._common import CliError, non_negative, run_command
 
@@ -34,23 +32,18 @@ def add_parser(subparsers: Any) -> None:
     p.set_defaults(run=run)
 
 
-def _load(path: str) -> dict[str, Any]:
+def load_results(paths: list[str]) -> list[dict[str, Any]]:
     try:
-        document = orjson.loads(Path(path).read_bytes())
-    except OSError as exc:
-        raise CliError(f"cannot read {path}: {exc.strerror}") from None
-    except orjson.JSONDecodeError:
-        raise CliError(f"{path} is not JSON") from None
-    if not isinstance(document, dict) or document.get("schema") != "perfkit.bench/1":
-        raise CliError(f"{path} is not a perfkit bench result (schema perfkit.bench/1)")
-    return document
+        return [read_result(path) for path in paths]
+    except BenchError as exc:
+        raise CliError(str(exc)) from None
 
 
 def run(args: argparse.Namespace) -> int:
     def action() -> int:
         if len(args.results) < 2:
             raise CliError("give at least two result files: the baseline first")
-        documents = [_load(path) for path in args.results]
+        documents = load_results(args.results)
         baseline = documents[0]
         failed = []
         for path, document in zip(args.results[1:], documents[1:]):

@@ -8,7 +8,7 @@ from typing import Any
 
 from .._bench._report import render_html
 from ._common import CliError, run_command
-from ._compare import _load
+from ._compare import load_results
 
 HELP = "draw bench results as one self-contained HTML file"
 DESCRIPTION = """\
@@ -31,7 +31,7 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     def action() -> int:
-        documents = [(str(d.get("label") or path), d) for path, d in ((p, _load(p)) for p in args.results)]
+        documents = [(str(d.get("label") or path), d) for path, d in zip(args.results, load_results(args.results))]
         try:
             Path(args.html).write_text(render_html(documents))
         except OSError as exc:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["METRIC_NAMES", "format_server_timing", "parse_traceparent", "metric_name"]
+__all__ = ["METRIC_NAMES", "format_server_timing", "metric_name", "parse_traceparent", "server_timing_entry"]
 
 _NOT_TCHAR = re.compile(r"[^!#$%&'*+\-.^_`|~0-9A-Za-z]")
 _TRACEPARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$")
@@ -21,9 +21,14 @@ def metric_name(stage: str) -> str:
     return name
 
 
+def server_timing_entry(stage: str, duration_ns: int) -> str:
+    """``auth;dur=0.410``: one Server-Timing metric, duration in ms."""
+    return f"{METRIC_NAMES.get(stage) or metric_name(stage)};dur={duration_ns / 1e6:.3f}"
+
+
 def format_server_timing(stages: list[tuple[str, int]]) -> bytes:
     """``auth;dur=0.410, upstream;dur=61.200`` from (name, duration_ns) pairs."""
-    return ", ".join(f"{metric_name(name)};dur={ns / 1e6:.3f}" for name, ns in stages).encode("ascii")
+    return ", ".join(server_timing_entry(name, ns) for name, ns in stages).encode("ascii")
 
 
 def parse_traceparent(value: str | None) -> tuple[str, str, int] | None:

@@ -8,7 +8,7 @@ from typing import Any, Awaitable, Callable, MutableMapping
 
 from ..types import AttributeValue, HeaderMode
 from ._guard import internal_error
-from ._headers import METRIC_NAMES, metric_name
+from ._headers import server_timing_entry
 from ._sink import get_sink
 from ._sse import SseScanner
 from ._timeline import TIMELINE, Timeline
@@ -127,14 +127,13 @@ class _Exchange:
         upstream_names = middleware.upstream_stages
         upstream = 0
         parts = []
-        names = METRIC_NAMES
         for _, name, start, end, _ in timeline.finished:
             duration = end - start
             if name in upstream_names:
                 upstream += duration
-            parts.append(f"{names.get(name) or metric_name(name)};dur={duration / 1e6:.3f}")
+            parts.append(server_timing_entry(name, duration))
         for name, entry in timeline.generators.items():
-            parts.append(f"{names.get(name) or metric_name(name)};dur={entry[4] / 1e6:.3f}")
+            parts.append(server_timing_entry(name, entry[4]))
         extra = []
         if middleware.server_timing and parts:
             extra.append((b"server-timing", ", ".join(parts).encode()))

@@ -119,15 +119,6 @@ class Timeline:
             entry[4] += self_ns
             entry[5] += items
 
-    def server_timing_stages(self) -> list[tuple[str, int]]:
-        """(name, duration_ns) of the stages finished so far, summed by name."""
-        totals: dict[str, int] = {}
-        for _, name, start, end, _ in self.finished:
-            totals[name] = totals.get(name, 0) + end - start
-        for name, entry in self.generators.items():
-            totals[name] = totals.get(name, 0) + entry[4]
-        return list(totals.items())
-
     # -- export side --------------------------------------------------------
     @property
     def stages(self) -> list[StageEntry]:

@@ -67,7 +67,7 @@ def exclusive_ns(timeline: Timeline) -> dict[int, int]:
     return {entry.index: max(0, entry.duration_ns - children.get(entry.index, 0)) for entry in stages}
 
 
-def reconcile(timeline: Timeline) -> tuple[int, int, int, int]:
+def reconcile(timeline: Timeline, own: dict[int, int] | None = None) -> tuple[int, int, int, int]:
     """(total, upstream, attributed, unattributed) in ns.
 
     overhead = total - upstream = attributed + unattributed. Upstream is the
@@ -77,7 +77,8 @@ def reconcile(timeline: Timeline) -> tuple[int, int, int, int]:
     """
     total = timeline.end_ns - timeline.start_ns
     upstream_names = timeline.upstream
-    own = exclusive_ns(timeline)
+    if own is None:
+        own = exclusive_ns(timeline)
     upstream = attributed = 0
     for entry in timeline.stages:
         if entry.name in upstream_names:
@@ -88,8 +89,8 @@ def reconcile(timeline: Timeline) -> tuple[int, int, int, int]:
     return total, upstream, attributed, overhead - attributed
 
 
-def _server_attributes(timeline: Timeline) -> Attributes:
-    total, upstream, attributed, unattributed = reconcile(timeline)
+def _server_attributes(timeline: Timeline, own: dict[int, int]) -> Attributes:
+    total, upstream, attributed, unattributed = reconcile(timeline, own)
     start = timeline.start_ns
     attributes: Attributes = [
         ("http.request.method", timeline.method),
@@ -125,6 +126,7 @@ def trace_context(timeline: Timeline) -> tuple[str, str, int | None]:
 def timeline_to_spans(timeline: Timeline, trace_id: str, parent_span_id: str, anchor_ns: int) -> list[Span]:
     """The spans of one request; ``anchor_ns`` turns perf_counter_ns into Unix ns."""
     server_id = f"{_bits(64):016x}"
+    own = exclusive_ns(timeline)
     failed = timeline.error is not None or timeline.status >= 500
     spans: list[Span] = [
         (
@@ -135,13 +137,12 @@ def timeline_to_spans(timeline: Timeline, trace_id: str, parent_span_id: str, an
             SPAN_KIND_SERVER,
             timeline.start_ns + anchor_ns,
             timeline.end_ns + anchor_ns,
-            _server_attributes(timeline),
+            _server_attributes(timeline, own),
             STATUS_ERROR if failed else STATUS_UNSET,
             timeline.error or "",
         )
     ]
     stage_ids: dict[int, str] = {}
-    own = exclusive_ns(timeline)
     end_default = timeline.end_ns
     for entry in timeline.stages:
         span_id = stage_ids[entry.index] = f"{_bits(64):016x}"

@@ -13,7 +13,7 @@ from typing import Any, Iterator, Literal
 
 from ._recorder import Recorder
 from ._report import SCHEMA, build_result, median_run, render_table
-from ._runner import Arrival, LoadPlan, run_phase, run_phase_sync
+from ._runner import Arrival, LoadPlan, run_phase_logged, run_phase_sync
 from ._workload import Workload, WorkloadError, endpoint_url
 
 __all__ = ["Arrival", "LoadPlan", "Workload", "WorkloadError", "run_load", "render_table", "endpoint_url", "SCHEMA"]
@@ -96,14 +96,11 @@ def _run_here(workload: Workload, plan: LoadPlan, progress: ProgressMode, jsonl_
 
         async def main() -> None:
             ticker = asyncio.ensure_future(_tick(bar)) if bar is not None and bar[2] == "s" else None
-            jsonl = open(jsonl_path, "ab") if jsonl_path else None  # noqa: SIM115
             try:
-                out["result"] = await run_phase(workload, plan, progress=advance, jsonl=jsonl)
+                out["result"] = await run_phase_logged(workload, plan, jsonl_path, progress=advance)
             finally:
                 if ticker:
                     ticker.cancel()
-                if jsonl:
-                    jsonl.close()
 
         run_fast(main())
     phase = out["result"]

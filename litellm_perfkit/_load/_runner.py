@@ -186,6 +186,18 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+async def run_phase_logged(
+    workload: Workload, plan: LoadPlan, jsonl_path: str | None, progress: Progress | None = None
+) -> PhaseResult:
+    """run_phase, appending one JSON line per request to ``jsonl_path`` when given."""
+    jsonl = open(jsonl_path, "ab") if jsonl_path else None  # noqa: SIM115
+    try:
+        return await run_phase(workload, plan, progress=progress, jsonl=jsonl)
+    finally:
+        if jsonl:
+            jsonl.close()
+
+
 def run_phase_sync(workload: Workload, plan: LoadPlan, jsonl_path: str | None = None) -> dict[str, object]:
     """For driver processes: run on the fastest loop, return a mergeable dict."""
     from .._mock._server import run_fast
@@ -193,12 +205,7 @@ def run_phase_sync(workload: Workload, plan: LoadPlan, jsonl_path: str | None = 
     out: dict[str, object] = {}
 
     async def main() -> None:
-        jsonl = open(jsonl_path, "ab") if jsonl_path else None  # noqa: SIM115
-        try:
-            result = await run_phase(workload, plan, jsonl=jsonl)
-        finally:
-            if jsonl:
-                jsonl.close()
+        result = await run_phase_logged(workload, plan, jsonl_path)
         out.update(recorder=result.recorder.to_dict(), duration_s=result.duration_s, cpu_s=result.cpu_s, wall_s=result.wall_s)
 
     run_fast(main())
