@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import orjson
 
-from .._load import LoadPlan, Workload, run_load
+from .._load import Driver, LoadPlan, LocustError, Workload, WorkloadError, run_load
 from .._version import __version__
 from ._analysis import stage_breakdown
 from ._procs import Child, Children, free_port, port_open, tree_usage
@@ -87,6 +87,8 @@ class BenchOptions:
     itl_ms: float = 2.0
     chunks: int = 20
     label: str = "bench"
+    driver: Driver = "perfkit"
+    processes: int = 1  # load-driver processes
     progress: str = "auto"
     log: Any = field(default=sys.stderr, repr=False, compare=False)
 
@@ -99,7 +101,11 @@ def _phase(url: str, stream: bool, concurrency: int, duration: float, warmup: fl
            jsonl: str | None = None) -> dict[str, Any]:  # fmt: skip
     workload = Workload(url=url, models=((MODEL, 1.0),), stream=stream, prompt_repeats=options.prompt_repeats)
     plan = LoadPlan(concurrency=concurrency, duration_s=duration, warmup_s=warmup, timeout_s=60)
-    return run_load(workload, plan, progress=options.progress, jsonl_path=jsonl)  # type: ignore[arg-type]
+    try:
+        return run_load(workload, plan, processes=options.processes, progress=options.progress,  # type: ignore[arg-type]
+                        jsonl_path=jsonl, driver=options.driver)  # fmt: skip
+    except (LocustError, WorkloadError) as exc:
+        raise BenchError(str(exc)) from None
 
 
 def _p(summary: dict[str, Any] | None, key: str) -> float | None:
@@ -222,6 +228,8 @@ def _results(direct: dict[str, Any], run: dict[str, Any], breakdown: dict[str, A
         "joined_requests": breakdown["joined_requests"],
         "workers_seen": breakdown.get("workers_seen"),
         "proxy": run["proxy"],
+        "driver": {"name": run["phases"]["nonstream"]["config"].get("driver", "perfkit"), **ns["driver"]},
+        **({"locust": {name: phase["locust"] for name, phase in run["phases"].items()}} if "locust" in run["phases"]["nonstream"] else {}),
     }
 
 

@@ -31,6 +31,9 @@ def _run(run: dict[str, Any]) -> list[str]:
         f"| full stream | {_pair(st['full_stream_ms'])} |",
         f"| streams/s | {st['streams_per_s']:.1f} |",
     ]
+    driver = run.get("driver")
+    if driver:
+        lines.append(f"| load driver | {driver['name']}, {driver['processes']} process(es), CPU {driver['cpu_fraction']:.0%} of a core each |")
     proxy = run.get("proxy") or {}
     if proxy.get("cpu_percent") is not None:
         lines.append(f"| proxy CPU / RSS | {proxy['cpu_percent']:.0f}% of a core / {proxy['rss_mb']:.0f} MiB (all processes) |")
@@ -55,9 +58,29 @@ def _run(run: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _scaling(runs: list[dict[str, Any]]) -> list[str]:
+    """RPS and latency per proxy worker count, for each target swept over workers."""
+    lines: list[str] = []
+    for target in dict.fromkeys((r["target"], r.get("litellm_version")) for r in runs):
+        series = sorted((r for r in runs if (r["target"], r.get("litellm_version")) == target), key=lambda r: r["workers"])
+        if len({r["workers"] for r in series}) < 2:
+            continue
+        base = series[0]["nonstream"]["rps"] or 1.0
+        lines += [f"scaling: {target[0]} (LiteLLM {target[1] or '?'})", "",
+                  "| workers | RPS | x first | latency p50 / p95 ms | streams/s | TTFT p50 ms | proxy CPU |",
+                  "|---:|---:|---:|---|---:|---:|---:|"]  # fmt: skip
+        for r in series:
+            ns, st, cpu = r["nonstream"], r["stream"], (r.get("proxy") or {}).get("cpu_percent")
+            lines.append(f"| {r['workers']} | {ns['rps']:.1f} | {ns['rps'] / base:.2f} | {ns['latency_ms']['p50']:.2f} / {ns['latency_ms']['p95']:.2f} "
+                         f"| {st['streams_per_s']:.1f} | {st['ttft_ms']['p50']:.2f} | {'n/a' if cpu is None else f'{cpu:.0f}%'} |")  # fmt: skip
+        lines.append("")
+    return lines
+
+
 def render_bench(document: dict[str, Any]) -> str:
     runs = document.get("runs") or [document]
     lines = [f"perfkit bench '{document['label']}' ({document['duration_s']:.0f} s)", ""]
+    lines += _scaling(runs)
     for run in runs:
         lines += _run(run) + [""]
     return "\n".join(lines).rstrip()

@@ -30,6 +30,7 @@ examples:
   perfkit bench
   perfkit bench --litellm-version 1.83.14,1.103.0 --out sweep.json
   perfkit bench --workers 2 --repeats 3 --label my-change
+  perfkit bench --workers 1,2 --driver locust --processes 2
   perfkit bench --proxy-command "python my_gateway.py --port {port} --upstream {upstream}"
 """
 
@@ -62,6 +63,9 @@ def add_parser(subparsers: Any) -> None:
     load.add_argument("--warmup", type=non_negative, default=5.0, help="seconds of warm-up per phase (default: 5)")
     load.add_argument("--repeats", type=positive_int, default=1, help="repeat the phases; the median run is reported with the spread")
     load.add_argument("--prompt-repeats", type=positive_int, default=150)
+    load.add_argument("--driver", choices=["perfkit", "locust"], default="perfkit",
+                      help="load client: perfkit's own (default) or Locust with perfkit's user; its entries are folded into the result")  # fmt: skip
+    load.add_argument("--processes", type=positive_int, default=1, help="load-driver processes (Locust: its --processes)")
     mock = p.add_argument_group("mock provider")
     mock.add_argument("--ttft-ms", type=non_negative, default=20.0)
     mock.add_argument("--itl-ms", type=non_negative, default=2.0)
@@ -84,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
             config=args.config, workers=args.workers, concurrency=args.concurrency, stream_concurrency=args.stream_concurrency,
             duration_s=args.duration, warmup_s=args.warmup, repeats=args.repeats, prompt_repeats=args.prompt_repeats,
             ttft_ms=args.ttft_ms, itl_ms=args.itl_ms, chunks=args.chunks, label=args.label, progress=args.progress,
+            driver=args.driver, processes=args.processes,
         )  # fmt: skip
         try:
             document = run_bench(options)

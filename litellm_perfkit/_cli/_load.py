@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from .._load import LoadPlan, Workload, WorkloadError, render_table, run_load
+from .._load import LoadPlan, LocustError, Workload, WorkloadError, render_table, run_load
 from ._common import CliError, non_negative, positive_int, run_command
 
 HELP = "drive an OpenAI-compatible endpoint: RPS, latency, TTFT, ITL, overhead headers"
@@ -62,6 +62,8 @@ def add_parser(subparsers: Any) -> None:
     shape.add_argument("--ramp", type=non_negative, default=0.0, help="seconds to ramp users or rate up from zero")
     shape.add_argument("--repeats", type=positive_int, default=1, help="run this many times; report the median run and the spread")
     shape.add_argument("--processes", type=positive_int, default=1, help="driver processes; their histograms merge exactly")
+    shape.add_argument("--driver", choices=["perfkit", "locust"], default="perfkit",
+                       help="perfkit's own client (default), or Locust with perfkit's user (closed loop by duration; docs/distributed.md)")  # fmt: skip
     body = p.add_argument_group("requests")
     body.add_argument("--stream", action="store_true", help="streaming requests (measures TTFT and ITL)")
     body.add_argument("--max-tokens", type=positive_int)
@@ -123,7 +125,13 @@ def build(args: argparse.Namespace) -> tuple[Workload, LoadPlan]:
 def run(args: argparse.Namespace) -> int:
     def action() -> int:
         workload, plan = build(args)
-        result = run_load(workload, plan, processes=args.processes, repeats=args.repeats, progress=args.progress, jsonl_path=args.jsonl)
+        if args.driver == "locust" and (args.body_file or args.header):
+            raise CliError("--body-file and --header are not supported with --driver locust; subclass litellm_perfkit.locust.ChatCompletionsUser")
+        try:
+            result = run_load(workload, plan, processes=args.processes, repeats=args.repeats, progress=args.progress,
+                              jsonl_path=args.jsonl, driver=args.driver)  # fmt: skip
+        except (WorkloadError, LocustError) as exc:
+            raise CliError(str(exc)) from None
         if args.out:
             try:
                 Path(args.out).write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))

@@ -1,12 +1,13 @@
-"""Header formats: W3C Server-Timing (written) and W3C traceparent (read)."""
+"""Header formats: W3C Server-Timing (written and read) and W3C traceparent (read)."""
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["METRIC_NAMES", "format_server_timing", "metric_name", "parse_traceparent", "server_timing_entry"]
+__all__ = ["METRIC_NAMES", "format_server_timing", "metric_name", "parse_server_timing", "parse_traceparent", "server_timing_entry"]
 
 _NOT_TCHAR = re.compile(r"[^!#$%&'*+\-.^_`|~0-9A-Za-z]")
+_SERVER_TIMING_DUR = re.compile(r"([!#$%&'*+\-.^_`|~0-9A-Za-z]+)[^,]*?;\s*dur=([0-9.]+)")
 _TRACEPARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$")
 METRIC_NAMES: dict[str, str] = {}  # stage name -> token, filled by metric_name()
 
@@ -29,6 +30,18 @@ def server_timing_entry(stage: str, duration_ns: int) -> str:
 def format_server_timing(stages: list[tuple[str, int]]) -> bytes:
     """``auth;dur=0.410, upstream;dur=61.200`` from (name, duration_ns) pairs."""
     return ", ".join(server_timing_entry(name, ns) for name, ns in stages).encode("ascii")
+
+
+def parse_server_timing(value: str) -> dict[str, float]:
+    """Milliseconds per metric name of a Server-Timing header; a name that
+    appears several times (a stage entered twice) is summed."""
+    totals: dict[str, float] = {}
+    for name, duration in _SERVER_TIMING_DUR.findall(value):
+        try:
+            totals[name] = totals.get(name, 0.0) + float(duration)
+        except ValueError:  # "1.2.3" matches [0-9.]+
+            continue
+    return totals
 
 
 def parse_traceparent(value: str | None) -> tuple[str, str, int] | None:

@@ -11,14 +11,16 @@ from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from typing import Any, Iterator, Literal
 
+from ._locust_run import LocustError, run_locust
 from ._recorder import Recorder
 from ._report import SCHEMA, build_result, median_run, render_table
 from ._runner import Arrival, LoadPlan, run_phase_logged, run_phase_sync
 from ._workload import Workload, WorkloadError, endpoint_url
 
-__all__ = ["Arrival", "LoadPlan", "Workload", "WorkloadError", "run_load", "render_table", "endpoint_url", "SCHEMA"]
+__all__ = ["Arrival", "Driver", "LoadPlan", "LocustError", "Workload", "WorkloadError", "run_load", "render_table", "endpoint_url", "SCHEMA"]
 
 ProgressMode = Literal["auto", "on", "off"]
+Driver = Literal["perfkit", "locust"]
 
 
 def _split(total: int | None, parts: int, index: int) -> int | None:
@@ -62,8 +64,10 @@ def run_load(
     repeats: int = 1,
     progress: ProgressMode = "auto",
     jsonl_path: str | None = None,
+    driver: Driver = "perfkit",
 ) -> dict[str, Any]:
-    """Run the load ``repeats`` times; returns the result document (median run)."""
+    """Run the load ``repeats`` times; returns the result document (median run).
+    ``driver="locust"`` runs each repeat through Locust with perfkit's user."""
     config = {
         "url": endpoint_url(workload.url)[3],
         "models": [list(m) for m in workload.models],
@@ -74,10 +78,13 @@ def run_load(
         **{k: v for k, v in dataclasses.asdict(plan).items()},
         "processes": processes,
         "repeats": repeats,
+        "driver": driver,
     }
     results = []
     for _ in range(repeats):
-        if processes == 1:
+        if driver == "locust":
+            results.append({**run_locust(workload, plan, processes, jsonl_path), "config": config})
+        elif processes == 1:
             results.append(_run_here(workload, plan, progress, jsonl_path, config))
         else:
             results.append(_run_processes(workload, plan, processes, progress, jsonl_path, config))

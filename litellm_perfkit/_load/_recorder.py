@@ -6,19 +6,16 @@ coordinated omission) and from the actual send (uncorrected). See docs/metrics.m
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from typing import IO, Any
 
 import orjson
 
+from .._core._headers import parse_server_timing
 from ._hdr import Histogram
 from ._http import Exchange
 
 __all__ = ["Recorder"]
-
-_SERVER_TIMING = re.compile(r"([!#$%&'*+\-.^_`|~0-9A-Za-z]+)[^,]*?;\s*dur=([0-9.]+)")
-
 
 def _ms_to_ns(text: str) -> int | None:
     try:
@@ -80,13 +77,8 @@ class Recorder:
                 self.hist(f"header:{name}").record(ns)
         timing = x.headers.get("server-timing")
         if timing:
-            totals: dict[str, int] = {}
-            for stage, duration in _SERVER_TIMING.findall(timing):
-                ns = _ms_to_ns(duration)
-                if ns is not None:
-                    totals[stage] = totals.get(stage, 0) + ns
-            for stage, ns in totals.items():
-                self.hist(f"server_timing:{stage}").record(ns)
+            for stage, ms in parse_server_timing(timing).items():
+                self.hist(f"server_timing:{stage}").record(int(ms * 1e6))
 
     def _ground_truth(self, x: Exchange) -> None:
         """From the mock's send stamps: what happened between mock and client."""

@@ -51,3 +51,19 @@ def test_a_proxy_that_fails_to_start_gives_its_log(tmp_path: Path) -> None:
     script.write_text("import sys\nprint('boom on port', sys.argv[1])\nsys.exit(3)\n")
     with pytest.raises(StartError, match=r"exited with code 3; its log ends:\n.*boom on port"):
         run_bench(quick(proxy_command=f"{sys.executable} {script} {{port}}"))
+
+
+def test_bench_through_locust_folds_its_entries_into_the_result() -> None:
+    command = f"{sys.executable} {ROOT / 'tests' / 'support' / 'delay_gateway.py'} --port {{port}} --upstream {{upstream}}"
+    document = run_bench(quick(proxy_command=command, driver="locust", processes=2, concurrency=4, duration_s=4.0))
+    assert document["driver"]["name"] == "locust" and document["driver"]["processes"] == 2
+    entries = {(e["type"], e["name"]): e for e in document["locust"]["stream"]}
+    streamed = entries[("POST", "/v1/chat/completions (stream)")]
+    assert streamed["failures"] == 0 and entries[("TTFT", "/v1/chat/completions (stream)")]["requests"] == streamed["requests"]
+    # Server-Timing carries the stages finished before the headers: all of them without streaming.
+    assert {("STAGE", name) for name in DELAYS_MS} <= {(e["type"], e["name"]) for e in document["locust"]["nonstream"]}
+    # Locust's requests carry traceparent too: the gateway's spans join them.
+    assert document["joined_requests"] > 10
+    for name, expected in DELAYS_MS.items():
+        assert abs(document["stages"][name]["p50_ms"] - expected) <= max(0.05 * expected, 0.2), name
+    assert "locust, 2 process(es)" in render_bench(document)
