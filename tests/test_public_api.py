@@ -38,3 +38,24 @@ def test_importing_perfkit_does_not_import_litellm() -> None:
 
     code = "import sys, litellm_perfkit; print('litellm' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
+
+
+def test_profiling_and_locust_api() -> None:
+    import subprocess
+    import sys
+
+    import litellm_perfkit.profiling
+
+    assert sorted(litellm_perfkit.profiling.__all__) == ["RequestProfileMiddleware", "StageProfiler"]
+    # litellm_perfkit.locust imports Locust (gevent monkey-patching): check it in a clean process.
+    code = "import litellm_perfkit.locust as m; print(sorted(m.__all__))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "['ChatCompletionsUser', 'OVERHEAD_HEADERS']"
+
+
+def test_importing_perfkit_does_not_import_profilers_or_locust() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, litellm_perfkit, litellm_perfkit.profiling; print(sorted(m for m in ('pyinstrument', 'pyroscope', 'locust', 'gevent') if m in sys.modules))"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "[]"

@@ -7,7 +7,7 @@ import sys
 from typing import NoReturn
 
 from .._version import __version__
-from . import _bench, _compare, _load, _mock, _report, _run
+from . import _bench, _compare, _flamegraph, _load, _mock, _report, _run
 
 __all__ = ["main", "build_parser"]
 
@@ -35,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     _mock.add_parser(subparsers)
     _load.add_parser(subparsers)
     _run.add_parser(subparsers)
+    _flamegraph.add_parser(subparsers)
     return parser
 
 

@@ -22,6 +22,7 @@ examples:
   perfkit run -- litellm --config config.yaml --port 4000 --num_workers 2
   perfkit run --endpoint http://127.0.0.1:4318 --protocol http/protobuf -- litellm --config config.yaml
   perfkit run --exporter jsonl --jsonl spans.jsonl -- litellm --config config.yaml
+  perfkit run --stage-profile profiles/ --pyroscope http://127.0.0.1:4040 -- litellm --config config.yaml
 """
 
 BOOTSTRAP = Path(__file__).resolve().parents[1] / "_litellm" / "_bootstrap"
@@ -39,6 +40,11 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--server-timing", choices=["on", "off"], default="on", help="the Server-Timing response header")
     p.add_argument("--overhead-header", choices=["on", "off"], default="on", help="the x-perfkit-overhead-ms response header")
     p.add_argument("--export-mode", choices=["process", "thread"], help="PERFKIT_EXPORT_MODE (default: process)")
+    prof = p.add_argument_group("profiling (docs/profiling.md)")
+    prof.add_argument("--stage-profile", metavar="DIR", help="per-stage CPU profiles: each worker writes DIR/stages-PID.* when it exits")
+    prof.add_argument("--profile-dir", metavar="DIR",
+                      help="per-request profiles for requests with x-perfkit-profile: $PERFKIT_PROFILE_SECRET (the secret comes only from the environment)")  # fmt: skip
+    prof.add_argument("--pyroscope", metavar="URL", help="continuous profiling: push to this pyroscope server, tagged by perfkit")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command to run")
     p.set_defaults(run=run)
 
@@ -58,10 +64,14 @@ def environment(args: argparse.Namespace, base: dict[str, str]) -> dict[str, str
         ("sampler_arg", "OTEL_TRACES_SAMPLER_ARG"),
         ("jsonl", "PERFKIT_JSONL_PATH"),
         ("export_mode", "PERFKIT_EXPORT_MODE"),
+        ("stage_profile", "PERFKIT_STAGE_PROFILE_DIR"),
+        ("profile_dir", "PERFKIT_PROFILE_DIR"),
+        ("pyroscope", "PERFKIT_PYROSCOPE_URL"),
     ):
         value = getattr(args, option)
         if value is not None:
-            env[variable] = value
+            # Directories absolute: workers may change directory before they write.
+            env[variable] = os.path.abspath(value) if option in ("stage_profile", "profile_dir") else value
     return env
 
 
@@ -75,6 +85,10 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(f"command not found: {command[0]}")
         if args.exporter == "jsonl" and not args.jsonl:
             raise CliError("--exporter jsonl needs --jsonl FILE")
+        if args.profile_dir and not os.environ.get("PERFKIT_PROFILE_SECRET"):
+            raise CliError("--profile-dir needs a secret: export PERFKIT_PROFILE_SECRET=<token> (not on the command line, where ps shows it)")
+        if args.pyroscope and not args.pyroscope.startswith(("http://", "https://")):
+            raise CliError(f"--pyroscope {args.pyroscope!r}: give the server's URL, e.g. http://127.0.0.1:4040")
         # exec: the command takes this process's place, so Ctrl-C and signals reach it directly.
         os.execve(executable, command, environment(args, dict(os.environ)))
         return 0  # not reached

@@ -60,6 +60,9 @@ def _on_import(module: ModuleType) -> None:
             server_timing="off" if os.environ.get("PERFKIT_SERVER_TIMING") == "off" else "on",
             overhead_header="off" if os.environ.get("PERFKIT_OVERHEAD_HEADER") == "off" else "on",
         )
+        from .._profile._setup import from_environment
+
+        from_environment(module.app)
     except Exception as exc:  # never stop the proxy from starting
         logger.warning("perfkit: could not instrument the LiteLLM proxy (%s: %s); it runs uninstrumented", type(exc).__name__, exc)
 

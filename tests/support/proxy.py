@@ -28,7 +28,9 @@ def litellm_proxy(
     perfkit_args: tuple[str, ...] = (),
     env: dict[str, str] | None = None,
     pin_cpu: str | None = None,
+    pids: list[int] | None = None,
 ) -> Iterator[str]:
+    """Yields the proxy's URL; ``pids`` (if given) receives its main process id."""
     python = litellm_python(version)
     bin_dir = python.parent
     config = workdir / f"proxy-{free_port()}.yaml"
@@ -43,6 +45,8 @@ def litellm_proxy(
     log = log_path.open("wb")
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env={**litellm_env(), **(env or {})}, cwd=workdir)
     url = f"http://127.0.0.1:{port}"
+    if pids is not None:
+        pids.append(process.pid)  # perfkit run execs the proxy: same pid
     try:
         deadline = time.monotonic() + 120
         while True:

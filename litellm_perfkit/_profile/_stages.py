@@ -1,0 +1,192 @@
+"""Per-stage profiles: CPU samples of the event-loop thread, each attributed
+to the stage of the asyncio task that was running when it was taken.
+
+Thread tags cannot do this under asyncio: every request shares one thread.
+Task context can: a ``SIGPROF`` handler runs on the main thread between two
+bytecodes, inside the context of whatever task is running, so a ContextVar
+read there names that task's stage. While the profiler is on, ``Stage``'s
+enter and exit also set that ContextVar; when it is off the original methods
+are back and stages cost exactly what they cost without it.
+
+Async-generator stages (``stream.iterate``) are found on the sampled stack
+itself: the frame of perfkit's ``_timed_generator`` carries the stage name.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections import Counter
+from contextvars import ContextVar
+from pathlib import Path
+from time import perf_counter_ns
+from types import CodeType, FrameType
+from typing import Any
+
+import orjson
+
+from .._core._stage import Stage, _timed_generator
+from .._version import __version__
+
+__all__ = ["StageProfiler", "NO_STAGE"]
+
+NO_STAGE = "(no stage)"
+# (stage name, entered at ns, the value before): a per-context stack.
+_PROFILED: ContextVar[tuple[str, int, Any] | None] = ContextVar("perfkit_profiled_stage", default=None)
+_ORIGINAL_ENTER = Stage.__enter__
+_ORIGINAL_EXIT = Stage.__exit__
+_GENERATOR_CODE = _timed_generator.__code__
+
+
+def _enter(self: Stage) -> Stage:
+    result = _ORIGINAL_ENTER(self)
+    if self._timeline is not None:
+        _PROFILED.set((self.name, perf_counter_ns(), _PROFILED.get()))
+    return result
+
+
+def _exit(self: Stage, *exc: Any) -> None:
+    if self._timeline is not None:
+        current = _PROFILED.get()
+        if current is not None:
+            _PROFILED.set(current[2])
+    _ORIGINAL_EXIT(self, *exc)
+
+
+class StageProfiler:
+    """Samples the main thread's stack every ``interval_s`` of process CPU time.
+
+    ``start()`` and ``stop()`` must be called on the main thread (where
+    uvicorn and the LiteLLM proxy run their event loop). ``write(directory)``
+    gives one speedscope file with a profile per stage, and a folded-stacks
+    file per stage (for flamegraph.pl or inferno).
+    """
+
+    def __init__(self, interval_s: float = 0.005, max_depth: int = 200) -> None:
+        if interval_s <= 0:
+            raise ValueError("interval_s must be positive")
+        self.interval_s = interval_s
+        self.max_depth = max_depth
+        self.samples: dict[str, Counter[tuple[CodeType, ...]]] = {}
+        self.errors = 0
+        self._previous_handler: Any = None
+        self.running = False
+
+    # -- on / off -------------------------------------------------------------
+    def start(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            raise RuntimeError("StageProfiler.start() must run on the main thread (it installs a SIGPROF handler)")
+        if self.running:
+            return
+        self._previous_handler = signal.signal(signal.SIGPROF, self._sample)
+        Stage.__enter__ = _enter  # type: ignore[method-assign]
+        Stage.__exit__ = _exit  # type: ignore[method-assign]
+        signal.setitimer(signal.ITIMER_PROF, self.interval_s, self.interval_s)
+        self.running = True
+
+    def stop(self) -> None:
+        if not self.running:
+            return
+        signal.setitimer(signal.ITIMER_PROF, 0, 0)
+        signal.signal(signal.SIGPROF, self._previous_handler or signal.SIG_DFL)
+        Stage.__enter__ = _ORIGINAL_ENTER  # type: ignore[method-assign]
+        Stage.__exit__ = _ORIGINAL_EXIT  # type: ignore[method-assign]
+        self.running = False
+
+    def __enter__(self) -> StageProfiler:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- the signal handler: runs on the main thread, in the running task's context
+    def _sample(self, signum: int, frame: FrameType | None) -> None:
+        try:
+            stack: list[CodeType] = []
+            generator: tuple[str, int] | None = None
+            depth = 0
+            while frame is not None and depth < self.max_depth:
+                code = frame.f_code
+                if code is _GENERATOR_CODE and generator is None:
+                    local = frame.f_locals
+                    generator = (local.get("name", "?"), local.get("started", 0))
+                stack.append(code)
+                frame = frame.f_back
+                depth += 1
+            stage = self._stage_of(generator)
+            stack.reverse()
+            counter = self.samples.get(stage)
+            if counter is None:
+                counter = self.samples[stage] = Counter()
+            counter[tuple(stack)] += 1
+        except Exception:  # never let a sample break the host
+            self.errors += 1
+
+    @staticmethod
+    def _stage_of(generator: tuple[str, int] | None) -> str:
+        block = _PROFILED.get()
+        if generator is None:
+            return block[0] if block is not None else NO_STAGE
+        if block is None:
+            return generator[0]
+        # The innermost of the two: whichever was entered last.
+        return block[0] if block[1] > generator[1] else generator[0]
+
+    # -- output -----------------------------------------------------------------
+    def counts(self) -> dict[str, int]:
+        return {stage: sum(counter.values()) for stage, counter in self.samples.items()}
+
+    def speedscope(self, name: str = "perfkit stage profile") -> dict[str, Any]:
+        """One sampled profile per stage, sharing one frame table (speedscope's file format)."""
+        frames: list[dict[str, Any]] = []
+        index: dict[CodeType, int] = {}
+
+        def frame_id(code: CodeType) -> int:
+            found = index.get(code)
+            if found is None:
+                found = index[code] = len(frames)
+                frames.append({"name": code.co_name, "file": code.co_filename, "line": code.co_firstlineno})
+            return found
+
+        profiles = []
+        for stage, counter in sorted(self.samples.items(), key=lambda item: -sum(item[1].values())):
+            stacks = list(counter.items())
+            total = sum(counter.values()) * self.interval_s
+            profiles.append({
+                "type": "sampled", "name": stage, "unit": "seconds", "startValue": 0, "endValue": total,
+                "samples": [[frame_id(code) for code in stack] for stack, _ in stacks],
+                "weights": [count * self.interval_s for _, count in stacks],
+            })  # fmt: skip
+        return {
+            "$schema": "https://www.speedscope.app/file-format-schema.json",
+            "shared": {"frames": frames},
+            "profiles": profiles,
+            "name": name,
+            "activeProfileIndex": 0,
+            "exporter": f"litellm_perfkit {__version__}",
+        }
+
+    def folded(self, stage: str) -> str:
+        """``root;caller;callee count`` lines (Brendan Gregg's collapsed format)."""
+        lines = []
+        for stack, count in self.samples.get(stage, Counter()).items():
+            names = ";".join(f"{code.co_name} ({Path(code.co_filename).name}:{code.co_firstlineno})" for code in stack)
+            lines.append(f"{names} {count}")
+        return "\n".join(sorted(lines)) + "\n"
+
+    def write(self, directory: str | Path, prefix: str = "stages") -> list[Path]:
+        """``prefix.speedscope.json`` plus ``prefix.STAGE.folded`` per stage."""
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        written = [out / f"{prefix}.speedscope.json"]
+        written[0].write_bytes(orjson.dumps(self.speedscope(f"{prefix}: samples by stage")))
+        for stage in self.samples:
+            path = out / f"{prefix}.{_file_safe(stage)}.folded"
+            path.write_text(self.folded(stage))
+            written.append(path)
+        return written
+
+
+def _file_safe(stage: str) -> str:
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in stage)

@@ -1,0 +1,120 @@
+"""Per-stage profiles: samples go to the stage of the task that was running."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from litellm_perfkit import PerfkitMiddleware, stage
+from litellm_perfkit._core._stage import Stage
+from litellm_perfkit.profiling import StageProfiler
+from tests.support.speedscope import validate_speedscope
+
+
+def hash_passwords_in_auth() -> int:
+    """The known CPU-heavy function: it runs only inside the auth stage."""
+    return sum(i * i % 7 for i in range(60_000))
+
+
+def encode_in_serialize() -> int:
+    return sum(len(str(i)) for i in range(30_000))
+
+
+def iterate_in_stream() -> int:
+    return sum(i % 3 for i in range(20_000))
+
+
+async def chat(request: Request) -> Response:
+    async with stage("auth"):
+        await asyncio.sleep(0)  # let other requests' tasks run inside this stage
+        hash_passwords_in_auth()
+    async with stage("route"):
+        await asyncio.sleep(0)
+    if request.query_params.get("stream"):
+        return StreamingResponse(_chunks(), media_type="text/event-stream")
+    with stage("serialize"):
+        encode_in_serialize()
+    return JSONResponse({"ok": True})
+
+
+@stage("stream.iterate")
+async def _chunks():  # type: ignore[no-untyped-def]
+    for _ in range(3):
+        iterate_in_stream()
+        await asyncio.sleep(0)
+        yield b'data: {"choices":[{"delta":{"content":"x"}}]}\n\n'
+    yield b"data: [DONE]\n\n"
+
+
+APP = PerfkitMiddleware(Starlette(routes=[Route("/chat", chat, methods=["POST"])]))
+
+
+async def load(requests: int) -> None:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=APP), base_url="http://test") as client:
+        for _ in range(requests // 8):
+            await asyncio.gather(*(client.post("/chat" + ("?stream=1" if i % 2 else "")) for i in range(8)))
+
+
+def functions_in(profile: dict, frames: list[dict]) -> set[str]:
+    return {frames[i]["name"] for stack in profile["samples"] for i in stack}
+
+
+def test_a_cpu_heavy_function_shows_in_its_own_stage_only(tmp_path: Path) -> None:
+    with StageProfiler(interval_s=0.002) as profiler:
+        asyncio.run(load(96))
+    written = profiler.write(tmp_path, prefix="test")
+    document = json.loads((tmp_path / "test.speedscope.json").read_text())
+    validate_speedscope(document)
+    frames = document["shared"]["frames"]
+    by_stage = {p["name"]: functions_in(p, frames) for p in document["profiles"]}
+    counts = profiler.counts()
+    assert counts["auth"] >= 20, counts
+    assert "hash_passwords_in_auth" in by_stage["auth"]
+    assert "encode_in_serialize" in by_stage["serialize"]
+    assert "iterate_in_stream" in by_stage["stream.iterate"]
+    for stage_name, functions in by_stage.items():
+        if stage_name != "auth":
+            assert "hash_passwords_in_auth" not in functions, stage_name
+        if stage_name != "serialize":
+            assert "encode_in_serialize" not in functions, stage_name
+        if stage_name != "stream.iterate":
+            assert "iterate_in_stream" not in functions, stage_name
+    folded = (tmp_path / "test.auth.folded").read_text()
+    assert "hash_passwords_in_auth (test_stages.py:" in folded
+    assert len(written) == 1 + len(by_stage)
+    assert profiler.errors == 0
+
+
+def test_off_means_the_original_stage_methods() -> None:
+    enter, leave = Stage.__enter__, Stage.__exit__
+    profiler = StageProfiler()
+    profiler.start()
+    assert Stage.__enter__ is not enter
+    profiler.stop()
+    assert Stage.__enter__ is enter and Stage.__exit__ is leave
+    asyncio.run(load(8))
+    assert profiler.counts() == {} or sum(profiler.counts().values()) < 5  # nothing sampled once stopped
+
+
+def test_start_off_the_main_thread_is_refused() -> None:
+    import threading
+
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            StageProfiler().start()
+        except RuntimeError as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    assert errors and "main thread" in str(errors[0])
