@@ -2,7 +2,8 @@
 
 Each holds ``litellm[proxy]==VERSION`` exactly (a loose range makes pip
 backtrack for minutes) and this perfkit, installed editable without its
-dependencies (litellm's own pins satisfy perfkit's ranges). They live under
+dependencies (litellm's own pins satisfy perfkit's ranges), plus pyinstrument
+for per-request profiles (litellm pins pyroscope-io itself). They live under
 ``$PERFKIT_CACHE_DIR`` (default ``~/.cache/litellm_perfkit``), never in a repo.
 """
 
@@ -27,8 +28,17 @@ OFFLINE_ENV = {
 }
 
 
+PYINSTRUMENT = ">=4.6"
+
+
 class VenvError(RuntimeError):
     pass
+
+
+def _pip(python: Path, venv: Path, what: str, *args: str) -> None:
+    result = subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *args], capture_output=True, text=True)
+    if result.returncode != 0:
+        raise VenvError(f"cannot install {what} into {venv}: {result.stderr.strip()[-300:]}")
 
 
 def litellm_python(version: str) -> Path:
@@ -48,12 +58,14 @@ def litellm_python(version: str) -> Path:
             raise VenvError(f"cannot install litellm[proxy]=={version}: {tail[0]}")
         marker.write_text(version)
     check = subprocess.run(
-        [str(python), "-c", "import litellm_perfkit, os; print(os.path.dirname(litellm_perfkit.__file__))"],
+        [str(python), "-c", "import importlib.util as u, litellm_perfkit, os; print(os.path.dirname(litellm_perfkit.__file__)); "
+                            "print(u.find_spec('pyinstrument') is not None)"],
         capture_output=True,
         text=True,
-    )
-    if check.returncode != 0 or Path(check.stdout.strip()).parent != PACKAGE_ROOT:
-        result = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "-e", str(PACKAGE_ROOT)], capture_output=True, text=True)
-        if result.returncode != 0:
-            raise VenvError(f"cannot install perfkit into {venv}: {result.stderr.strip()[-300:]}")
+    )  # fmt: skip
+    lines = check.stdout.split()
+    if check.returncode != 0 or Path(lines[0]).parent != PACKAGE_ROOT:
+        _pip(python, venv, "perfkit", "--no-deps", "-e", str(PACKAGE_ROOT))
+    if check.returncode != 0 or lines[-1] != "True":  # per-request profiles; litellm does not pin it
+        _pip(python, venv, "pyinstrument", f"pyinstrument{PYINSTRUMENT}")
     return python

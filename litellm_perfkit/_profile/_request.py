@@ -39,6 +39,11 @@ class RequestProfileMiddleware:
     ) -> None:
         self.app = app
         self.secret = secret.encode() if secret else None
+        if self.secret is not None:
+            try:
+                from pyinstrument import Profiler  # noqa: F401 - fail at setup, not per request
+            except ImportError:
+                raise RuntimeError("per-request profiles need pyinstrument: pip install 'litellm_perfkit[profile]'") from None
         self.directory = Path(directory)
         self.max_profiles = max_profiles
         self.max_concurrent = max_concurrent
@@ -92,23 +97,28 @@ class RequestProfileMiddleware:
                 message = {**message, "headers": [*message.get("headers", []), (PROFILE_ID_HEADER, profile_id.encode())]}
             await send(message)
 
-        profiler = Profiler(interval=self.interval_s, async_mode="enabled")
-        profiler.start()
+        try:
+            profiler = Profiler(interval=self.interval_s, async_mode="enabled")
+            profiler.start()
+        except Exception as exc:  # the request is served as if unprofiled
+            internal_error("request profile", exc)
+            await self.app(scope, receive, send)
+            return
         try:
             await self.app(scope, receive, send_with_id)
         finally:
-            profiler.stop()
-            self._save(profiler, profile_id, scope.get("path", ""))
+            try:
+                profiler.stop()
+                self._save(profiler, profile_id, scope.get("path", ""))
+            except Exception as exc:
+                internal_error("request profile", exc)
 
     def _save(self, profiler: Any, profile_id: str, path: str) -> None:
         from pyinstrument.renderers import SpeedscopeRenderer
 
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            (self.directory / f"{profile_id}.html").write_text(profiler.output_html())
-            (self.directory / f"{profile_id}.speedscope.json").write_text(profiler.output(renderer=SpeedscopeRenderer()))
-            with self._lock:
-                self.written += 1
-            logger.info("perfkit: profile of %s written: %s", path, self.directory / f"{profile_id}.html")
-        except Exception as exc:  # a full disk must not fail the request
-            internal_error("request profile", exc)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        (self.directory / f"{profile_id}.html").write_text(profiler.output_html())
+        (self.directory / f"{profile_id}.speedscope.json").write_text(profiler.output(renderer=SpeedscopeRenderer()))
+        with self._lock:
+            self.written += 1
+        logger.info("perfkit: profile of %s written: %s", path, self.directory / f"{profile_id}.html")

@@ -84,3 +84,32 @@ def test_profiles_are_bounded_in_number_and_concurrency(tmp_path: Path) -> None:
         post(application, {"x-perfkit-profile": SECRET})
     assert len(list(tmp_path.glob("*.html"))) == 3
     assert application.written == 3
+
+
+def test_a_failing_profiler_never_changes_the_response(tmp_path: Path, monkeypatch: Any) -> None:
+    import pyinstrument
+
+    def broken(self: Any) -> None:
+        raise RuntimeError("profiler broke")
+
+    monkeypatch.setattr(pyinstrument.Profiler, "start", broken)
+    (response,) = post(app(tmp_path), {"x-perfkit-profile": SECRET})
+    assert response.status_code == 200 and response.json() == {"ok": True}
+    assert "x-perfkit-profile-id" not in response.headers
+    # a directory that cannot be written: served, counted, not raised
+    monkeypatch.undo()
+    blocked = tmp_path / "file"
+    blocked.write_text("not a directory")
+    (response,) = post(app(blocked), {"x-perfkit-profile": SECRET})
+    assert response.status_code == 200 and response.json() == {"ok": True}
+
+
+def test_without_pyinstrument_a_secret_is_refused_at_setup(tmp_path: Path, monkeypatch: Any) -> None:
+    import sys
+
+    import pytest
+
+    monkeypatch.setitem(sys.modules, "pyinstrument", None)
+    with pytest.raises(RuntimeError, match=r"pip install 'litellm_perfkit\[profile\]'"):
+        app(tmp_path)
+    app(tmp_path, secret=None)  # off: no need for it
