@@ -19,12 +19,13 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import orjson
 
 from .._load import Driver, LoadPlan, LocustError, Workload, WorkloadError, run_load
+from .._profile import FlamegraphOptions, ProfileError, start_recording, stop_recording
 from .._version import __version__
 from ._analysis import stage_breakdown
 from ._procs import Child, Children, free_port, port_open, tree_usage
@@ -89,6 +90,8 @@ class BenchOptions:
     label: str = "bench"
     driver: Driver = "perfkit"
     processes: int = 1  # load-driver processes
+    flamegraph: Literal["off", "speedscope", "svg"] = "off"  # py-spy on the proxy during the first repeat
+    flamegraph_prefix: str = "perfkit-bench"  # files: PREFIX.TARGET.wN.speedscope.json / .svg
     progress: str = "auto"
     log: Any = field(default=sys.stderr, repr=False, compare=False)
 
@@ -233,6 +236,29 @@ def _results(direct: dict[str, Any], run: dict[str, Any], breakdown: dict[str, A
     }
 
 
+def _start_flamegraph(options: BenchOptions, proxy: Child | None, target: str, workers: int) -> tuple[Any, str] | None:
+    """py-spy on the proxy and its workers, non-blocking (it does not pause them to sample)."""
+    if options.flamegraph == "off" or proxy is None:
+        return None
+    slug = "".join(c if c.isalnum() or c in ".-" else "-" for c in target)
+    suffix = "speedscope.json" if options.flamegraph == "speedscope" else "svg"
+    output = str(Path(f"{options.flamegraph_prefix}.{slug}.w{workers}.{suffix}").resolve())
+    flamegraph = FlamegraphOptions(output=output, format=options.flamegraph, rate=50, subprocesses=True, nonblocking=True)
+    try:
+        return start_recording(flamegraph, proxy.process.pid), output
+    except ProfileError as exc:
+        raise BenchError(f"--flamegraph: {exc}") from None
+
+
+def _stop_flamegraph(options: BenchOptions, process: Any, output: str) -> str:
+    try:
+        path = stop_recording(process, output)
+    except ProfileError as exc:
+        raise BenchError(f"--flamegraph: {exc}") from None
+    _say(options, f"flamegraph of the proxy: {path}")
+    return str(path)
+
+
 def run_bench(options: BenchOptions) -> dict[str, Any]:
     started = time.time()
     runs = []
@@ -261,14 +287,18 @@ def run_bench(options: BenchOptions) -> dict[str, Any]:
                         _say(options, f"starting {target} with {workers} worker(s)")
                         url, proxy = _start_proxy(children, options, version, workers, upstream, receiver, workdir)
                     repeats = []
-                    for _ in range(options.repeats):
+                    flamegraph = None
+                    for repeat in range(options.repeats):
                         receiver.take()
+                        recording = _start_flamegraph(options, proxy, target, workers) if repeat == 0 else None
                         run = _one_run(url, options, receiver, workdir, proxy)
+                        if recording is not None:
+                            flamegraph = _stop_flamegraph(options, *recording)
                         run["breakdown"] = stage_breakdown(receiver.take(), run.pop("trace_ids"))
                         repeats.append(run)
                     if proxy is not None:
                         children.stop(proxy)
-                    runs.append(_summarize(target, version, workers, direct, repeats))
+                    runs.append({**_summarize(target, version, workers, direct, repeats), "flamegraph": flamegraph})
         finally:
             receiver.close()
     document: dict[str, Any] = {

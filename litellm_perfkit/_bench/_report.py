@@ -8,6 +8,8 @@ bars when several runs are given.
 from __future__ import annotations
 
 import html
+import os
+from pathlib import Path
 from typing import Any
 
 __all__ = ["render_html"]
@@ -142,8 +144,18 @@ def _table(run: dict[str, Any]) -> str:
     return f"<table><tr><th>stage</th><th>p50 ms</th><th>p95 ms</th><th>mean self ms</th><th>share</th></tr>{rows}</table>"
 
 
-def render_html(documents: list[tuple[str, dict[str, Any]]]) -> str:
-    """``documents``: (label, bench result) pairs; every run of each is drawn."""
+def _flamegraph_link(run: dict[str, Any], base: Path | None) -> str:
+    path = run.get("flamegraph")
+    if not path:
+        return ""
+    href = os.path.relpath(path, base) if base is not None else path
+    hint = "open it at speedscope.app or with npx speedscope" if str(path).endswith(".json") else "an SVG flamegraph"
+    return f'<p>Flamegraph of the proxy during this run: <a href="{html.escape(href)}">{html.escape(Path(path).name)}</a> ({hint})</p>'
+
+
+def render_html(documents: list[tuple[str, dict[str, Any]]], base: Path | None = None) -> str:
+    """``documents``: (label, bench result) pairs; every run of each is drawn.
+    ``base``: the HTML file's directory, for relative links to flamegraphs."""
     runs = [(f"{label}" if len(doc.get("runs") or [doc]) == 1 else f"{label} / {run['target']}", run)
             for label, doc in documents for run in (doc.get("runs") or [doc])]  # fmt: skip
     sections = [
@@ -155,7 +167,8 @@ def render_html(documents: list[tuple[str, dict[str, Any]]]) -> str:
     if len(runs) > 1:
         sections += ["<h2>A/B</h2>", _ab_bars("ab-bars", runs)]
     for n, (label, run) in enumerate(runs):
-        sections += [f"<h2>Where the overhead went: {html.escape(label)}</h2>", _waterfall(f"waterfall-{n}", run), _table(run)]
+        sections += [f"<h2>Where the overhead went: {html.escape(label)}</h2>", _waterfall(f"waterfall-{n}", run), _table(run),
+                     _flamegraph_link(run, base)]  # fmt: skip
     style = ("body{font-family:sans-serif;margin:24px;color:#111}h2{font-size:16px;margin-top:28px}"
              "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}"
              "td:first-child,th:first-child{text-align:left}")  # fmt: skip

@@ -31,6 +31,7 @@ examples:
   perfkit bench --litellm-version 1.83.14,1.103.0 --out sweep.json
   perfkit bench --workers 2 --repeats 3 --label my-change
   perfkit bench --workers 1,2 --driver locust --processes 2
+  perfkit bench --flamegraph speedscope     # then: perfkit report perfkit-bench.json --html report.html
   perfkit bench --proxy-command "python my_gateway.py --port {port} --upstream {upstream}"
 """
 
@@ -72,6 +73,8 @@ def add_parser(subparsers: Any) -> None:
     mock.add_argument("--chunks", type=positive_int, default=20)
     out = p.add_argument_group("output")
     out.add_argument("--label", default="bench", help="a name for this run (shown by compare)")
+    out.add_argument("--flamegraph", choices=["off", "speedscope", "svg"], default="off",
+                     help="py-spy flamegraph of the proxy and its workers during the first repeat, beside --out (needs ptrace rights)")  # fmt: skip
     out.add_argument("--out", default="perfkit-bench.json", help="result JSON (default: perfkit-bench.json)")
     out.add_argument("--progress", choices=["auto", "on", "off"], default="auto")
     p.set_defaults(run=run)
@@ -88,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
             config=args.config, workers=args.workers, concurrency=args.concurrency, stream_concurrency=args.stream_concurrency,
             duration_s=args.duration, warmup_s=args.warmup, repeats=args.repeats, prompt_repeats=args.prompt_repeats,
             ttft_ms=args.ttft_ms, itl_ms=args.itl_ms, chunks=args.chunks, label=args.label, progress=args.progress,
-            driver=args.driver, processes=args.processes,
+            driver=args.driver, processes=args.processes, flamegraph=args.flamegraph,
+            flamegraph_prefix=str(Path(args.out).with_suffix("")),
         )  # fmt: skip
         try:
             document = run_bench(options)

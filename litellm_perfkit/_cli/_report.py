@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     def action() -> int:
         documents = [(str(d.get("label") or path), d) for path, d in zip(args.results, load_results(args.results))]
         try:
-            Path(args.html).write_text(render_html(documents))
+            Path(args.html).write_text(render_html(documents, base=Path(args.html).resolve().parent))
         except OSError as exc:
             raise CliError(f"cannot write --html {args.html}: {exc.strerror}") from None
         print(f"written: {args.html}")

@@ -67,3 +67,20 @@ def test_bench_through_locust_folds_its_entries_into_the_result() -> None:
     for name, expected in DELAYS_MS.items():
         assert abs(document["stages"][name]["p50_ms"] - expected) <= max(0.05 * expected, 0.2), name
     assert "locust, 2 process(es)" in render_bench(document)
+
+
+def test_bench_flamegraph_of_the_gateway_is_linked_from_the_report(tmp_path: Path) -> None:
+    import json
+
+    from litellm_perfkit._bench._report import render_html
+    from tests.support.speedscope import validate_speedscope
+
+    command = f"{sys.executable} {ROOT / 'tests' / 'support' / 'delay_gateway.py'} --port {{port}} --upstream {{upstream}}"
+    document = run_bench(quick(proxy_command=command, flamegraph="speedscope", flamegraph_prefix=str(tmp_path / "bench")))
+    path = Path(document["flamegraph"])
+    assert path.parent == tmp_path and path.name.endswith(".w1.speedscope.json")
+    profile = json.loads(path.read_text())
+    validate_speedscope(profile)
+    assert any(f.get("file", "").endswith("delay_gateway.py") for f in profile["shared"]["frames"])
+    page = render_html([("bench", document)], base=tmp_path)
+    assert f'<a href="{path.name}">' in page
