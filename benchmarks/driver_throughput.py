@@ -1,4 +1,5 @@
-"""Load-generator speed: perfkit load vs wrk vs Locust FastHttpUser, per core.
+"""Load-generator speed: perfkit load vs wrk vs Locust FastHttpUser (plain, and
+perfkit's Locust user via ``perfkit load --driver locust``), per core.
 
 One mock provider (``perfkit mock``) runs pinned to core 0; each tool in turn
 runs pinned to core 1 against it, non-streaming chat completions, 64
@@ -39,13 +40,14 @@ class Chat(FastHttpUser):
 """
 
 
-def perfkit(url: str, duration: int) -> float:
+def perfkit(url: str, duration: int, driver: str = "perfkit") -> float:
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as out:
         path = out.name
     try:
         subprocess.run(
             ["taskset", "-c", "1", sys.executable, "-m", "litellm_perfkit._cli", "load", "--url", url, "--concurrency", "64",
-             "--duration", str(duration), "--prompt-repeats", "1", "--model", "m", "--progress", "off", "--out", path],
+             "--duration", str(duration), "--prompt-repeats", "1", "--model", "m", "--progress", "off", "--out", path,
+             "--driver", driver],
             check=True, capture_output=True,
         )  # fmt: skip
         result = json.loads(Path(path).read_text())
@@ -86,13 +88,14 @@ def main() -> int:
             print(f"needs {tool} (apt-get install wrk util-linux)", file=sys.stderr)
             return 2
     body = json.dumps(BODY).encode()
-    results: dict[str, list[float]] = {"wrk": [], "perfkit load": [], "locust FastHttpUser": []}
+    results: dict[str, list[float]] = {"wrk": [], "perfkit load": [], "locust FastHttpUser": [], "locust + perfkit user": []}
     with mock() as url:
         wrk(url, body, 2, 64)  # warm-up
         for _ in range(args.repeats):
             results["wrk"].append(wrk(url, body, args.duration, 64))
             results["perfkit load"].append(perfkit(url, args.duration))
             results["locust FastHttpUser"].append(locust(url, args.duration))
+            results["locust + perfkit user"].append(perfkit(url, args.duration, driver="locust"))
             print({k: v[-1] for k, v in results.items()}, file=sys.stderr)
     medians = {k: statistics.median(v) for k, v in results.items()}
     print(f"\none mock on core 0; each tool on core 1; 64 connections; {args.repeats} x {args.duration} s; medians\n")
