@@ -31,41 +31,47 @@ __all__ = ["STATE", "add_options"]
 
 def add_options(parser: Any, **_: Any) -> None:
     """The ``--perfkit-*`` options; each also reads a ``PERFKIT_*`` variable."""
-    group = parser  # LocustArgumentParser.add_argument (not a group's) knows include_in_web_ui and is_secret
-    group.add_argument("--perfkit-model", env_var="PERFKIT_MODEL", default="fake-openai-endpoint", help="model name to request")
-    group.add_argument("--perfkit-stream", env_var="PERFKIT_STREAM", choices=("on", "off"), default="on",
-                       help="stream responses (TTFT and chunk gaps are measured only when on)")  # fmt: skip
-    group.add_argument("--perfkit-prompt-repeats", env_var="PERFKIT_PROMPT_REPEATS", type=int, default=150,
-                       help="the prompt is a uuid plus LiteLLM's load-test sentence, this many times (150: about 2,700 tokens)")  # fmt: skip
-    group.add_argument("--perfkit-max-tokens", env_var="PERFKIT_MAX_TOKENS", type=int, default=0, help="max_tokens (0: not sent)")
-    group.add_argument("--perfkit-path", env_var="PERFKIT_PATH", default="/v1/chat/completions", help="endpoint path")
-    group.add_argument("--perfkit-api-key", env_var="PERFKIT_API_KEY", default="", is_secret=True,
-                       help="bearer key (default: $API_KEY, else sk-1234)")  # fmt: skip
-    group.add_argument("--perfkit-warmup", env_var="PERFKIT_WARMUP", type=float, default=0.0, include_in_web_ui=False,
-                       help="seconds after each process's first request that perfkit's histograms ignore")  # fmt: skip
-    group.add_argument("--perfkit-result", env_var="PERFKIT_RESULT", default="", include_in_web_ui=False,
-                       help="write the merged perfkit.load/1 document here when the test stops")  # fmt: skip
-    group.add_argument("--perfkit-jsonl-dir", env_var="PERFKIT_JSONL_DIR", default="", include_in_web_ui=False,
-                       help="each process writes one JSON line per request to DIR/locust-PID.jsonl")  # fmt: skip
+    # LocustArgumentParser.add_argument itself (not an argument group's) knows include_in_web_ui and is_secret.
+    parser.add_argument("--perfkit-model", env_var="PERFKIT_MODEL", default="fake-openai-endpoint", help="model name to request")
+    parser.add_argument("--perfkit-stream", env_var="PERFKIT_STREAM", choices=("on", "off"), default="on",
+                        help="stream responses (TTFT and chunk gaps are measured only when on)")  # fmt: skip
+    parser.add_argument("--perfkit-prompt-repeats", env_var="PERFKIT_PROMPT_REPEATS", type=int, default=150,
+                        help="the prompt is a uuid plus LiteLLM's load-test sentence, this many times (150: about 2,700 tokens)")  # fmt: skip
+    parser.add_argument("--perfkit-max-tokens", env_var="PERFKIT_MAX_TOKENS", type=int, default=0, help="max_tokens (0: not sent)")
+    parser.add_argument("--perfkit-path", env_var="PERFKIT_PATH", default="/v1/chat/completions", help="endpoint path")
+    parser.add_argument("--perfkit-api-key", env_var="PERFKIT_API_KEY", default="", is_secret=True,
+                        help="bearer key (default: $API_KEY, else sk-1234)")  # fmt: skip
+    parser.add_argument("--perfkit-warmup", env_var="PERFKIT_WARMUP", type=float, default=0.0, include_in_web_ui=False,
+                        help="seconds after the test starts (in each process) that perfkit's histograms ignore")  # fmt: skip
+    parser.add_argument("--perfkit-result", env_var="PERFKIT_RESULT", default="", include_in_web_ui=False,
+                        help="write the merged perfkit.load/1 document here when the test stops")  # fmt: skip
+    parser.add_argument("--perfkit-jsonl-dir", env_var="PERFKIT_JSONL_DIR", default="", include_in_web_ui=False,
+                        help="each process writes one JSON line per request to DIR/locust-PID.jsonl")  # fmt: skip
 
 
 class _State:
     """This process's share of the measurement (one per Locust process)."""
 
     def __init__(self) -> None:
+        self.jsonl: IO[bytes] | None = None
+        self.reset()
+
+    def reset(self) -> None:
+        if self.jsonl is not None:
+            self.jsonl.close()
         self.recorder = Recorder()
         self.first_wall = 0.0  # wall clock: the only clock shared across hosts
         self.last_wall = 0.0
         self.cpu_mark = time.process_time()
         self.cpu_s = 0.0
         self.processes: set[str] = set()
-        self.jsonl: IO[bytes] | None = None
+        self.jsonl = None
         self.warmup_until = 0.0  # wall clock: test start + --perfkit-warmup
         self.options: Any = None
         self.stopped: Environment | None = None  # set at test_stop on the master
 
     def start(self, environment: Environment) -> None:
-        self.__init__()  # type: ignore[misc]
+        self.reset()
         self.options = environment.parsed_options
         self.warmup_until = time.time() + float(getattr(self.options, "perfkit_warmup", 0.0) or 0.0)
 
