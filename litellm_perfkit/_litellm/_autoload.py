@@ -60,9 +60,13 @@ def _on_import(module: ModuleType) -> None:
             server_timing="off" if os.environ.get("PERFKIT_SERVER_TIMING") == "off" else "on",
             overhead_header="off" if os.environ.get("PERFKIT_OVERHEAD_HEADER") == "off" else "on",
         )
+        from .._core._lifespan import OnShutdown
         from .._profile._setup import from_environment
 
         from_environment(module.app)
+        # Flush the last spans when the worker shuts down: atexit never runs
+        # after uvicorn re-raises SIGTERM.
+        module.app.add_middleware(OnShutdown, callback=litellm_perfkit.shutdown)
     except Exception as exc:  # never stop the proxy from starting
         logger.warning("perfkit: could not instrument the LiteLLM proxy (%s: %s); it runs uninstrumented", type(exc).__name__, exc)
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import atexit
 import os
-from typing import Any, Callable
+from typing import Any
 
 from .._core._guard import logger
+from .._core._lifespan import OnShutdown
 
 __all__ = ["from_environment"]
 
@@ -62,25 +63,5 @@ def _stage_profiles(app: Any, env: Any) -> None:
 
     # uvicorn re-raises SIGTERM after a graceful shutdown, so atexit alone would
     # never run: write when the app's lifespan has shut down, else at exit.
-    app.add_middleware(_OnShutdown, callback=write)
+    app.add_middleware(OnShutdown, callback=write)
     atexit.register(write)
-
-
-class _OnShutdown:
-    """Pure ASGI: calls ``callback`` once the app reports its lifespan shutdown."""
-
-    def __init__(self, app: Any, callback: Callable[[], None]) -> None:
-        self.app = app
-        self.callback = callback
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "lifespan":
-            await self.app(scope, receive, send)
-            return
-
-        async def send_then_callback(message: Any) -> None:
-            if message["type"] in ("lifespan.shutdown.complete", "lifespan.shutdown.failed"):
-                self.callback()
-            await send(message)
-
-        await self.app(scope, receive, send_then_callback)

@@ -234,3 +234,17 @@ def test_perfkit_registers_no_callback_and_changes_no_flag(version: str) -> None
     state = orjson.loads(result.stdout.strip().splitlines()[-1])
     assert state["before"] == state["after"]
     assert state["instrumented"] >= 15
+
+
+def test_sigterm_flushes_the_last_spans(tmp_path: Path) -> None:
+    """uvicorn re-raises SIGTERM after its graceful shutdown, so atexit never
+    runs: perfkit must flush at the app's lifespan shutdown. A 10 s export
+    delay keeps every span queued until the proxy is told to stop."""
+    with mock_process("--ttft-ms", "2", "--chunks", "3") as upstream, otlp_receiver() as (endpoint, received):
+        args = ("--endpoint", endpoint, "--protocol", "http/json")
+        with litellm_proxy("1.103.0", upstream, tmp_path, perfkit_args=args, env={"OTEL_BSP_SCHEDULE_DELAY": "10000"}) as url:
+            send_traffic(url, 5)
+            assert not spans_of(received), "spans were exported before the stop: the delay did not hold them"
+        # litellm_proxy's exit sent SIGTERM and waited for the process to end.
+        requests = requests_of(received, 10, timeout_s=10)
+    assert len(requests) == 10
