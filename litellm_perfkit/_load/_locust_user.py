@@ -48,7 +48,13 @@ class ChatCompletionsUser(FastHttpUser):  # type: ignore[misc]
     wait_time = constant(0)
 
     @task
+    def _chat_task(self) -> None:
+        # Locust keeps the decorated function object itself, so a subclass's
+        # override of a @task method would be ignored: dispatch by name instead.
+        self.chat()
+
     def chat(self) -> None:
+        """The task: one request. Override it (``self.chat_completion(model=...)``)."""
         self.chat_completion()
 
     # -- one request ----------------------------------------------------------
@@ -96,13 +102,13 @@ class ChatCompletionsUser(FastHttpUser):  # type: ignore[misc]
         exchange.status = response.status_code
         raw_headers = response.headers or {}
         exchange.headers = {k: str(raw_headers.get(k)) for k in CAPTURED_HEADERS if raw_headers.get(k) is not None}
+        if response.status_code >= 400:  # such a response also carries an .error: the status says more
+            exchange.error, exchange.detail = _error_class(response.status_code), (response.text or "")[:200]
+            return
         if response.status_code == 0 or getattr(response, "error", None) is not None:
             error = getattr(response, "error", None)
             refused = isinstance(error, ConnectionRefusedError)
             exchange.error, exchange.detail = ("connection_refused" if refused else "connect_error"), repr(error)
-            return
-        if response.status_code >= 400:
-            exchange.error, exchange.detail = _error_class(response.status_code), (response.text or "")[:200]
             return
         try:
             if stream:

@@ -86,3 +86,19 @@ def test_master_and_two_workers_through_the_proxy(upstream: str, tmp_path: Path)
     assert set(stages) == set(perfkit["server_timing"]), (stages, perfkit["server_timing"].keys())
     for name, count in stages.items():
         assert perfkit["server_timing"][name]["count"] == count
+
+
+def test_a_subclass_task_and_the_mock_quota(tmp_path: Path) -> None:
+    """RateLimitedDeployments overrides chat() (model "rate-limited"); against a
+    mock allowing 10 requests a minute, exactly 10 succeed and the rest are 429s."""
+    jsonl = tmp_path / "jsonl"
+    with mock_process("--ttft-ms", "1", "--chunks", "3", "--rpm", "10") as upstream:
+        command = [str(LOCUST), "-f", str(ROOT / "examples" / "locustfile.py"), "--headless", "-u", "4", "-r", "4", "-t", "4s",
+                   "--host", upstream, "--perfkit-result", str(tmp_path / "r.json"), "--perfkit-jsonl-dir", str(jsonl),
+                   "RateLimitedDeployments"]  # fmt: skip
+        subprocess.run(command, cwd=tmp_path, capture_output=True, timeout=90)
+    summary = orjson.loads((tmp_path / "r.json").read_bytes())["summary"]
+    assert summary["ok"] == 10
+    assert set(summary["errors_by_class"]) == {"http_429"} and summary["errors_by_class"]["http_429"] >= 10
+    records = [orjson.loads(line) for path in jsonl.glob("*.jsonl") for line in path.read_bytes().splitlines()]
+    assert len(records) == summary["requests"] and {r["model"] for r in records} == {"rate-limited"}
