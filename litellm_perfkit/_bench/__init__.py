@@ -291,7 +291,12 @@ def run_bench(options: BenchOptions) -> dict[str, Any]:
                     for repeat in range(options.repeats):
                         receiver.take()
                         recording = _start_flamegraph(options, proxy, target, workers) if repeat == 0 else None
-                        run = _one_run(url, options, receiver, workdir, proxy)
+                        try:
+                            run = _one_run(url, options, receiver, workdir, proxy)
+                        except BaseException:  # Ctrl-C or a failed phase: py-spy runs in its own session
+                            if recording is not None:
+                                recording[0].kill()
+                            raise
                         if recording is not None:
                             flamegraph = _stop_flamegraph(options, *recording)
                         run["breakdown"] = stage_breakdown(receiver.take(), run.pop("trace_ids"))
