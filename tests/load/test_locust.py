@@ -93,12 +93,13 @@ def test_a_subclass_task_and_the_mock_quota(tmp_path: Path) -> None:
     mock allowing 10 requests a minute, exactly 10 succeed and the rest are 429s."""
     jsonl = tmp_path / "jsonl"
     with mock_process("--ttft-ms", "1", "--chunks", "3", "--rpm", "10") as upstream:
-        command = [str(LOCUST), "-f", str(ROOT / "examples" / "locustfile.py"), "--headless", "-u", "4", "-r", "4", "-t", "4s",
+        command = [str(LOCUST), "-f", str(ROOT / "examples" / "locustfile.py"), "--headless", "-u", "6", "-r", "6", "-t", "8s",
                    "--host", upstream, "--perfkit-result", str(tmp_path / "r.json"), "--perfkit-jsonl-dir", str(jsonl),
                    "RateLimitedDeployments"]  # fmt: skip
-        subprocess.run(command, cwd=tmp_path, capture_output=True, timeout=90)
+        locust = subprocess.run(command, cwd=tmp_path, capture_output=True, timeout=90)
+    assert (tmp_path / "r.json").exists(), locust.stderr.decode()[-2000:]
     summary = orjson.loads((tmp_path / "r.json").read_bytes())["summary"]
-    assert summary["ok"] == 10
+    assert summary["ok"] == 10, summary
     assert set(summary["errors_by_class"]) == {"http_429"} and summary["errors_by_class"]["http_429"] >= 10
     records = [orjson.loads(line) for path in jsonl.glob("*.jsonl") for line in path.read_bytes().splitlines()]
     assert len(records) == summary["requests"] and {r["model"] for r in records} == {"rate-limited"}
