@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 import statistics
 import sys
 import tempfile
@@ -24,6 +23,7 @@ from typing import Any, Literal
 import httpx
 import orjson
 
+from .._executables import find_executable
 from .._load import Driver, LoadPlan, LocustError, Workload, WorkloadError, run_load
 from .._profile import FlamegraphOptions, ProfileError, start_recording, stop_recording
 from .._version import __version__
@@ -132,9 +132,8 @@ def _proxy_bin(version: str | None) -> tuple[Path, Path]:
         except VenvError as exc:
             raise BenchError(str(exc)) from None
         return python.parent / "litellm", python.parent / "perfkit"
-    here = Path(sys.executable).parent
-    litellm = here / "litellm" if (here / "litellm").exists() else shutil.which("litellm")
-    perfkit = here / "perfkit" if (here / "perfkit").exists() else shutil.which("perfkit")
+    litellm = find_executable("litellm")
+    perfkit = find_executable("perfkit")
     if litellm is None:
         raise BenchError(
             "the LiteLLM proxy is not installed here: pip install 'litellm_perfkit[litellm]', "

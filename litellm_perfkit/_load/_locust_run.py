@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from .._executables import find_executable
 from ._runner import LoadPlan
 from ._workload import Workload, WorkloadError
 
@@ -28,8 +27,7 @@ class LocustError(RuntimeError):
 
 
 def locust_executable() -> str:
-    here = Path(sys.executable).parent / "locust"
-    found = str(here) if here.exists() else shutil.which("locust")
+    found = find_executable("locust")
     if found is None:
         raise LocustError("--driver locust needs Locust: pip install 'litellm_perfkit[locust]'")
     return found

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import time
-import uuid
 from time import perf_counter_ns
 from typing import Any
 
@@ -25,7 +24,7 @@ from .._core._headers import parse_server_timing
 from .._core._sse import has_content_delta
 from ._http import CAPTURED_HEADERS, Exchange
 from ._locust_merge import STATE, add_options
-from ._workload import SEED_SENTENCE
+from ._workload import seed_prompt
 
 __all__ = ["ChatCompletionsUser"]
 
@@ -68,7 +67,7 @@ class ChatCompletionsUser(FastHttpUser):  # type: ignore[misc]
         label = name or f"{path} ({'stream' if stream else 'json'})"
         body: dict[str, Any] = {
             "model": model,
-            "messages": [{"role": "user", "content": f"{uuid.uuid4()}{SEED_SENTENCE}" * getattr(options, "perfkit_prompt_repeats", 150)}],
+            "messages": [{"role": "user", "content": seed_prompt(getattr(options, "perfkit_prompt_repeats", 150))}],
         }
         if stream:
             body["stream"] = True

@@ -11,10 +11,15 @@ from urllib.parse import urlsplit
 
 import orjson
 
-__all__ = ["Workload", "WorkloadError", "endpoint_url", "SEED_SENTENCE"]
+__all__ = ["Workload", "WorkloadError", "endpoint_url", "seed_prompt", "SEED_SENTENCE"]
 
 # The sentence of LiteLLM's own load tests, repeated with a uuid to avoid cache hits.
 SEED_SENTENCE = " This is a test there will be no cache hits and we'll fill up the context"
+
+
+def seed_prompt(repeats: int) -> str:
+    """LiteLLM's load-test prompt: a fresh uuid and the sentence, ``repeats`` times."""
+    return f"{uuid.uuid4()}{SEED_SENTENCE}" * repeats
 
 
 class WorkloadError(ValueError):
@@ -75,11 +80,11 @@ class Workload:
             body_obj.setdefault("model", model)
             model = str(body_obj["model"])
         elif self.path.endswith("/embeddings"):
-            body_obj = {"model": model, "input": f"{uuid.uuid4()}{SEED_SENTENCE}" * self.prompt_repeats}
+            body_obj = {"model": model, "input": seed_prompt(self.prompt_repeats)}
         elif self.path.endswith("/chat/completions"):
-            body_obj = {"model": model, "messages": [{"role": "user", "content": f"{uuid.uuid4()}{SEED_SENTENCE}" * self.prompt_repeats}]}
+            body_obj = {"model": model, "messages": [{"role": "user", "content": seed_prompt(self.prompt_repeats)}]}
         else:
-            body_obj = {"model": model, "prompt": f"{uuid.uuid4()}{SEED_SENTENCE}" * self.prompt_repeats}
+            body_obj = {"model": model, "prompt": seed_prompt(self.prompt_repeats)}
         if self.stream:
             body_obj["stream"] = True
             body_obj.setdefault("stream_options", {"include_usage": True})

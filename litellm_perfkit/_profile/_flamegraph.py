@@ -7,16 +7,16 @@ target runs unmodified; it needs the right to ptrace the target.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import orjson
+
+from .._executables import find_executable
 
 __all__ = ["conform_speedscope", "FlamegraphOptions", "ProfileError", "PTRACE_HELP", "py_spy_command", "record", "start_recording", "stop_recording"]
 
@@ -47,8 +47,7 @@ class FlamegraphOptions:
 
 
 def _py_spy() -> str:
-    here = Path(sys.executable).parent / "py-spy"
-    found = str(here) if here.exists() else shutil.which("py-spy")
+    found = find_executable("py-spy")
     if found is None:
         raise ProfileError("py-spy is not installed: pip install 'litellm_perfkit[profile]'")
     return found
