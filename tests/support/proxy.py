@@ -53,7 +53,10 @@ def litellm_proxy(
             if process.poll() is not None:
                 raise RuntimeError(f"the proxy exited:\n{log_path.read_text()[-3000:]}")
             with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{url}/health/liveliness", timeout=1).status_code == 200:
+                # One worker answers health checks before the others have
+                # imported LiteLLM; wait for each worker's own startup line.
+                healthy = httpx.get(f"{url}/health/liveliness", timeout=1).status_code == 200
+                if healthy and log_path.read_text(errors="replace").count("Application startup complete.") >= workers:
                     break
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the proxy did not become healthy:\n{log_path.read_text()[-3000:]}")
