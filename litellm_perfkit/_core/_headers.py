@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["METRIC_NAMES", "format_server_timing", "metric_name", "parse_server_timing", "parse_traceparent", "server_timing_entry"]
+__all__ = ["METRIC_NAMES", "THOUSANDTHS", "format_ms", "format_server_timing", "metric_name", "parse_server_timing", "parse_traceparent", "server_timing_entry"]
 
 _NOT_TCHAR = re.compile(r"[^!#$%&'*+\-.^_`|~0-9A-Za-z]")
 _SERVER_TIMING_DUR = re.compile(r"([!#$%&'*+\-.^_`|~0-9A-Za-z]+)[^,]*?;\s*dur=([0-9.]+)")
@@ -22,9 +22,22 @@ def metric_name(stage: str) -> str:
     return name
 
 
+THOUSANDTHS = [f".{n:03d}" for n in range(1000)]
+
+
+def format_ms(duration_ns: int) -> str:
+    """``0.410``: nanoseconds as milliseconds with 3 decimals (rounded half up).
+
+    Integer arithmetic and a table instead of a float format: this runs for
+    every stage of every request, and ``f"{x:.3f}"`` costs several times more.
+    """
+    us = (duration_ns + 500) // 1000 if duration_ns > 0 else 0
+    return str(us // 1000) + THOUSANDTHS[us % 1000]
+
+
 def server_timing_entry(stage: str, duration_ns: int) -> str:
     """``auth;dur=0.410``: one Server-Timing metric, duration in ms."""
-    return f"{METRIC_NAMES.get(stage) or metric_name(stage)};dur={duration_ns / 1e6:.3f}"
+    return (METRIC_NAMES.get(stage) or metric_name(stage)) + ";dur=" + format_ms(duration_ns)
 
 
 def format_server_timing(stages: list[tuple[str, int]]) -> bytes:

@@ -16,13 +16,14 @@ def _discard(timeline: Timeline) -> None:
     return None
 
 
-_sink: Sink = _discard
+# Read as ``_sink.sink`` by the middleware: one attribute lookup per request.
+sink: Sink = _discard
 
 
-def set_sink(sink: Sink | None) -> None:
-    global _sink
-    _sink = _discard if sink is None else sink
+def set_sink(new: Sink | None) -> None:
+    global sink
+    sink = _discard if new is None else new
 
 
 def get_sink() -> Sink:
-    return _sink
+    return sink

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import AsyncGenerator, Awaitable, Callable, Generator
+from contextvars import Token
 from time import perf_counter_ns
 from types import TracebackType
 from typing import Any, TypeVar, cast
@@ -22,13 +23,19 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class Stage:
-    """Records the time between enter and exit as stage ``name``.
+    """Record a named stage of the current request.
 
-    Use one instance per ``with`` block (``with stage("auth"):``); as a
-    decorator the instance only holds the name, so it may be shared.
+    ``with stage("auth"): ...``, ``async with stage("auth"): ...``, or as a
+    decorator on a sync function, an async function or an async generator
+    function. On an async generator it records the time spent in the
+    generator's own code (time suspended waiting on others excluded) and the
+    number of items it yielded, summed per request.
+
+    Use one instance per ``with`` block; as a decorator the instance only
+    holds the name, so it may be shared.
     """
 
-    __slots__ = ("name", "_timeline", "_index", "_parent", "_start", "_token")
+    __slots__ = ("name", "_timeline", "_index", "_start", "_token")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -40,7 +47,8 @@ class Stage:
             self._timeline = timeline
             self._index = index = timeline.next_index
             timeline.next_index = index + 1
-            self._parent = OPEN_STAGE.get()
+            # The token remembers the enclosing stage (its old value): the
+            # parent, with no separate lookup.
             self._token = OPEN_STAGE.set(index)
             self._start = perf_counter_ns()
         return self
@@ -54,11 +62,13 @@ class Stage:
         timeline = self._timeline
         if timeline is not None:
             end = perf_counter_ns()
-            timeline.finished.append((self._index, self.name, self._start, end, self._parent))
+            token = self._token
+            parent = token.old_value
+            timeline.finished.append((self._index, self.name, self._start, end, -1 if parent is _NO_PARENT else parent))
             try:
-                OPEN_STAGE.reset(self._token)
+                OPEN_STAGE.reset(token)
             except ValueError:  # exited in another context (a generator moved between tasks)
-                OPEN_STAGE.set(self._parent)
+                OPEN_STAGE.set(-1 if parent is _NO_PARENT else parent)
             self._timeline = None
 
     async def __aenter__(self) -> Stage:
@@ -97,16 +107,11 @@ class Stage:
         return cast(F, sync_wrapper)
 
 
-def stage(name: str) -> Stage:
-    """Record a named stage of the current request.
+# ``stage("auth")`` is the class itself: a function returning ``Stage(name)``
+# would add a call to every stage, in a request or not.
+stage = Stage
 
-    ``with stage("auth"): ...``, ``async with stage("auth"): ...``, or as a
-    decorator on a sync function, an async function or an async generator
-    function. On an async generator it records the time spent in the
-    generator's own code (time suspended waiting on others excluded) and the
-    number of items it yielded, summed per request.
-    """
-    return Stage(name)
+_NO_PARENT = Token.MISSING  # OPEN_STAGE never set in this context: a top-level stage
 
 
 class _Timed:

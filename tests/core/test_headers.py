@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import re
 
-from litellm_perfkit._core._headers import format_server_timing, metric_name, parse_traceparent
+from litellm_perfkit._core._headers import format_ms, format_server_timing, metric_name, parse_traceparent
 
 # W3C Server Timing: server-timing = #server-timing-metric
 # server-timing-metric = metric-name *( OWS ";" OWS server-timing-param )
@@ -27,6 +27,14 @@ def parse(value: str) -> dict[str, float]:
 def test_server_timing_matches_the_w3c_grammar() -> None:
     value = format_server_timing([("auth", 410_000), ("hooks.pre_call", 1_000), ("upstream", 61_200_000)]).decode()
     assert parse(value) == {"auth": 0.41, "hooks.pre_call": 0.001, "upstream": 61.2}
+
+
+def test_milliseconds_have_three_decimals_rounded_half_up() -> None:
+    cases = {0: "0.000", 499: "0.000", 500: "0.001", 410_000: "0.410", 61_200_000: "61.200",
+             123_456_789: "123.457", 1_999_999_999: "2000.000", -5: "0.000"}  # fmt: skip
+    assert {ns: format_ms(ns) for ns in cases} == cases
+    for ns in range(0, 3_000_000_000, 7_919_999):
+        assert abs(float(format_ms(ns)) - ns / 1e6) <= 0.0005
 
 
 def test_stage_names_become_tokens() -> None:

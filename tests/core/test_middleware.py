@@ -175,7 +175,7 @@ def test_a_perfkit_bug_never_changes_the_response(monkeypatch: pytest.MonkeyPatc
     def broken(*args: Any, **kwargs: Any) -> bytes:
         raise ZeroDivisionError("perfkit bug")
 
-    monkeypatch.setattr(_middleware, "server_timing_entry", broken)
+    monkeypatch.setattr(_middleware, "format_ms", broken)
     before = _guard.internal_error_counts().get("middleware.send", 0)
     with capture_records(), uvicorn_server(PerfkitMiddleware(apps.make_app())) as url:
         responses = [httpx.post(f"{url}/v1/chat/completions", json={}) for _ in range(3)]
