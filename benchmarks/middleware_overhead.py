@@ -9,7 +9,15 @@ a flush, so export work is inside the measurement. Variants run interleaved,
 perfkit ``process`` mode exports from a child agent: its CPU per request is
 shown separately (``agent CPU``), never hidden.
 
+``--measure instructions`` counts instead of timing: each variant runs under
+valgrind (cachegrind) twice, with N and 4N requests, and the difference of
+the instruction totals divided by 3N is the instructions per request, with
+start-up and imports cancelled out. It is deterministic, so it resolves
+what this noisy machine's timings cannot; it counts the app process only
+(the export agent is not traced).
+
     python -m benchmarks.middleware_overhead [--requests 3000] [--repeats 5]
+    python -m benchmarks.middleware_overhead --measure instructions [--requests 200]
 """
 
 from __future__ import annotations
@@ -17,12 +25,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from starlette.applications import Starlette
@@ -167,30 +179,82 @@ class Variant:
 
 
 VARIANTS = ["bare", "perfkit-process", "perfkit-thread", "otel-asgi", "otel-asgi-exclude"]
+WORKLOADS = (("json", "/json", 1), ("sse-20", "/stream", 2))  # (name, path, divisor of --requests)
 
 
 def main() -> int:
     os.environ.setdefault("OTEL_METRICS_EXPORTER", "none")  # Jaeger takes traces only; histograms are still kept
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--requests", type=int, default=3000, help="requests per variant per repeat")
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--requests", type=int, default=None, help="requests per variant per repeat (time: 3000, instructions: 200)")
+    parser.add_argument("--repeats", type=int, default=5, help="interleaved repeats (time only)")
+    parser.add_argument("--measure", choices=["time", "instructions"], default="time")
+    parser.add_argument("--child", nargs=4, metavar=("VARIANT", "PATH", "N", "ENDPOINT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-
+    if args.child:
+        variant_name, path, n, endpoint = args.child
+        variant = Variant(variant_name, endpoint)
+        variant.open()
+        variant.run(path, int(n))
+        variant.close()
+        return 0
+    if args.measure == "instructions" and shutil.which("valgrind") is None:
+        print("error: --measure instructions needs valgrind on PATH (apt-get install valgrind)", file=sys.stderr)
+        return 2
+    args.requests = args.requests or (200 if args.measure == "instructions" else 3000)
     with tempfile.TemporaryDirectory() as workdir, jaeger_process(Path(workdir)) as jaeger:
+        if args.measure == "instructions":
+            print_instructions(count_instructions(jaeger.otlp_http, args.requests), args)
+            return 0
         results: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
-        for workload, path, n in (("json", "/json", args.requests), ("sse-20", "/stream", args.requests // 2)):
+        for workload, path, divisor in WORKLOADS:
             for repeat in range(args.repeats):
                 order = VARIANTS[repeat % len(VARIANTS) :] + VARIANTS[: repeat % len(VARIANTS)]
                 for variant_name in order:
                     variant = Variant(variant_name, jaeger.otlp_http)
                     variant.open()
                     variant.run(path, 300)  # warm-up: imports, caches, the agent's start
-                    result = variant.run(path, n)
+                    result = variant.run(path, args.requests // divisor)
                     results.setdefault((workload, variant_name), []).append(result)
                     variant.close()
                     print(f"{workload} {variant_name} repeat {repeat + 1}: {result}", file=sys.stderr)
         print_table(results, args)
     return 0
+
+
+def _instructions(variant: str, path: str, n: int, endpoint: str) -> int:
+    """Total instructions of one child run under cachegrind (app process only)."""
+    command = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+               sys.executable, "-m", "benchmarks.middleware_overhead", "--child", variant, path, str(n), endpoint]  # fmt: skip
+    # Fixed hash seed and no address randomization: the same run counts the same.
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    result = subprocess.run(["setarch", "-R", *command], capture_output=True, text=True, env=env, cwd=Path(__file__).resolve().parents[1])
+    match = re.search(r"I\s+refs:\s+([\d,]+)", result.stderr)
+    if result.returncode != 0 or match is None:
+        raise RuntimeError(f"valgrind run of {variant} {path} failed: {result.stderr.strip()[-500:]}")
+    return int(match.group(1).replace(",", ""))
+
+
+def count_instructions(endpoint: str, requests: int) -> dict[tuple[str, str], float]:
+    """Instructions per request: (I(4N) - I(N)) / 3N for every workload and variant."""
+    jobs = [(w, v, path, max(1, requests // divisor)) for w, path, divisor in WORKLOADS for v in VARIANTS]
+    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:  # deterministic counts: parallel runs do not disturb them
+        low = {(w, v): pool.submit(_instructions, v, path, n, endpoint) for w, v, path, n in jobs}
+        high = {(w, v): pool.submit(_instructions, v, path, 4 * n, endpoint) for w, v, path, n in jobs}
+        return {(w, v): (high[(w, v)].result() - low[(w, v)].result()) / (3 * n) for w, v, path, n in jobs}
+
+
+def print_instructions(per_request: dict[tuple[str, str], float], args: argparse.Namespace) -> None:
+    print(f"\ninstructions per request (valgrind cachegrind, app process, export flushed); N = {args.requests}; python {sys.version.split()[0]}\n")
+    print("| workload | variant | instructions | added | added / perfkit added | bare + added, as a multiple of bare |")
+    print("|---|---|---:|---:|---:|---:|")
+    for workload, _, _ in WORKLOADS:
+        bare = per_request[(workload, "bare")]
+        ours = per_request[(workload, "perfkit-process")] - bare
+        for variant in VARIANTS:
+            total = per_request[(workload, variant)]
+            added = total - bare
+            ratio = f"{added / ours:.1f}x" if variant != "bare" else ""
+            print(f"| {workload} | {variant} | {total:,.0f} | {added:+,.0f} | {ratio} | {total / bare:.2f}x |")
 
 
 def print_table(results: dict[tuple[str, str], list[tuple[float, float, float]]], args: argparse.Namespace) -> None:
