@@ -173,6 +173,7 @@ class Pipeline:
         self.mode: ExportMode = mode
         self._queue: deque[Timeline] = deque()
         self._max_queue = settings.max_queue
+        self._wake_at = min(settings.max_batch, settings.max_queue) - 1
         self.dropped_requests = 0
         self._processor = Processor(settings, exporter) if mode == "thread" else None
         self._agent: _Agent | None = None
@@ -190,10 +191,13 @@ class Pipeline:
 
     # -- request side -------------------------------------------------------
     def submit(self, timeline: Timeline) -> None:
-        if len(self._queue) >= self._max_queue:
+        queued = len(self._queue)
+        if queued >= self._max_queue:
             self.dropped_requests += 1
             return
         self._queue.append(timeline)
+        if queued == self._wake_at:  # a full batch: drain now, not at the next tick (bursts)
+            self._wake.set()
 
     # -- lifecycle ----------------------------------------------------------
     def start(self) -> Pipeline:
@@ -251,6 +255,7 @@ class Pipeline:
     def _run(self) -> None:
         while not self._stopped.is_set():
             self._wake.wait(self.settings.schedule_delay_s)
+            self._wake.clear()
             try:
                 self._drain()
                 if self._processor is not None:
