@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["METRIC_NAMES", "THOUSANDTHS", "format_ms", "format_server_timing", "metric_name", "parse_server_timing", "parse_traceparent", "server_timing_entry"]
+__all__ = ["ENTRY_PREFIXES", "METRIC_NAMES", "THOUSANDTHS", "entry_prefix", "format_ms", "format_server_timing", "metric_name", "parse_server_timing", "parse_traceparent", "server_timing_entry"]
 
 _NOT_TCHAR = re.compile(r"[^!#$%&'*+\-.^_`|~0-9A-Za-z]")
 _SERVER_TIMING_DUR = re.compile(r"([!#$%&'*+\-.^_`|~0-9A-Za-z]+)[^,]*?;\s*dur=([0-9.]+)")
 _TRACEPARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$")
 METRIC_NAMES: dict[str, str] = {}  # stage name -> token, filled by metric_name()
+ENTRY_PREFIXES: dict[str, str] = {}  # stage name -> "token;dur=", filled by entry_prefix()
+_MAX_NAMES = 1024  # stage names come from code, but the caches never grow unbounded
 
 
 def metric_name(stage: str) -> str:
@@ -17,9 +19,19 @@ def metric_name(stage: str) -> str:
     name = METRIC_NAMES.get(stage)
     if name is None:
         name = _NOT_TCHAR.sub("_", stage) or "_"
-        if len(METRIC_NAMES) < 1024:  # stage names come from code, but never grow unbounded
+        if len(METRIC_NAMES) < _MAX_NAMES:
             METRIC_NAMES[stage] = name
     return name
+
+
+def entry_prefix(stage: str) -> str:
+    """``auth;dur=``: the constant start of a stage's Server-Timing entry."""
+    prefix = ENTRY_PREFIXES.get(stage)
+    if prefix is None:
+        prefix = metric_name(stage) + ";dur="
+        if len(ENTRY_PREFIXES) < _MAX_NAMES:
+            ENTRY_PREFIXES[stage] = prefix
+    return prefix
 
 
 THOUSANDTHS = [f".{n:03d}" for n in range(1000)]
@@ -37,7 +49,7 @@ def format_ms(duration_ns: int) -> str:
 
 def server_timing_entry(stage: str, duration_ns: int) -> str:
     """``auth;dur=0.410``: one Server-Timing metric, duration in ms."""
-    return (METRIC_NAMES.get(stage) or metric_name(stage)) + ";dur=" + format_ms(duration_ns)
+    return (ENTRY_PREFIXES.get(stage) or entry_prefix(stage)) + format_ms(duration_ns)
 
 
 def format_server_timing(stages: list[tuple[str, int]]) -> bytes:

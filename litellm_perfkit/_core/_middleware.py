@@ -8,7 +8,7 @@ from typing import Any, Awaitable, Callable, MutableMapping
 
 from ..types import AttributeValue, HeaderMode
 from ._guard import internal_error
-from ._headers import METRIC_NAMES, THOUSANDTHS, format_ms, metric_name, server_timing_entry
+from ._headers import ENTRY_PREFIXES, THOUSANDTHS, entry_prefix, format_ms, server_timing_entry
 from . import _sink
 from ._sse import SseScanner
 from ._timeline import TIMELINE, Timeline
@@ -152,8 +152,8 @@ class _Exchange:
             duration = end - start
             if name in upstream_names:
                 upstream += duration
-            us = (duration + 500) // 1000 if duration > 0 else 0
-            parts.append((METRIC_NAMES.get(name) or metric_name(name)) + ";dur=" + str(us // 1000) + THOUSANDTHS[us % 1000])
+            us = (duration + 500) // 1000  # never negative: a monotonic clock
+            parts.append((ENTRY_PREFIXES.get(name) or entry_prefix(name)) + str(us // 1000) + THOUSANDTHS[us % 1000])
         for name, entry in timeline.generators.items():
             parts.append(server_timing_entry(name, entry[4]))
         headers = list(headers)
