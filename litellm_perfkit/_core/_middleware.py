@@ -7,9 +7,9 @@ from time import perf_counter_ns
 from typing import Any, Awaitable, Callable, MutableMapping
 
 from ..types import AttributeValue, HeaderMode
+from . import _sink
 from ._guard import internal_error
 from ._headers import ENTRY_PREFIXES, THOUSANDTHS, entry_prefix, format_ms, server_timing_entry
-from . import _sink
 from ._sse import SseScanner
 from ._timeline import TIMELINE, Timeline
 
@@ -161,9 +161,7 @@ class _Exchange:
             headers.append((b"server-timing", ", ".join(parts).encode()))
         if middleware.overhead_header:
             headers.append((_OVERHEAD_HEADER, format_ms(now - timeline.start_ns - upstream).encode()))
-        message = message.copy()  # the app's own message (and its header list) stay as they were
-        message["headers"] = headers
-        return message
+        return {**message, "headers": headers}  # the app's own message and header list stay as they were
 
     def finish(self) -> None:
         timeline = self._timeline
