@@ -17,7 +17,7 @@ __all__ = ["SpanReceiver"]
 
 def _value(v: dict[str, Any]) -> Any:
     raw = next(iter(v.values()), None)
-    return int(raw) if "intValue" in v else raw
+    return int(raw) if "intValue" in v and raw is not None else raw
 
 
 class SpanReceiver:

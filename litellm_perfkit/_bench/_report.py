@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -108,7 +109,7 @@ def _waterfall(chart_id: str, run: dict[str, Any]) -> str:
 
 
 def _ab_bars(chart_id: str, runs: list[tuple[str, dict[str, Any]]]) -> str:
-    metrics = [
+    metrics: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
         ("RPS", lambda r: r["nonstream"]["rps"]),
         ("latency p50 ms", lambda r: r["nonstream"]["latency_ms"]["p50"]),
         ("TTFT p50 ms", lambda r: r["stream"]["ttft_ms"]["p50"]),

@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
             if args.fail_above is not None:
                 failed += regressions(deltas, args.fail_above / 100)
         if failed:
-            names = ", ".join(f"{d.metric} {d.relative:+.1%}" for d in failed)  # type: ignore[str-format]
+            names = ", ".join(f"{d.metric} {d.relative:+.1%}" for d in failed)
             print(f"perfkit compare: regression beyond {args.fail_above:g}%: {names}")
             return 1
         return 0

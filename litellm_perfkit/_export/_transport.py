@@ -10,9 +10,9 @@ from __future__ import annotations
 import gzip
 import http.client
 import sys
-from dataclasses import replace
 from collections.abc import Callable
-from typing import Any, Protocol
+from dataclasses import replace
+from typing import IO, Any, Protocol
 from urllib.parse import urlsplit
 
 from .._core._guard import warn_once
@@ -179,6 +179,11 @@ class OtlpGrpcExporter:
         self._channel.close()
 
 
+def _write_and_flush(stream: IO[bytes], data: bytes) -> None:
+    stream.write(data)
+    stream.flush()
+
+
 class LineExporter:
     """One OTLP/JSON span object per line, to stdout (console) or a file (jsonl)."""
 
@@ -214,11 +219,11 @@ def make_exporter(settings: ExportSettings) -> Exporter | None:
     if settings.exporter == "none":
         return None
     if settings.exporter == "console":
-        return LineExporter(lambda data: (sys.stdout.buffer.write(data), sys.stdout.flush()))
+        return LineExporter(lambda data: _write_and_flush(sys.stdout.buffer, data))
     if settings.exporter == "jsonl":
         assert settings.jsonl_path is not None
         handle = open(settings.jsonl_path, "ab")  # noqa: SIM115 - closed by the exporter
-        return LineExporter(lambda data: (handle.write(data), handle.flush()), handle.close)
+        return LineExporter(lambda data: _write_and_flush(handle, data), handle.close)
     if settings.protocol == "grpc":
         if _grpc_available():
             return OtlpGrpcExporter(settings)

@@ -68,7 +68,7 @@ def _routes(container: Any) -> Any:
 
 
 def _swap_depends(value: Any, original: Any, wrapper: Any) -> Any:
-    if getattr(value, "dependency", None) is original and dataclasses.is_dataclass(value):
+    if getattr(value, "dependency", None) is original and dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dataclasses.replace(value, dependency=wrapper)
     return value
 

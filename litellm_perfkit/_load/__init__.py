@@ -133,10 +133,10 @@ def _run_processes(
             time.sleep(0.25)
             if bar is not None and bar[2] == "s":
                 bar[0].update(bar[1], completed=time.monotonic() - started)
-        outputs = [f.result() for f in futures]
+        outputs: list[dict[str, Any]] = [f.result() for f in futures]
     for output in outputs:
-        recorder.merge_dict(output["recorder"])  # type: ignore[arg-type]
-    duration = max(float(o["duration_s"]) for o in outputs)  # type: ignore[arg-type]
-    cpu = sum(float(o["cpu_s"]) for o in outputs)  # type: ignore[arg-type]
-    wall = max(float(o["wall_s"]) for o in outputs)  # type: ignore[arg-type]
+        recorder.merge_dict(output["recorder"])
+    duration = max(float(o["duration_s"]) for o in outputs)
+    cpu = sum(float(o["cpu_s"]) for o in outputs)
+    wall = max(float(o["wall_s"]) for o in outputs)
     return build_result(recorder, duration, cpu, wall, processes, config)

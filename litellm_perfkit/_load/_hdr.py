@@ -8,6 +8,7 @@ so histograms from many driver processes merge exactly by adding counts.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import cast
 
 __all__ = ["Histogram", "PERCENTILES"]
 
@@ -87,9 +88,10 @@ class Histogram:
     @classmethod
     def from_dict(cls, data: Mapping[str, object]) -> Histogram:
         histogram = cls()
-        histogram.counts = {int(k): int(v) for k, v in data["counts"].items()}  # type: ignore[attr-defined]
-        histogram.count = int(data["count"])  # type: ignore[arg-type]
-        histogram.total = int(data["total"])  # type: ignore[arg-type]
-        histogram.minimum = int(data["min"])  # type: ignore[arg-type]
-        histogram.maximum = int(data["max"])  # type: ignore[arg-type]
+        counts = cast("Mapping[str | int, int]", data["counts"])
+        histogram.counts = {int(k): int(v) for k, v in counts.items()}
+        histogram.count = int(cast(int, data["count"]))
+        histogram.total = int(cast(int, data["total"]))
+        histogram.minimum = int(cast(int, data["min"]))
+        histogram.maximum = int(cast(int, data["max"]))
         return histogram

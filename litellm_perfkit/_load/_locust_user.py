@@ -39,7 +39,7 @@ def _error_class(status: int) -> str:
     return "http_5xx" if status >= 500 else "http_4xx"
 
 
-class ChatCompletionsUser(FastHttpUser):  # type: ignore[misc]
+class ChatCompletionsUser(FastHttpUser):
     """Sends chat completions back to back (closed loop); settings come from
     the ``--perfkit-*`` options (or ``PERFKIT_*`` variables, or locust.conf)."""
 
@@ -60,7 +60,7 @@ class ChatCompletionsUser(FastHttpUser):  # type: ignore[misc]
     def chat_completion(self, model: str | None = None, stream: bool | None = None, name: str | None = None) -> Exchange:
         """Send one request, report it to Locust and perfkit; returns what was measured."""
         options = self.environment.parsed_options
-        model = model or getattr(options, "perfkit_model", "fake-openai-endpoint")
+        model = str(model or getattr(options, "perfkit_model", "fake-openai-endpoint"))
         if stream is None:
             stream = getattr(options, "perfkit_stream", "on") == "on"
         path = getattr(options, "perfkit_path", "/v1/chat/completions")
@@ -82,7 +82,7 @@ class ChatCompletionsUser(FastHttpUser):  # type: ignore[misc]
         exchange = Exchange(intended_ns=perf_counter_ns(), trace_id=trace_id, model=model)
         exchange.sent_ns = exchange.intended_ns
         started_wall = time.time()
-        with self.client.post(path, data=orjson.dumps(body), headers={**headers, "Content-Type": "application/json"},
+        with self.client.post(path, data=orjson.dumps(body),  # type: ignore[arg-type]  # bytes work; the stub says str headers={**headers, "Content-Type": "application/json"},
                               name=label, stream=True, catch_response=True) as response:  # fmt: skip
             exchange.headers_ns = exchange.first_byte_ns = perf_counter_ns()
             self._read(response, exchange, stream)

@@ -101,4 +101,4 @@ class Workload:
         if len(self.models) == 1:
             return self.models[0][0]
         names, weights = zip(*self.models)
-        return rng.choices(names, weights)[0]
+        return str(rng.choices(names, weights)[0])

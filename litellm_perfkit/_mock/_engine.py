@@ -265,8 +265,8 @@ class MockEngine:
                 )
                 marker = "\u0000perfkit-id\u0000"
                 body = _open({**base, "id": marker, "choices": [choice], "usage": usage, "system_fingerprint": None})
-                head, _, tail = body.partition(orjson.dumps(marker)[1:-1])
-                template = (head, tail)
+                before, _, after = body.partition(orjson.dumps(marker)[1:-1])
+                template = (before, after)
                 if len(self._templates) > 256:
                     self._templates.clear()
                 self._templates[key] = template

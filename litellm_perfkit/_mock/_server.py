@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import sys
 import time
 from collections.abc import Coroutine, Iterator, Sequence
@@ -160,7 +161,7 @@ class MockProtocol(asyncio.Protocol):
         if transport is None:
             return
         assert plan.render is not None and plan.offsets_s is not None
-        out = []
+        out: list[bytes] = []
         for seq in seqs:
             if plan.action == "disconnect" and seq >= plan.disconnect_after:
                 transport.write(b"".join(out))
@@ -218,7 +219,7 @@ async def start_servers(config: MockConfig, deployments: Sequence[Deployment] | 
     servers = []
     for deployment in deployments or config.deployments:
         engine = MockEngine(config, deployment)
-        server = await loop.create_server(lambda engine=engine: MockProtocol(engine), config.host, deployment.port, backlog=4096)
+        server = await loop.create_server(functools.partial(MockProtocol, engine), config.host, deployment.port, backlog=4096)
         servers.append(server)
     return servers
 
