@@ -51,7 +51,7 @@ def has_content_delta(event: Any) -> bool:
 class SseScanner:
     """Feed it each response body message in order."""
 
-    __slots__ = ("events", "done_events", "token_seen", "at_line_start", "_pending", "_tail")
+    __slots__ = ("events", "done_events", "token_seen", "at_line_start", "fast", "_pending", "_tail")
 
     def __init__(self) -> None:
         self.events = 0
@@ -61,6 +61,9 @@ class SseScanner:
         self._tail = b"\n"  # the first event of a stream has no newline before it
         # The previous body message ended a line, so no pattern can straddle.
         self.at_line_start = True
+        # token_seen and at_line_start: the next message may take the
+        # middleware's inlined fast path (see _Exchange.send).
+        self.fast = False
 
     @property
     def chunks(self) -> int:
@@ -85,9 +88,11 @@ class SseScanner:
         self.at_line_start = body.endswith(b"\n")
         self._tail = b"\n" if self.at_line_start else (tail + body)[-_TAIL:]
         if self.token_seen:
+            self.fast = self.at_line_start
             return False
         if self._find_token(body):
             self.token_seen = True
+            self.fast = self.at_line_start
             self._pending = b""
             return True
         return False
