@@ -4,28 +4,22 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["ENTRY_PREFIXES", "METRIC_NAMES", "THOUSANDTHS", "entry_prefix", "format_ms", "format_server_timing", "metric_name", "parse_server_timing", "parse_traceparent", "server_timing_entry"]
+__all__ = ["ENTRY_PREFIXES", "THOUSANDTHS", "entry_prefix", "format_ms", "format_server_timing", "metric_name", "parse_server_timing", "parse_traceparent", "server_timing_entry"]
 
 _NOT_TCHAR = re.compile(r"[^!#$%&'*+\-.^_`|~0-9A-Za-z]")
 _SERVER_TIMING_DUR = re.compile(r"([!#$%&'*+\-.^_`|~0-9A-Za-z]+)[^,]*?;\s*dur=([0-9.]+)")
 _TRACEPARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$")
-METRIC_NAMES: dict[str, str] = {}  # stage name -> token, filled by metric_name()
 ENTRY_PREFIXES: dict[str, str] = {}  # stage name -> "token;dur=", filled by entry_prefix()
-_MAX_NAMES = 1024  # stage names come from code, but the caches never grow unbounded
+_MAX_NAMES = 1024  # stage names come from code, but the cache never grows unbounded
 
 
 def metric_name(stage: str) -> str:
     """A stage name as a Server-Timing metric name (an RFC 9110 token)."""
-    name = METRIC_NAMES.get(stage)
-    if name is None:
-        name = _NOT_TCHAR.sub("_", stage) or "_"
-        if len(METRIC_NAMES) < _MAX_NAMES:
-            METRIC_NAMES[stage] = name
-    return name
+    return _NOT_TCHAR.sub("_", stage) or "_"
 
 
 def entry_prefix(stage: str) -> str:
-    """``auth;dur=``: the constant start of a stage's Server-Timing entry."""
+    """``auth;dur=``: the constant start of a stage's Server-Timing entry (cached per name)."""
     prefix = ENTRY_PREFIXES.get(stage)
     if prefix is None:
         prefix = metric_name(stage) + ";dur="

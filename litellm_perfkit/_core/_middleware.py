@@ -132,7 +132,7 @@ class _Exchange:
         timeline.status = message["status"]
         headers = message.get("headers", [])
         for name, value in headers:
-            if (name == b"content-type" or name.lower() == b"content-type") and value.startswith(b"text/event-stream"):
+            if name.lower() == b"content-type" and value.startswith(b"text/event-stream"):
                 timeline.streaming = True
                 self._scanner = SseScanner()
                 break

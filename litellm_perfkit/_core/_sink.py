@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from ._timeline import Timeline
 
-__all__ = ["Sink", "get_sink", "set_sink"]
+__all__ = ["Sink", "set_sink"]
 
 Sink = Callable[[Timeline], None]
 
@@ -23,7 +23,3 @@ sink: Sink = _discard
 def set_sink(new: Sink | None) -> None:
     global sink
     sink = _discard if new is None else new
-
-
-def get_sink() -> Sink:
-    return sink
