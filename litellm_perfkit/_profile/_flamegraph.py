@@ -89,11 +89,19 @@ def _explain(returncode: int, stderr: str) -> str:
     return f"py-spy failed: {detail.removeprefix('Error: ')}"
 
 
+def _spawn(options: FlamegraphOptions, pid: int | None = None, command: list[str] | None = None) -> subprocess.Popen[bytes]:
+    if pid is not None:
+        check_pid(pid)
+    Path(options.output).parent.mkdir(parents=True, exist_ok=True)
+    argv = py_spy_command(options, pid=pid, command=command)
+    # Its own session: py-spy's launched command shares its process group, so
+    # both can be stopped together; Ctrl-C here becomes SIGINT to py-spy only.
+    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+
+
 def start_recording(options: FlamegraphOptions, pid: int) -> subprocess.Popen[bytes]:
     """py-spy on ``pid`` in the background (its own session); stop it with ``stop_recording``."""
-    check_pid(pid)
-    Path(options.output).parent.mkdir(parents=True, exist_ok=True)
-    return subprocess.Popen(py_spy_command(options, pid=pid), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    return _spawn(options, pid=pid)
 
 
 def stop_recording(process: subprocess.Popen[bytes], output: str, timeout_s: float = 30.0) -> Path:
@@ -128,13 +136,7 @@ def conform_speedscope(document: dict[str, Any]) -> dict[str, Any]:
 def record(options: FlamegraphOptions, pid: int | None = None, command: list[str] | None = None) -> Path:
     """Record until ``duration_s``, the target's exit, or Ctrl-C; return the file.
     A launched command is stopped (its whole process group) when recording ends."""
-    if pid is not None:
-        check_pid(pid)
-    Path(options.output).parent.mkdir(parents=True, exist_ok=True)
-    argv = py_spy_command(options, pid=pid, command=command)
-    # Its own session: py-spy's launched command shares its process group, so
-    # both can be stopped together; Ctrl-C here becomes SIGINT to py-spy only.
-    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    process = _spawn(options, pid=pid, command=command)
     try:
         try:
             process.wait()
