@@ -10,13 +10,13 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from time import perf_counter_ns
-from typing import Literal
+from typing import Any, Literal
 
 import orjson
 
 from .._core._sse import has_content_delta
 
-__all__ = ["Exchange", "Connection", "ErrorClass", "connect", "CAPTURED_HEADERS"]
+__all__ = ["Exchange", "Connection", "ErrorClass", "connect", "completion_tokens", "http_error", "CAPTURED_HEADERS"]
 
 ErrorClass = Literal[
     "connection_refused", "connect_error", "http_429", "http_5xx", "http_4xx", "timeout",
@@ -34,6 +34,23 @@ ERROR_MESSAGES: dict[str, str] = {
     "malformed_sse": "a stream event was not valid JSON (or the stream framing was broken)",
     "protocol_error": "the answer was not valid HTTP/1.1",
 }
+
+def http_error(status: int) -> ErrorClass | None:
+    """The error class of an HTTP status; None below 400."""
+    if status == 429:
+        return "http_429"
+    if status >= 500:
+        return "http_5xx"
+    return "http_4xx" if status >= 400 else None
+
+
+def completion_tokens(document: Any) -> int | None:
+    """``usage.completion_tokens`` of a response body or stream event, if it has one."""
+    usage = document.get("usage") if isinstance(document, dict) else None
+    if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
+        return int(usage["completion_tokens"])
+    return None
+
 
 # Response headers the driver keeps (names lowercased).
 CAPTURED_HEADERS = (
@@ -235,9 +252,9 @@ class Connection(asyncio.Protocol):
                 stamp = event.get("perfkit")
                 if isinstance(stamp, dict) and isinstance(stamp.get("mono_ns"), int):
                     exchange.stamps.append((stamp["mono_ns"], now))
-            usage = event.get("usage")
-            if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
-                exchange.usage_tokens = usage["completion_tokens"]
+            tokens = completion_tokens(event)
+            if tokens is not None:
+                exchange.usage_tokens = tokens
 
     # -- outcome ------------------------------------------------------------------
     def _finish(self, now: int) -> None:
@@ -247,13 +264,7 @@ class Connection(asyncio.Protocol):
         if not self._sse and self._body:
             self._read_json_body(exchange)
         if exchange.error is None:
-            status = exchange.status
-            if status == 429:
-                exchange.error = "http_429"
-            elif status >= 500:
-                exchange.error = "http_5xx"
-            elif status >= 400:
-                exchange.error = "http_4xx"
+            exchange.error = http_error(exchange.status)
             if exchange.error:
                 exchange.detail = bytes(self._body[:200]).decode("utf-8", "replace")
         self.reusable = not self._close_after and not self.closed
@@ -267,9 +278,9 @@ class Connection(asyncio.Protocol):
             return
         if not isinstance(body, dict):
             return
-        usage = body.get("usage")
-        if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
-            exchange.usage_tokens = usage["completion_tokens"]
+        tokens = completion_tokens(body)
+        if tokens is not None:
+            exchange.usage_tokens = tokens
         if exchange.status < 400:
             exchange.first_token_ns = exchange.end_ns  # the whole answer arrives at once
             stamp = body.get("perfkit")

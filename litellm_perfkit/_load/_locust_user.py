@@ -22,7 +22,7 @@ from locust import FastHttpUser, constant, events, task
 
 from .._core._headers import parse_server_timing
 from .._core._sse import has_content_delta
-from ._http import CAPTURED_HEADERS, Exchange
+from ._http import CAPTURED_HEADERS, Exchange, completion_tokens, http_error
 from ._locust_merge import STATE, add_options
 from ._workload import seed_prompt
 
@@ -31,12 +31,6 @@ __all__ = ["ChatCompletionsUser"]
 OVERHEAD_HEADERS = ("x-litellm-overhead-duration-ms", "x-perfkit-overhead-ms")
 
 events.init_command_line_parser.add_listener(add_options)
-
-
-def _error_class(status: int) -> str:
-    if status == 429:
-        return "http_429"
-    return "http_5xx" if status >= 500 else "http_4xx"
 
 
 class ChatCompletionsUser(FastHttpUser):
@@ -103,7 +97,7 @@ class ChatCompletionsUser(FastHttpUser):
         raw_headers = response.headers or {}
         exchange.headers = {k: str(raw_headers.get(k)) for k in CAPTURED_HEADERS if raw_headers.get(k) is not None}
         if response.status_code >= 400:  # such a response also carries an .error: the status says more
-            exchange.error, exchange.detail = _error_class(response.status_code), (response.text or "")[:200]
+            exchange.error, exchange.detail = http_error(response.status_code), (response.text or "")[:200]
             return
         if response.status_code == 0 or getattr(response, "error", None) is not None:
             error = getattr(response, "error", None)
@@ -126,9 +120,9 @@ class ChatCompletionsUser(FastHttpUser):
         except orjson.JSONDecodeError:
             exchange.error, exchange.detail = "protocol_error", "response body is not JSON"
             return
-        usage = document.get("usage") if isinstance(document, dict) else None
-        if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
-            exchange.usage_tokens = usage["completion_tokens"]
+        tokens = completion_tokens(document)
+        if tokens is not None:
+            exchange.usage_tokens = tokens
 
     @staticmethod
     def _read_stream(raw: Any, exchange: Exchange) -> None:
@@ -154,9 +148,9 @@ class ChatCompletionsUser(FastHttpUser):
             if has_content_delta(event):
                 exchange.token_times.append(now)
                 exchange.first_token_ns = exchange.first_token_ns or now
-            usage = event.get("usage") if isinstance(event, dict) else None
-            if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
-                exchange.usage_tokens = usage["completion_tokens"]
+            tokens = completion_tokens(event)
+            if tokens is not None:
+                exchange.usage_tokens = tokens
         exchange.end_ns = perf_counter_ns()
         if not done:
             exchange.error, exchange.detail = "disconnect", "the stream ended without data: [DONE]"
