@@ -57,8 +57,11 @@ def litellm_python(version: str) -> Path:
             tail = result.stderr.strip().splitlines()[-1:] or ["(no output)"]
             raise VenvError(f"cannot install litellm[proxy]=={version}: {tail[0]}")
         marker.write_text(version)
+    # -I: without it ``python -c`` puts the working directory first on
+    # sys.path, so from a perfkit checkout the check would find that checkout
+    # and never install perfkit (nor its ``perfkit`` script) into the venv.
     check = subprocess.run(
-        [str(python), "-c", "import importlib.util as u, litellm_perfkit, os; print(os.path.dirname(litellm_perfkit.__file__)); "
+        [str(python), "-I", "-c", "import importlib.util as u, litellm_perfkit, os; print(os.path.dirname(litellm_perfkit.__file__)); "
                             "print(u.find_spec('pyinstrument') is not None)"],
         capture_output=True,
         text=True,
