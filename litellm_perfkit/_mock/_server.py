@@ -150,31 +150,44 @@ class MockProtocol(asyncio.Protocol):
                 groups[-1][1].append(seq)
             else:
                 groups.append((offset, [seq]))
-        for offset, seqs in groups:
-            if offset <= 0:
-                self._send_events(plan, seqs)
-            else:
-                self.timers.append(self.loop.call_at(start + offset, self._send_events, plan, seqs))
+        # One timer at a time, each set when the group before it has gone
+        # out: timers set all at once can fire out of order. uvloop turns
+        # call_at into a whole-millisecond delay and re-reads its clock when
+        # it starts the timer, so an early group's timer started just after a
+        # preemption is due late, after later groups.
+        if groups[0][0] > 0:
+            self.timers = [self.loop.call_at(start + groups[0][0], self._send_group, plan, start, groups, 0)]
+        else:
+            self._send_group(plan, start, groups, 0)
 
-    def _send_events(self, plan: Plan, seqs: list[int]) -> None:
+    def _send_group(self, plan: Plan, start: float, groups: list[tuple[float, list[int]]], index: int) -> None:
+        if not self._send_events(plan, groups[index][1]):
+            return
+        index += 1
+        if index < len(groups):
+            self.timers = [self.loop.call_at(start + groups[index][0], self._send_group, plan, start, groups, index)]
+
+    def _send_events(self, plan: Plan, seqs: list[int]) -> bool:
+        """Write the events ``seqs``; False once the response has ended."""
         transport = self.transport
         if transport is None:
-            return
+            return False
         assert plan.render is not None and plan.offsets_s is not None
         out: list[bytes] = []
         for seq in seqs:
             if plan.action == "disconnect" and seq >= plan.disconnect_after:
                 transport.write(b"".join(out))
                 self._close()
-                return
+                return False
             data = plan.render(seq)
             out.append(b"%x\r\n%b\r\n" % (len(data), data))
         if seqs[-1] == len(plan.offsets_s) - 1:
             out.append(b"0\r\n\r\n")
             transport.write(b"".join(out))
             self._done()
-        else:
-            transport.write(b"".join(out))
+            return False
+        transport.write(b"".join(out))
+        return True
 
     def _done(self) -> None:
         self.timers.clear()

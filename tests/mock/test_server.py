@@ -6,12 +6,15 @@ import asyncio
 import statistics
 import subprocess
 import time
+from typing import Any
 
 import httpx
 import openai
 import orjson
 import pytest
 
+from litellm_perfkit._mock._engine import MockEngine
+from litellm_perfkit._mock._server import MockProtocol
 from litellm_perfkit.mock import Deployment, MockApp, MockConfig, ModelProfile
 from tests.support.litellm_env import litellm_env, litellm_python
 from tests.support.mock_server import mock_server
@@ -149,3 +152,67 @@ def test_litellm_sdk_as_a_client() -> None:
     lines = result.stdout.strip().splitlines()
     assert lines[-2] == "tok tok tok tok tok 5"
     assert lines[-1] == "tok tok tok tok tok"
+
+
+class _LateTimers:
+    """A loop whose pending timers fire latest deadline first: the worst order
+    a loop whose timers slip (uvloop's, under preemption) can produce."""
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[float, int, Any, tuple[Any, ...]]] = []
+
+    def time(self) -> float:
+        return 100.0
+
+    def call_at(self, when: float, callback: Any, *args: Any) -> Any:
+        entry = (when, len(self.pending), callback, args)
+        self.pending.append(entry)
+        return _Cancel(self.pending, entry)
+
+    def call_later(self, delay: float, callback: Any, *args: Any) -> Any:
+        return self.call_at(self.time() + delay, callback, *args)
+
+    def run(self) -> None:
+        while self.pending:
+            entry = max(self.pending)
+            self.pending.remove(entry)
+            entry[2](*entry[3])
+
+
+class _Cancel:
+    def __init__(self, pending: list[Any], entry: Any) -> None:
+        self.pending, self.entry = pending, entry
+
+    def cancel(self) -> None:
+        if self.entry in self.pending:
+            self.pending.remove(self.entry)
+
+
+class _Transport:
+    def __init__(self) -> None:
+        self.written = b""
+
+    def write(self, data: bytes) -> None:
+        self.written += data
+
+    def close(self) -> None:
+        pass
+
+
+def test_stream_events_go_out_in_order_when_timers_fire_out_of_order() -> None:
+    config = MockConfig(default=ModelProfile(ttft_ms=5, itl_ms=1, chunks=5), deployments=(Deployment("d", 0),))
+
+    async def make() -> MockProtocol:
+        return MockProtocol(MockEngine(config, config.deployments[0]))
+
+    protocol = asyncio.run(make())
+    loop, transport = _LateTimers(), _Transport()
+    protocol.loop = loop  # type: ignore[assignment]
+    protocol.connection_made(transport)  # type: ignore[arg-type]
+    body = orjson.dumps({"model": "m", "messages": MESSAGES, "stream": True})
+    protocol.data_received(b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: %d\r\n\r\n%b" % (len(body), body))
+    loop.run()
+    events = [orjson.loads(line[6:]) for line in transport.written.split(b"\r\n") if line.startswith(b"data: {")]
+    assert [e["perfkit"]["seq"] for e in events] == list(range(7))
+    assert "".join(e["choices"][0]["delta"].get("content", "") for e in events) == "tok tok tok tok tok"
+    assert transport.written.endswith(b"data: [DONE]\n\n\r\n0\r\n\r\n") and not protocol.busy
