@@ -78,7 +78,9 @@ def send_traffic(url: str, n: int) -> None:
         with openai.OpenAI(base_url=f"{url}/v1", api_key="sk-1234", max_retries=0) as client:
             if i % 2:
                 chunks = list(client.chat.completions.create(model="fake-openai-endpoint", messages=MESSAGES, stream=True))  # type: ignore[arg-type]
-                assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices).startswith("tok")
+                text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+                # On failure, every chunk: which one went missing or out of order.
+                assert text.startswith("tok"), [(c.id, c.choices[0].delta.content if c.choices else None) for c in chunks]
             else:
                 response = client.chat.completions.create(model="fake-openai-endpoint", messages=MESSAGES)  # type: ignore[arg-type]
                 assert response.choices[0].message.content.startswith("tok")  # type: ignore[union-attr]
