@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["CACHE", "VenvError", "litellm_python", "OFFLINE_ENV"]
+__all__ = ["CACHE", "VenvError", "installed", "litellm_python", "OFFLINE_ENV"]
 
 CACHE = Path(os.environ.get("PERFKIT_CACHE_DIR", Path.home() / ".cache" / "litellm_perfkit"))
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
@@ -41,6 +41,26 @@ def _pip(python: Path, venv: Path, what: str, *args: str) -> None:
         raise VenvError(f"cannot install {what} into {venv}: {result.stderr.strip()[-300:]}")
 
 
+def installed(python: Path) -> tuple[Path | None, bool]:
+    """The checkout perfkit is installed from in ``python``'s environment
+    (None when it is not), and whether pyinstrument is there."""
+    # -I: without it ``python -c`` puts the working directory first on
+    # sys.path, so from a perfkit checkout this would find the checkout, not
+    # what the venv holds, and perfkit (and its script) would never be installed.
+    check = subprocess.run(
+        [str(python), "-I", "-c", "import importlib.util as u, os\n"
+                                  "spec = u.find_spec('litellm_perfkit')\n"
+                                  "print(os.path.dirname(os.path.dirname(spec.origin)) if spec and spec.origin else '-')\n"
+                                  "print(u.find_spec('pyinstrument') is not None)"],
+        capture_output=True,
+        text=True,
+    )  # fmt: skip
+    lines = check.stdout.split()
+    if check.returncode != 0 or len(lines) != 2:
+        return None, False
+    return (None if lines[0] == "-" else Path(lines[0])), lines[1] == "True"
+
+
 def litellm_python(version: str) -> Path:
     """The python of the cached venv for ``version``; builds it when missing."""
     if not version or not all(part.isdigit() for part in version.split(".")):
@@ -57,18 +77,9 @@ def litellm_python(version: str) -> Path:
             tail = result.stderr.strip().splitlines()[-1:] or ["(no output)"]
             raise VenvError(f"cannot install litellm[proxy]=={version}: {tail[0]}")
         marker.write_text(version)
-    # -I: without it ``python -c`` puts the working directory first on
-    # sys.path, so from a perfkit checkout the check would find that checkout
-    # and never install perfkit (nor its ``perfkit`` script) into the venv.
-    check = subprocess.run(
-        [str(python), "-I", "-c", "import importlib.util as u, litellm_perfkit, os; print(os.path.dirname(litellm_perfkit.__file__)); "
-                            "print(u.find_spec('pyinstrument') is not None)"],
-        capture_output=True,
-        text=True,
-    )  # fmt: skip
-    lines = check.stdout.split()
-    if check.returncode != 0 or Path(lines[0]).parent != PACKAGE_ROOT:
+    perfkit_root, has_pyinstrument = installed(python)
+    if perfkit_root != PACKAGE_ROOT:
         _pip(python, venv, "perfkit", "--no-deps", "-e", str(PACKAGE_ROOT))
-    if check.returncode != 0 or lines[-1] != "True":  # per-request profiles; litellm does not pin it
+    if not has_pyinstrument:  # per-request profiles; litellm does not pin it
         _pip(python, venv, "pyinstrument", f"pyinstrument{PYINSTRUMENT}")
     return python
