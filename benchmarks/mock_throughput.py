@@ -10,7 +10,7 @@ The mock runs pinned to core 0 (``taskset -c 0``); the load runs on core 1.
 
     python -m benchmarks.mock_throughput [--duration 10] [--repeats 3]
 
-perfkit's own load driver (``perfkit load``) will join this table when it exists.
+perfkit's own load driver against the same mock: ``benchmarks.driver_throughput``.
 """
 
 from __future__ import annotations
