@@ -7,7 +7,10 @@ a flush, so export work is inside the measurement. Variants run interleaved,
 ``--repeats`` times; the table shows medians.
 
 perfkit ``process`` mode exports from a child agent: its CPU per request is
-shown separately (``agent CPU``), never hidden.
+shown separately (``agent CPU``), never hidden. ``perfkit-noexport`` is the
+middleware with no exporter configured: the request path alone, so the
+difference to ``perfkit-process`` is what export costs the app (the hand-off
+to the agent, and sharing two cores with the agent and Jaeger).
 
 ``--measure instructions`` counts instead of timing: each variant runs under
 valgrind (cachegrind) twice, with N and 4N requests, and the difference of
@@ -133,6 +136,10 @@ class Variant:
         app = make_app()
         if self.name == "bare":
             self.app = app
+        elif self.name == "perfkit-noexport":
+            # The request path alone: timelines go nowhere (no pipeline, the
+            # core's sink discards), so export and its hand-off cost nothing.
+            self.app = PerfkitMiddleware(app)
         elif self.name.startswith("perfkit"):
             mode = "process" if "process" in self.name else "thread"
             pipeline = litellm_perfkit.configure(
@@ -178,7 +185,7 @@ class Variant:
         return cpu, agent, wall
 
 
-VARIANTS = ["bare", "perfkit-process", "perfkit-thread", "otel-asgi", "otel-asgi-exclude"]
+VARIANTS = ["bare", "perfkit-process", "perfkit-thread", "perfkit-noexport", "otel-asgi", "otel-asgi-exclude"]
 WORKLOADS = (("json", "/json", 1), ("sse-20", "/stream", 2))  # (name, path, divisor of --requests)
 
 
