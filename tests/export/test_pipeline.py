@@ -120,21 +120,25 @@ def test_a_full_queue_drops_and_counts_without_blocking() -> None:
     assert exporter.spans == 11 * 2
 
 
-def test_a_full_batch_is_drained_at_once_not_at_the_next_tick() -> None:
+def test_a_nearly_full_queue_is_drained_at_once_not_at_the_next_tick() -> None:
     exporter = SlowExporter()
     exporter.release.set()
-    settings = read_settings({"OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "8", "OTEL_BSP_SCHEDULE_DELAY": "60000"})
+    settings = read_settings(
+        {"OTEL_BSP_MAX_QUEUE_SIZE": "16", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "4", "OTEL_BSP_SCHEDULE_DELAY": "60000"}
+    )
     pipeline = Pipeline(settings, exporter=exporter).start()
     try:
-        for _ in range(7):
+        for _ in range(11):
             pipeline.submit(finished_timeline())
         time.sleep(0.3)
-        assert exporter.spans == 0  # less than a batch waits for the (60 s) tick
-        pipeline.submit(finished_timeline())
+        # Full batches (4) do not wake the export thread: less than 3/4 of
+        # the queue waits for the (60 s) tick.
+        assert exporter.spans == 0
+        pipeline.submit(finished_timeline())  # the 12th: 3/4 of 16
         deadline = time.monotonic() + 5
-        while exporter.spans < 8 * 2 and time.monotonic() < deadline:
+        while exporter.spans < 12 * 2 and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert exporter.spans == 8 * 2
+        assert exporter.spans == 12 * 2 and pipeline.dropped_requests == 0
     finally:
         pipeline.shutdown()
 
