@@ -175,9 +175,9 @@ class Pipeline:
         self._max_queue = settings.max_queue
         # The request side wakes the export thread only when the queue is 3/4
         # full (a burst that would overflow before the next tick), not at
-        # every full batch as OTel's BatchSpanProcessor does: here each wake
-        # of a thread on the other core slowed the serving thread by up to
-        # ~35 µs per request at benchmark rates (docs/overhead.md).
+        # every full batch as OTel's BatchSpanProcessor does: on a 2-core
+        # machine, waking a thread on the other core that often slowed the
+        # serving thread by a third (docs/overhead.md, "Time").
         self._wake_at = max(1, 3 * settings.max_queue // 4) - 1
         self.dropped_requests = 0
         self._processor = Processor(settings, exporter) if mode == "thread" else None
