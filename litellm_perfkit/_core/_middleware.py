@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from contextvars import Token
 from time import perf_counter_ns
 from typing import Any, Awaitable, Callable, MutableMapping
 
 from ..types import AttributeValue, HeaderMode
 from . import _sink
+from ._collector import closed_by_collector
 from ._guard import internal_error
 from ._headers import ENTRY_PREFIXES, THOUSANDTHS, entry_prefix, format_ms, server_timing_entry
 from ._sse import SseScanner
@@ -66,15 +68,18 @@ class PerfkitMiddleware:
                 timeline.traceparent = value.decode("latin-1")
                 break
         exchange = _Exchange(self, timeline, receive, send)
-        token = TIMELINE.set(timeline)
+        token: Token[Timeline | None] | None = TIMELINE.set(timeline)
         try:
             await self.app(scope, exchange.receive, exchange.send)
         except BaseException as exc:
+            if closed_by_collector(type(exc)):
+                token = None  # an abandoned request being collected: touch nothing (see _collector)
             timeline.error = type(exc).__name__
             raise
         finally:
-            TIMELINE.reset(token)
-            exchange.finish()
+            if token is not None:
+                TIMELINE.reset(token)
+                exchange.finish()
 
 
 class _Exchange:

@@ -15,6 +15,7 @@ from time import perf_counter_ns
 from types import TracebackType
 from typing import Any, TypeVar, cast
 
+from ._collector import closed_by_collector
 from ._timeline import OPEN_STAGE, TIMELINE, Timeline
 
 __all__ = ["stage", "Stage"]
@@ -61,6 +62,9 @@ class Stage:
     ) -> None:
         timeline = self._timeline
         if timeline is not None:
+            if exc_type is not None and closed_by_collector(exc_type):
+                self._timeline = None
+                return  # garbage being closed, in another context: touch nothing (see _collector)
             end = perf_counter_ns()
             token = self._token
             parent = token.old_value

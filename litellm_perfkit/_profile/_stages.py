@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from .._core._collector import closed_by_collector
 from .._core._stage import Stage, _timed_generator
 from .._version import __version__
 
@@ -47,7 +48,7 @@ def _enter(self: Stage) -> Stage:
 
 
 def _exit(self: Stage, *exc: Any) -> None:
-    if self._timeline is not None:
+    if self._timeline is not None and not (exc and closed_by_collector(exc[0])):
         current = _PROFILED.get()
         if current is not None:
             _PROFILED.set(current[2])

@@ -1,0 +1,36 @@
+"""Whether the cyclic garbage collector is running.
+
+A coroutine or async generator left suspended inside a stage (or a request)
+and collected as garbage is closed by the collector: the ``GeneratorExit``
+reaches ``Stage.__exit__`` and the middleware in whatever context happens to
+be current, not their own. perfkit then leaves ContextVars alone and records
+nothing. Setting one there would be wrong: it would change the running
+request's open stage. On CPython < 3.12 it also crashes the process. A
+collection can start inside the HAMT allocation of another
+``ContextVar.set`` in the same context, and a set made from a finalizer
+frees the HAMT that the outer set is still walking (CPython gh-148891;
+tests/core/test_stage.py reproduces the segfault without this guard).
+"""
+
+from __future__ import annotations
+
+import gc
+from typing import Any
+
+__all__ = ["COLLECTING", "closed_by_collector"]
+
+COLLECTING = False
+
+
+def _on_collection(phase: str, info: dict[str, Any]) -> None:
+    global COLLECTING
+    COLLECTING = phase == "start"
+
+
+def closed_by_collector(exc_type: type[BaseException] | None) -> bool:
+    """True for a ``GeneratorExit`` thrown by the collector closing garbage."""
+    return exc_type is GeneratorExit and COLLECTING
+
+
+if _on_collection not in gc.callbacks:
+    gc.callbacks.append(_on_collection)

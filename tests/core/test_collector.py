@@ -1,0 +1,112 @@
+"""Coroutines left suspended inside a stage or a request and collected as garbage."""
+
+from __future__ import annotations
+
+import contextvars
+import gc
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from litellm_perfkit import PerfkitMiddleware, stage
+from litellm_perfkit._core import _sink
+from litellm_perfkit._core._timeline import OPEN_STAGE, TIMELINE, Timeline
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Never:
+    def __await__(self) -> Any:
+        yield
+
+
+def cyclic_garbage(coroutine: Any) -> None:
+    """Start ``coroutine`` (it suspends) and leave it only in a reference cycle."""
+    holder: list[Any] = [coroutine]
+    coroutine.send(None)
+    holder.append(holder)
+
+
+# Stage.__exit__ of garbage runs inside whichever ContextVar.set started the
+# collection. Before the guard this crashed CPython 3.11 (SIGSEGV, gh-148891).
+CRASH = """
+import contextvars, gc, time
+from litellm_perfkit import stage
+from litellm_perfkit._core._timeline import TIMELINE, Timeline
+
+class Never:
+    def __await__(self):
+        yield
+
+async def inside_stage(holder):
+    with stage("auth"):
+        await Never()
+
+gc.set_threshold(50, 1, 1)
+others = [contextvars.ContextVar(f"v{i}") for i in range(40)]
+TIMELINE.set(Timeline(time.perf_counter_ns(), "GET", "/"))
+for n in range(20000):
+    for _ in range(20):
+        holder = []
+        coroutine = inside_stage(holder)
+        coroutine.send(None)
+        holder.append(coroutine)
+        del coroutine, holder
+    for var in others:
+        var.set(n)
+print("survived")
+"""
+
+
+def test_sets_that_start_a_collection_of_stage_garbage_do_not_crash() -> None:
+    result = subprocess.run([sys.executable, "-X", "faulthandler", "-c", CRASH], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and result.stdout.strip() == "survived", result.stderr[-2000:]
+
+
+def test_a_collected_stage_leaves_the_current_context_and_its_timeline_alone() -> None:
+    timeline = Timeline(time.perf_counter_ns(), "GET", "/")
+
+    async def inside_stage() -> None:
+        with stage("auth"):
+            await Never()
+
+    def start() -> None:
+        TIMELINE.set(timeline)
+        cyclic_garbage(inside_stage())
+
+    contextvars.Context().run(start)  # the stage's own context
+    token = OPEN_STAGE.set(41)  # the current context has a stage of its own open
+    try:
+        gc.collect()
+        assert OPEN_STAGE.get() == 41
+    finally:
+        OPEN_STAGE.reset(token)
+    assert timeline.finished == []  # ended by the collector: no end time worth recording
+
+
+def test_a_collected_request_leaves_the_current_context_and_the_sink_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    sunk: list[Timeline] = []
+    unraisable: list[Any] = []
+    _sink.set_sink(sunk.append)
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await Never()  # the server abandons the request here
+
+    scope = {"type": "http", "method": "GET", "path": "/", "headers": []}
+    try:
+        contextvars.Context().run(cyclic_garbage, PerfkitMiddleware(app)(scope, None, None))
+        mine = Timeline(time.perf_counter_ns(), "GET", "/mine")
+        token = TIMELINE.set(mine)
+        try:
+            gc.collect()
+            assert TIMELINE.get() is mine
+        finally:
+            TIMELINE.reset(token)
+    finally:
+        _sink.set_sink(None)
+    assert unraisable == [] and sunk == []
