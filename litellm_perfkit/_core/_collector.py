@@ -9,7 +9,7 @@ request's open stage. On CPython < 3.12 it also crashes the process. A
 collection can start inside the HAMT allocation of another
 ``ContextVar.set`` in the same context, and a set made from a finalizer
 frees the HAMT that the outer set is still walking (CPython gh-148891;
-tests/core/test_stage.py reproduces the segfault without this guard).
+tests/core/test_collector.py reproduces the segfault without this guard).
 """
 
 from __future__ import annotations
