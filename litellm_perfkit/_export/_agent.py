@@ -1,7 +1,8 @@
 """The export agent: a child process that turns timelines into spans and metrics.
 
 Started by a ``process``-mode Pipeline. It reads frames from stdin (a kind
-byte, a 4-byte little-endian length, a marshal payload), and writes one JSON
+byte, a 4-byte little-endian length, a marshal payload: the anchor, the
+app's drop count and a list of ``Timeline.encode`` bytes), and writes one JSON
 stats line to stdout per flush and at exit. EOF on stdin means: flush, export
 metrics, exit. If its parent dies, stdin closes, so the agent never outlives it.
 """
@@ -56,8 +57,8 @@ def main() -> int:
             anchor, parent_dropped, records = marshal.loads(payload)
             counters = processor.metrics.counters
             counters["perfkit.requests.dropped"] = max(counters["perfkit.requests.dropped"], parent_dropped)
-            for compact in records:
-                processor.handle(Timeline.from_compact(compact), anchor)
+            for encoded in records:
+                processor.handle(Timeline.decode(encoded), anchor)
             processor.flush_spans()
             processor.export_metrics()
         elif kind == FRAME_FLUSH:

@@ -3,10 +3,11 @@
 The request side does one ``len`` and one ``deque.append`` (atomic under the
 GIL: no lock, no wake-up). A thread wakes on a timer and drains the queue.
 
-- ``process`` mode (default): the thread packs each timeline into a compact
-  tuple and writes batches to the export agent, a child process that builds
-  spans and metrics and exports them. In this process a request costs a few
-  microseconds; the agent's CPU is measured and published separately
+- ``process`` mode (default): the request side encodes each timeline to bytes
+  (``Timeline.encode``, under a microsecond) and queues those, so no live
+  timeline waits for the garbage collector to walk it. The thread writes
+  batches to the export agent, a child process that builds spans and metrics
+  and exports them. The agent's CPU is measured and published separately
   (docs/overhead.md).
 - ``thread`` mode: the thread does the span and metric work itself, under the
   GIL, for hosts that must not start processes.
@@ -18,6 +19,10 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None  # type: ignore[assignment]
 import marshal
 import os
 import subprocess
@@ -45,6 +50,7 @@ __all__ = ["Pipeline", "Processor", "RecordListener", "FRAME_RECORDS", "FRAME_FL
 # Records handled between voluntary GIL releases, so the export thread never
 # holds the interpreter for long while requests wait.
 _SLICE = 32
+_PIPE_BYTES = 1 << 20  # Linux's default pipe-max-size for unprivileged processes
 FRAME_RECORDS = b"R"
 FRAME_FLUSH = b"F"
 
@@ -121,6 +127,20 @@ class Processor:
             )
 
 
+def _widen_pipe(fd: int) -> None:
+    """Let one drain's batch fit in the pipe to the agent (Linux; 64 KiB by
+    default). A batch larger than the pipe went through in many small
+    block-and-wake rounds with the agent on the other core, and those cost
+    the export thread more CPU than the rest of the drain (docs/overhead.md)."""
+    set_size = getattr(fcntl, "F_SETPIPE_SZ", None) if fcntl is not None else None
+    if set_size is None:
+        return
+    try:
+        fcntl.fcntl(fd, set_size, _PIPE_BYTES)
+    except OSError:
+        pass  # above /proc/sys/fs/pipe-max-size or the user's pipe quota: keep the default
+
+
 class _Agent:
     """The export agent process and the pipe to it."""
 
@@ -140,6 +160,7 @@ class _Agent:
             env=env,
         )
         assert self.process.stdin is not None and self.process.stdout is not None
+        _widen_pipe(self.process.stdin.fileno())
         self._stdin = self.process.stdin
         self._stdout = self.process.stdout
         self.last_stats: dict[str, int] = {}
@@ -171,7 +192,8 @@ class Pipeline:
     ) -> None:
         self.settings = settings
         self.mode: ExportMode = mode
-        self._queue: deque[Timeline] = deque()
+        # Timelines (thread mode) or their encoded bytes (process mode).
+        self._queue: deque[Any] = deque()
         self._max_queue = settings.max_queue
         # The request side wakes the export thread only when the queue is 3/4
         # full (a burst that would overflow before the next tick), not at
@@ -200,7 +222,7 @@ class Pipeline:
         if queued >= self._max_queue:
             self.dropped_requests += 1
             return
-        self._queue.append(timeline)
+        self._queue.append(timeline if self._agent is None else timeline.encode())
         if queued == self._wake_at:  # nearly full: drain now, not at the next tick
             self._wake.set()
 
@@ -288,10 +310,10 @@ class Pipeline:
                 time.sleep(0)
         processor.flush_spans()
 
-    def _drain_to_agent(self, agent: _Agent, queue: deque[Timeline], anchor: int) -> None:
-        records: list[tuple[Any, ...]] = []
+    def _drain_to_agent(self, agent: _Agent, queue: deque[bytes], anchor: int) -> None:
+        records: list[bytes] = []
         while queue:
-            records.append(queue.popleft().compact())
+            records.append(queue.popleft())
         try:
             agent.send(FRAME_RECORDS, marshal.dumps((anchor, self.dropped_requests, records)))
         except (OSError, ValueError) as exc:

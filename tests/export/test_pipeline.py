@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
@@ -141,6 +142,28 @@ def test_a_nearly_full_queue_is_drained_at_once_not_at_the_next_tick() -> None:
         assert exporter.spans == 12 * 2 and pipeline.dropped_requests == 0
     finally:
         pipeline.shutdown()
+
+
+@pytest.mark.parametrize("mode", ["process", "thread"])
+def test_process_mode_queues_bytes_so_waiting_requests_give_the_collector_nothing(mode: str) -> None:
+    """Live timelines waiting in the queue (five containers each) made the
+    garbage collector run and promote them on the serving thread; process mode
+    queues their encoded bytes instead."""
+    settings = read_settings({"OTEL_TRACES_EXPORTER": "none", "OTEL_BSP_SCHEDULE_DELAY": "60000"})
+    pipeline = Pipeline(settings, mode=mode).start()  # type: ignore[arg-type]
+    gc.disable()
+    try:
+        before = gc.get_count()[0]
+        for _ in range(100):
+            pipeline.submit(finished_timeline())
+        waiting = gc.get_count()[0] - before
+    finally:
+        gc.enable()
+        pipeline.shutdown()
+    if mode == "process":
+        assert waiting < 10
+    else:
+        assert waiting >= 100 * 2  # five containers per timeline, less what other threads freed meanwhile
 
 
 def test_sampler_ratio_and_parent_flags() -> None:
