@@ -2,7 +2,8 @@
 
 Before the first content token the scanner parses events (it must look inside
 them: a role-only chunk is not a token). After it, it only counts event
-starts with ``bytes.count``, so a long stream costs almost nothing per chunk.
+starts with ``bytes.count``; the middleware then feeds it several body
+messages joined at once, so a long stream costs almost nothing per chunk.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def has_content_delta(event: Any) -> bool:
 class SseScanner:
     """Feed it each response body message in order."""
 
-    __slots__ = ("events", "done_events", "token_seen", "at_line_start", "fast", "_pending", "_tail")
+    __slots__ = ("events", "done_events", "token_seen", "_pending", "_tail")
 
     def __init__(self) -> None:
         self.events = 0
@@ -59,11 +60,6 @@ class SseScanner:
         self.token_seen = False
         self._pending = b""
         self._tail = b"\n"  # the first event of a stream has no newline before it
-        # The previous body message ended a line, so no pattern can straddle.
-        self.at_line_start = True
-        # token_seen and at_line_start: the next message may take the
-        # middleware's inlined fast path (see _Exchange.send).
-        self.fast = False
 
     @property
     def chunks(self) -> int:
@@ -77,7 +73,7 @@ class SseScanner:
             # The common case: the previous message ended a line, so patterns
             # (which all start with a newline) cannot straddle the boundary.
             self.events += body.count(_EVENT) + body.startswith(b"data:")
-            if b"[DONE]" in body:
+            if body.find(b"[DONE]") >= 0:  # find: cheaper than ``in`` on bytes (timeit, CPython 3.11)
                 window = tail + body
                 self.done_events += window.count(_DONE[0]) + window.count(_DONE[1])
         else:
@@ -85,14 +81,11 @@ class SseScanner:
             self.events += window.count(_EVENT) - tail.count(_EVENT)
             for done in _DONE:
                 self.done_events += window.count(done) - tail.count(done)
-        self.at_line_start = body.endswith(b"\n")
-        self._tail = b"\n" if self.at_line_start else (tail + body)[-_TAIL:]
+        self._tail = b"\n" if body.endswith(b"\n") else (tail + body)[-_TAIL:]
         if self.token_seen:
-            self.fast = self.at_line_start
             return False
         if self._find_token(body):
             self.token_seen = True
-            self.fast = self.at_line_start
             self._pending = b""
             return True
         return False
@@ -101,14 +94,25 @@ class SseScanner:
         pending = (self._pending + body).replace(b"\r\n", b"\n")
         *complete, self._pending = pending.split(b"\n\n")
         for raw_event in complete:
-            if not any(hint in raw_event for hint in _TOKEN_HINTS):
+            if not _may_carry_token(raw_event):
                 continue
-            data = b"\n".join(
-                line[5:].lstrip(b" ") for line in raw_event.split(b"\n") if line.startswith(b"data:")
-            )
+            if raw_event.startswith(b"data:") and raw_event.find(b"\n") < 0:
+                data = raw_event[5:]  # one data line, the usual event; orjson skips the space
+            else:
+                data = b"\n".join(
+                    line[5:].lstrip(b" ") for line in raw_event.split(b"\n") if line.startswith(b"data:")
+                )
             try:
                 if has_content_delta(orjson.loads(data)):
                     return True
             except orjson.JSONDecodeError:
                 continue
         return False
+
+
+def _may_carry_token(event: bytes) -> bool:
+    # bytes.find, not ``in``: the faster of the two on CPython 3.11 (timeit).
+    for hint in _TOKEN_HINTS:
+        if event.find(hint) >= 0:
+            return True
+    return False

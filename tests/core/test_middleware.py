@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import time
 from typing import Any
@@ -91,6 +92,57 @@ def test_ttft_mark_is_taken_when_the_token_chunk_is_sent() -> None:
     [record] = records
     assert sent_at["before"] <= record.marks["first_token"] <= sent_at["after"]
     assert record.chunks == 2 and record.marks["last_byte"] >= sent_at["after"]
+
+
+def serve_in_process(app: Any) -> None:
+    scope = {"type": "http", "method": "POST", "path": "/s", "headers": []}
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: Any) -> None:
+        return None
+
+    async def serve() -> None:
+        with contextlib.suppress(RuntimeError):
+            await PerfkitMiddleware(app)(scope, receive, send)
+
+    asyncio.run(serve())
+
+
+@pytest.mark.parametrize("size", [1, 7, 64, 1000, len(apps.TOKEN)])
+def test_long_stream_counts_are_exact_however_the_body_is_split(size: int) -> None:
+    """After the first token, body messages are counted in batches: the counts
+    stay exact across batch and message boundaries, also for a stream cut short."""
+    tokens = 53  # more than three batches, not a multiple of one
+    stream = apps.ROLE + apps.TOKEN * tokens + apps.DONE
+    parts = [stream[i : i + size] for i in range(0, len(stream), size)]
+    cut = len(parts) // 2
+    sent_before_token: list[int] = []
+
+    def stream_app(stop_after: int | None) -> Any:
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+            for n, part in enumerate(parts):
+                if stop_after is not None and n == stop_after:
+                    raise RuntimeError("the upstream went away")
+                if sum(map(len, parts[: n + 1])) >= len(apps.ROLE) + len(apps.TOKEN) and not sent_before_token:
+                    sent_before_token.append(time.perf_counter_ns())
+                await send({"type": "http.response.body", "body": part, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+        return app
+
+    with capture_records() as records:
+        serve_in_process(stream_app(None))
+        serve_in_process(stream_app(cut))
+    whole, cut_short = records
+    assert (whole.chunks, whole.body_bytes, whole.error) == (tokens + 1, len(stream), None)
+    assert whole.marks["first_token"] >= sent_before_token[0] and "last_byte" in whole.marks
+    sent = b"".join(parts[:cut])
+    assert cut_short.body_bytes == len(sent)
+    assert cut_short.chunks == sent.count(b"\ndata:") + sent.startswith(b"data:") - sent.count(b"[DONE]")
+    assert cut_short.error == "RuntimeError" and "last_byte" not in cut_short.marks
 
 
 def test_traceparent_is_kept_and_headers_can_be_turned_off() -> None:
