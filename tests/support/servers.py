@@ -51,6 +51,7 @@ class Jaeger:
     otlp_http: str
     otlp_grpc: str
     query: str
+    pid: int
 
     def traces(self, service: str) -> list[dict[str, Any]]:
         response = httpx.get(f"{self.query}/api/traces", params={"service": service, "limit": 1000}, timeout=10)
@@ -150,6 +151,7 @@ def jaeger_process(workdir: Path) -> Iterator[Jaeger]:
             otlp_http=f"http://127.0.0.1:{ports['http']}",
             otlp_grpc=f"http://127.0.0.1:{ports['grpc']}",
             query=f"http://127.0.0.1:{ports['query']}",
+            pid=process.pid,
         )
     finally:
         process.terminate()
