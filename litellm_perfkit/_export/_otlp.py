@@ -102,13 +102,28 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
+_ONE_BYTE = [bytes((n,)) for n in range(0x80)]
+_LENGTH_DELIMITED_TAGS = [bytes((number << 3 | 2,)) for number in range(16)]
+
+
 def _field(number: int, payload: bytes) -> bytes:
     """A length-delimited field (wire type 2)."""
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+    size = len(payload)
+    if size < 0x80 and number < 16:  # the usual case: one tag byte, one length byte
+        return _LENGTH_DELIMITED_TAGS[number] + _ONE_BYTE[size] + payload
+    return _varint(number << 3 | 2) + _varint(size) + payload
 
 
 _DOUBLE = struct.Struct("<Bd").pack  # AnyValue.double_value: field 4, wire type 1
+_pack_double = struct.Struct("<d").pack
 _pb_keys: dict[str, bytes] = {}
+# Most of a span's attributes are doubles under a fixed key, so everything but
+# the 8 value bytes is the same every time: (key, field number) -> that prefix.
+# Bools and strings (methods, paths, stage kinds, model names) repeat whole:
+# (key, value, field number) -> the encoded KeyValue. Both caches are bounded.
+_pb_double_prefixes: dict[tuple[str, int], bytes] = {}
+_pb_repeated: dict[tuple[str, AttributeValue, int], bytes] = {}
+_CACHE_LIMIT = 4096
 
 
 def _pvalue(value: AttributeValue) -> bytes:
@@ -121,16 +136,45 @@ def _pvalue(value: AttributeValue) -> bytes:
     return _field(1, str(value).encode())
 
 
+def _pkey(key: str) -> bytes:
+    """KeyValue.key, encoded (cached)."""
+    encoded_key = _pb_keys.get(key)
+    if encoded_key is None:
+        encoded_key = _field(1, key.encode())
+        if len(_pb_keys) < _CACHE_LIMIT:
+            _pb_keys[key] = encoded_key
+    return encoded_key
+
+
+def _pkeyvalue(key: str, value: AttributeValue, field_number: int) -> bytes:
+    return _field(field_number, _pkey(key) + _field(2, _pvalue(value)))
+
+
 def _pattributes(attributes: Attributes, field_number: int = 9) -> bytes:
     """KeyValue entries as field ``field_number`` (Span.attributes is 9, Resource.attributes 1)."""
     out = []
     for key, value in attributes:
-        encoded_key = _pb_keys.get(key)
-        if encoded_key is None:
-            encoded_key = _field(1, key.encode())
-            if len(_pb_keys) < 4096:
-                _pb_keys[key] = encoded_key
-        out.append(_field(field_number, encoded_key + _field(2, _pvalue(value))))
+        kind = type(value)
+        if kind is float:
+            prefix = _pb_double_prefixes.get((key, field_number))
+            if prefix is None:
+                prefix = _pkeyvalue(key, 0.0, field_number)[:-8]
+                if len(_pb_double_prefixes) < _CACHE_LIMIT:
+                    _pb_double_prefixes[(key, field_number)] = prefix
+            out.append(prefix + _pack_double(value))  # type: ignore[arg-type]
+        elif kind is str or kind is bool:
+            whole = _pb_repeated.get((key, value, field_number))
+            if whole is None:
+                whole = _pkeyvalue(key, value, field_number)
+                if len(_pb_repeated) < _CACHE_LIMIT:
+                    _pb_repeated[(key, value, field_number)] = whole
+            out.append(whole)
+        elif kind is int:
+            value_bytes = b"\x18" + _varint(value & 0xFFFFFFFFFFFFFFFF)  # type: ignore[operator]
+            # AnyValue.int_value is at most 11 bytes: its length is one byte.
+            out.append(_field(field_number, _pkey(key) + b"\x12" + _ONE_BYTE[len(value_bytes)] + value_bytes))
+        else:
+            out.append(_pkeyvalue(key, value, field_number))
     return b"".join(out)
 
 

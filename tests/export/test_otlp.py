@@ -22,13 +22,17 @@ def sample_spans() -> list:  # type: ignore[type-arg]
     timeline.status, timeline.error = 500, "RuntimeError"
     timeline.attributes["perfkit.litellm.version"] = 'x"1\n'
     timeline.attributes["negative"] = -5
+    # Every value kind, and fields past one length byte (the encoder's short cuts).
+    timeline.attributes.update({"big": 1 << 62, "flag": False, "ratio": 0.25, "long." + "k" * 150: "v" * 300})
     timeline.end_ns = time.perf_counter_ns()
     return timeline_to_spans(timeline, "ab" * 16, "cd" * 8, 1_700_000_000_000_000_000)
 
 
 def test_protobuf_and_json_encodings_decode_to_the_same_request() -> None:
     spans = sample_spans()
-    from_protobuf = ExportTraceServiceRequest.FromString(spans_protobuf(spans, "svc", {"deployment.environment": "t"}))
+    encoded = spans_protobuf(spans, "svc", {"deployment.environment": "t"})
+    assert spans_protobuf(spans, "svc", {"deployment.environment": "t"}) == encoded  # from the encoder's caches
+    from_protobuf = ExportTraceServiceRequest.FromString(encoded)
     from_json = ExportTraceServiceRequest()
     request = orjson.loads(spans_json(spans, "svc", {"deployment.environment": "t"}))
     # protobuf's JSON parser reads bytes as base64; OTLP/JSON writes ids as hex.
@@ -48,6 +52,8 @@ def test_protobuf_and_json_encodings_decode_to_the_same_request() -> None:
     assert server.status.code == 2 and server.status.message == "RuntimeError"
     assert server.parent_span_id.hex() == "cd" * 8 and auth.parent_span_id == server.span_id
     attributes = {a.key: a.value for a in server.attributes}
-    assert attributes["negative"].int_value == -5
+    assert attributes["negative"].int_value == -5 and attributes["big"].int_value == 1 << 62
+    assert attributes["flag"].bool_value is False and attributes["ratio"].double_value == 0.25
+    assert attributes["long." + "k" * 150].string_value == "v" * 300
     assert attributes["perfkit.litellm.version"].string_value == 'x"1\n'
     assert {a.key: a.value.int_value for a in iterate.attributes}["perfkit.stage.items"] == 21
