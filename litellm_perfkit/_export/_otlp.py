@@ -161,7 +161,7 @@ def _pattributes(attributes: Attributes, field_number: int = 9) -> bytes:
                 prefix = _pkeyvalue(key, 0.0, field_number)[:-8]
                 if len(_pb_double_prefixes) < _CACHE_LIMIT:
                     _pb_double_prefixes[(key, field_number)] = prefix
-            out.append(prefix + _pack_double(value))  # type: ignore[arg-type]
+            out.append(prefix + _pack_double(value))
         elif kind is str or kind is bool:
             whole = _pb_repeated.get((key, value, field_number))
             if whole is None:
