@@ -111,9 +111,9 @@ class _Exchange:
         # frame per body message. Once a stream's first token is found, its
         # body messages are only held in a short batch and counted together
         # (_count_batch): one join and one scan per _BATCH messages cost less
-        # than scanning each one (docs/overhead.md). The batch holds
-        # references to bodies already in memory, never copies them, and is
-        # counted before anything else happens to the response.
+        # than scanning each one (docs/overhead.md). The batch holds at most
+        # _BATCH bodies the app already made, and is counted before any other
+        # message of the response is looked at.
         try:
             batch = self._batch
             # Only body messages carry a true more_body (ASGI HTTP; zero-copy

@@ -1,10 +1,11 @@
 """The export pipeline: a bounded queue on the request side, the work elsewhere.
 
 The request side does one ``len`` and one ``deque.append`` (atomic under the
-GIL: no lock, no wake-up). A thread wakes on a timer and drains the queue.
+GIL: no lock, no wake-up), plus, in process mode, one ``Timeline.encode``. A
+thread wakes on a timer and drains the queue.
 
 - ``process`` mode (default): the request side encodes each timeline to bytes
-  (``Timeline.encode``, under a microsecond) and queues those, so no live
+  (about a microsecond) and queues those, so no live
   timeline waits for the garbage collector to walk it. The thread writes
   batches to the export agent, a child process that builds spans and metrics
   and exports them. The agent's CPU is measured and published separately
@@ -19,10 +20,6 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
-try:
-    import fcntl
-except ImportError:  # Windows
-    fcntl = None  # type: ignore[assignment]
 import marshal
 import os
 import subprocess
@@ -35,6 +32,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 import orjson
+
+try:
+    import fcntl
+except ImportError:  # not on Windows
+    fcntl = None  # type: ignore[assignment]
 
 from .._core._guard import internal_error, logger, warn_once
 from .._core._sink import set_sink
