@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import re
 import shutil
@@ -55,6 +54,7 @@ import litellm_perfkit
 from litellm_perfkit import PerfkitMiddleware, stage
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks._pinning import pin  # noqa: E402
 from tests.support.servers import jaeger_process  # noqa: E402
 
 CHUNK = b'data: {"choices":[{"index":0,"delta":{"content":"tok"}}]}\n\n'
@@ -122,13 +122,6 @@ async def drive(app: Any, path: str, n: int) -> None:
 
 
 APP_CORE, EXPORT_CORE = {0}, {1}
-
-
-def pin(pid: int, cores: set[int]) -> None:
-    """Every thread of ``pid`` onto ``cores``; threads it starts later inherit it."""
-    for task in os.listdir(f"/proc/{pid}/task"):
-        with contextlib.suppress(ProcessLookupError):
-            os.sched_setaffinity(int(task), cores)
 
 
 def cpu_seconds(pid: int) -> float:
