@@ -97,6 +97,8 @@ class RequestRecord:
     error: str | None
     attributes: dict[str, AttributeValue] = field(default_factory=dict)
     upstream_stages: frozenset[str] = frozenset({"upstream"})
+    # Garbage-collector pause time inside the request's wall time (docs/telemetry.md).
+    gc_pause_ns: int = 0
 
     @property
     def duration_ns(self) -> int:

@@ -12,6 +12,8 @@ from . import _sink
 from ._collector import closed_by_collector
 from ._guard import internal_error
 from ._headers import ENTRY_PREFIXES, THOUSANDTHS, entry_prefix, format_ms, server_timing_entry
+from ._gcwatch import WATCH as _GC
+from ._gcwatch import install as watch_gc
 from ._sse import SseScanner
 from ._timeline import TIMELINE, Timeline
 
@@ -53,6 +55,7 @@ class PerfkitMiddleware:
         self.upstream_stages = frozenset(upstream_stages)
         # Called once per request; its (ideally cached) mapping goes on the span.
         self.attributes = attributes
+        watch_gc()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -60,6 +63,7 @@ class PerfkitMiddleware:
             return
         timeline = Timeline(perf_counter_ns(), scope["method"], scope["path"])
         timeline.upstream = self.upstream_stages
+        timeline.gc_ns = _GC.total_ns  # the pause total at the start; finish() makes it the difference
         if self.attributes is not None:
             try:
                 timeline.attributes.update(self.attributes())
@@ -175,6 +179,9 @@ class _Exchange:
             parts.append(f"{prefixes.get(name) or entry_prefix(name)}{us // 1000}{thousandths[us % 1000]}")
         for name, entry in timeline.generators.items():
             parts.append(server_timing_entry(name, entry[4]))
+        paused = _GC.total_ns - timeline.gc_ns
+        if paused:
+            parts.append(server_timing_entry("gc", paused))
         headers = list(headers)
         if middleware.server_timing and parts:
             headers.append((b"server-timing", ", ".join(parts).encode()))
@@ -196,6 +203,7 @@ class _Exchange:
     def finish(self) -> None:
         timeline = self._timeline
         timeline.end_ns = perf_counter_ns()
+        timeline.gc_ns = _GC.total_ns - timeline.gc_ns
         try:
             if self._batch:
                 self._count_batch()  # a stream that ended early (disconnect, error)

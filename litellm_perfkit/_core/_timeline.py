@@ -80,6 +80,7 @@ class Timeline:
         "error",
         "end_ns",
         "upstream",
+        "gc_ns",
         "_entries",
     )
 
@@ -102,6 +103,9 @@ class Timeline:
         self.end_ns = 0
         # Stages that wait on the upstream provider, not the gateway's own time.
         self.upstream: frozenset[str] = DEFAULT_UPSTREAM
+        # Collector pause time inside the request (see _gcwatch). While the
+        # request runs, the middleware keeps the watch's total at its start here.
+        self.gc_ns = 0
         self._entries: list[StageEntry] | None = None
 
     # -- hot path -----------------------------------------------------------
@@ -161,6 +165,7 @@ class Timeline:
             self.generators,
             self.attributes,
             tuple(self.upstream),
+            self.gc_ns,
         )
         try:
             return orjson.dumps(fields)
@@ -170,7 +175,7 @@ class Timeline:
     @classmethod
     def decode(cls, data: bytes) -> Timeline:
         (start, end, method, path, status, streaming, chunks, body_bytes, traceparent, error,
-         marks, finished, generators, attributes, upstream) = (
+         marks, finished, generators, attributes, upstream, gc_ns) = (
             orjson.loads(data) if data[:1] == b"[" else marshal.loads(data)
         )  # fmt: skip
         timeline = cls(start, method, path)
@@ -180,6 +185,7 @@ class Timeline:
         timeline.marks, timeline.generators, timeline.attributes = marks, generators, attributes
         timeline.finished = [tuple(stage) for stage in finished]
         timeline.upstream = frozenset(upstream)
+        timeline.gc_ns = gc_ns
         return timeline
 
     def freeze(self) -> RequestRecord:
@@ -214,6 +220,7 @@ class Timeline:
             error=self.error,
             attributes=dict(self.attributes),
             upstream_stages=self.upstream,
+            gc_pause_ns=self.gc_ns,
         )
 
 

@@ -29,6 +29,7 @@ DESCRIPTIONS: dict[str, str] = {
     "gen_ai.server.time_to_first_token": "Request received to the first content token sent (streams).",
     "gen_ai.server.request.duration": "Request received to last response byte, generative-AI endpoints.",
     "perfkit.stage.duration": "Duration of one named stage (generator stages: their own time).",
+    "perfkit.gc.pause": "Garbage-collector pause time inside one request's wall time (0 for most).",
 }
 
 _GEN_AI_SUFFIXES = ("/completions", "/embeddings", "/responses", "/messages")
@@ -72,6 +73,7 @@ class MetricStore:
         self._stages: dict[str, Histogram] = {}  # a shortcut to the per-stage entries
         self.counters: dict[str, int] = {"perfkit.spans.dropped": 0, "perfkit.requests.dropped": 0}
         self._lock = threading.Lock()
+        self._gc_pause = self._histogram("perfkit.gc.pause", ())
 
     def _histogram(self, name: str, attributes: tuple[tuple[str, AttributeValue], ...]) -> Histogram:
         key = (name, attributes)
@@ -94,6 +96,7 @@ class MetricStore:
             first_token = timeline.marks.get("first_token")
             if first_token is not None:
                 self._histogram("gen_ai.server.time_to_first_token", ()).record(first_token - timeline.start_ns)
+        self._gc_pause.record(timeline.gc_ns)
         stages = self._stages
         for entry in timeline.stages:
             histogram = stages.get(entry.name)

@@ -108,6 +108,8 @@ def _server_attributes(timeline: Timeline, own: dict[int, int]) -> Attributes:
     for mark, at in timeline.marks.items():
         if mark != "received":
             attributes.append((f"perfkit.{mark}_ms", (at - start) / 1e6))
+    if timeline.gc_ns > 0:
+        attributes.append(("perfkit.gc_pause_ms", timeline.gc_ns / 1e6))
     if timeline.error:
         attributes.append(("error.type", timeline.error))
     if timeline.attributes:

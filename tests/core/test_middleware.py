@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import socket
 import time
 from typing import Any
@@ -10,6 +11,7 @@ import httpx
 import pytest
 
 from litellm_perfkit import OVERHEAD_HEADER, PerfkitMiddleware
+from litellm_perfkit._core._headers import parse_server_timing
 from litellm_perfkit._core._timeline import current_timeline
 from tests.support import apps
 from tests.support.capture import capture_records
@@ -33,6 +35,7 @@ def test_json_request_stages_headers_and_reconciliation() -> None:
     assert names == ["request.parse", "auth", "upstream", "serialize"]
     assert all(s.duration_ns > 0 for s in record.stages)
     timing = dict(part.strip().split(";dur=") for part in response.headers["server-timing"].split(","))
+    timing.pop("gc", None)  # a collection may land in any request (its own test is below)
     assert set(timing) == set(names)
     assert abs(float(timing["upstream"]) - record.stages[2].duration_ns / 1e6) < 0.002
     overhead = float(response.headers[OVERHEAD_HEADER])
@@ -233,3 +236,50 @@ def test_a_perfkit_bug_never_changes_the_response(monkeypatch: pytest.MonkeyPatc
         responses = [httpx.post(f"{url}/v1/chat/completions", json={}) for _ in range(3)]
     assert all(r.status_code == 200 and b"RESPONSE_BODY_SECRET" in r.content for r in responses)
     assert _guard.internal_error_counts()["middleware.send"] == before + 3
+
+
+def test_a_collector_pause_inside_a_request_is_recorded_and_named_in_server_timing() -> None:
+    """The first request's handler sets off a full collection before its
+    response starts; the second request has none (automatic collection is off)."""
+    pauses: list[int] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["path"] == "/collect":
+            garbage = [[] for _ in range(50_000)]
+            for a, b in zip(garbage, garbage[1:]):
+                a.append(b)
+                b.append(a)
+            del garbage
+            started = time.perf_counter_ns()
+            gc.collect()
+            pauses.append(time.perf_counter_ns() - started)
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": b"{}", "more_body": False})
+
+    sent: list[Any] = []
+
+    async def drive() -> None:
+        middleware = PerfkitMiddleware(app)
+        for path in ("/collect", "/quiet"):
+            scope = {"type": "http", "method": "GET", "path": path, "headers": []}
+
+            async def receive() -> dict[str, Any]:
+                return {"type": "http.request", "body": b"", "more_body": False}
+
+            async def send(message: Any) -> None:
+                sent.append(message)
+
+            await middleware(scope, receive, send)
+
+    gc.disable()
+    try:
+        with capture_records() as records:
+            asyncio.run(drive())
+    finally:
+        gc.enable()
+    collected, quiet = records
+    assert 0.8 * pauses[0] <= collected.gc_pause_ns <= pauses[0]
+    timing = parse_server_timing(dict(sent[0]["headers"])[b"server-timing"].decode())
+    assert timing["gc"] == pytest.approx(collected.gc_pause_ns / 1e6, abs=0.001)
+    assert quiet.gc_pause_ns == 0
+    assert b"gc;" not in dict(sent[2]["headers"]).get(b"server-timing", b"")

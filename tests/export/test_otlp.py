@@ -24,6 +24,7 @@ def sample_spans() -> list:  # type: ignore[type-arg]
     timeline.attributes["negative"] = -5
     # Every value kind, and fields past one length byte (the encoder's short cuts).
     timeline.attributes.update({"big": 1 << 62, "flag": False, "ratio": 0.25, "long." + "k" * 150: "v" * 300})
+    timeline.gc_ns = 380_500_000  # a full collection inside the request
     timeline.end_ns = time.perf_counter_ns()
     return timeline_to_spans(timeline, "ab" * 16, "cd" * 8, 1_700_000_000_000_000_000)
 
@@ -56,4 +57,5 @@ def test_protobuf_and_json_encodings_decode_to_the_same_request() -> None:
     assert attributes["flag"].bool_value is False and attributes["ratio"].double_value == 0.25
     assert attributes["long." + "k" * 150].string_value == "v" * 300
     assert attributes["perfkit.litellm.version"].string_value == 'x"1\n'
+    assert attributes["perfkit.gc_pause_ms"].double_value == 380.5
     assert {a.key: a.value.int_value for a in iterate.attributes}["perfkit.stage.items"] == 21

@@ -206,4 +206,5 @@ def test_metrics_cover_every_request_even_unsampled(tmp_path: Any) -> None:
     assert count("gen_ai.server.time_to_first_token") == 1
     assert count("perfkit.stage.duration", stage="auth") == 3
     assert count("perfkit.stage.duration", stage="stream.iterate") == 1
+    assert count("perfkit.gc.pause") == 3  # every request, most with 0
     assert by_name["perfkit.spans.dropped"]["sum"]["dataPoints"][0]["asInt"] == "0"
