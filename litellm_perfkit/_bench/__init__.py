@@ -226,6 +226,7 @@ def _results(direct: dict[str, Any], run: dict[str, Any], breakdown: dict[str, A
         "server_overhead_ms": breakdown["server_overhead_ms"],
         "stages": breakdown["stages"],
         "remainder": breakdown["remainder"],
+        "gc_pause_ms": breakdown["gc_pause_ms"],
         "fast_paths": breakdown["fast_paths"],
         "joined_requests": breakdown["joined_requests"],
         "workers_seen": breakdown.get("workers_seen"),

@@ -35,13 +35,14 @@ def stage_breakdown(spans: list[dict[str, Any]], trace_ids: set[str]) -> dict[st
     servers = [next((s for s in group if s["kind"] == 2), None) for group in by_trace.values()]
     requests = [(server, group) for server, group in zip(servers, by_trace.values()) if server is not None]
     if not requests:
-        return {"joined_requests": 0, "stages": {}, "remainder": None, "server_overhead_ms": None, "fast_paths": {}}
+        return {"joined_requests": 0, "stages": {}, "remainder": None, "gc_pause_ms": None, "server_overhead_ms": None, "fast_paths": {}}
     n = len(requests)
     durations: dict[str, list[float]] = defaultdict(list)
     own: dict[str, float] = defaultdict(float)
     own_per_request: dict[str, list[float]] = defaultdict(lambda: [0.0] * n)
     overhead = [server["attrs"].get("perfkit.overhead_ms", 0.0) for server, _ in requests]
     remainder = [server["attrs"].get("perfkit.unattributed_ms", 0.0) for server, _ in requests]
+    gc_pause = [server["attrs"].get("perfkit.gc_pause_ms", 0.0) for server, _ in requests]
     for number, (_, group) in enumerate(requests):
         per_request: dict[str, float] = defaultdict(float)
         for span in group:
@@ -72,6 +73,14 @@ def stage_breakdown(spans: list[dict[str, Any]], trace_ids: set[str]) -> dict[st
         "remainder": {
             "mean_ms": round(sum(remainder) / n, 4),
             "share": round(sum(remainder) / n / mean_overhead, 4) if mean_overhead else None,
+        },
+        # Collector pauses overlap the stages and the remainder: a share of the
+        # overhead to read beside them, not one more row of the 100%.
+        "gc_pause_ms": {
+            "mean": round(sum(gc_pause) / n, 4),
+            "p95": round(percentile(gc_pause, 95), 4),
+            "max": round(max(gc_pause), 4),
+            "share": round(sum(gc_pause) / n / mean_overhead, 4) if mean_overhead else None,
         },
         "server_overhead_ms": {
             "mean": round(mean_overhead, 4),

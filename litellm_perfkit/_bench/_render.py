@@ -50,6 +50,10 @@ def _run(run: dict[str, Any]) -> list[str]:
         lines.append(f"| (unattributed) | | | {remainder['mean_ms']:.3f} | {remainder['share']:.1%} |")
         total = sum(s["share"] for s in stages.values() if s["share"] is not None) + (remainder["share"] or 0)
         lines.append(f"| total | | | {run['server_overhead_ms']['mean']:.3f} | {total:.1%} |")
+        paused = run.get("gc_pause_ms")
+        if paused and paused["share"] is not None:
+            lines += ["", f"collector pauses inside requests (they overlap the rows above): mean {paused['mean']:.3f} ms, "
+                          f"p95 {paused['p95']:.3f} ms, max {paused['max']:.3f} ms; {paused['share']:.1%} of the mean overhead"]  # fmt: skip
     else:
         lines += ["", "no per-stage data: the gateway exported no spans to perfkit"]
     fast = run.get("fast_paths") or {}

@@ -39,6 +39,7 @@ def test_bench_recovers_injected_stage_delays(tmp_path: Path) -> None:
     assert document["joined_requests"] > 10
     assert stages["upstream"]["upstream"] is True
     assert "where the server-side overhead went" in render_bench(document)
+    assert document["gc_pause_ms"]["mean"] >= 0 and document["gc_pause_ms"]["share"] is not None
     assert document["nonstream"]["rps"] > 0 and document["stream"]["streams_per_s"] > 0
     # Nothing is left running.
     assert document["proxy"]["cpu_percent"] is not None
@@ -84,3 +85,20 @@ def test_bench_flamegraph_of_the_gateway_is_linked_from_the_report(tmp_path: Pat
     assert any(f.get("file", "").endswith("delay_gateway.py") for f in profile["shared"]["frames"])
     page = render_html([("bench", document)], base=tmp_path)
     assert f'<a href="{path.name}">' in page
+
+
+def test_collector_pauses_are_summarised_beside_the_breakdown_not_in_it() -> None:
+    from litellm_perfkit._bench._analysis import stage_breakdown
+
+    def request(trace: str, gc_ms: float) -> list[dict[str, object]]:
+        server = {"trace_id": trace, "kind": 2, "attrs": {"perfkit.overhead_ms": 20.0, "perfkit.unattributed_ms": 5.0}}
+        if gc_ms:
+            server["attrs"]["perfkit.gc_pause_ms"] = gc_ms  # type: ignore[index]
+        auth = {"trace_id": trace, "kind": 1, "name": "auth", "attrs": {"perfkit.stage.duration_ms": 15.0, "perfkit.stage.self_ms": 15.0}}
+        return [server, auth]
+
+    spans = request("a", 0.0) + request("b", 10.0)
+    result = stage_breakdown(spans, {"a", "b"})
+    assert result["gc_pause_ms"] == {"mean": 5.0, "p95": 10.0, "max": 10.0, "share": 0.25}
+    # The stages and the remainder still add up to the overhead on their own.
+    assert result["stages"]["auth"]["share"] + result["remainder"]["share"] == pytest.approx(1.0)
