@@ -14,17 +14,23 @@ Target: instrumented RPS >= 97% of plain.
 
 Garbage-collector pauses: in every proxy (plain and perfkit) a small
 ``gc.callbacks`` probe (benchmarks/_gcprobe) logs each collection. A full
-collection of the proxy's heap stops every request for ~370 ms and comes once
-or twice per 15 s run, so it moves one run's RPS by 2-5% on its own. The
+collection of the proxy's heap stops every request for ~370 ms and comes two
+to four times per 15 s run here, so one more or one fewer moves a run's RPS
+by about 2.5% on its own. The
 table shows each mode's pause time per run, and the RPS ratio with pauses
 taken out (requests / (run time - pause time)): the cost of perfkit's own
 work with the collector's timing luck removed. The headline ratio is the
 plain one, pauses included.
+
+CPU per request: the proxy's and (under perfkit) its export agent's CPU time
+over the warm-up and the measured seconds, divided by RPS x (warm-up +
+duration); approximate, since the warm-up ramps up.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -33,6 +39,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.middleware_overhead import cpu_seconds  # noqa: E402
 from litellm_perfkit._load import LoadPlan, Workload, run_load  # noqa: E402
 from tests.support.litellm_env import VERSIONS  # noqa: E402
 from tests.support.mock_server import mock_process  # noqa: E402
@@ -58,6 +65,15 @@ def measure(url: str, stream: bool, duration: float, concurrency: int) -> dict[s
         "window_start_ns": started + int(WARMUP_S * 1e9),
         "window_end_ns": time.monotonic_ns(),
     }
+
+
+def children(pid: int) -> list[int]:
+    """The processes ``pid`` started (perfkit's export agent), not itself."""
+    found: list[int] = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(OSError):
+            found += [int(child) for child in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
+    return found
 
 
 def collector_pauses(log_prefix: Path, start_ns: int, end_ns: int) -> tuple[float, int]:
@@ -91,9 +107,15 @@ def main() -> int:
             for mode in order:
                 gc_log = Path(tmp) / f"gc-{repeat}-{mode}"
                 env = {"PYTHONPATH": str(GC_PROBE), "PERFKIT_BENCH_GC_LOG": str(gc_log)}
-                with litellm_proxy(args.version, upstream, Path(tmp), mode=mode, perfkit_args=exporter, pin_cpu="0", env=env) as url:  # type: ignore[arg-type]
+                pids: list[int] = []
+                with litellm_proxy(args.version, upstream, Path(tmp), mode=mode, perfkit_args=exporter, pin_cpu="0", env=env, pids=pids) as url:  # type: ignore[arg-type]
                     for workload in ("json", "stream"):
+                        proxy, agents = pids[0], children(pids[0])
+                        cpu_before = cpu_seconds(proxy), sum(map(cpu_seconds, agents))
                         result = measure(url, workload == "stream", args.duration, args.concurrency)
+                        requests = result["rps"] * (WARMUP_S + args.duration)
+                        result["proxy_cpu_ms"] = (cpu_seconds(proxy) - cpu_before[0]) / requests * 1e3
+                        result["agent_cpu_ms"] = (sum(map(cpu_seconds, agents)) - cpu_before[1]) / requests * 1e3
                         result["gc_s"], result["full_collections"] = collector_pauses(
                             gc_log, int(result.pop("window_start_ns")), int(result.pop("window_end_ns"))
                         )
@@ -108,12 +130,13 @@ def main() -> int:
     for workload in ("json", "stream"):
         for run in results[(workload, "plain")] + results[(workload, "perfkit")]:
             run["rps_outside_gc"] = run["rps"] * args.duration / max(1e-9, args.duration - run["gc_s"])
-        for metric in ("rps", "p50", "p95", "gc_s", "full_collections", "rps_outside_gc"):
+        for metric in ("rps", "p50", "p95", "proxy_cpu_ms", "agent_cpu_ms", "gc_s", "full_collections", "rps_outside_gc"):
             plain = statistics.median(r[metric] for r in results[(workload, "plain")])
             ours = statistics.median(r[metric] for r in results[(workload, "perfkit")])
             label = LABELS[metric]
             ratio = f"{ours / plain:.3f}" if plain else "-"
-            print(f"| {workload} | {label} | {plain:.1f} | {ours:.1f} | {ratio} |")
+            digits = 3 if metric.endswith("cpu_ms") else 1
+            print(f"| {workload} | {label} | {plain:.{digits}f} | {ours:.{digits}f} | {ratio} |")
     return 0
 
 
@@ -121,6 +144,8 @@ LABELS = {
     "rps": "req/s",
     "p50": "latency p50 ms",
     "p95": "latency p95 ms",
+    "proxy_cpu_ms": "proxy CPU ms per request",
+    "agent_cpu_ms": "export agent CPU ms per request (on the proxy's core)",
     "gc_s": "collector pause s per run",
     "full_collections": "full collections per run",
     "rps_outside_gc": "req/s outside collector pauses",

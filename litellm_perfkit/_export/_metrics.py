@@ -29,7 +29,7 @@ DESCRIPTIONS: dict[str, str] = {
     "gen_ai.server.time_to_first_token": "Request received to the first content token sent (streams).",
     "gen_ai.server.request.duration": "Request received to last response byte, generative-AI endpoints.",
     "perfkit.stage.duration": "Duration of one named stage (generator stages: their own time).",
-    "perfkit.gc.pause": "Garbage-collector pause time inside one request's wall time (0 for most).",
+    "perfkit.gc.pause": "Garbage-collector pause time inside one request's wall time (0 when none).",
 }
 
 _GEN_AI_SUFFIXES = ("/completions", "/embeddings", "/responses", "/messages")
