@@ -20,9 +20,10 @@ by about 2.5% on its own. The
 table shows each mode's pause time per run, and the RPS ratio with pauses
 taken out (requests / (run time - pause time)): the cost of perfkit's own
 work with the collector's timing luck removed. The headline ratio is the
-plain one, pauses included. The generation-0 rows tell the proxy's two
-regimes apart (docs/overhead.md): about 900 young collections of 0.4 ms per
-run in the fast one, about 670 of 0.55-0.6 ms in the slow one.
+plain one, pauses included. The generation-0 rows show where a run sits on
+the spread that proxy processes show with or without perfkit
+(docs/overhead.md): the runs with more young collections, cheaper each,
+spend less CPU per request outside them.
 
 CPU per request: the proxy's and (under perfkit) its export agent's CPU time
 over the warm-up and the measured seconds, divided by RPS x (warm-up +
