@@ -18,6 +18,7 @@ __all__ = [
     "OtlpProtocol",
     "RequestRecord",
     "SamplerName",
+    "SpeedupsMode",
     "StageKind",
     "StageRecord",
 ]
@@ -33,6 +34,10 @@ ExporterName = Literal["otlp", "console", "jsonl", "none"]
 ExportMode = Literal["process", "thread"]
 """``process``: spans are built and exported by a child agent process, so the
 host pays a few microseconds per request. ``thread``: all in a thread of the host."""
+
+SpeedupsMode = Literal["on", "off"]
+"""``PERFKIT_SPEEDUPS``: ``on`` runs the request path's C accelerator when it
+is built; ``off`` runs the pure-Python path (the reference)."""
 
 OtlpProtocol = Literal["http/protobuf", "http/json", "grpc"]
 """``OTEL_EXPORTER_OTLP_PROTOCOL`` values."""

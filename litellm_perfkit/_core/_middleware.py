@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from contextvars import Token
 from time import perf_counter_ns
-from typing import Any, Awaitable, Callable, MutableMapping
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, MutableMapping
 
 from ..types import AttributeValue, HeaderMode
 from . import _sink
@@ -14,6 +14,7 @@ from ._guard import internal_error
 from ._headers import ENTRY_PREFIXES, THOUSANDTHS, entry_prefix, format_ms, server_timing_entry
 from ._gcwatch import WATCH as _GC
 from ._gcwatch import install as watch_gc
+from ._native import core
 from ._sse import SseScanner
 from ._timeline import TIMELINE, Timeline
 
@@ -53,6 +54,7 @@ class PerfkitMiddleware:
         self.server_timing = server_timing == "on"
         self.overhead_header = overhead_header == "on"
         self.upstream_stages = frozenset(upstream_stages)
+        self._upstream_names = tuple(sorted(self.upstream_stages))  # what the timeline keeps
         # Called once per request; its (ideally cached) mapping goes on the span.
         self.attributes = attributes
         watch_gc()
@@ -62,18 +64,12 @@ class PerfkitMiddleware:
             await self.app(scope, receive, send)
             return
         timeline = Timeline(perf_counter_ns(), scope["method"], scope["path"])
-        timeline.upstream = self.upstream_stages
-        timeline.gc_ns = _GC.total_ns  # the pause total at the start; finish() makes it the difference
+        exchange = _Exchange(self, scope, timeline, receive, send)
         if self.attributes is not None:
             try:
                 timeline.attributes.update(self.attributes())
             except Exception as exc:
                 internal_error("middleware.attributes", exc)
-        for name, value in scope["headers"]:
-            if name == b"traceparent":
-                timeline.traceparent = value.decode("latin-1")
-                break
-        exchange = _Exchange(self, timeline, receive, send)
         token: Token[Timeline | None] | None = TIMELINE.set(timeline)
         try:
             await self.app(scope, exchange.receive, exchange.send)
@@ -88,12 +84,25 @@ class PerfkitMiddleware:
                 exchange.finish()
 
 
-class _Exchange:
-    """The send/receive wrappers and the per-response state of one request."""
+class _PyExchange:
+    """The send/receive wrappers and the per-response state of one request,
+    in Python: the reference for the C accelerator's ``Exchange``."""
 
     __slots__ = ("_middleware", "_timeline", "_receive", "_send", "_scanner", "_batch", "_complete", "_disconnected")
 
-    def __init__(self, middleware: PerfkitMiddleware, timeline: Timeline, receive: Receive, send: Send) -> None:
+    def __init__(self, middleware: PerfkitMiddleware, scope: Scope, timeline: Timeline, receive: Receive, send: Send) -> None:
+        # The request's side of the timeline: which stages wait upstream, the
+        # collector's pause total at the start (finish() makes it the
+        # difference) and the caller's traceparent.
+        timeline.upstream = middleware._upstream_names
+        timeline.gc_ns = _GC.total_ns
+        try:
+            for name, value in scope["headers"]:
+                if name == b"traceparent":
+                    timeline.traceparent = value.decode("latin-1")
+                    break
+        except Exception as exc:
+            internal_error("middleware.start", exc)
         self._middleware = middleware
         self._timeline = timeline
         self._receive = receive
@@ -175,7 +184,7 @@ class _Exchange:
             duration = end - start
             if name in upstream_names:
                 upstream += duration
-            us = (duration + 500) // 1000  # never negative: a monotonic clock
+            us = (duration + 500) // 1000 if duration > 0 else 0  # as format_ms
             parts.append(f"{prefixes.get(name) or entry_prefix(name)}{us // 1000}{thousandths[us % 1000]}")
         for name, entry in timeline.generators.items():
             parts.append(server_timing_entry(name, entry[4]))
@@ -190,6 +199,8 @@ class _Exchange:
         return {**message, "headers": headers}  # the app's own message and header list stay as they were
 
     def _on_body(self, body: bytes) -> None:
+        if type(body) is not bytes:
+            body = bytes(body)  # a memoryview or bytearray (Starlette passes memoryviews on)
         timeline = self._timeline
         if not timeline.body_bytes:
             timeline.marks["first_body_byte"] = perf_counter_ns()
@@ -214,3 +225,17 @@ class _Exchange:
             _sink.sink(timeline)
         except Exception as exc:
             internal_error("middleware.finish", exc)
+
+
+if TYPE_CHECKING:
+    _ExchangeCore = _PyExchange
+else:
+    _ExchangeCore = core(_PyExchange, "Exchange")
+
+
+class _Exchange(_ExchangeCore):
+    """What a request uses: the C core when built (``_native``), else the Python one."""
+
+    __slots__ = ()
+    # A coroutine: the C core has none, so receive is Python's in both.
+    receive = _PyExchange.receive

@@ -4,15 +4,17 @@ export package installs a sink here (data flows one way, recorder -> exporters).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from ._timeline import Timeline
+if TYPE_CHECKING:
+    from ._timeline import Timeline
 
 __all__ = ["Sink", "set_sink"]
 
-Sink = Callable[[Timeline], None]
+Sink = Callable[["Timeline"], None]
 
 
-def _discard(timeline: Timeline) -> None:
+def _discard(timeline: "Timeline") -> None:
     return None
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["SseScanner", "has_content_delta"]
+__all__ = ["SseScanner", "data_has_token", "has_content_delta"]
 
 _EVENT = b"\ndata:"
 _DONE = (b"\ndata: [DONE]", b"\ndata:[DONE]")
@@ -47,6 +47,15 @@ def has_content_delta(event: Any) -> bool:
         ):
             return True
     return False
+
+
+def data_has_token(data: bytes) -> bool:
+    """Whether one event's data (JSON) carries output. Both scanners ask this
+    (the C one too), so what counts as the first token is defined once."""
+    try:
+        return has_content_delta(orjson.loads(data))
+    except orjson.JSONDecodeError:
+        return False
 
 
 class SseScanner:
@@ -102,11 +111,8 @@ class SseScanner:
                 data = b"\n".join(
                     line[5:].lstrip(b" ") for line in raw_event.split(b"\n") if line.startswith(b"data:")
                 )
-            try:
-                if has_content_delta(orjson.loads(data)):
-                    return True
-            except orjson.JSONDecodeError:
-                continue
+            if data_has_token(data):
+                return True
         return False
 
 

@@ -1,8 +1,9 @@
 """``stage(name)``: a context manager and decorator that records one named stage.
 
 Outside a request (no timeline in the context) every path is one ContextVar
-lookup and a return. Inside a request it costs two ``perf_counter_ns`` calls
-and one small object.
+lookup and a return. Inside a request it costs two clock reads and one small
+object. ``__init__``, ``__enter__`` and ``__exit__`` come from the C
+accelerator when it is there (``_native``); ``_PyStage`` is their reference.
 """
 
 from __future__ import annotations
@@ -13,28 +14,21 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Generator
 from contextvars import Token
 from time import perf_counter_ns
 from types import TracebackType
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ._collector import closed_by_collector
+from ._guard import internal_error
+from ._native import core
 from ._timeline import OPEN_STAGE, TIMELINE, Timeline
 
-__all__ = ["stage", "Stage"]
+__all__ = ["stage", "Stage", "_PyStage"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+_S = TypeVar("_S", bound="_PyStage")
 
 
-class Stage:
-    """Record a named stage of the current request.
-
-    ``with stage("auth"): ...``, ``async with stage("auth"): ...``, or as a
-    decorator on a sync function, an async function or an async generator
-    function. On an async generator it records the time spent in the
-    generator's own code (time suspended waiting on others excluded) and the
-    number of items it yielded, summed per request.
-
-    Use one instance per ``with`` block; as a decorator the instance only
-    holds the name, so it may be shared.
-    """
+class _PyStage:
+    """``Stage``'s recording core in Python: the reference for the C one."""
 
     __slots__ = ("name", "_timeline", "_index", "_start", "_token")
 
@@ -42,16 +36,20 @@ class Stage:
         self.name = name
         self._timeline: Timeline | None = None
 
-    def __enter__(self) -> Stage:
+    def __enter__(self: _S) -> _S:
         timeline = TIMELINE.get()
         if timeline is not None:
-            self._timeline = timeline
-            self._index = index = timeline.next_index
-            timeline.next_index = index + 1
-            # The token remembers the enclosing stage (its old value): the
-            # parent, with no separate lookup.
-            self._token = OPEN_STAGE.set(index)
-            self._start = perf_counter_ns()
+            try:
+                index = timeline.next_index
+                timeline.next_index = index + 1
+                # The token remembers the enclosing stage (its old value): the
+                # parent, with no separate lookup.
+                self._token = OPEN_STAGE.set(index)
+                self._index = index
+                self._start = perf_counter_ns()
+                self._timeline = timeline
+            except Exception as exc:  # perfkit's bug must never become the app's
+                internal_error("stage.enter", exc)
         return self
 
     def __exit__(
@@ -65,15 +63,39 @@ class Stage:
             if exc_type is not None and closed_by_collector(exc_type):
                 self._timeline = None
                 return  # garbage being closed, in another context: touch nothing (see _collector)
-            end = perf_counter_ns()
             token = self._token
             parent = token.old_value
-            timeline.finished.append((self._index, self.name, self._start, end, -1 if parent is _NO_PARENT else parent))
             try:
+                timeline.finished.append((self._index, self.name, self._start, perf_counter_ns(), -1 if parent is _NO_PARENT else parent))
+            except Exception as exc:
+                internal_error("stage.exit", exc)
+            try:  # the enclosing stage is open again, recorded or not
                 OPEN_STAGE.reset(token)
             except ValueError:  # exited in another context (a generator moved between tasks)
                 OPEN_STAGE.set(-1 if parent is _NO_PARENT else parent)
             self._timeline = None
+
+
+if TYPE_CHECKING:
+    _StageCore = _PyStage
+else:
+    _StageCore = core(_PyStage, "Stage")
+
+
+class Stage(_StageCore):
+    """Record a named stage of the current request.
+
+    ``with stage("auth"): ...``, ``async with stage("auth"): ...``, or as a
+    decorator on a sync function, an async function or an async generator
+    function. On an async generator it records the time spent in the
+    generator's own code (time suspended waiting on others excluded) and the
+    number of items it yielded, summed per request.
+
+    Use one instance per ``with`` block; as a decorator the instance only
+    holds the name, so it may be shared.
+    """
+
+    __slots__ = ()
 
     async def __aenter__(self) -> Stage:
         return self.__enter__()

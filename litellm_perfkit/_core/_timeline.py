@@ -4,30 +4,33 @@ It stores integers from ``time.perf_counter_ns`` in plain tuples and lists and
 does no formatting, id generation or object building: a finished stage is one
 tuple appended at exit. Everything else (ids, sampling, spans, metrics)
 happens off the request path, on ``StageEntry`` objects made from the tuples.
+The fields live in the C accelerator's ``Timeline`` when it is built
+(``_native``), so C code reads them without attribute lookups;
+``_PyTimelineFields`` is their reference.
 """
 
 from __future__ import annotations
 
 import marshal
-from contextvars import ContextVar
+import operator
 from time import perf_counter_ns
-from typing import Any, Tuple
+from typing import TYPE_CHECKING, Any, Tuple
 
-import orjson
 
 from ..types import AttributeValue, RequestRecord, StageKind, StageRecord
+from ._context import DEFAULT_UPSTREAM, OPEN_STAGE, TIMELINE
+from ._native import core
 
 __all__ = ["StageEntry", "Timeline", "current_timeline", "OPEN_STAGE", "TIMELINE", "DEFAULT_UPSTREAM"]
-
-DEFAULT_UPSTREAM = frozenset({"upstream"})
 
 # A finished block stage: (index, name, start_ns, end_ns, parent index).
 Finished = Tuple[int, str, int, int, int]
 
-TIMELINE: ContextVar[Timeline | None] = ContextVar("perfkit_timeline", default=None)
-# The stage open in this context: per task (tasks copy the context), so work a
-# request spreads over several tasks (LiteLLM's during-call hook) nests right.
-OPEN_STAGE: ContextVar[int] = ContextVar("perfkit_open_stage", default=-1)
+# What ``encode`` writes and ``decode`` reads, in this order.
+ENCODED_FIELDS = operator.attrgetter(
+    "start_ns", "end_ns", "method", "path", "status", "streaming", "chunks", "body_bytes", "traceparent",
+    "error", "marks", "finished", "generators", "attributes", "upstream", "gc_ns",
+)  # fmt: skip
 
 
 class StageEntry:
@@ -60,8 +63,8 @@ class StageEntry:
         return self.end_ns - self.start_ns if self.kind == "block" else self.self_ns
 
 
-class Timeline:
-    """Timestamps of one request. Not thread-safe; one request, one event loop."""
+class _PyTimelineFields:
+    """The timeline's fields in Python: the reference for the C ``Timeline``."""
 
     __slots__ = (
         "start_ns",
@@ -102,11 +105,23 @@ class Timeline:
         self.error: str | None = None
         self.end_ns = 0
         # Stages that wait on the upstream provider, not the gateway's own time.
-        self.upstream: frozenset[str] = DEFAULT_UPSTREAM
+        self.upstream: tuple[str, ...] = DEFAULT_UPSTREAM
         # Collector pause time inside the request (see _gcwatch). While the
         # request runs, the middleware keeps the watch's total at its start here.
         self.gc_ns = 0
         self._entries: list[StageEntry] | None = None
+
+
+if TYPE_CHECKING:
+    _TimelineFields = _PyTimelineFields
+else:
+    _TimelineFields = core(_PyTimelineFields, "Timeline")
+
+
+class Timeline(_TimelineFields):
+    """Timestamps of one request. Not thread-safe; one request, one event loop."""
+
+    __slots__ = ()
 
     # -- hot path -----------------------------------------------------------
     def mark(self, name: str, at_ns: int | None = None) -> None:
@@ -146,45 +161,23 @@ class Timeline:
         Bytes, not the timeline, wait in the export queue: a queue of live
         timelines (five containers each) made the garbage collector run and
         promote them, which cost the serving thread more than encoding does
-        (docs/overhead.md). JSON via orjson is the fast form; a value orjson
-        refuses (an int past 64 bits) falls back to ``marshal``, which
-        ``decode`` tells apart by the first byte (JSON's is always ``[``)."""
-        fields = (
-            self.start_ns,
-            self.end_ns,
-            self.method,
-            self.path,
-            self.status,
-            self.streaming,
-            self.chunks,
-            self.body_bytes,
-            self.traceparent,
-            self.error,
-            self.marks,
-            self.finished,
-            self.generators,
-            self.attributes,
-            tuple(self.upstream),
-            self.gc_ns,
-        )
-        try:
-            return orjson.dumps(fields)
-        except orjson.JSONEncodeError:
-            return marshal.dumps(fields)
+        (docs/overhead.md). marshal keeps every value exactly (JSON would
+        turn NaN and infinities into null, and refuses big ints); the agent
+        runs this same interpreter. The C hand-off (_native) writes the same
+        format without building the tuple."""
+        return marshal.dumps(ENCODED_FIELDS(self), 2)  # version 2: no back-references, the same bytes for the same values
 
     @classmethod
     def decode(cls, data: bytes) -> Timeline:
         (start, end, method, path, status, streaming, chunks, body_bytes, traceparent, error,
-         marks, finished, generators, attributes, upstream, gc_ns) = (
-            orjson.loads(data) if data[:1] == b"[" else marshal.loads(data)
-        )  # fmt: skip
+         marks, finished, generators, attributes, upstream, gc_ns) = marshal.loads(data)  # fmt: skip
         timeline = cls(start, method, path)
         timeline.end_ns, timeline.status, timeline.streaming = end, status, streaming
         timeline.chunks, timeline.body_bytes = chunks, body_bytes
         timeline.traceparent, timeline.error = traceparent, error
         timeline.marks, timeline.generators, timeline.attributes = marks, generators, attributes
         timeline.finished = [tuple(stage) for stage in finished]
-        timeline.upstream = frozenset(upstream)
+        timeline.upstream = tuple(upstream)
         timeline.gc_ns = gc_ns
         return timeline
 
@@ -219,7 +212,7 @@ class Timeline:
             traceparent=self.traceparent,
             error=self.error,
             attributes=dict(self.attributes),
-            upstream_stages=self.upstream,
+            upstream_stages=frozenset(self.upstream),
             gc_pause_ns=self.gc_ns,
         )
 

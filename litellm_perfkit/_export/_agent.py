@@ -1,15 +1,14 @@
 """The export agent: a child process that turns timelines into spans and metrics.
 
 Started by a ``process``-mode Pipeline. It reads frames from stdin (a kind
-byte, a 4-byte little-endian length, a marshal payload: the anchor, the
-app's drop count and a list of ``Timeline.encode`` bytes), and writes one JSON
+byte, a 4-byte little-endian length, a payload: for a batch, the anchor, the
+app's drop count and ``Timeline.encode`` records; see _pipeline), and writes one JSON
 stats line to stdout per flush and at exit. EOF on stdin means: flush, export
 metrics, exit. If its parent dies, stdin closes, so the agent never outlives it.
 """
 
 from __future__ import annotations
 
-import marshal
 import os
 import signal
 import sys
@@ -17,7 +16,7 @@ import sys
 import orjson
 
 from .._core._timeline import Timeline
-from ._pipeline import FRAME_FLUSH, FRAME_RECORDS, Processor
+from ._pipeline import FRAME_BATCH, FRAME_FLUSH, Processor, read_batch
 from ._settings import ExportSettings
 
 
@@ -53,8 +52,8 @@ def main() -> int:
             break
         kind, length = header[:1], int.from_bytes(header[1:], "little")
         payload = _read_exact(stdin, length) if length else b""
-        if kind == FRAME_RECORDS:
-            anchor, parent_dropped, records = marshal.loads(payload)
+        if kind == FRAME_BATCH:
+            anchor, parent_dropped, records = read_batch(payload)
             counters = processor.metrics.counters
             counters["perfkit.requests.dropped"] = max(counters["perfkit.requests.dropped"], parent_dropped)
             for encoded in records:

@@ -5,11 +5,12 @@ GIL: no lock, no wake-up), plus, in process mode, one ``Timeline.encode``. A
 thread wakes on a timer and drains the queue.
 
 - ``process`` mode (default): the request side encodes each timeline to bytes
-  (about a microsecond) and queues those, so no live
-  timeline waits for the garbage collector to walk it. The thread writes
-  batches to the export agent, a child process that builds spans and metrics
-  and exports them. The agent's CPU is measured and published separately
-  (docs/overhead.md).
+  and queues those, so no live timeline waits for the garbage collector to
+  walk it. With the C accelerator the queue is its ``Handoff``: two buffers
+  allocated once, so a drain gives no memory back to the kernel to be faulted
+  in again (docs/overhead.md). The thread writes batches to the export agent,
+  a child process that builds spans and metrics and exports them. The
+  agent's CPU is measured and published separately.
 - ``thread`` mode: the thread does the span and metric work itself, under the
   GIL, for hosts that must not start processes.
 
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
-import marshal
 import os
 import subprocess
 import sys
@@ -39,6 +39,7 @@ except ImportError:  # not on Windows
     fcntl = None  # type: ignore[assignment]
 
 from .._core._guard import internal_error, logger, warn_once
+from .._core._native import native
 from .._core._sink import set_sink
 from .._core._timeline import Timeline
 from ..types import ExportMode, RequestRecord
@@ -47,16 +48,42 @@ from ._settings import ExportSettings
 from ._spans import Sampler, Span, timeline_to_spans, trace_context
 from ._transport import Exporter, make_exporter
 
-__all__ = ["Pipeline", "Processor", "RecordListener", "FRAME_RECORDS", "FRAME_FLUSH"]
+__all__ = ["Pipeline", "Processor", "RecordListener", "FRAME_BATCH", "FRAME_FLUSH", "read_batch"]
 
 # Records handled between voluntary GIL releases, so the export thread never
 # holds the interpreter for long while requests wait.
 _SLICE = 32
 _PIPE_BYTES = 1 << 20  # Linux's default pipe-max-size for unprivileged processes
-FRAME_RECORDS = b"R"
+_RECORD_BYTES = 2048  # the hand-off holds max_queue records of this size on average
+# Frames to the agent: a kind byte, a u32 length, the payload (little-endian).
+# A batch's payload: the anchor (i64), the app's drop count (u64), and each
+# record as a u32 length and its Timeline.encode bytes (as _speedups.Handoff).
+FRAME_BATCH = b"B"
 FRAME_FLUSH = b"F"
 
 FlushPoint = Literal["handed_off", "exported"]
+
+
+def batch_frame(anchor: int, dropped: int, records: list[bytes]) -> bytes:
+    """A batch frame from encoded records (the path without the C hand-off)."""
+    parts = [anchor.to_bytes(8, "little", signed=True), dropped.to_bytes(8, "little")]
+    for record in records:
+        parts += (len(record).to_bytes(4, "little"), record)
+    payload = b"".join(parts)
+    return FRAME_BATCH + len(payload).to_bytes(4, "little") + payload
+
+
+def read_batch(payload: bytes) -> tuple[int, int, list[bytes]]:
+    """(anchor, the app's drop count, records) of a batch frame's payload."""
+    view = memoryview(payload)
+    anchor = int.from_bytes(view[:8], "little", signed=True)
+    dropped = int.from_bytes(view[8:16], "little")
+    records, at = [], 16
+    while at < len(view):
+        size = int.from_bytes(view[at : at + 4], "little")
+        records.append(bytes(view[at + 4 : at + 4 + size]))
+        at += 4 + size
+    return anchor, dropped, records
 RecordListener = Callable[[RequestRecord, str], None]
 """Called with each finished request and its trace id (thread mode)."""
 
@@ -171,6 +198,14 @@ class _Agent:
         self._stdin.write(kind + len(payload).to_bytes(4, "little") + payload)
         self._stdin.flush()
 
+    def send_frame(self, frame: bytes) -> None:
+        self._stdin.write(frame)
+        self._stdin.flush()
+
+    def fileno(self) -> int:
+        """For writes that bypass the buffered writer (it is always flushed)."""
+        return self._stdin.fileno()
+
     def flush(self) -> dict[str, int]:
         self.send(FRAME_FLUSH, b"")
         self.last_stats = orjson.loads(self._stdout.readline() or b"{}")
@@ -203,7 +238,8 @@ class Pipeline:
         # machine, waking a thread on the other core that often slowed the
         # serving thread by a third (docs/overhead.md, "Time").
         self._wake_at = max(1, 3 * settings.max_queue // 4) - 1
-        self.dropped_requests = 0
+        self._dropped = 0  # by the Python queue; the C hand-off counts its own
+        self._handoff: Any = None
         self._processor = Processor(settings, exporter) if mode == "thread" else None
         self._agent: _Agent | None = None
         self._wake = threading.Event()
@@ -213,6 +249,16 @@ class Pipeline:
         self._pid = os.getpid()
 
     @property
+    def sink(self) -> Callable[[Timeline], None]:
+        """What the core's sink is set to: the hand-off's own C method, or the queue's (no extra call)."""
+        return self._handoff.submit if self._handoff is not None else self._enqueue
+
+    @property
+    def dropped_requests(self) -> int:
+        """Requests dropped on the way to export: a full queue, or a failed write to the agent."""
+        return self._dropped + (self._handoff.dropped if self._handoff is not None else 0)
+
+    @property
     def processor(self) -> Processor:
         """The in-process processor (thread mode only)."""
         assert self._processor is not None, "only thread mode processes spans in this process"
@@ -220,9 +266,16 @@ class Pipeline:
 
     # -- request side -------------------------------------------------------
     def submit(self, timeline: Timeline) -> None:
+        """Queue one finished timeline (what the core's sink does)."""
+        if self._handoff is not None:
+            self._handoff.submit(timeline)
+        else:
+            self._enqueue(timeline)
+
+    def _enqueue(self, timeline: Timeline) -> None:
         queued = len(self._queue)
         if queued >= self._max_queue:
-            self.dropped_requests += 1
+            self._dropped += 1
             return
         self._queue.append(timeline if self._agent is None else timeline.encode())
         if queued == self._wake_at:  # nearly full: drain now, not at the next tick
@@ -232,9 +285,11 @@ class Pipeline:
     def start(self) -> Pipeline:
         if self.mode == "process":
             self._agent = _Agent(self.settings)
+            if native is not None:
+                self._handoff = native.Handoff(self._max_queue, self._max_queue * _RECORD_BYTES, self._wake.set)
         self._thread = threading.Thread(target=self._run, name="perfkit-export", daemon=True)
         self._thread.start()
-        set_sink(self.submit)
+        set_sink(self.sink)
         atexit.register(self.shutdown)
         return self
 
@@ -299,6 +354,8 @@ class Pipeline:
             anchor = time.time_ns() - time.perf_counter_ns()
             if self._processor is not None:
                 self._drain_into(self._processor, queue, anchor)
+            elif self._agent is not None and self._handoff is not None:
+                self._drain_handoff(self._agent, self._handoff, anchor)
             elif self._agent is not None and queue:
                 self._drain_to_agent(self._agent, queue, anchor)
 
@@ -317,7 +374,14 @@ class Pipeline:
         while queue:
             records.append(queue.popleft())
         try:
-            agent.send(FRAME_RECORDS, marshal.dumps((anchor, self.dropped_requests, records)))
+            agent.send_frame(batch_frame(anchor, self.dropped_requests, records))
         except (OSError, ValueError) as exc:
-            self.dropped_requests += len(records)
+            self._dropped += len(records)
+            warn_once("export.agent", "perfkit: the export agent is gone (%s); requests are dropped and counted", exc)
+
+    @staticmethod
+    def _drain_handoff(agent: _Agent, handoff: Any, anchor: int) -> None:
+        try:
+            handoff.write_frame(agent.fileno(), anchor)  # the records are counted as dropped if it fails
+        except (OSError, ValueError) as exc:
             warn_once("export.agent", "perfkit: the export agent is gone (%s); requests are dropped and counted", exc)

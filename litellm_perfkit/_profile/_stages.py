@@ -83,8 +83,10 @@ class StageProfiler:
         if self.running:
             return
         self._previous_handler = signal.signal(signal.SIGPROF, self._sample)
-        Stage.__enter__ = _enter  # type: ignore[method-assign]
-        Stage.__exit__ = _exit  # type: ignore[method-assign]
+        # Set on the public class, over its core's methods (C or Python);
+        # deleting them in stop() brings the core's back.
+        setattr(Stage, "__enter__", _enter)
+        setattr(Stage, "__exit__", _exit)
         self._cpu_started = time.process_time()
         signal.setitimer(signal.ITIMER_PROF, self.interval_s, self.interval_s)
         self.running = True
@@ -95,8 +97,8 @@ class StageProfiler:
         signal.setitimer(signal.ITIMER_PROF, 0, 0)
         self.cpu_s += time.process_time() - self._cpu_started
         signal.signal(signal.SIGPROF, self._previous_handler or signal.SIG_DFL)
-        Stage.__enter__ = _ORIGINAL_ENTER  # type: ignore[method-assign]
-        Stage.__exit__ = _ORIGINAL_EXIT  # type: ignore[method-assign]
+        delattr(Stage, "__enter__")
+        delattr(Stage, "__exit__")
         self.running = False
 
     def __enter__(self) -> StageProfiler:

@@ -1,18 +1,19 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
 from litellm_perfkit import current_timeline, stage
 from litellm_perfkit._core._timeline import OPEN_STAGE, TIMELINE, Timeline
-from tests.support.clock import FakeClock, install
+from tests.support.clock import FakeClock, installed
 
 
 @pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
-    return install(monkeypatch)
+def clock() -> Iterator[FakeClock]:
+    with installed() as clock:
+        yield clock
 
 
 @pytest.fixture

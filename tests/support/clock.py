@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from litellm_perfkit._core import _middleware, _stage, _timeline
+from litellm_perfkit._core._native import native
+
+_MODULES = (_timeline, _stage, _middleware)
 
 
 class FakeClock:
@@ -18,8 +22,18 @@ class FakeClock:
         self.now += int(ms * 1_000_000)
 
 
-def install(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
-    clock = FakeClock()
-    for module in (_timeline, _stage, _middleware):
-        monkeypatch.setattr(module, "perf_counter_ns", clock)
-    return clock
+@contextmanager
+def installed(clock: FakeClock | None = None) -> Iterator[FakeClock]:
+    """The fake clock in the Python modules and in the C accelerator, then the real one again."""
+    clock = clock or FakeClock()
+    saved = [(module, module.perf_counter_ns) for module in _MODULES]
+    for module, _ in saved:
+        module.perf_counter_ns = clock  # type: ignore[attr-defined]
+    previous = native.set_clock(clock) if native is not None else None
+    try:
+        yield clock
+    finally:
+        for module, original in saved:
+            module.perf_counter_ns = original  # type: ignore[attr-defined]
+        if native is not None:
+            native.set_clock(previous)

@@ -1,0 +1,267 @@
+/* The module: setup(), the clock, error reporting, number formatting. */
+#include "speedups.h"
+
+#include <time.h>
+
+PkHooks pk_hooks;
+PkNames pk_names;
+
+int
+pk_now(int64_t *out)
+{
+    PyObject *clock = pk_hooks.clock;
+#if defined(__linux__)
+    if (clock == NULL) {
+        /* time.perf_counter_ns() is CLOCK_MONOTONIC on Linux (CPython's
+         * pytime.c), so both sides of perfkit share one clock. */
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        *out = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+        return 0;
+    }
+#else
+    if (clock == NULL) {
+        clock = pk_hooks.default_clock;
+    }
+#endif
+    PyObject *value = PyObject_CallNoArgs(clock);
+    if (value == NULL) {
+        return -1;
+    }
+    int result = pk_as_int64(value, out);
+    Py_DECREF(value);
+    return result;
+}
+
+int
+pk_as_int64(PyObject *value, int64_t *out)
+{
+    int overflow;
+    long long result = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (overflow) {
+        PyErr_SetString(PyExc_OverflowError, "a perfkit time or count past 64 bits");
+        return -1;
+    }
+    if (result == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    *out = result;
+    return 0;
+}
+
+void
+pk_report(const char *where)
+{
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    if (value != NULL && pk_hooks.internal_error != NULL) {
+        PyObject *result = PyObject_CallFunction(pk_hooks.internal_error, "sO", where, value);
+        if (result == NULL) {
+            PyErr_Clear(); /* the error counter failed too: nothing left to tell */
+        }
+        Py_XDECREF(result);
+    }
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(traceback);
+}
+
+int
+pk_format_ms(char *out, int64_t duration_ns)
+{
+    /* By hand: snprintf costs more than the rest of a Server-Timing entry. */
+    int64_t us = duration_ns > 0 ? (duration_ns + 500) / 1000 : 0;
+    uint64_t ms = (uint64_t)(us / 1000);
+    int fraction = (int)(us % 1000);
+    char digits[20];
+    int count = 0, len = 0;
+    do {
+        digits[count++] = (char)('0' + ms % 10);
+        ms /= 10;
+    } while (ms);
+    while (count) {
+        out[len++] = digits[--count];
+    }
+    out[len++] = '.';
+    out[len++] = (char)('0' + fraction / 100);
+    out[len++] = (char)('0' + fraction / 10 % 10);
+    out[len++] = (char)('0' + fraction % 10);
+    return len;
+}
+
+/* Every hook setup() takes, in its keyword order. */
+#define HOOKS(apply)                                                                                     \
+    apply(timeline_var) apply(open_stage_var) apply(internal_error) apply(closed_by_collector)          \
+    apply(gc_watch) apply(entry_prefixes) apply(entry_prefix) apply(data_has_token) apply(sink_module)  \
+    apply(default_clock) apply(default_upstream)
+
+static PyObject *
+setup(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+#define NAME(hook) #hook,
+    static char *keywords[] = {HOOKS(NAME) NULL};
+#undef NAME
+    if (pk_hooks.timeline_var != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "setup() runs once, from _native.py");
+        return NULL;
+    }
+    PkHooks hooks = {0};
+    if (!PyArg_ParseTupleAndKeywords(
+            args, kwargs, "$OOOOOO!OOOOO:setup", keywords, &hooks.timeline_var, &hooks.open_stage_var,
+            &hooks.internal_error, &hooks.closed_by_collector, &hooks.gc_watch, &PyDict_Type,
+            &hooks.entry_prefixes, &hooks.entry_prefix, &hooks.data_has_token, &hooks.sink_module,
+            &hooks.default_clock, &hooks.default_upstream)) {
+        return NULL;
+    }
+    if (!PyContextVar_CheckExact(hooks.timeline_var) || !PyContextVar_CheckExact(hooks.open_stage_var)) {
+        PyErr_SetString(PyExc_TypeError, "setup: timeline_var and open_stage_var must be ContextVars");
+        return NULL;
+    }
+#define KEEP(hook) Py_INCREF(hooks.hook);
+    HOOKS(KEEP)
+#undef KEEP
+    pk_hooks = hooks;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+set_clock(PyObject *module, PyObject *clock)
+{
+    /* Returns the previous clock (None: the real one). */
+    if (clock != Py_None && !PyCallable_Check(clock)) {
+        PyErr_SetString(PyExc_TypeError, "set_clock: a callable returning int nanoseconds, or None");
+        return NULL;
+    }
+    PyObject *previous = pk_hooks.clock != NULL ? pk_hooks.clock : Py_NewRef(Py_None);
+    pk_hooks.clock = clock == Py_None ? NULL : Py_NewRef(clock);
+    return previous;
+}
+
+static PyObject *
+now_ns(PyObject *module, PyObject *unused)
+{
+    int64_t now;
+    if (pk_now(&now) < 0) {
+        return NULL;
+    }
+    return PyLong_FromLongLong(now);
+}
+
+static PyObject *
+format_ms(PyObject *module, PyObject *arg)
+{
+    long long ns = PyLong_AsLongLong(arg);
+    if (ns == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    char text[24];
+    int len = pk_format_ms(text, ns);
+    return PyUnicode_FromStringAndSize(text, len);
+}
+
+static PyObject *
+json_has_token(PyObject *module, PyObject *arg)
+{
+    char *data;
+    Py_ssize_t len;
+    if (PyBytes_AsStringAndSize(arg, &data, &len) < 0) {
+        return NULL;
+    }
+    int found = pk_json_has_token(data, len);
+    if (found < 0) {
+        Py_RETURN_NONE;
+    }
+    return PyBool_FromLong(found);
+}
+
+static PyObject *
+encode_record(PyObject *module, PyObject *timeline)
+{
+    PkTimelineObject *fields = pk_timeline(timeline);
+    if (fields == NULL) {
+        return NULL;
+    }
+    char out[1 << 16];
+    Py_ssize_t len;
+    int result = pk_encode_timeline(fields, out, sizeof(out), &len);
+    if (result < 0) {
+        return NULL;
+    }
+    return result == 0 ? PyBytes_FromStringAndSize(out, len) : Py_NewRef(Py_None);
+}
+
+static PyMethodDef methods[] = {
+    {"setup", (PyCFunction)(void (*)(void))setup, METH_VARARGS | METH_KEYWORDS,
+     "setup(*, timeline_var, open_stage_var, ...): hand over the Python side (once, from _native.py)."},
+    {"set_clock", set_clock, METH_O, "set_clock(clock | None) -> previous: a fake clock for tests."},
+    {"now_ns", now_ns, METH_NOARGS, "now_ns() -> int: the clock the C side reads."},
+    {"format_ms", format_ms, METH_O, "format_ms(ns) -> str: as _headers.format_ms."},
+    {"encode_record", encode_record, METH_O, "encode_record(timeline) -> bytes | None: the hand-off's record (None: declined)."},
+    {"json_has_token", json_has_token, METH_O, "json_has_token(data) -> bool | None: the C reader's answer (None: undecided)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "_speedups", "C versions of perfkit's request path (see _native.py).", -1, methods,
+};
+
+static int
+intern_names(void)
+{
+    struct {
+        PyObject **slot;
+        const char *text;
+    } table[] = {
+        {&pk_names.next_index, "next_index"}, {&pk_names.finished, "finished"},
+        {&pk_names.generators, "generators"}, {&pk_names.marks, "marks"},
+        {&pk_names.status, "status"}, {&pk_names.streaming, "streaming"},
+        {&pk_names.body_bytes, "body_bytes"}, {&pk_names.chunks, "chunks"},
+        {&pk_names.end_ns, "end_ns"}, {&pk_names.start_ns, "start_ns"},
+        {&pk_names.gc_ns, "gc_ns"}, {&pk_names.error, "error"},
+        {&pk_names.total_ns, "total_ns"}, {&pk_names.sink, "sink"},
+        {&pk_names.type, "type"}, {&pk_names.body, "body"},
+        {&pk_names.more_body, "more_body"}, {&pk_names.headers, "headers"},
+        {&pk_names.server_timing, "server_timing"}, {&pk_names.overhead_header, "overhead_header"},
+        {&pk_names.upstream_stages, "upstream_stages"}, {&pk_names.upstream_names, "_upstream_names"},
+        {&pk_names.received, "received"}, {&pk_names.traceparent, "traceparent"}, {&pk_names.headers_sent, "headers_sent"},
+        {&pk_names.first_body_byte, "first_body_byte"}, {&pk_names.first_token, "first_token"},
+        {&pk_names.last_byte, "last_byte"}, {&pk_names.client_disconnected, "client_disconnected"},
+        {&pk_names.incomplete_response, "incomplete_response"}, {&pk_names.gc, "gc"},
+    };
+    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+        *table[i].slot = PyUnicode_InternFromString(table[i].text);
+        if (*table[i].slot == NULL) {
+            return -1;
+        }
+    }
+    pk_names.empty_bytes = PyBytes_FromStringAndSize("", 0);
+    pk_names.server_timing_header = PyBytes_FromString("server-timing");
+    pk_names.overhead_header_name = PyBytes_FromString("x-perfkit-overhead-ms");
+    if (!pk_names.empty_bytes || !pk_names.server_timing_header || !pk_names.overhead_header_name) {
+        return -1;
+    }
+    return 0;
+}
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    if (intern_names() < 0 || PyType_Ready(&PkTimeline_Type) < 0 || PyType_Ready(&PkStage_Type) < 0 ||
+        PyType_Ready(&PkExchange_Type) < 0 ||
+        PyType_Ready(&PkHandoff_Type) < 0) {
+        return NULL;
+    }
+    PyObject *module = PyModule_Create(&module_def);
+    if (module == NULL) {
+        return NULL;
+    }
+    if (PyModule_AddObjectRef(module, "Timeline", (PyObject *)&PkTimeline_Type) < 0 ||
+        PyModule_AddObjectRef(module, "Stage", (PyObject *)&PkStage_Type) < 0 ||
+        PyModule_AddObjectRef(module, "Exchange", (PyObject *)&PkExchange_Type) < 0 ||
+        PyModule_AddObjectRef(module, "Handoff", (PyObject *)&PkHandoff_Type) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}

@@ -1,0 +1,207 @@
+/* Stage: __init__, __enter__ and __exit__ of _stage.Stage (the Python
+ * subclass adds the async forms and the decorator). */
+#include "speedups.h"
+
+#include <structmember.h>
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *name;
+    PyObject *timeline; /* the request's timeline while the stage is open, else NULL */
+    PyObject *token;    /* OPEN_STAGE's token while open */
+    PyObject *index;
+    PyObject *parent;   /* the enclosing stage's index, -1 for none */
+    int64_t start;
+} StageObject;
+
+static int
+stage_init(StageObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"name", NULL};
+    PyObject *name;
+    if (kwargs == NULL && PyTuple_GET_SIZE(args) == 1) {
+        name = PyTuple_GET_ITEM(args, 0);
+    }
+    else if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O:Stage", keywords, &name)) {
+        return -1;
+    }
+    Py_XSETREF(self->name, Py_NewRef(name));
+    Py_CLEAR(self->timeline);
+    return 0;
+}
+
+static void
+stage_close(StageObject *self)
+{
+    Py_CLEAR(self->timeline);
+    Py_CLEAR(self->token);
+    Py_CLEAR(self->index);
+    Py_CLEAR(self->parent);
+}
+
+static PyObject *
+stage_enter(StageObject *self, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *timeline = NULL, *index = NULL, *parent = NULL, *token = NULL;
+    if (PyContextVar_Get(pk_hooks.timeline_var, NULL, &timeline) < 0) {
+        goto fail;
+    }
+    if (timeline == NULL || timeline == Py_None) {
+        Py_XDECREF(timeline);
+        return Py_NewRef(self); /* outside a request: nothing to record */
+    }
+    PkTimelineObject *fields = pk_timeline(timeline);
+    if (fields == NULL || (index = PyLong_FromSsize_t(fields->next_index)) == NULL) {
+        goto fail;
+    }
+    fields->next_index++;
+    if (PyContextVar_Get(pk_hooks.open_stage_var, NULL, &parent) < 0) {
+        goto fail;
+    }
+    if (parent == NULL) {
+        parent = PyLong_FromLong(-1);
+    }
+    if (pk_now(&self->start) < 0) {
+        goto fail;
+    }
+    /* Last, so that a failure above leaves the context as it was. */
+    token = PyContextVar_Set(pk_hooks.open_stage_var, index);
+    if (token == NULL) {
+        goto fail;
+    }
+    Py_XSETREF(self->timeline, timeline);
+    Py_XSETREF(self->index, index);
+    Py_XSETREF(self->parent, parent);
+    Py_XSETREF(self->token, token);
+    return Py_NewRef(self);
+
+fail:
+    pk_report("stage.enter"); /* the stage is not recorded; the app goes on */
+    Py_XDECREF(timeline);
+    Py_XDECREF(index);
+    Py_XDECREF(parent);
+    stage_close(self);
+    return Py_NewRef(self);
+}
+
+/* Append (index, name, start, end, parent) to the timeline's finished stages. */
+static int
+record_stage(StageObject *self)
+{
+    int64_t end;
+    if (pk_now(&end) < 0) {
+        return -1;
+    }
+    PyObject *start = PyLong_FromLongLong(self->start);
+    PyObject *stop = PyLong_FromLongLong(end);
+    PyObject *record = start == NULL || stop == NULL ? NULL : PyTuple_Pack(5, self->index, self->name, start, stop, self->parent);
+    Py_XDECREF(start);
+    Py_XDECREF(stop);
+    if (record == NULL) {
+        return -1;
+    }
+    PyObject *finished = ((PkTimelineObject *)self->timeline)->finished; /* checked at enter */
+    int result = finished != NULL && PyList_Check(finished) ? PyList_Append(finished, record) : -2;
+    if (result == -2) {
+        PyErr_SetString(PyExc_TypeError, "timeline.finished is not a list");
+        result = -1;
+    }
+    Py_DECREF(record);
+    return result;
+}
+
+static PyObject *
+stage_exit(StageObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *timeline = self->timeline;
+    if (timeline == NULL) {
+        Py_RETURN_NONE;
+    }
+    if (nargs > 0 && args[0] == PyExc_GeneratorExit) {
+        /* Garbage being closed by the collector, in another context: touch
+         * nothing (see _collector.py). */
+        PyObject *result = PyObject_CallOneArg(pk_hooks.closed_by_collector, args[0]);
+        int collected = result == NULL ? -1 : PyObject_IsTrue(result);
+        Py_XDECREF(result);
+        if (collected != 0) {
+            if (collected < 0) {
+                pk_report("stage.exit");
+            }
+            stage_close(self);
+            Py_RETURN_NONE;
+        }
+    }
+    if (record_stage(self) < 0) {
+        pk_report("stage.exit"); /* clears the exception before the context is touched */
+    }
+    /* The enclosing stage is open again, recorded or not. */
+    if (PyContextVar_Reset(pk_hooks.open_stage_var, self->token) < 0) {
+        if (PyErr_ExceptionMatches(PyExc_ValueError)) {
+            /* Exited in another context (a generator moved between tasks). */
+            PyErr_Clear();
+            PyObject *token = PyContextVar_Set(pk_hooks.open_stage_var, self->parent);
+            Py_XDECREF(token);
+        }
+        if (PyErr_Occurred()) {
+            pk_report("stage.exit");
+        }
+    }
+    stage_close(self);
+    Py_RETURN_NONE;
+}
+
+static int
+stage_traverse(StageObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->name);
+    Py_VISIT(self->timeline);
+    Py_VISIT(self->token);
+    Py_VISIT(self->index);
+    Py_VISIT(self->parent);
+    return 0;
+}
+
+static int
+stage_clear(StageObject *self)
+{
+    Py_CLEAR(self->name);
+    stage_close(self);
+    return 0;
+}
+
+static void
+stage_dealloc(StageObject *self)
+{
+    /* A Python subclass's instance is freed by subtype_dealloc, which calls
+     * this and then drops its reference to the (heap) subclass itself. */
+    PyObject_GC_UnTrack(self);
+    stage_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef stage_methods[] = {
+    {"__enter__", (PyCFunction)stage_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)(void (*)(void))stage_exit, METH_FASTCALL, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef stage_members[] = {
+    {"name", T_OBJECT_EX, offsetof(StageObject, name), 0, "the stage's name"},
+    {"_timeline", T_OBJECT, offsetof(StageObject, timeline), READONLY, "the timeline while open, else None"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+PyTypeObject PkStage_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "litellm_perfkit._core._speedups.Stage",
+    .tp_basicsize = sizeof(StageObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Records one named stage of the current request (see _stage.Stage).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)stage_init,
+    .tp_dealloc = (destructor)stage_dealloc,
+    .tp_traverse = (traverseproc)stage_traverse,
+    .tp_clear = (inquiry)stage_clear,
+    .tp_methods = stage_methods,
+    .tp_members = stage_members,
+};
