@@ -9,7 +9,8 @@ from .._bench import BenchError, read_result
 from .._bench._compare import CompareError, compare, regressions, render_compare
 from ._common import CliError, non_negative, run_command
 
-HELP = "compare bench results: deltas with bootstrap 95% intervals, noise or real"
+# argparse %-formats help strings: a bare "%" would break `perfkit --help`.
+HELP = "compare bench results: deltas with bootstrap 95%% intervals, noise or real"
 DESCRIPTION = """\
 Compares each result file with the first (the baseline): latency, TTFT, full
 stream, server-side overhead and every stage's time, each with a bootstrap

@@ -25,9 +25,17 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+def _request_path() -> str:
+    from .._core._native import native, speedups_mode
+
+    if native is not None:
+        return "C accelerator"
+    return "pure Python, PERFKIT_SPEEDUPS=off" if speedups_mode() == "off" else "pure Python, the C accelerator is not built"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="perfkit", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action="version", version=f"perfkit {__version__}")
+    parser.add_argument("--version", action="version", version=f"perfkit {__version__} (request path: {_request_path()})")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     _bench.add_parser(subparsers)
     _compare.add_parser(subparsers)

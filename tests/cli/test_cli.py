@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
+import os
 import subprocess
 import sys
 
 import pytest
+
+from litellm_perfkit._cli._main import build_parser
 
 
 def perfkit(*args: str) -> subprocess.CompletedProcess[str]:
@@ -36,12 +40,28 @@ def test_bad_input_is_one_line(args: list[str], says: str) -> None:
 
 
 def test_every_command_has_help_with_examples() -> None:
-    for command in ("mock", "load", "run", "bench"):
+    top = perfkit("--help")
+    assert top.returncode == 0 and "Traceback" not in top.stderr, top.stderr
+    commands = [action for action in build_parser()._actions if isinstance(action, argparse._SubParsersAction)][0].choices
+    assert {"bench", "compare", "report", "run", "load", "mock", "flamegraph"} <= set(commands)
+    for command in commands:
         result = perfkit(command, "--help")
-        assert result.returncode == 0 and "examples:" in result.stdout
+        assert command in top.stdout
+        assert result.returncode == 0 and "examples:" in result.stdout, (command, result.stderr[-500:])
 
 
 def test_load_against_nothing_fails_clearly() -> None:
     result = perfkit("load", "--url", "http://127.0.0.1:1", "--requests", "2", "--concurrency", "1", "--progress", "off")
     assert result.returncode == 1
     assert "every request failed: connection refused" in result.stderr
+
+
+def test_version_names_the_request_path_and_a_bad_speedups_value_is_one_warning() -> None:
+    assert "(request path: C accelerator)" in perfkit("--version").stdout
+    off = subprocess.run([sys.executable, "-m", "litellm_perfkit._cli", "--version"], capture_output=True, text=True,
+                         env={**os.environ, "PERFKIT_SPEEDUPS": "off"}, timeout=60)  # fmt: skip
+    assert "(request path: pure Python, PERFKIT_SPEEDUPS=off)" in off.stdout
+    bad = subprocess.run([sys.executable, "-m", "litellm_perfkit._cli", "--version"], capture_output=True, text=True,
+                         env={**os.environ, "PERFKIT_SPEEDUPS": "fast"}, timeout=60)  # fmt: skip
+    assert bad.returncode == 0 and "C accelerator" in bad.stdout
+    assert bad.stderr.strip() == "perfkit: PERFKIT_SPEEDUPS='fast' is not 'on' or 'off'; using 'on'"
