@@ -84,11 +84,16 @@ class _HttpPost:
 
 
 def _failed(kind: str, target: str, exc: BaseException) -> bool:
-    consequence = (
-        "they are dropped and counted (perfkit.spans.dropped)"
-        if kind == "spans"
-        else "this backend may not take OTLP metrics; they are retried at the next interval"
-    )
+    if isinstance(exc, ImportError):
+        # Not the backend's fault: perfkit was installed without the otlp extra.
+        consequence = (
+            "the protobuf encoding needs pip install 'litellm_perfkit[otlp]' "
+            "(or set OTEL_EXPORTER_OTLP_PROTOCOL=http/json)"
+        )
+    elif kind == "spans":
+        consequence = "they are dropped and counted (perfkit.spans.dropped)"
+    else:
+        consequence = "this backend may not take OTLP metrics; they are retried at the next interval"
     warn_once(
         f"export.{kind}.{target}",
         "perfkit: cannot export %s to %s (%s: %s); %s, the app is unaffected",
