@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -14,7 +15,6 @@ import httpx
 from litellm_perfkit._bench import CONFIG_TEMPLATE
 from tests.support.litellm_env import litellm_env, litellm_python
 from tests.support.servers import free_port
-
 
 
 @contextlib.contextmanager
@@ -43,10 +43,13 @@ def litellm_proxy(
         command = ["taskset", "-c", pin_cpu, *command]
     log_path = workdir / f"proxy-{port}.log"
     log = log_path.open("wb")
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env={**litellm_env(), **(env or {})}, cwd=workdir)
+    # faulthandler: a crash in the proxy leaves its Python stack in the log.
+    process_env = {**litellm_env(), "PYTHONFAULTHANDLER": "1", **(env or {})}
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=process_env, cwd=workdir)
     url = f"http://127.0.0.1:{port}"
     if pids is not None:
         pids.append(process.pid)  # perfkit run execs the proxy: same pid
+    started = False
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -61,14 +64,26 @@ def litellm_proxy(
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the proxy did not become healthy:\n{log_path.read_text()[-3000:]}")
             time.sleep(0.5)
+        started = True
         yield url
     finally:
+        # Checked here, not after the yield, so that it is also said when the
+        # test failed first (a refused connection is then the proxy's death).
+        died = started and process.poll() is not None
         process.terminate()
         try:
             process.wait(20)
         except subprocess.TimeoutExpired:
             process.kill()
         log.close()
+        if died:
+            raise RuntimeError(f"the proxy died during the test ({exit_status(process.returncode)}):\n{log_path.read_text(errors='replace')[-3000:]}")
+
+
+def exit_status(returncode: int) -> str:
+    if returncode < 0:
+        return f"killed by {signal.Signals(-returncode).name}"
+    return f"exit code {returncode}"
 
 
 def proxy_log(workdir: Path) -> str:
