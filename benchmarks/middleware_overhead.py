@@ -1,30 +1,34 @@
 """What PerfkitMiddleware adds per request, against bare and OpenTelemetry ASGI.
 
 One process drives the same trivial Starlette app through ASGI directly (no
-sockets, so only middleware and export cost differ). Every request's spans are
-exported over OTLP/HTTP (protobuf) to a local Jaeger; each timed run ends with
-a flush, so export work is inside the measurement. Variants run interleaved,
-``--repeats`` times; the table shows medians.
+sockets, so only middleware and export cost differ): a JSON response and a
+20-chunk SSE stream, the app marking 4 stages. Every request's spans are
+exported over OTLP/HTTP (protobuf) to a local Jaeger.
 
-perfkit ``process`` mode exports from a child agent: its CPU per request is
-shown separately (``agent CPU``), never hidden. ``perfkit-noexport`` is the
-middleware with no exporter configured: the request path alone, so the
-difference to ``perfkit-process`` is what export costs the app (the hand-off
-to the agent, and sharing two cores with the agent and Jaeger).
+**Time** (the default). This machine's speed drifts by 10-30% over seconds,
+so variants are interleaved finely: a round runs one batch of ``--batch``
+requests of every variant, in turn, in one event loop, and each batch is
+charged the main thread's CPU time. A variant's added cost is the median,
+over ``--rounds`` rounds, of its batch minus bare's batch of the same round
+(with a 95% interval from order statistics), plus the CPU its export thread
+used over the whole run (per-thread CPU clock), per request. perfkit's
+``process`` mode exports from a child agent whose CPU is a column of its
+own, never hidden; OTel ASGI exports from a thread, counted in its app cost.
+With two or more cores (``--pin on``) the app runs on core 0 and Jaeger and
+the agent on core 1.
 
-With two or more cores (``--pin on``, the default), the app runs on core 0
-and Jaeger and the export agent on core 1, so the app's CPU time is its own
-work and not the scheduler moving it between cores; the agent's CPU is still
-shown apart. Unpinned runs of the same code spread by ±10%; pinned, ±2%.
+- ``perfkit-noexport``: the middleware with no exporter, the request path
+  alone; the difference to ``perfkit-process`` is what export costs the app.
+- ``-py`` variants: perfkit's pure-Python path, which runs when the C
+  accelerator is not built (no compiler) or ``PERFKIT_SPEEDUPS=off``.
 
-``--measure instructions`` counts instead of timing: each variant runs under
-valgrind (cachegrind) twice, with N and 4N requests, and the difference of
-the instruction totals divided by 3N is the instructions per request, with
-start-up and imports cancelled out. It is deterministic, so it resolves
-what this noisy machine's timings cannot; it counts the app process only
-(the export agent is not traced).
+**Instructions** (``--measure instructions``): each variant runs under
+valgrind (cachegrind) twice, with N and 4N requests; the difference of the
+totals divided by 3N is the instructions per request, start-up cancelled
+out. Deterministic, so it resolves what timings here cannot; it counts the
+app process only (not the agent) and not the kernel.
 
-    python -m benchmarks.middleware_overhead [--requests 3000] [--repeats 5] [--pin on|off]
+    python -m benchmarks.middleware_overhead [--rounds 200] [--batch 50] [--pin on|off]
     python -m benchmarks.middleware_overhead --measure instructions [--requests 200]
 """
 
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import re
 import shutil
@@ -39,10 +44,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
-from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
@@ -50,39 +57,58 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-import litellm_perfkit
 from litellm_perfkit import PerfkitMiddleware, stage
+from litellm_perfkit._core import _middleware, _sink, _stage
+from litellm_perfkit._export import Pipeline, read_settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._pinning import pin  # noqa: E402
 from tests.support.servers import jaeger_process  # noqa: E402
 
 CHUNK = b'data: {"choices":[{"index":0,"delta":{"content":"tok"}}]}\n\n'
+VARIANTS = [
+    "bare", "perfkit-process", "perfkit-thread", "perfkit-noexport",
+    "perfkit-process-py", "perfkit-noexport-py", "otel-asgi", "otel-asgi-exclude",
+]  # fmt: skip
+WORKLOADS = (("json", "/json"), ("sse-20", "/stream"))
+APP_CORE, EXPORT_CORE = {0}, {1}
 
 
-def four_stages(last: str) -> None:
-    for name in ("auth", "pre_call", "upstream", last):
-        with stage(name):
-            pass
+DEFAULT_EXCHANGE = _middleware._Exchange  # the C one when built
 
 
-async def json_endpoint(request: Request) -> Response:
-    four_stages("serialize")
-    return JSONResponse({"ok": True})
+class PyStage(_stage._PyStage):
+    """The public Stage's core in pure Python (what runs without the C accelerator)."""
+
+    __slots__ = ()
 
 
-async def stream_endpoint(request: Request) -> Response:
-    four_stages("headers")
-
-    async def body() -> AsyncIterator[bytes]:
-        for _ in range(20):
-            yield CHUNK
-        yield b"data: [DONE]\n\n"
-
-    return StreamingResponse(body(), media_type="text/event-stream")
+class PyExchange(_middleware._PyExchange):
+    __slots__ = ()
 
 
-def make_app() -> Starlette:
+def make_app(stage_class: Callable[[str], Any] = stage, stages: bool = True) -> Starlette:
+    def four_stages(last: str) -> None:
+        if not stages:
+            return
+        for name in ("auth", "pre_call", "upstream", last):
+            with stage_class(name):
+                pass
+
+    async def json_endpoint(request: Request) -> Response:
+        four_stages("serialize")
+        return JSONResponse({"ok": True})
+
+    async def stream_endpoint(request: Request) -> Response:
+        four_stages("headers")
+
+        async def body() -> AsyncIterator[bytes]:
+            for _ in range(20):
+                yield CHUNK
+            yield b"data: [DONE]\n\n"
+
+        return StreamingResponse(body(), media_type="text/event-stream")
+
     return Starlette(routes=[Route("/json", json_endpoint), Route("/stream", stream_endpoint)])
 
 
@@ -105,23 +131,11 @@ async def drive(app: Any, path: str, n: int) -> None:
             return {"type": "http.request", "body": b"", "more_body": False}
 
         scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": "GET",
-            "scheme": "http",
-            "path": path,
-            "raw_path": path.encode(),
-            "query_string": b"",
-            "root_path": "",
-            "headers": headers,
-            "client": ("127.0.0.1", 1234),
-            "server": ("127.0.0.1", 80),
-        }
+            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
+            "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "", "headers": headers,
+            "client": ("127.0.0.1", 1234), "server": ("127.0.0.1", 80),
+        }  # fmt: skip
         await app(scope, receive, send)
-
-
-APP_CORE, EXPORT_CORE = {0}, {1}
 
 
 def cpu_seconds(pid: int) -> float:
@@ -129,121 +143,151 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def thread_cpu_ns(thread: threading.Thread) -> int:
+    assert thread.ident is not None
+    return time.clock_gettime_ns(time.pthread_getcpuclockid(thread.ident))
+
+
+@dataclass
 class Variant:
-    """Sets up one way of serving the app, and flushes its exporter."""
+    """One way of serving the app; ``use()`` makes it the one that runs."""
 
-    def __init__(self, name: str, endpoint: str, pinned: bool = False) -> None:
-        self.name = name
-        self.pinned = pinned
-        self.endpoint = endpoint
-        self.app: Any = None
-        self.flush: Callable[[], None] = lambda: None
-        self.close: Callable[[], None] = lambda: None
-        self.finish: Callable[[], None] = lambda: None
-        self.agent_pid: int | None = None
+    name: str
+    app: Any
+    sink: Callable[[Any], None] | None = None
+    exchange: type = DEFAULT_EXCHANGE
+    flush: Callable[[], None] = lambda: None
+    close: Callable[[], None] = lambda: None
+    threads: list[threading.Thread] = field(default_factory=list)
+    agent_pid: int | None = None
 
-    def open(self) -> None:
-        app = make_app()
-        if self.name == "bare":
-            self.app = app
-        elif self.name == "perfkit-noexport":
-            # The request path alone: timelines go nowhere (no pipeline, the
-            # core's sink discards), so export and its hand-off cost nothing.
-            self.app = PerfkitMiddleware(app)
-        elif self.name.startswith("perfkit"):
-            mode = "process" if "process" in self.name else "thread"
-            pipeline = litellm_perfkit.configure(
-                service_name=f"bench-{self.name}", exporter="otlp", protocol="http/protobuf", endpoint=self.endpoint, mode=mode
-            )
-            self.app = PerfkitMiddleware(app)
-            # The agent works in parallel in its own process; its CPU is reported apart.
-            self.flush = lambda: pipeline.force_flush(until="handed_off")
-            self.finish = pipeline.force_flush
-            self.close = litellm_perfkit.shutdown
-            agent = getattr(pipeline, "_agent", None)
-            self.agent_pid = agent.process.pid if agent else None
-            if self.pinned and self.agent_pid:
-                pin(self.agent_pid, EXPORT_CORE)  # it inherited the app's core
-        else:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-            from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
-            from opentelemetry.sdk.resources import Resource
-            from opentelemetry.sdk.trace import TracerProvider
-            from opentelemetry.sdk.trace.export import BatchSpanProcessor
-
-            provider = TracerProvider(resource=Resource.create({"service.name": f"bench-{self.name}"}))
-            provider.add_span_processor(
-                BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{self.endpoint}/v1/traces"), max_queue_size=100_000)
-            )
-            exclude = ["receive", "send"] if "exclude" in self.name else None
-            self.app = OpenTelemetryMiddleware(app, tracer_provider=provider, exclude_spans=exclude)
-            self.flush = lambda: provider.force_flush(60_000)
-            self.close = provider.shutdown
-
-    def run(self, path: str, n: int) -> tuple[float, float, float]:
-        """Per request: (app-process CPU us, agent CPU us, wall us), export flushed.
-
-        CPU is the honest cost: in process mode the wall time can include
-        waiting for the agent's backlog when the app outruns it."""
-        agent_before = cpu_seconds(self.agent_pid) if self.agent_pid else 0.0
-        cpu_before = time.process_time()
-        started = time.perf_counter()
-        asyncio.run(drive(self.app, path, n))
-        self.flush()
-        wall = (time.perf_counter() - started) / n * 1e6
-        cpu = (time.process_time() - cpu_before) / n * 1e6
-        self.finish()
-        agent = (cpu_seconds(self.agent_pid) - agent_before) / n * 1e6 if self.agent_pid else 0.0
-        return cpu, agent, wall
+    def use(self) -> None:
+        _sink.set_sink(self.sink)  # the core's sink is global: set per batch
+        _middleware._Exchange = self.exchange  # type: ignore[misc]
 
 
-VARIANTS = ["bare", "perfkit-process", "perfkit-thread", "perfkit-noexport", "otel-asgi", "otel-asgi-exclude"]
-WORKLOADS = (("json", "/json", 1), ("sse-20", "/stream", 2))  # (name, path, divisor of --requests)
+def open_variant(name: str, endpoint: str, pinned: bool) -> Variant:
+    python_path = name.endswith("-py")
+    app = make_app(PyStage if python_path else stage)
+    exchange = PyExchange if python_path else DEFAULT_EXCHANGE
+    started = set(threading.enumerate())
+    if name == "bare":
+        variant = Variant(name, app)
+    elif name.startswith("perfkit-noexport"):
+        # The request path alone: timelines go nowhere, so export costs nothing.
+        variant = Variant(name, PerfkitMiddleware(app), exchange=exchange)
+    elif name.startswith("perfkit"):
+        settings = read_settings(service_name=f"bench-{name}", exporter="otlp", protocol="http/protobuf", endpoint=endpoint)
+        pipeline_module = sys.modules[Pipeline.__module__]
+        native = pipeline_module.native  # type: ignore[attr-defined]
+        if python_path:
+            pipeline_module.native = None  # type: ignore[attr-defined]  # the queue, not the C hand-off
+        try:
+            pipeline = Pipeline(settings, mode="process" if "process" in name else "thread").start()
+        finally:
+            pipeline_module.native = native  # type: ignore[attr-defined]
+        agent = getattr(pipeline, "_agent", None)
+        variant = Variant(name, PerfkitMiddleware(app), pipeline.sink, exchange, pipeline.force_flush, pipeline.shutdown,
+                          agent_pid=agent.process.pid if agent else None)  # fmt: skip
+        if pinned and variant.agent_pid:
+            pin(variant.agent_pid, EXPORT_CORE)  # it inherited the app's core
+    else:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+        provider = TracerProvider(resource=Resource.create({"service.name": f"bench-{name}"}))
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces"), max_queue_size=100_000))
+        exclude = ["receive", "send"] if "exclude" in name else None
+        otel = OpenTelemetryMiddleware(app, tracer_provider=provider, exclude_spans=exclude)
+        variant = Variant(name, otel, flush=lambda: provider.force_flush(60_000), close=provider.shutdown)
+    variant.threads = [thread for thread in threading.enumerate() if thread not in started]
+    return variant
 
 
-def main() -> int:
-    os.environ.setdefault("OTEL_METRICS_EXPORTER", "none")  # Jaeger takes traces only; histograms are still kept
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--requests", type=int, default=None, help="requests per variant per repeat (time: 3000, instructions: 200)")
-    parser.add_argument("--repeats", type=int, default=5, help="interleaved repeats (time only)")
-    parser.add_argument("--measure", choices=["time", "instructions"], default="time")
-    parser.add_argument("--pin", choices=["on", "off"], default="on", help="time: app on core 0, Jaeger and the agent on core 1 (default: on)")
-    parser.add_argument("--child", nargs=4, metavar=("VARIANT", "PATH", "N", "ENDPOINT"), help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        variant_name, path, n, endpoint = args.child
-        variant = Variant(variant_name, endpoint)
-        variant.open()
-        variant.run(path, int(n))
-        variant.close()
-        return 0
-    if args.measure == "instructions" and shutil.which("valgrind") is None:
-        print("error: --measure instructions needs valgrind on PATH (apt-get install valgrind)", file=sys.stderr)
-        return 2
-    args.requests = args.requests or (200 if args.measure == "instructions" else 3000)
-    pinned = args.pin == "on" and args.measure == "time" and len(os.sched_getaffinity(0)) >= 2
-    with tempfile.TemporaryDirectory() as workdir, jaeger_process(Path(workdir)) as jaeger:
-        if pinned:
-            pin(os.getpid(), APP_CORE)
-            pin(jaeger.pid, EXPORT_CORE)
-        args.pinned = pinned
-        if args.measure == "instructions":
-            print_instructions(count_instructions(jaeger.otlp_http, args.requests), args)
-            return 0
-        results: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
-        for workload, path, divisor in WORKLOADS:
-            for repeat in range(args.repeats):
-                order = VARIANTS[repeat % len(VARIANTS) :] + VARIANTS[: repeat % len(VARIANTS)]
-                for variant_name in order:
-                    variant = Variant(variant_name, jaeger.otlp_http, pinned)
-                    variant.open()
-                    variant.run(path, 300)  # warm-up: imports, caches, the agent's start
-                    result = variant.run(path, args.requests // divisor)
-                    results.setdefault((workload, variant_name), []).append(result)
-                    variant.close()
-                    print(f"{workload} {variant_name} repeat {repeat + 1}: {result}", file=sys.stderr)
-        print_table(results, args)
-    return 0
+@dataclass
+class Measured:
+    main_us: list[float]  # per round, main-thread CPU per request
+    export_us: float  # the variant's own threads, per request, whole run
+    agent_us: float
+
+
+async def interleave(variants: list[Variant], path: str, rounds: int, batch: int) -> dict[str, list[float]]:
+    """Main-thread CPU µs per request of each variant, one value per round."""
+    main: dict[str, list[float]] = {v.name: [] for v in variants}
+    for number in range(rounds + 2):  # two rounds of warm-up
+        for variant in variants[number % len(variants) :] + variants[: number % len(variants)]:
+            variant.use()
+            started = time.thread_time_ns()
+            await drive(variant.app, path, batch)
+            if number >= 2:
+                main[variant.name].append((time.thread_time_ns() - started) / batch / 1000)
+    return main
+
+
+def measure_time(endpoint: str, path: str, names: list[str], rounds: int, batch: int, pinned: bool) -> dict[str, Measured]:
+    variants = [open_variant(name, endpoint, pinned) for name in names]
+    try:
+        threads_before = {v.name: sum(thread_cpu_ns(t) for t in v.threads) for v in variants}
+        agents_before = {v.name: cpu_seconds(v.agent_pid) for v in variants if v.agent_pid}
+        main = asyncio.run(interleave(variants, path, rounds, batch))
+        requests = (rounds + 2) * batch
+        results = {}
+        for v in variants:
+            v.flush()  # everything exported, inside the measurement
+            export = (sum(thread_cpu_ns(t) for t in v.threads) - threads_before[v.name]) / requests / 1000
+            agent = (cpu_seconds(v.agent_pid) - agents_before[v.name]) / requests * 1e6 if v.agent_pid else 0.0
+            results[v.name] = Measured(main[v.name], export, agent)
+        return results
+    finally:
+        _sink.set_sink(None)
+        _middleware._Exchange = DEFAULT_EXCHANGE  # type: ignore[misc]
+        for v in variants:
+            v.close()
+
+
+def median_interval(values: list[float]) -> tuple[float, float, float]:
+    """Median and a distribution-free 95% interval (order statistics)."""
+    ordered = sorted(values)
+    n = len(ordered)
+    half = 1.96 * math.sqrt(n) / 2
+    low, high = max(0, math.floor(n / 2 - half)), min(n - 1, math.ceil(n / 2 + half))
+    return statistics.median(ordered), ordered[low], ordered[high]
+
+
+def print_table(results: dict[str, dict[str, Measured]], args: argparse.Namespace) -> None:
+    print(f"\n{args.rounds} rounds x {args.batch} requests per variant, interleaved by batch; python {sys.version.split()[0]}, {os.cpu_count()} cores")
+    print("app: main-thread CPU per request (median over rounds) plus the variant's export thread; " + (
+        "app on core 0, Jaeger and the export agent on core 1" if args.pinned else "not pinned"))
+    print("\n| workload | variant | main-thread CPU µs | added main-thread µs [95% CI] | export thread µs | added app µs | agent CPU µs | added total µs | OTel / perfkit (app, total) |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for workload, by_variant in results.items():
+        bare = by_variant["bare"].main_us
+        added = {}
+        for name, m in by_variant.items():
+            diff = median_interval([a - b for a, b in zip(m.main_us, bare)])
+            app = diff[0] + m.export_us
+            added[name] = (diff, app, app + m.agent_us)
+        ours = added.get("perfkit-process")
+        for name, m in by_variant.items():
+            (mid, low, high), app, total = added[name]
+            ratio = f"{app / ours[1]:.1f}x, {total / ours[2]:.1f}x" if name.startswith("otel") and ours else ""
+            agent = f"{m.agent_us:.1f}" if m.agent_us else ""
+            print(f"| {workload} | {name} | {statistics.median(m.main_us):.1f} | {mid:+.1f} [{low:+.1f}, {high:+.1f}] | "
+                  f"{m.export_us:.1f} | {app:+.1f} | {agent} | {total:+.1f} | {ratio} |")  # fmt: skip
+
+
+# -- instructions -----------------------------------------------------------------
+
+
+def run_child(name: str, path: str, n: int, endpoint: str) -> None:
+    variant = open_variant(name, endpoint, pinned=False)
+    variant.use()
+    asyncio.run(drive(variant.app, path, n))
+    variant.flush()
+    variant.close()
 
 
 def _instructions(variant: str, path: str, n: int, endpoint: str) -> int:
@@ -261,7 +305,7 @@ def _instructions(variant: str, path: str, n: int, endpoint: str) -> int:
 
 def count_instructions(endpoint: str, requests: int) -> dict[tuple[str, str], float]:
     """Instructions per request: (I(4N) - I(N)) / 3N for every workload and variant."""
-    jobs = [(w, v, path, max(1, requests // divisor)) for w, path, divisor in WORKLOADS for v in VARIANTS]
+    jobs = [(w, v, path, max(1, requests // (2 if w == "sse-20" else 1))) for w, path in WORKLOADS for v in VARIANTS]
     with ThreadPoolExecutor(os.cpu_count() or 1) as pool:  # deterministic counts: parallel runs do not disturb them
         low = {(w, v): pool.submit(_instructions, v, path, n, endpoint) for w, v, path, n in jobs}
         high = {(w, v): pool.submit(_instructions, v, path, 4 * n, endpoint) for w, v, path, n in jobs}
@@ -272,7 +316,7 @@ def print_instructions(per_request: dict[tuple[str, str], float], args: argparse
     print(f"\ninstructions per request (valgrind cachegrind, app process, export flushed); N = {args.requests}; python {sys.version.split()[0]}\n")
     print("| workload | variant | instructions | added | added / perfkit added | bare + added, as a multiple of bare |")
     print("|---|---|---:|---:|---:|---:|")
-    for workload, _, _ in WORKLOADS:
+    for workload, _ in WORKLOADS:
         bare = per_request[(workload, "bare")]
         ours = per_request[(workload, "perfkit-process")] - bare
         for variant in VARIANTS:
@@ -282,29 +326,43 @@ def print_instructions(per_request: dict[tuple[str, str], float], args: argparse
             print(f"| {workload} | {variant} | {total:,.0f} | {added:+,.0f} | {ratio} | {total / bare:.2f}x |")
 
 
-def print_table(results: dict[tuple[str, str], list[tuple[float, float, float]]], args: argparse.Namespace) -> None:
-    print(f"\nrequests per run: {args.requests} (json), {args.requests // 2} (sse-20); repeats: {args.repeats}; medians")
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores; CPU = process CPU time per request (main + export threads)")
-    placement = "app on core 0; Jaeger and the export agent on core 1" if args.pinned else "not pinned"
-    print(f"{placement}\n")
-    print("| workload | variant | app CPU us | added app CPU us | agent CPU us | added total CPU us | wall us | OTel added / perfkit added (app, total) |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
-    for workload in ("json", "sse-20"):
-        def med(variant: str, i: int) -> float:
-            return statistics.median(r[i] for r in results[(workload, variant)])
-
-        bare = med("bare", 0)
-        ours_app = med("perfkit-process", 0) - bare
-        ours_total = ours_app + med("perfkit-process", 1)
-        for variant in VARIANTS:
-            app, agent, wall = med(variant, 0), med(variant, 1), med(variant, 2)
-            added = app - bare
-            total = added + agent
-            ratio = ""
-            if variant.startswith("otel"):
-                ratio = f"{added / ours_app:.1f}x, {total / ours_total:.1f}x"
-            agent_text = f"{agent:.1f}" if variant == "perfkit-process" else ""
-            print(f"| {workload} | {variant} | {app:.1f} | {added:+.1f} | {agent_text} | {total:+.1f} | {wall:.1f} | {ratio} |")
+def main() -> int:
+    os.environ.setdefault("OTEL_METRICS_EXPORTER", "none")  # Jaeger takes traces only; histograms are still kept
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--measure", choices=["time", "instructions"], default="time")
+    parser.add_argument("--rounds", type=int, default=200, help="time: rounds of one batch per variant (default 200)")
+    parser.add_argument("--batch", type=int, default=50, help="time: requests per batch (default 50)")
+    parser.add_argument("--requests", type=int, default=200, help="instructions: N (default 200; streams N/2)")
+    parser.add_argument("--variants", default=",".join(VARIANTS), help="time: a comma-separated subset (bare is always run)")
+    parser.add_argument("--pin", choices=["on", "off"], default="on", help="time: app on core 0, Jaeger and the agent on core 1 (default: on)")
+    parser.add_argument("--child", nargs=4, metavar=("VARIANT", "PATH", "N", "ENDPOINT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        name, path, n, endpoint = args.child
+        run_child(name, path, int(n), endpoint)
+        return 0
+    names = ["bare"] + [name for name in args.variants.split(",") if name and name != "bare"]
+    unknown = sorted(set(names) - set(VARIANTS))
+    if unknown:
+        print(f"error: unknown variant(s) {', '.join(unknown)}; choose from {', '.join(VARIANTS)}", file=sys.stderr)
+        return 2
+    if args.measure == "instructions" and shutil.which("valgrind") is None:
+        print("error: --measure instructions needs valgrind on PATH (apt-get install valgrind)", file=sys.stderr)
+        return 2
+    args.pinned = args.pin == "on" and args.measure == "time" and len(os.sched_getaffinity(0)) >= 2
+    with tempfile.TemporaryDirectory() as workdir, jaeger_process(Path(workdir)) as jaeger:
+        if args.pinned:
+            pin(os.getpid(), APP_CORE)
+            pin(jaeger.pid, EXPORT_CORE)
+        if args.measure == "instructions":
+            print_instructions(count_instructions(jaeger.otlp_http, args.requests), args)
+            return 0
+        results = {}
+        for workload, path in WORKLOADS:
+            print(f"{workload}: {len(names)} variants x {args.rounds} rounds ...", file=sys.stderr)
+            results[workload] = measure_time(jaeger.otlp_http, path, names, args.rounds, args.batch, args.pinned)
+        print_table(results, args)
+    return 0
 
 
 if __name__ == "__main__":
