@@ -58,12 +58,13 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from litellm_perfkit import PerfkitMiddleware, stage
-from litellm_perfkit._core import _middleware, _sink, _stage
+from litellm_perfkit._core import _middleware, _sink
 from litellm_perfkit._export import Pipeline, read_settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._pinning import pin  # noqa: E402
 from tests.support.servers import jaeger_process  # noqa: E402
+from tests.support.speedups import PyStage  # noqa: E402  (Stage's pure-Python core)
 
 CHUNK = b'data: {"choices":[{"index":0,"delta":{"content":"tok"}}]}\n\n'
 VARIANTS = [
@@ -75,12 +76,6 @@ APP_CORE, EXPORT_CORE = {0}, {1}
 
 
 DEFAULT_EXCHANGE = _middleware._Exchange  # the C one when built
-
-
-class PyStage(_stage._PyStage):
-    """The public Stage's core in pure Python (what runs without the C accelerator)."""
-
-    __slots__ = ()
 
 
 class PyExchange(_middleware._PyExchange):

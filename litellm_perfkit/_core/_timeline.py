@@ -16,7 +16,6 @@ import operator
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any, Tuple
 
-
 from ..types import AttributeValue, RequestRecord, StageKind, StageRecord
 from ._context import DEFAULT_UPSTREAM, OPEN_STAGE, TIMELINE
 from ._native import core
@@ -176,8 +175,7 @@ class Timeline(_TimelineFields):
         timeline.chunks, timeline.body_bytes = chunks, body_bytes
         timeline.traceparent, timeline.error = traceparent, error
         timeline.marks, timeline.generators, timeline.attributes = marks, generators, attributes
-        timeline.finished = [tuple(stage) for stage in finished]
-        timeline.upstream = tuple(upstream)
+        timeline.finished, timeline.upstream = finished, upstream  # marshal keeps tuples as tuples
         timeline.gc_ns = gc_ns
         return timeline
 

@@ -84,6 +84,8 @@ def read_batch(payload: bytes) -> tuple[int, int, list[bytes]]:
         records.append(bytes(view[at + 4 : at + 4 + size]))
         at += 4 + size
     return anchor, dropped, records
+
+
 RecordListener = Callable[[RequestRecord, str], None]
 """Called with each finished request and its trace id (thread mode)."""
 
@@ -195,8 +197,7 @@ class _Agent:
         self.last_stats: dict[str, int] = {}
 
     def send(self, kind: bytes, payload: bytes) -> None:
-        self._stdin.write(kind + len(payload).to_bytes(4, "little") + payload)
-        self._stdin.flush()
+        self.send_frame(kind + len(payload).to_bytes(4, "little") + payload)
 
     def send_frame(self, frame: bytes) -> None:
         self._stdin.write(frame)
@@ -267,10 +268,7 @@ class Pipeline:
     # -- request side -------------------------------------------------------
     def submit(self, timeline: Timeline) -> None:
         """Queue one finished timeline (what the core's sink does)."""
-        if self._handoff is not None:
-            self._handoff.submit(timeline)
-        else:
-            self._enqueue(timeline)
+        self.sink(timeline)
 
     def _enqueue(self, timeline: Timeline) -> None:
         queued = len(self._queue)

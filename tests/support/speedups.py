@@ -33,6 +33,8 @@ class TickClock:
 
 
 class PyStage(_stage._PyStage):
+    """The public Stage's core in pure Python (what runs without the C accelerator)."""
+
     __slots__ = ()
 
 

@@ -147,7 +147,6 @@ pk_int64_attribute(PyObject *object, PyObject *name, int *failed)
     return result;
 }
 
-/* The stages finished so far, as Server-Timing entries; the upstream stages' sum. */
 /* --- the type ------------------------------------------------------------ */
 
 /* Record one message the app sends; returns what to hand the server: the

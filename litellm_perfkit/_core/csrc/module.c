@@ -213,18 +213,12 @@ intern_names(void)
         PyObject **slot;
         const char *text;
     } table[] = {
-        {&pk_names.next_index, "next_index"}, {&pk_names.finished, "finished"},
-        {&pk_names.generators, "generators"}, {&pk_names.marks, "marks"},
-        {&pk_names.status, "status"}, {&pk_names.streaming, "streaming"},
-        {&pk_names.body_bytes, "body_bytes"}, {&pk_names.chunks, "chunks"},
-        {&pk_names.end_ns, "end_ns"}, {&pk_names.start_ns, "start_ns"},
-        {&pk_names.gc_ns, "gc_ns"}, {&pk_names.error, "error"},
-        {&pk_names.total_ns, "total_ns"}, {&pk_names.sink, "sink"},
+        {&pk_names.status, "status"}, {&pk_names.total_ns, "total_ns"}, {&pk_names.sink, "sink"},
         {&pk_names.type, "type"}, {&pk_names.body, "body"},
         {&pk_names.more_body, "more_body"}, {&pk_names.headers, "headers"},
         {&pk_names.server_timing, "server_timing"}, {&pk_names.overhead_header, "overhead_header"},
         {&pk_names.upstream_stages, "upstream_stages"}, {&pk_names.upstream_names, "_upstream_names"},
-        {&pk_names.received, "received"}, {&pk_names.traceparent, "traceparent"}, {&pk_names.headers_sent, "headers_sent"},
+        {&pk_names.received, "received"}, {&pk_names.headers_sent, "headers_sent"},
         {&pk_names.first_body_byte, "first_body_byte"}, {&pk_names.first_token, "first_token"},
         {&pk_names.last_byte, "last_byte"}, {&pk_names.client_disconnected, "client_disconnected"},
         {&pk_names.incomplete_response, "incomplete_response"}, {&pk_names.gc, "gc"},
@@ -235,10 +229,9 @@ intern_names(void)
             return -1;
         }
     }
-    pk_names.empty_bytes = PyBytes_FromStringAndSize("", 0);
     pk_names.server_timing_header = PyBytes_FromString("server-timing");
     pk_names.overhead_header_name = PyBytes_FromString("x-perfkit-overhead-ms");
-    if (!pk_names.empty_bytes || !pk_names.server_timing_header || !pk_names.overhead_header_name) {
+    if (!pk_names.server_timing_header || !pk_names.overhead_header_name) {
         return -1;
     }
     return 0;

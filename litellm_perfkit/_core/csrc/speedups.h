@@ -37,13 +37,11 @@ extern PkHooks pk_hooks;
 
 /* Interned attribute names and dictionary keys. */
 typedef struct {
-    PyObject *next_index, *finished, *generators, *marks, *status, *streaming;
-    PyObject *body_bytes, *chunks, *end_ns, *start_ns, *gc_ns, *error, *total_ns, *sink;
-    PyObject *type, *body, *more_body, *headers;
-    PyObject *server_timing, *overhead_header, *upstream_stages, *upstream_names, *received, *traceparent;
+    PyObject *status, *total_ns, *sink, *type, *body, *more_body, *headers;
+    PyObject *server_timing, *overhead_header, *upstream_stages, *upstream_names, *received;
     PyObject *headers_sent, *first_body_byte, *first_token, *last_byte;
     PyObject *client_disconnected, *incomplete_response, *gc;
-    PyObject *empty_bytes, *server_timing_header, *overhead_header_name;
+    PyObject *server_timing_header, *overhead_header_name;
 } PkNames;
 
 extern PkNames pk_names;

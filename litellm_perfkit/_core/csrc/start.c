@@ -6,7 +6,6 @@
 #include <string.h>
 #include <strings.h>
 
-
 typedef struct {
     char *data;
     Py_ssize_t len, capacity;
