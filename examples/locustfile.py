@@ -1,8 +1,9 @@
 """LiteLLM's two published Locust load tests, against perfkit's mock provider.
 
-Streaming is on (``--perfkit-stream off`` turns it off), so each request also
-reports TTFT, chunk gaps, the overhead headers and every Server-Timing stage
-as Locust entries. Pick the test by its class name.
+Streaming is on (``--perfkit-stream off`` turns it off). perfkit's table at
+the end has TTFT, chunk gaps, the overhead headers and every Server-Timing
+stage; ``--perfkit-entries ttft,overhead,stage`` adds them to Locust's own
+table too. Pick the test by its class name.
 
 1K RPS (LiteLLM docs: "1K RPS Load test on locust"; 1,000 users who wait
 0.5-1 s between requests)::

@@ -11,10 +11,11 @@ from ..types import AttributeValue, HeaderMode
 from . import _sink
 from ._collector import closed_by_collector
 from ._guard import internal_error
-from ._headers import ENTRY_PREFIXES, THOUSANDTHS, entry_prefix, format_ms, server_timing_entry
+from .._wire._headers import ENTRY_PREFIXES, THOUSANDTHS, entry_prefix, format_ms, server_timing_entry
 from ._gcwatch import WATCH as _GC
 from ._gcwatch import install as watch_gc
 from ._native import core
+from .._wire._names import OVERHEAD_HEADER, SERVER_TIMING_HEADER
 from ._sse import SseScanner
 from ._timeline import TIMELINE, Timeline
 
@@ -26,10 +27,10 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-OVERHEAD_HEADER = "x-perfkit-overhead-ms"
 # Body messages of a stream counted together; bounds what a stream holds.
 _BATCH = 16
 _OVERHEAD_HEADER = OVERHEAD_HEADER.encode()
+_SERVER_TIMING_HEADER = SERVER_TIMING_HEADER.encode()
 
 
 class PerfkitMiddleware:
@@ -193,7 +194,7 @@ class _PyExchange:
             parts.append(server_timing_entry("gc", paused))
         headers = list(headers)
         if middleware.server_timing and parts:
-            headers.append((b"server-timing", ", ".join(parts).encode()))
+            headers.append((_SERVER_TIMING_HEADER, ", ".join(parts).encode()))
         if middleware.overhead_header:
             headers.append((_OVERHEAD_HEADER, format_ms(now - timeline.start_ns - upstream).encode()))
         return {**message, "headers": headers}  # the app's own message and header list stay as they were

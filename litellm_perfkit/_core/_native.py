@@ -23,8 +23,8 @@ from ._collector import closed_by_collector
 from ._context import DEFAULT_UPSTREAM, OPEN_STAGE, TIMELINE
 from ._gcwatch import WATCH
 from ._guard import internal_error, warn_once
-from ._headers import ENTRY_PREFIXES, entry_prefix
-from ._sse import data_has_token
+from .._wire._events import CHAT_OUTPUT_KEYS, TOKEN_HINTS, data_has_token
+from .._wire._headers import ENTRY_PREFIXES, entry_prefix
 
 __all__ = ["core", "native", "speedups_mode"]
 
@@ -58,6 +58,8 @@ def _load() -> ModuleType | None:
         entry_prefixes=ENTRY_PREFIXES,
         entry_prefix=entry_prefix,
         data_has_token=data_has_token,
+        token_hints=TOKEN_HINTS,
+        chat_output_keys=CHAT_OUTPUT_KEYS,
         sink_module=_sink,
         default_clock=perf_counter_ns,
         default_upstream=DEFAULT_UPSTREAM,

@@ -16,6 +16,7 @@ from time import perf_counter_ns
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from .._wire._names import Attr
 from ._collector import closed_by_collector
 from ._guard import internal_error
 from ._native import core
@@ -234,6 +235,6 @@ async def _timed_generator(
         timeline.add_generator_time(name, first_ns, own_ns, items)
         if wait_name is not None:
             timeline.add_generator_time(wait_name, first_ns, wait_ns, items, "sum")
-            timeline.attributes["perfkit.stream.max_gap_ms"] = round(max_gap / 1e6, 3)
-            timeline.attributes["perfkit.stream.chunks"] = items
+            timeline.attributes[Attr.STREAM_MAX_GAP_MS] = round(max_gap / 1e6, 3)
+            timeline.attributes[Attr.STREAM_CHUNKS] = items
         await generator.aclose()

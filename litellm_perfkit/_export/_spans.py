@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from typing import Tuple
 
-from .._core._headers import parse_traceparent
+from .._wire._headers import parse_traceparent
 from .._core._timeline import Timeline
 from ..types import AttributeValue, SamplerName
 

@@ -8,94 +8,12 @@ limits a run) and for timing: every ``data_received`` is stamped with
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
 from time import perf_counter_ns
-from typing import Any, Literal
 
-import orjson
+from .._wire._names import CAPTURED_HEADERS
+from ._exchange import ErrorClass, Exchange, ResponseReader
 
-from .._core._sse import has_content_delta
-
-__all__ = ["Exchange", "Connection", "ErrorClass", "connect", "completion_tokens", "http_error", "CAPTURED_HEADERS"]
-
-ErrorClass = Literal[
-    "connection_refused", "connect_error", "http_429", "http_5xx", "http_4xx", "timeout",
-    "disconnect", "malformed_sse", "protocol_error",
-]  # fmt: skip
-
-ERROR_MESSAGES: dict[str, str] = {
-    "connection_refused": "connection refused: is the server running on that host and port?",
-    "connect_error": "could not connect",
-    "http_429": "HTTP 429 Too Many Requests: rate limited (quota, or the gateway's limits)",
-    "http_5xx": "HTTP 5xx: the server failed",
-    "http_4xx": "HTTP 4xx: the server refused the request (model name, body, key?)",
-    "timeout": "no complete answer within --timeout",
-    "disconnect": "the server closed the connection before the response was complete",
-    "malformed_sse": "a stream event was not valid JSON (or the stream framing was broken)",
-    "protocol_error": "the answer was not valid HTTP/1.1",
-}
-
-def http_error(status: int) -> ErrorClass | None:
-    """The error class of an HTTP status; None below 400."""
-    if status == 429:
-        return "http_429"
-    if status >= 500:
-        return "http_5xx"
-    return "http_4xx" if status >= 400 else None
-
-
-def completion_tokens(document: Any) -> int | None:
-    """``usage.completion_tokens`` of a response body or stream event, if it has one."""
-    usage = document.get("usage") if isinstance(document, dict) else None
-    if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
-        return int(usage["completion_tokens"])
-    return None
-
-
-# Response headers the driver keeps (names lowercased).
-CAPTURED_HEADERS = (
-    "x-litellm-overhead-duration-ms",
-    "x-perfkit-overhead-ms",
-    "server-timing",
-    "x-perfkit-mock-received-ns",
-    "x-perfkit-mock-processing-ms",
-    "content-type",
-    "retry-after",
-)
-
-
-@dataclass
-class Exchange:
-    """Everything the driver records about one request (perf_counter_ns)."""
-
-    intended_ns: int
-    trace_id: str = ""
-    model: str = ""
-    sent_ns: int = 0
-    first_byte_ns: int = 0
-    headers_ns: int = 0
-    first_token_ns: int = 0
-    end_ns: int = 0
-    status: int = 0
-    error: str | None = None
-    detail: str = ""
-    headers: dict[str, str] = field(default_factory=dict)
-    token_times: list[int] = field(default_factory=list)  # arrival of each content event
-    events: int = 0  # SSE data events other than [DONE]
-    usage_tokens: int | None = None
-    # Ground truth from the mock: (mock send mono_ns, client arrival ns) per content event
-    stamps: list[tuple[int, int]] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-    @property
-    def output_tokens(self) -> tuple[int, str]:
-        """(tokens, source): the server's usage when it gave one, else the content event count."""
-        if self.usage_tokens is not None:
-            return self.usage_tokens, "usage"
-        return len(self.token_times), "chunks"
+__all__ = ["Connection", "connect"]
 
 
 class Connection(asyncio.Protocol):
@@ -114,9 +32,7 @@ class Connection(asyncio.Protocol):
         self._remaining = -1  # content-length left, -1: until close
         self._chunk_left = 0
         self._crlf_due = False
-        self._sse = False
-        self._sse_buffer = b""
-        self._body = bytearray()
+        self._reader: ResponseReader | None = None
         self._close_after = False
 
     # -- protocol -------------------------------------------------------------
@@ -179,7 +95,7 @@ class Connection(asyncio.Protocol):
                 self._close_after = True
             if key in CAPTURED_HEADERS:
                 exchange.headers[key] = text
-        self._sse = exchange.headers.get("content-type", "").startswith("text/event-stream")
+        self._reader = ResponseReader(exchange)
         if self._chunked:
             self._remaining = -1
 
@@ -225,75 +141,23 @@ class Connection(asyncio.Protocol):
         self._buffer = buffer[position:]
 
     def _payload(self, data: bytes, now: int) -> None:
-        if not self._sse:
-            self._body += data
-            return
-        exchange = self.exchange
-        assert exchange is not None
-        pending = (self._sse_buffer + data).replace(b"\r\n", b"\n")
-        *events, self._sse_buffer = pending.split(b"\n\n")
-        for raw in events:
-            payload = b"\n".join(line[5:].lstrip() for line in raw.split(b"\n") if line.startswith(b"data:"))
-            if not payload or payload == b"[DONE]":
-                continue
-            exchange.events += 1
-            try:
-                event = orjson.loads(payload)
-            except orjson.JSONDecodeError:
-                if exchange.error is None:
-                    exchange.error, exchange.detail = "malformed_sse", f"event {exchange.events}: {payload[:60]!r}"
-                continue
-            if not isinstance(event, dict):
-                continue
-            if has_content_delta(event):
-                if not exchange.first_token_ns:
-                    exchange.first_token_ns = now
-                exchange.token_times.append(now)
-                stamp = event.get("perfkit")
-                if isinstance(stamp, dict) and isinstance(stamp.get("mono_ns"), int):
-                    exchange.stamps.append((stamp["mono_ns"], now))
-            tokens = completion_tokens(event)
-            if tokens is not None:
-                exchange.usage_tokens = tokens
+        assert self._reader is not None
+        self._reader.feed(data, now)
 
     # -- outcome ------------------------------------------------------------------
     def _finish(self, now: int) -> None:
-        exchange = self.exchange
-        assert exchange is not None and self.done is not None
-        exchange.end_ns = now
-        if not self._sse and self._body:
-            self._read_json_body(exchange)
-        if exchange.error is None:
-            exchange.error = http_error(exchange.status)
-            if exchange.error:
-                exchange.detail = bytes(self._body[:200]).decode("utf-8", "replace")
+        assert self.exchange is not None and self.done is not None and self._reader is not None
+        self._reader.finish(now)
         self.reusable = not self._close_after and not self.closed
         self._reset()
         self.done.set_result(None)
 
-    def _read_json_body(self, exchange: Exchange) -> None:
-        try:
-            body = orjson.loads(self._body)
-        except orjson.JSONDecodeError:
-            return
-        if not isinstance(body, dict):
-            return
-        tokens = completion_tokens(body)
-        if tokens is not None:
-            exchange.usage_tokens = tokens
-        if exchange.status < 400:
-            exchange.first_token_ns = exchange.end_ns  # the whole answer arrives at once
-            stamp = body.get("perfkit")
-            if isinstance(stamp, dict) and isinstance(stamp.get("mono_ns"), int):
-                exchange.stamps.append((stamp["mono_ns"], exchange.end_ns))
-
-    def _fail(self, error: str, detail: str) -> None:
+    def _fail(self, error: ErrorClass, detail: str) -> None:
         exchange = self.exchange
         if exchange is None or self.done is None or self.done.done():
             return
         exchange.end_ns = perf_counter_ns()
-        exchange.error = exchange.error if exchange.error == "malformed_sse" else error
-        exchange.detail = exchange.detail or detail
+        exchange.fail(error, detail)
         self.reusable = False
         self.done.set_result(None)
 

@@ -13,6 +13,7 @@ when the master quits, after ``test_stop``.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 from typing import IO, Any
@@ -22,11 +23,13 @@ from locust import events
 from locust.env import Environment
 from locust.runners import WorkerRunner
 
-from ._http import Exchange
+from ._exchange import Exchange
 from ._recorder import Recorder
-from ._report import build_result
+from ._report import build_result, render_table
 
-__all__ = ["STATE", "add_options"]
+__all__ = ["ENTRY_KINDS", "STATE", "add_options", "extra_entries"]
+
+ENTRY_KINDS = ("ttft", "chunk_gap", "overhead", "stage")
 
 
 def add_options(parser: Any, **_: Any) -> None:
@@ -41,12 +44,21 @@ def add_options(parser: Any, **_: Any) -> None:
     parser.add_argument("--perfkit-path", env_var="PERFKIT_PATH", default="/v1/chat/completions", help="endpoint path")
     parser.add_argument("--perfkit-api-key", env_var="PERFKIT_API_KEY", default="", is_secret=True,
                         help="bearer key (default: $API_KEY, else sk-1234)")  # fmt: skip
+    parser.add_argument("--perfkit-entries", env_var="PERFKIT_ENTRIES", default="",
+                        help="extra Locust entries beside each request, comma-separated: " + ", ".join(ENTRY_KINDS)
+                             + " (default: none, so Locust's Aggregated row counts requests; perfkit's table has them all)")  # fmt: skip
     parser.add_argument("--perfkit-warmup", env_var="PERFKIT_WARMUP", type=float, default=0.0, include_in_web_ui=False,
                         help="seconds after the test starts (in each process) that perfkit's histograms ignore")  # fmt: skip
     parser.add_argument("--perfkit-result", env_var="PERFKIT_RESULT", default="", include_in_web_ui=False,
                         help="write the merged perfkit.load/1 document here when the test stops")  # fmt: skip
     parser.add_argument("--perfkit-jsonl-dir", env_var="PERFKIT_JSONL_DIR", default="", include_in_web_ui=False,
                         help="each process writes one JSON line per request to DIR/locust-PID.jsonl")  # fmt: skip
+
+
+def extra_entries(options: Any) -> frozenset[str]:
+    """The ``--perfkit-entries`` kinds; unknown names are ignored (Locust has already parsed its options)."""
+    text = str(getattr(options, "perfkit_entries", "") or "")
+    return frozenset(kind.strip() for kind in text.split(",")) & frozenset(ENTRY_KINDS)
 
 
 class _State:
@@ -158,6 +170,8 @@ def _on_test_stop(environment: Environment, **_: Any) -> None:
         STATE.merge(STATE.take())
     STATE.stopped = environment
     _write_result(environment)
+    if STATE.recorder.requests:
+        print("perfkit (exact, all processes so far):\n" + render_table(STATE.result(environment)), file=sys.stderr)
     if STATE.jsonl is not None:
         STATE.jsonl.flush()
 

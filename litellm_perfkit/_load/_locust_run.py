@@ -93,6 +93,8 @@ def run_locust(workload: Workload, plan: LoadPlan, processes: int = 1, jsonl_pat
             "--perfkit-stream", "on" if workload.stream else "off", "--perfkit-prompt-repeats", str(workload.prompt_repeats),
             "--perfkit-max-tokens", str(workload.max_tokens or 0), "--perfkit-warmup", str(plan.warmup_s),
             "--perfkit-result", str(result_path), "--perfkit-jsonl-dir", str(jsonl_dir),
+            # Locust's view of what perfkit measures too, folded into the result (not per chunk: too many rows).
+            "--perfkit-entries", "ttft,overhead,stage",
         ]  # fmt: skip
         if processes > 1:
             command += ["--processes", str(processes)]

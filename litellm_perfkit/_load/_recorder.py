@@ -11,9 +11,10 @@ from typing import IO, Any
 
 import orjson
 
-from .._core._headers import parse_server_timing
+from .._wire._headers import parse_server_timing
+from .._wire._names import LITELLM_OVERHEAD_HEADER, MOCK_PROCESSING_HEADER, OVERHEAD_HEADERS, SERVER_TIMING_HEADER
 from ._hdr import Histogram
-from ._http import Exchange
+from ._exchange import Exchange
 
 __all__ = ["Recorder"]
 
@@ -71,11 +72,11 @@ class Recorder:
             self._write_line(x)
 
     def _headers(self, x: Exchange) -> None:
-        for name in ("x-litellm-overhead-duration-ms", "x-perfkit-overhead-ms", "x-perfkit-mock-processing-ms"):
+        for name in (*OVERHEAD_HEADERS, MOCK_PROCESSING_HEADER):
             value = x.headers.get(name)
             if value is not None and (ns := _ms_to_ns(value)) is not None:
                 self.hist(f"header:{name}").record(ns)
-        timing = x.headers.get("server-timing")
+        timing = x.headers.get(SERVER_TIMING_HEADER)
         if timing:
             for stage, ms in parse_server_timing(timing).items():
                 self.hist(f"server_timing:{stage}").record(int(ms * 1e6))
@@ -112,7 +113,7 @@ class Recorder:
             "chunks": len(x.token_times),
             "output_tokens": x.output_tokens[0],
             "max_gap_ms": round(max((b - a for a, b in zip(x.token_times, x.token_times[1:])), default=0) / 1e6, 4),
-            "litellm_overhead_ms": x.headers.get("x-litellm-overhead-duration-ms"),
+            "litellm_overhead_ms": x.headers.get(LITELLM_OVERHEAD_HEADER),
         }
         self.jsonl.write(orjson.dumps(line) + b"\n")
 

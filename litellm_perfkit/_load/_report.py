@@ -6,12 +6,13 @@ import statistics
 from typing import Any
 
 from .._version import __version__
-from ._http import ERROR_MESSAGES
+from .._wire._names import LOAD_SCHEMA
+from ._exchange import ERROR_MESSAGES
 from ._recorder import Recorder
 
 __all__ = ["build_result", "render_table", "SCHEMA"]
 
-SCHEMA = "perfkit.load/1"
+SCHEMA = LOAD_SCHEMA
 # A driver that is late by more than this at p99, or busier than this share of
 # one core, may have measured itself: the run is flagged.
 LAG_FLAG_MS = 5.0

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from time import perf_counter_ns
 from typing import IO, Literal
 
-from ._http import Connection, Exchange, connect
+from ._exchange import Exchange
+from ._http import Connection, connect
 from ._recorder import Recorder
 from ._workload import Workload
 

@@ -6,12 +6,23 @@ import os
 import random
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import orjson
 
-__all__ = ["Workload", "WorkloadError", "endpoint_url", "seed_prompt", "SEED_SENTENCE"]
+__all__ = ["Api", "Workload", "WorkloadError", "api_of", "endpoint_url", "request_body", "request_headers", "seed_prompt", "SEED_SENTENCE"]
+
+Api = Literal["chat", "completions", "embeddings", "messages", "responses"]
+_APIS: tuple[tuple[str, Api], ...] = (
+    ("/chat/completions", "chat"),
+    ("/completions", "completions"),
+    ("/embeddings", "embeddings"),
+    ("/messages", "messages"),
+    ("/responses", "responses"),
+)
+# Anthropic's Messages API requires max_tokens.
+MESSAGES_MAX_TOKENS = 1024
 
 # The sentence of LiteLLM's own load tests, repeated with a uuid to avoid cache hits.
 SEED_SENTENCE = " This is a test there will be no cache hits and we'll fill up the context"
@@ -26,6 +37,49 @@ class WorkloadError(ValueError):
     pass
 
 
+def api_of(path: str) -> Api | None:
+    """Which model API a path serves, by its ending (``/v1`` prefix or not)."""
+    for ending, api in _APIS:
+        if path.endswith(ending):
+            return api
+    return None
+
+
+def request_body(api: Api, model: str, prompt: str, stream: bool, max_tokens: int | None = None) -> dict[str, Any]:
+    """The body of one request to ``api``: the same for both drivers."""
+    body: dict[str, Any] = {"model": model}
+    if api == "chat":
+        body["messages"] = [{"role": "user", "content": prompt}]
+    elif api == "messages":
+        body["messages"] = [{"role": "user", "content": prompt}]
+        body["max_tokens"] = max_tokens or MESSAGES_MAX_TOKENS
+    elif api == "embeddings":
+        body["input"] = prompt
+    elif api == "responses":
+        body["input"] = prompt
+    else:
+        body["prompt"] = prompt
+    if stream and api != "embeddings":
+        body["stream"] = True
+        if api in ("chat", "completions"):
+            body["stream_options"] = {"include_usage": True}
+    if max_tokens is not None and api in ("chat", "completions"):
+        body["max_tokens"] = max_tokens
+    elif max_tokens is not None and api == "responses":
+        body["max_output_tokens"] = max_tokens
+    return body
+
+
+def request_headers(api_key: str | None, trace_id: str, send_traceparent: bool = True) -> dict[str, str]:
+    """Headers of one request (without Host and Content-Length): the same for both drivers."""
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    if send_traceparent:
+        headers["traceparent"] = f"00-{trace_id}-{os.urandom(8).hex()}-01"
+    return headers
+
+
 def endpoint_url(url: str) -> tuple[str, int, str, str]:
     """(host, port, path, display URL). A base URL gets ``/v1/chat/completions``."""
     parts = urlsplit(url)
@@ -36,7 +90,7 @@ def endpoint_url(url: str) -> tuple[str, int, str, str]:
     except ValueError:
         raise WorkloadError(f"{url!r} has a bad port") from None
     path = parts.path.rstrip("/")
-    if not path.endswith(("/completions", "/embeddings", "/responses")):
+    if api_of(path) is None:
         path = (path or "/v1") + "/chat/completions"
     return parts.hostname, port, path, f"http://{parts.hostname}:{port}{path}"
 
@@ -64,38 +118,30 @@ class Workload:
         if not self.models or any(w <= 0 for _, w in self.models):
             raise WorkloadError("model weights must be positive")
 
-    def _head(self) -> bytes:
-        lines = [f"POST {self.path} HTTP/1.1", f"Host: {self.host}:{self.port}", "Content-Type: application/json",
-                 "Accept: application/json, text/event-stream", "User-Agent: perfkit-load"]  # fmt: skip
-        if self.api_key:
-            lines.append(f"Authorization: Bearer {self.api_key}")
-        lines += [f"{k}: {v}" for k, v in self.headers]
-        return "\r\n".join(lines).encode("latin-1")
-
     def build(self, rng: random.Random) -> tuple[bytes, str, str]:
         """(raw request bytes, trace id, model) for one request."""
         model = self._pick_model(rng)
+        api = api_of(self.path) or "chat"
         if self.body_template is not None:
-            body_obj = dict(self.body_template)
-            body_obj.setdefault("model", model)
+            # The template's fields, with the run's streaming and length settings on top.
+            body_obj = {"model": model, **self.body_template}
+            settings = request_body(api, model, "", self.stream, self.max_tokens)
+            for key in ("stream", "stream_options", "max_tokens", "max_output_tokens"):
+                if key not in settings:
+                    continue
+                if key == "stream" or (self.max_tokens is not None and key != "stream_options"):
+                    body_obj[key] = settings[key]
+                else:
+                    body_obj.setdefault(key, settings[key])
             model = str(body_obj["model"])
-        elif self.path.endswith("/embeddings"):
-            body_obj = {"model": model, "input": seed_prompt(self.prompt_repeats)}
-        elif self.path.endswith("/chat/completions"):
-            body_obj = {"model": model, "messages": [{"role": "user", "content": seed_prompt(self.prompt_repeats)}]}
         else:
-            body_obj = {"model": model, "prompt": seed_prompt(self.prompt_repeats)}
-        if self.stream:
-            body_obj["stream"] = True
-            body_obj.setdefault("stream_options", {"include_usage": True})
-        if self.max_tokens is not None:
-            body_obj["max_tokens"] = self.max_tokens
+            body_obj = request_body(api, model, seed_prompt(self.prompt_repeats), self.stream, self.max_tokens)
         body = orjson.dumps(body_obj)
         trace_id = os.urandom(16).hex()
-        head = self._head()
-        if self.send_traceparent:
-            head += f"\r\ntraceparent: 00-{trace_id}-{os.urandom(8).hex()}-01".encode()
-        return head + b"\r\nContent-Length: %d\r\n\r\n" % len(body) + body, trace_id, model
+        headers = {**request_headers(self.api_key, trace_id, self.send_traceparent), "User-Agent": "perfkit-load", **dict(self.headers)}
+        lines = [f"POST {self.path} HTTP/1.1", f"Host: {self.host}:{self.port}", *(f"{k}: {v}" for k, v in headers.items()),
+                 f"Content-Length: {len(body)}"]  # fmt: skip
+        return "\r\n".join(lines).encode("latin-1") + b"\r\n\r\n" + body, trace_id, model
 
     def _pick_model(self, rng: random.Random) -> str:
         if len(self.models) == 1:

@@ -10,6 +10,7 @@ import asyncio
 import time
 from typing import Any
 
+from .._wire._names import MOCK_PROCESSING_HEADER, MOCK_RECEIVED_HEADER
 from ._config import Deployment, MockConfig
 from ._engine import MockEngine, Plan
 
@@ -60,8 +61,8 @@ class MockApp:
         def start(length: int | None, delay_s: float) -> dict[str, Any]:
             headers = [(b"content-type", plan.content_type), *plan.headers]
             processing = max(0, time.perf_counter_ns() - received_ns - int(delay_s * 1e9))
-            headers.append((b"x-perfkit-mock-processing-ms", b"%.3f" % (processing / 1e6)))
-            headers.append((b"x-perfkit-mock-received-ns", b"%d" % received_ns))
+            headers.append((MOCK_PROCESSING_HEADER.encode(), b"%.3f" % (processing / 1e6)))
+            headers.append((MOCK_RECEIVED_HEADER.encode(), b"%d" % received_ns))
             if length is not None:
                 headers.append((b"content-length", b"%d" % length))
             return {"type": "http.response.start", "status": plan.status, "headers": headers}

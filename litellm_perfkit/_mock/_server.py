@@ -16,6 +16,7 @@ import time
 from collections.abc import Coroutine, Iterator, Sequence
 from typing import Any
 
+from .._wire._names import MOCK_PROCESSING_HEADER, MOCK_RECEIVED_HEADER
 from ._config import Deployment, MockConfig
 from ._engine import MockEngine, Plan
 
@@ -24,6 +25,8 @@ __all__ = ["serve", "start_servers", "run_fast", "MockProtocol"]
 _REASONS = {200: b"OK", 400: b"Bad Request", 404: b"Not Found", 405: b"Method Not Allowed", 413: b"Payload Too Large",
             429: b"Too Many Requests", 500: b"Internal Server Error"}  # fmt: skip
 _MAX_HEAD = 64 * 1024
+_PROCESSING = MOCK_PROCESSING_HEADER.encode()
+_RECEIVED = MOCK_RECEIVED_HEADER.encode()
 _MAX_BODY = 64 * 1024 * 1024
 
 
@@ -217,9 +220,9 @@ def _head(
         lines.append(b"cache-control: no-cache")
     else:
         lines.append(b"content-length: %d" % length)
-    lines.append(b"x-perfkit-mock-processing-ms: %.3f" % (processing_ns / 1e6))
+    lines.append(b"%s: %.3f" % (_PROCESSING, processing_ns / 1e6))
     if received_ns:
-        lines.append(b"x-perfkit-mock-received-ns: %d" % received_ns)
+        lines.append(b"%s: %d" % (_RECEIVED, received_ns))
     if close:
         lines.append(b"connection: close")
     lines.extend(name + b": " + value for name, value in headers)

@@ -19,12 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from .._core._guard import internal_error, logger, warn_once
-from .._core._headers import parse_traceparent
+from .._wire import _names as names
+from .._wire._headers import parse_traceparent
 
 __all__ = ["RequestProfileMiddleware", "PROFILE_HEADER", "PROFILE_ID_HEADER"]
 
-PROFILE_HEADER = b"x-perfkit-profile"
-PROFILE_ID_HEADER = b"x-perfkit-profile-id"
+PROFILE_HEADER = names.PROFILE_HEADER.encode()
+PROFILE_ID_HEADER = names.PROFILE_ID_HEADER.encode()
 
 
 class RequestProfileMiddleware:

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from litellm_perfkit import OVERHEAD_HEADER, PerfkitMiddleware
-from litellm_perfkit._core._headers import parse_server_timing
+from litellm_perfkit._wire._headers import parse_server_timing
 from litellm_perfkit._core._timeline import current_timeline
 from tests.support import apps
 from tests.support.capture import capture_records

@@ -13,7 +13,7 @@ import pytest
 
 from litellm_perfkit import PerfkitMiddleware
 from litellm_perfkit._core import _middleware, _sink
-from litellm_perfkit._core._sse import data_has_token
+from litellm_perfkit._wire._events import data_has_token
 from litellm_perfkit._core._timeline import Timeline
 from tests.support.clock import installed
 from tests.support.speedups import STAGE_NAMES, TickClock, speedups

@@ -3,7 +3,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from litellm_perfkit._core._sse import SseScanner, has_content_delta
+from litellm_perfkit._core._sse import SseScanner
 
 
 def event(delta: dict[str, object] | None = None, **choice: object) -> bytes:
@@ -41,10 +41,25 @@ def test_tool_call_and_reasoning_deltas_count(delta: dict[str, object]) -> None:
     assert SseScanner().feed(ROLE + event(delta)) is True
 
 
-def test_completions_text_counts_and_usage_chunk_does_not() -> None:
-    assert has_content_delta({"choices": [{"text": "hi"}]})
-    assert not has_content_delta({"choices": [], "usage": {"completion_tokens": 3}})
-    assert not has_content_delta({"choices": [{"delta": {"role": "assistant", "content": None}}]})
+ANTHROPIC = (
+    b'event: message_start\ndata: {"type":"message_start","message":{"id":"m","usage":{"output_tokens":1}}}\n\n'
+    b'event: content_block_start\ndata: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}\n\n'
+    b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}\n\n'
+    b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
+)
+RESPONSES = (
+    b'event: response.created\ndata: {"type":"response.created","response":{"id":"r"}}\n\n'
+    b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","delta":"Hi"}\n\n'
+    b'event: response.completed\ndata: {"type":"response.completed","response":{"usage":{"output_tokens":1}}}\n\n'
+)
+
+
+@pytest.mark.parametrize(("stream", "token_event", "chunks"), [(ANTHROPIC, 2, 4), (RESPONSES, 1, 3)])
+def test_anthropic_and_responses_streams_find_their_first_token(stream: bytes, token_event: int, chunks: int) -> None:
+    parts = [part + b"\n\n" for part in stream.split(b"\n\n") if part]
+    scanner = SseScanner()
+    assert feed_all(scanner, parts) == [token_event]
+    assert (scanner.chunks, scanner.done_events) == (chunks, 0)
 
 
 def test_events_split_across_body_messages_are_counted_once() -> None:

@@ -93,8 +93,9 @@ pk_format_ms(char *out, int64_t duration_ns)
 /* Every hook setup() takes, in its keyword order. */
 #define HOOKS(apply)                                                                                     \
     apply(timeline_var) apply(open_stage_var) apply(internal_error) apply(closed_by_collector)          \
-    apply(gc_watch) apply(entry_prefixes) apply(entry_prefix) apply(data_has_token) apply(sink_module)  \
-    apply(default_clock) apply(default_upstream)
+    apply(gc_watch) apply(entry_prefixes) apply(entry_prefix) apply(data_has_token) apply(token_hints)  \
+    apply(chat_output_keys)                                                                           \
+    apply(sink_module) apply(default_clock) apply(default_upstream)
 
 static PyObject *
 setup(PyObject *module, PyObject *args, PyObject *kwargs)
@@ -108,15 +109,33 @@ setup(PyObject *module, PyObject *args, PyObject *kwargs)
     }
     PkHooks hooks = {0};
     if (!PyArg_ParseTupleAndKeywords(
-            args, kwargs, "$OOOOOO!OOOOO:setup", keywords, &hooks.timeline_var, &hooks.open_stage_var,
+            args, kwargs, "$OOOOOO!OOO!O!OOO:setup", keywords, &hooks.timeline_var, &hooks.open_stage_var,
             &hooks.internal_error, &hooks.closed_by_collector, &hooks.gc_watch, &PyDict_Type,
-            &hooks.entry_prefixes, &hooks.entry_prefix, &hooks.data_has_token, &hooks.sink_module,
+            &hooks.entry_prefixes, &hooks.entry_prefix, &hooks.data_has_token, &PyTuple_Type, &hooks.token_hints,
+            &PyTuple_Type, &hooks.chat_output_keys, &hooks.sink_module,
             &hooks.default_clock, &hooks.default_upstream)) {
         return NULL;
     }
     if (!PyContextVar_CheckExact(hooks.timeline_var) || !PyContextVar_CheckExact(hooks.open_stage_var)) {
         PyErr_SetString(PyExc_TypeError, "setup: timeline_var and open_stage_var must be ContextVars");
         return NULL;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(hooks.token_hints); i++) {
+        PyObject *hint = PyTuple_GET_ITEM(hooks.token_hints, i);
+        if (!PyBytes_Check(hint) || PyBytes_GET_SIZE(hint) == 0) {
+            PyErr_SetString(PyExc_TypeError, "setup: token_hints must be non-empty bytes");
+            return NULL;
+        }
+    }
+    if (PyTuple_GET_SIZE(hooks.chat_output_keys) > PK_MAX_OUTPUT_KEYS) {
+        PyErr_SetString(PyExc_ValueError, "setup: too many chat_output_keys");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(hooks.chat_output_keys); i++) {
+        if (!PyUnicode_Check(PyTuple_GET_ITEM(hooks.chat_output_keys, i))) {
+            PyErr_SetString(PyExc_TypeError, "setup: chat_output_keys must be str");
+            return NULL;
+        }
     }
 #define KEEP(hook) Py_INCREF(hooks.hook);
     HOOKS(KEEP)

@@ -27,6 +27,8 @@ typedef struct {
     PyObject *entry_prefixes;      /* dict: stage name -> "token;dur=" */
     PyObject *entry_prefix;        /* entry_prefix(name) -> str, fills entry_prefixes */
     PyObject *data_has_token;      /* data_has_token(data: bytes) -> bool */
+    PyObject *token_hints;         /* tuple of bytes: an event without any of them carries no output */
+    PyObject *chat_output_keys;    /* tuple of str: the chat delta keys that carry output */
     PyObject *sink_module;         /* its .sink(timeline) takes finished timelines */
     PyObject *default_clock;       /* time.perf_counter_ns, where C has no equal clock */
     PyObject *default_upstream;    /* _context.DEFAULT_UPSTREAM: a new timeline's upstream stages */
@@ -136,7 +138,9 @@ int64_t pk_int64_attribute(PyObject *object, PyObject *name, int *failed);
  * exception is set. */
 PyObject *pk_response_start(ExchangeObject *self, PyObject *message);
 
-/* 1 or 0: whether one event's data carries output (has_content_delta of
+#define PK_MAX_OUTPUT_KEYS 16 /* the most chat_output_keys setup() takes */
+
+/* 1 or 0: whether one event's data carries output (carries_output of
  * the parsed JSON); -1 (no exception) when the C reader cannot decide. */
 int pk_json_has_token(const char *data, Py_ssize_t len);
 

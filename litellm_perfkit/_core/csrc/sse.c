@@ -1,12 +1,13 @@
-/* Server-sent-event scanning: the counterpart of _sse.SseScanner.
+/* Server-sent-event scanning: the counterpart of _core._sse.SseScanner.
  *
  * Events are counted at every "\ndata:" of the stream (the stream's start
  * counts as a newline); "[DONE]" sentinels are counted apart. The last
  * PK_TAIL bytes of the stream are kept, so a pattern split across two body
  * messages is counted once, when its last byte arrives. Before the first
  * content token, complete events ("\n\n"-terminated, CRLF read as LF) that
- * may carry output are handed to Python's data_has_token(): one definition
- * of what a token is, for both implementations.
+ * may carry output (they hold one of _wire._events.TOKEN_HINTS) are handed to
+ * pk_json_has_token, and what it leaves undecided to Python's data_has_token():
+ * one definition of what a token is, for every reader.
  */
 #include "speedups.h"
 
@@ -19,12 +20,6 @@ static const char DONE_TIGHT[] = "\ndata:[DONE]";
 #define DONE_SPACED_LEN 13
 #define DONE_TIGHT_LEN 12
 
-static const struct {
-    const char *text;
-    Py_ssize_t len;
-} TOKEN_HINTS[] = {
-    {"\"content\"", 9}, {"\"tool_calls\"", 12}, {"\"reasoning", 10}, {"\"text\"", 6}, {"\"function_call\"", 15},
-};
 
 void
 pk_sse_init(PkSse *sse)
@@ -168,9 +163,12 @@ data_has_token(const char *data, Py_ssize_t len)
 static int
 event_has_token(const char *event, Py_ssize_t len)
 {
+    /* _wire._events.TOKEN_HINTS, a tuple of bytes (checked by setup()). */
+    PyObject *hints = pk_hooks.token_hints;
     int hinted = 0;
-    for (size_t i = 0; i < sizeof(TOKEN_HINTS) / sizeof(TOKEN_HINTS[0]) && !hinted; i++) {
-        hinted = find(event, len, TOKEN_HINTS[i].text, TOKEN_HINTS[i].len, 0) >= 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(hints) && !hinted; i++) {
+        PyObject *hint = PyTuple_GET_ITEM(hints, i);
+        hinted = find(event, len, PyBytes_AS_STRING(hint), PyBytes_GET_SIZE(hint), 0) >= 0;
     }
     if (!hinted) {
         return 0; /* cannot carry output: not worth parsing */

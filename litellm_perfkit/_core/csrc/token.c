@@ -1,5 +1,7 @@
 /* Whether one SSE event's data carries output, without building Python
- * objects: the answer of _sse.has_content_delta(orjson.loads(data)).
+ * objects: the answer of _wire._events.carries_output(orjson.loads(data))
+ * for OpenAI chunks. An event with a "type" key (Anthropic, Responses) is
+ * left undecided: Python answers it.
  *
  * A strict reader for a subset of JSON: ASCII only, no escapes in keys, no
  * exponents, at most 18 digits in a number, nesting at most 64 deep. A
@@ -101,15 +103,30 @@ key_is(const char *key, Py_ssize_t len, const char *name)
     return (size_t)len == strlen(name) && memcmp(key, name, (size_t)len) == 0;
 }
 
+/* The position of key among _wire._events's chat delta keys that carry
+ * output (setup()'s chat_output_keys, at most PK_MAX_OUTPUT_KEYS), or -1. */
+static int
+output_key(const char *key, Py_ssize_t len)
+{
+    PyObject *keys = pk_hooks.chat_output_keys;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(keys); i++) {
+        Py_ssize_t name_len;
+        const char *name = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(keys, i), &name_len); /* cached by CPython */
+        if (name != NULL && name_len == len && memcmp(name, key, (size_t)len) == 0) {
+            return (int)i;
+        }
+    }
+    return -1;
+}
+
 static int read_value(Reader *r, enum role role, int depth, int *truthy, int *token);
 
-/* An object; for EVENT, CHOICE and DELTA, *token is what has_content_delta
+/* An object; for EVENT, CHOICE and DELTA, *token is what carries_output
  * concludes from this object's (last) relevant keys. */
 static int
 read_object(Reader *r, enum role role, int depth, int *truthy, int *token)
 {
-    int choices = 0, text = 0, delta = 0, output[5] = {0};
-    static const char *OUTPUT_KEYS[5] = {"content", "tool_calls", "function_call", "reasoning_content", "reasoning"};
+    int choices = 0, text = 0, delta = 0, typed = 0, output[PK_MAX_OUTPUT_KEYS] = {0};
     r->p++;
     skip_space(r);
     *truthy = 0;
@@ -134,6 +151,9 @@ read_object(Reader *r, enum role role, int depth, int *truthy, int *token)
             if (role == EVENT && key_is(key, len, "choices")) {
                 child = CHOICES;
             }
+            else if (role == EVENT && key_is(key, len, "type")) {
+                typed = 1;
+            }
             else if (role == CHOICE && key_is(key, len, "delta")) {
                 child = DELTA;
             }
@@ -151,10 +171,9 @@ read_object(Reader *r, enum role role, int depth, int *truthy, int *token)
                 text = value_truthy;
             }
             else if (role == DELTA) {
-                for (int i = 0; i < 5; i++) {
-                    if (key_is(key, len, OUTPUT_KEYS[i])) {
-                        output[i] = value_truthy;
-                    }
+                int position = output_key(key, len);
+                if (position >= 0) {
+                    output[position] = value_truthy; /* a repeated key: the last one wins, as in a dict */
                 }
             }
             skip_space(r);
@@ -170,13 +189,19 @@ read_object(Reader *r, enum role role, int depth, int *truthy, int *token)
         }
     }
     if (role == EVENT) {
+        if (typed) {
+            return UNDECIDED;
+        }
         *token = choices;
     }
     else if (role == CHOICE) {
         *token = text || delta;
     }
     else if (role == DELTA) {
-        *token = output[0] || output[1] || output[2] || output[3] || output[4];
+        *token = 0;
+        for (int i = 0; i < PK_MAX_OUTPUT_KEYS; i++) {
+            *token = *token || output[i];
+        }
     }
     return 0;
 }

@@ -1,4 +1,4 @@
-"""Header formats: W3C Server-Timing (written and read) and W3C traceparent (read)."""
+"""Header formats: W3C Server-Timing (written on the request path, and read) and W3C traceparent (read)."""
 
 from __future__ import annotations
 

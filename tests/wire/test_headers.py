@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import re
 
-from litellm_perfkit._core._headers import format_ms, format_server_timing, metric_name, parse_traceparent
+from litellm_perfkit._wire._headers import format_ms, format_server_timing, metric_name, parse_traceparent
 
 # W3C Server Timing: server-timing = #server-timing-metric
 # server-timing-metric = metric-name *( OWS ";" OWS server-timing-param )

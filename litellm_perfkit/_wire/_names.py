@@ -1,0 +1,68 @@
+"""Every name perfkit writes or reads across a boundary: HTTP headers, span
+attributes, metrics and result schemas. Code refers to these constants;
+docs/headers.md and docs/telemetry.md define what each one means."""
+
+from __future__ import annotations
+
+__all__ = [
+    "BENCH_SCHEMA",
+    "CAPTURED_HEADERS",
+    "HEADER_SECRET_HEADER",
+    "LITELLM_OVERHEAD_HEADER",
+    "LOAD_SCHEMA",
+    "MOCK_PROCESSING_HEADER",
+    "MOCK_RECEIVED_HEADER",
+    "OVERHEAD_HEADER",
+    "OVERHEAD_HEADERS",
+    "PROFILE_HEADER",
+    "PROFILE_ID_HEADER",
+    "SERVER_TIMING_HEADER",
+    "TRACEPARENT_HEADER",
+    "Attr",
+]
+
+# -- HTTP headers (lowercase, as ASGI and HTTP/2 carry them) ------------------
+OVERHEAD_HEADER = "x-perfkit-overhead-ms"
+"""Written by PerfkitMiddleware: request received to headers sent, minus the upstream stages."""
+SERVER_TIMING_HEADER = "server-timing"
+TRACEPARENT_HEADER = "traceparent"
+LITELLM_OVERHEAD_HEADER = "x-litellm-overhead-duration-ms"
+"""LiteLLM's own overhead header (its definition, not perfkit's)."""
+PROFILE_HEADER = "x-perfkit-profile"
+"""A request carrying the configured secret here is profiled (docs/profiling.md)."""
+PROFILE_ID_HEADER = "x-perfkit-profile-id"
+HEADER_SECRET_HEADER = "x-perfkit-secret"
+"""A request carrying the configured secret here gets perfkit's timing headers (docs/headers.md)."""
+MOCK_RECEIVED_HEADER = "x-perfkit-mock-received-ns"
+MOCK_PROCESSING_HEADER = "x-perfkit-mock-processing-ms"
+
+OVERHEAD_HEADERS = (LITELLM_OVERHEAD_HEADER, OVERHEAD_HEADER)
+"""The overhead headers a client reads, gateway's own and perfkit's."""
+CAPTURED_HEADERS = (*OVERHEAD_HEADERS, SERVER_TIMING_HEADER, MOCK_RECEIVED_HEADER, MOCK_PROCESSING_HEADER,
+                    "content-type", "retry-after")  # fmt: skip
+"""Response headers the load drivers keep."""
+
+# -- result documents ----------------------------------------------------------
+LOAD_SCHEMA = "perfkit.load/1"
+BENCH_SCHEMA = "perfkit.bench/1"
+
+
+class Attr:
+    """Span attribute keys perfkit writes (docs/telemetry.md); readers use the same constants."""
+
+    TOTAL_MS = "perfkit.total_ms"
+    UPSTREAM_MS = "perfkit.upstream_ms"
+    OVERHEAD_MS = "perfkit.overhead_ms"
+    ATTRIBUTED_MS = "perfkit.attributed_ms"
+    UNATTRIBUTED_MS = "perfkit.unattributed_ms"
+    GC_PAUSE_MS = "perfkit.gc_pause_ms"
+    STREAMING = "perfkit.streaming"
+    CHUNKS = "perfkit.chunks"
+    BODY_BYTES = "perfkit.body_bytes"
+    STAGE_DURATION_MS = "perfkit.stage.duration_ms"
+    STAGE_SELF_MS = "perfkit.stage.self_ms"
+    STAGE_KIND = "perfkit.stage.kind"
+    STAGE_ITEMS = "perfkit.stage.items"
+    STREAM_MAX_GAP_MS = "perfkit.stream.max_gap_ms"
+    STREAM_CHUNKS = "perfkit.stream.chunks"
+    LITELLM_PREFIX = "perfkit.litellm."
