@@ -11,49 +11,15 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import socket
-import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
+from litellm_perfkit._bench._launch import Children, free_port, port_open, start_mock
 from litellm_perfkit._load import LoadPlan, Workload, render_table, run_load
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextlib.contextmanager
-def process(command: list[str], port: int, env: dict[str, str] | None = None) -> Iterator[None]:
-    log = tempfile.TemporaryFile()
-    child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}, cwd=ROOT)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if child.poll() is not None or time.monotonic() > deadline:
-                    log.seek(0)
-                    sys.exit(f"demo: {command[2:4]} did not start:\n{log.read().decode()[-2000:]}")
-                time.sleep(0.1)
-        yield
-    finally:
-        child.terminate()
-        try:
-            child.wait(10)
-        except subprocess.TimeoutExpired:
-            child.kill()
 
 
 def main() -> int:
@@ -61,17 +27,18 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=5.0)
     parser.add_argument("--concurrency", type=int, default=20)
     args = parser.parse_args()
-    mock_port, gateway_port = free_port(), free_port()
     spans = Path(tempfile.mkdtemp()) / "spans.jsonl"
-    mock = [sys.executable, "-m", "litellm_perfkit._cli", "mock", "--port", str(mock_port), "--ttft-ms", "30", "--itl-ms", "5"]
-    gateway = [sys.executable, "-m", "uvicorn", "examples.gateway:app", "--port", str(gateway_port), "--log-level", "warning"]
-    gateway_env = {"UPSTREAM": f"http://127.0.0.1:{mock_port}", "OTEL_TRACES_EXPORTER": "jsonl", "PERFKIT_JSONL_PATH": str(spans)}
     plan = LoadPlan(concurrency=args.concurrency, duration_s=args.duration, warmup_s=1.0)
     results = {}
-    with process(mock, mock_port), process(gateway, gateway_port, gateway_env):
-        for name, port in (("direct to the mock", mock_port), ("through the gateway", gateway_port)):
+    with Children() as children:
+        mock = start_mock(children, "--ttft-ms", "30", "--itl-ms", "5")
+        port = free_port()
+        gateway = [sys.executable, "-m", "uvicorn", "examples.gateway:app", "--port", str(port), "--log-level", "warning"]
+        env = {**os.environ, "UPSTREAM": mock, "OTEL_TRACES_EXPORTER": "jsonl", "PERFKIT_JSONL_PATH": str(spans)}
+        children.start("gateway", gateway, env, ROOT).wait_ready(lambda: port_open(port), timeout_s=30)
+        for name, url in (("direct to the mock", mock), ("through the gateway", f"http://127.0.0.1:{port}")):
             print(f"\n== {name} ({args.duration:g} s, {args.concurrency} streams at a time)")
-            result = run_load(Workload(url=f"http://127.0.0.1:{port}", stream=True), plan)
+            result = run_load(Workload(url=url, stream=True), plan)
             print(render_table(result))
             results[name] = result["summary"]
     direct, proxied = results["direct to the mock"], results["through the gateway"]

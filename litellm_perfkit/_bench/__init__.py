@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import httpx
 import orjson
 
 from .._executables import find_executable
@@ -28,7 +27,7 @@ from .._load import Driver, LoadPlan, LocustError, Workload, WorkloadError, run_
 from .._profile import FlamegraphOptions, ProfileError, start_recording, stop_recording
 from .._version import __version__
 from ._analysis import stage_breakdown
-from ._procs import Child, Children, free_port, port_open, tree_usage
+from ._launch import Child, Children, free_port, port_open, start_litellm, start_mock, tree_usage
 from ._receiver import SpanReceiver
 from ._venvs import OFFLINE_ENV, VenvError, litellm_python
 
@@ -144,29 +143,19 @@ def _proxy_bin(version: str | None) -> tuple[Path, Path]:
 
 def _start_proxy(children: Children, options: BenchOptions, version: str | None, workers: int, upstream: str,
                  receiver: SpanReceiver, workdir: Path) -> tuple[str, Child]:  # fmt: skip
-    port = free_port()
-    env = {**os.environ, **OFFLINE_ENV, "OTEL_SERVICE_NAME": "perfkit-bench-proxy"}
+    env = {"OTEL_SERVICE_NAME": "perfkit-bench-proxy"}
     if options.proxy_command:
+        port = free_port()
         command = shlex.split(options.proxy_command.format(port=port, upstream=upstream))
         env.update(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint, OTEL_EXPORTER_OTLP_PROTOCOL="http/json")
-    else:
-        litellm, perfkit = _proxy_bin(version)
-        template = Path(options.config).read_text() if options.config else CONFIG_TEMPLATE
-        config = workdir / "litellm-config.yaml"
-        config.write_text(template.replace("{upstream}", upstream))
-        command = [str(perfkit), "run", "--endpoint", receiver.endpoint, "--protocol", "http/json", "--",
-                   str(litellm), "--config", str(config), "--host", "127.0.0.1", "--port", str(port),
-                   "--num_workers", str(workers)]  # fmt: skip
-    proxy = children.start("proxy", command, env, workdir)
-    url = f"http://127.0.0.1:{port}"
-
-    def healthy() -> bool:
-        if options.proxy_command:
-            return port_open(port)
-        return httpx.get(f"{url}/health/liveliness", timeout=1).status_code == 200
-
-    proxy.wait_ready(healthy, timeout_s=180)
-    return url, proxy
+        proxy = children.start("proxy", command, {**os.environ, **OFFLINE_ENV, **env}, workdir)
+        proxy.wait_ready(lambda: port_open(port), timeout_s=180)
+        return f"http://127.0.0.1:{port}", proxy
+    litellm, perfkit = _proxy_bin(version)
+    template = Path(options.config).read_text() if options.config else CONFIG_TEMPLATE
+    started = start_litellm(children, litellm, perfkit, template.replace("{upstream}", upstream), workdir, workers=workers,
+                            perfkit_args=("--endpoint", receiver.endpoint, "--protocol", "http/json"), env=env)  # fmt: skip
+    return started.url, started.child
 
 
 def _one_run(url: str, options: BenchOptions, receiver: SpanReceiver, workdir: Path, proxy: Child | None) -> dict[str, Any]:
@@ -264,14 +253,7 @@ def run_bench(options: BenchOptions) -> dict[str, Any]:
     runs = []
     with tempfile.TemporaryDirectory(prefix="perfkit-bench-") as tmp, Children() as children:
         workdir = Path(tmp)
-        mock_port = free_port()
-        mock = children.start(
-            "mock",
-            [sys.executable, "-m", "litellm_perfkit._cli", "mock", "--port", str(mock_port), "--ttft-ms", str(options.ttft_ms),
-             "--itl-ms", str(options.itl_ms), "--chunks", str(options.chunks)],  # fmt: skip
-        )
-        mock.wait_ready(lambda: port_open(mock_port), timeout_s=30)
-        upstream = f"http://127.0.0.1:{mock_port}"
+        upstream = start_mock(children, "--ttft-ms", str(options.ttft_ms), "--itl-ms", str(options.itl_ms), "--chunks", str(options.chunks))
         direct = {}
         for name, stream, concurrency in (("nonstream", False, options.concurrency), ("stream", True, options.stream_concurrency)):
             _say(options, f"direct to the mock, {name} ({options.direct_duration_s:g} s)")

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 
 from .._bench import BenchError, BenchOptions, run_bench
-from .._bench._procs import StartError
+from .._bench._launch import StartError
 from .._bench._render import render_bench
 from ._common import CliError, non_negative, positive_int, run_command
 

@@ -32,9 +32,12 @@ def _read_exact(stream: object, size: int) -> bytes:
 
 
 def main() -> int:
-    # Ctrl-C reaches the whole process group: the agent leaves shutdown to the
-    # app, and exits on EOF after flushing what it has.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Ctrl-C, and a stop sent to the whole process group or cgroup (kill -- -PGID,
+    # systemd's default), reach the agent too: it leaves shutdown to the app,
+    # and exits on EOF after flushing what it has. EOF also comes when the app
+    # is killed outright, so the agent never outlives it.
+    for stop in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(stop, signal.SIG_IGN)
     settings = ExportSettings(**orjson.loads(os.environ["PERFKIT_AGENT_SETTINGS"]))
     processor = Processor(settings)
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer

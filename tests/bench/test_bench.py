@@ -46,7 +46,7 @@ def test_bench_recovers_injected_stage_delays(tmp_path: Path) -> None:
 
 
 def test_a_proxy_that_fails_to_start_gives_its_log(tmp_path: Path) -> None:
-    from litellm_perfkit._bench._procs import StartError
+    from litellm_perfkit._bench._launch import StartError
 
     script = tmp_path / "fail.py"
     script.write_text("import sys\nprint('boom on port', sys.argv[1])\nsys.exit(3)\n")

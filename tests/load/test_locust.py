@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
-from litellm_perfkit._bench._procs import Children, free_port
+from litellm_perfkit._bench._launch import Children, free_port
 from tests.support.mock_server import mock_process
 from tests.support.proxy import litellm_proxy
 

@@ -1,4 +1,4 @@
-"""Run the standalone mock server in a background thread (its own event loop)."""
+"""The mock provider for tests: in a background thread, or as its own process."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import contextlib
 import threading
 from collections.abc import Iterator
 
+from litellm_perfkit._bench._launch import Children, start_mock
 from litellm_perfkit.mock import MockConfig, start_servers
 
 
@@ -33,14 +34,5 @@ def mock_server(config: MockConfig) -> Iterator[list[str]]:
 @contextlib.contextmanager
 def mock_process(*flags: str, pin_cpu: str | None = None) -> Iterator[str]:
     """``perfkit mock`` as its own process (no GIL shared with the client)."""
-    import sys
-
-    from litellm_perfkit._bench._procs import Children, free_port, port_open
-
-    port = free_port()
-    command = [sys.executable, "-m", "litellm_perfkit._cli", "mock", "--port", str(port), *flags]
-    if pin_cpu is not None:
-        command = ["taskset", "-c", pin_cpu, *command]
     with Children() as children:
-        children.start("mock", command).wait_ready(lambda: port_open(port), timeout_s=20)
-        yield f"http://127.0.0.1:{port}"
+        yield start_mock(children, *flags, pin_cpu=pin_cpu, timeout_s=20)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import threading
 import time
@@ -16,14 +15,10 @@ from typing import Any
 import httpx
 import uvicorn
 
+from litellm_perfkit._bench._launch import free_port
+
 REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("PERFKIT_CACHE_DIR", Path.home() / ".cache" / "litellm_perfkit"))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextlib.contextmanager

@@ -1,0 +1,254 @@
+"""Starting and stopping what a measurement runs: the mock provider, the
+LiteLLM proxy (plain or under ``perfkit run``), any child process.
+
+The one launcher of the bench, the tests and the benchmarks. Each child gets
+a new session, so stopping it stops its whole tree (a proxy's workers and
+their export agents), on success, on errors and on Ctrl-C alike
+(``Children`` is a context manager).
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Literal
+
+from ._venvs import OFFLINE_ENV
+
+__all__ = [
+    "Child",
+    "Children",
+    "LiteLLMProxy",
+    "ProxyMode",
+    "StartError",
+    "free_port",
+    "http_status",
+    "port_open",
+    "start_litellm",
+    "start_mock",
+    "tree_usage",
+]
+
+ProxyMode = Literal["perfkit", "plain"]
+
+
+class StartError(RuntimeError):
+    """A child did not come up; the message ends with the last lines of its log."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Child:
+    """One child process in a session of its own. Its output goes to ``log_path``
+    (kept), or to a temporary file removed when it stops."""
+
+    def __init__(self, name: str, command: list[str], env: dict[str, str], cwd: Path, log_path: Path | None = None) -> None:
+        self.command = command
+        self.name = name
+        self._keep_log = log_path is not None
+        self.log: IO[bytes] = (
+            log_path.open("wb") if log_path is not None
+            else tempfile.NamedTemporaryFile(prefix=f"perfkit-{name}-", suffix=".log", delete=False)  # noqa: SIM115
+        )  # fmt: skip
+        try:
+            self.process = subprocess.Popen(
+                command, stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True
+            )
+        except FileNotFoundError:
+            raise StartError(f"{name}: command not found: {command[0]}") from None
+
+    def tail(self, lines: int = 15) -> str:
+        self.log.flush()
+        text = Path(self.log.name).read_text(errors="replace").strip().splitlines()
+        return "\n".join(text[-lines:])
+
+    def wait_ready(self, check: Callable[[], bool], timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self.process.poll() is not None:
+                raise StartError(f"{self.name} exited with code {self.process.returncode}; its log ends:\n{self.tail()}")
+            try:
+                if check():
+                    return
+            except (OSError, http.client.HTTPException):
+                pass
+            if time.monotonic() > deadline:
+                raise StartError(f"{self.name} was not ready after {timeout_s:g} s; its log ends:\n{self.tail()}")
+            time.sleep(0.3)
+
+    def died(self) -> str | None:
+        """How the child ended, if it has: "exit code N" or "killed by SIGNAME"."""
+        code = self.process.poll()
+        if code is None:
+            return None
+        return f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGTERM)
+                self.process.wait(15)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                try:
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                self.process.wait(5)
+        self.log.close()
+        if not self._keep_log:
+            os.unlink(self.log.name)
+
+
+class Children:
+    """Every child of a bench; leaving the block stops them all, in reverse order."""
+
+    def __init__(self) -> None:
+        self.children: list[Child] = []
+
+    def start(self, name: str, command: list[str], env: dict[str, str] | None = None, cwd: Path | None = None,
+              log_path: Path | None = None) -> Child:  # fmt: skip
+        child = Child(name, command, env or dict(os.environ), cwd or Path.cwd(), log_path)
+        self.children.append(child)
+        return child
+
+    def stop(self, child: Child) -> None:
+        child.stop()
+        self.children.remove(child)
+
+    def __enter__(self) -> Children:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for child in reversed(self.children):
+            try:
+                child.stop()
+            except Exception:
+                pass
+        self.children.clear()
+
+
+def http_status(host: str, port: int, path: str, timeout_s: float = 1.0) -> int:
+    """The status of ``GET path`` (http.client: no proxy settings apply, no extra needed)."""
+    connection = http.client.HTTPConnection(host, port, timeout=timeout_s)
+    try:
+        connection.request("GET", path)
+        return connection.getresponse().status
+    finally:
+        connection.close()
+
+
+def port_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.2)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _tree(root: int) -> list[int]:
+    """``root`` and all its descendants, from /proc."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents.setdefault(int(fields[1]), []).append(int(entry.name))
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo.extend(parents.get(pid, []))
+    return tree
+
+
+def tree_usage(root: int) -> tuple[float, float]:
+    """(CPU seconds, RSS MiB) of a process tree (Linux /proc; zeros elsewhere)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    page = os.sysconf("SC_PAGE_SIZE")
+    cpu = rss = 0.0
+    for pid in _tree(root):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        cpu += (int(fields[11]) + int(fields[12])) / ticks
+        rss += int(fields[21]) * page / 2**20
+    return cpu, rss
+
+
+def start_mock(children: Children, *flags: str, pin_cpu: str | None = None, timeout_s: float = 30) -> str:
+    """``perfkit mock`` as its own process on a free port; its base URL."""
+    port = free_port()
+    command = [sys.executable, "-m", "litellm_perfkit._cli", "mock", "--port", str(port), *flags]
+    if pin_cpu is not None:
+        command = ["taskset", "-c", pin_cpu, *command]
+    children.start("mock", command).wait_ready(lambda: port_open(port), timeout_s=timeout_s)
+    return f"http://127.0.0.1:{port}"
+
+
+@dataclass
+class LiteLLMProxy:
+    url: str
+    child: Child
+    config: Path
+
+    @property
+    def pid(self) -> int:
+        """The proxy's main process (``perfkit run`` execs it: the same pid; under taskset too)."""
+        return self.child.process.pid
+
+
+def start_litellm(
+    children: Children,
+    litellm: Path,
+    perfkit: Path,
+    config_text: str,
+    workdir: Path,
+    *,
+    workers: int = 1,
+    mode: ProxyMode = "perfkit",
+    perfkit_args: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    pin_cpu: str | None = None,
+    host: str = "127.0.0.1",
+    timeout_s: float = 180,
+) -> LiteLLMProxy:
+    """The LiteLLM proxy (its ``litellm`` script) with ``config_text``, plain
+    or under ``perfkit run`` (the ``perfkit`` script installed beside it);
+    returns once every worker has started and it answers its health check."""
+    port = free_port()
+    config = workdir / f"litellm-{port}.yaml"
+    config.write_text(config_text)
+    command = [str(litellm), "--config", str(config), "--host", host, "--port", str(port), "--num_workers", str(workers)]
+    if mode == "perfkit":
+        command = [str(perfkit), "run", *perfkit_args, "--", *command]
+    if pin_cpu is not None:
+        command = ["taskset", "-c", pin_cpu, *command]
+    # faulthandler: a crash in the proxy leaves its Python stack in the log.
+    child_env = {**os.environ, **OFFLINE_ENV, "PYTHONFAULTHANDLER": "1", **(env or {})}
+    child = children.start(f"litellm-{port}", command, child_env, workdir, log_path=workdir / f"proxy-{port}.log")
+    url = f"http://{host}:{port}"
+
+    def ready() -> bool:
+        # One worker answers health checks before the others have imported
+        # LiteLLM: wait for each worker's own startup line too.
+        if http_status(host, port, "/health/liveliness") != 200:
+            return False
+        return Path(child.log.name).read_text(errors="replace").count("Application startup complete.") >= workers
+
+    child.wait_ready(ready, timeout_s=timeout_s)
+    return LiteLLMProxy(url, child, config)
