@@ -52,8 +52,8 @@ SamplerName = Literal[
 ]
 """``OTEL_TRACES_SAMPLER`` values perfkit understands."""
 
-Mark = Literal["received", "headers_sent", "first_body_byte", "first_token", "last_byte"]
-"""Point-in-time events of one request."""
+Mark = Literal["headers_sent", "first_body_byte", "first_token", "last_byte"]
+"""Point-in-time events of one request after it was received (``start_ns``)."""
 
 StageKind = Literal["block", "generator", "sum"]
 """``block``: one contiguous interval. ``generator``: the time an async generator
@@ -84,26 +84,36 @@ class StageRecord:
         return self.end_ns - self.start_ns if self.kind == "block" else self.self_ns
 
 
-@dataclass(frozen=True)
+@dataclass
 class RequestRecord:
-    """A finished request timeline, as handed to exporters (never on the hot path)."""
+    """A finished request, as exporters and listeners get it (never on the hot path).
 
-    method: str
-    path: str
-    status: int
+    This declaration is also the request timeline's: every field but the
+    derived ``stages`` is recorded on the hot path in this shape, and the
+    timeline's slots, the C accelerator's struct, the hand-off to the export
+    agent and the decoding back into this record all come from it
+    (``_core/_fields.py``). A number or flag starts at 0.
+    """
+
     start_ns: int
-    end_ns: int
-    stages: tuple[StageRecord, ...]
-    marks: dict[str, int]
-    chunks: int
-    body_bytes: int
-    streaming: bool
-    traceparent: str | None
-    error: str | None
+    method: str = ""
+    path: str = ""
+    status: int = 0
+    end_ns: int = 0
+    streaming: bool = False
+    chunks: int = 0
+    body_bytes: int = 0
+    traceparent: str | None = None
+    error: str | None = None
+    marks: dict[str, int] = field(default_factory=dict)
     attributes: dict[str, AttributeValue] = field(default_factory=dict)
-    upstream_stages: frozenset[str] = frozenset({"upstream"})
-    # Garbage-collector pause time inside the request's wall time (docs/telemetry.md).
+    upstream_stages: tuple[str, ...] = ("upstream",)
+    """Stages that wait on the upstream provider: not the gateway's own time."""
     gc_pause_ns: int = 0
+    """Garbage-collector pause time inside the request's wall time (docs/telemetry.md).
+    While the request runs, the timeline holds the collector's total at its start here."""
+    stages: tuple[StageRecord, ...] = field(default=(), metadata={"derived": True})
+    """In the order they started; a stage still open at the end is left out."""
 
     @property
     def duration_ns(self) -> int:

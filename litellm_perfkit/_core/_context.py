@@ -12,11 +12,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ._timeline import Timeline
 
-__all__ = ["DEFAULT_UPSTREAM", "OPEN_STAGE", "TIMELINE"]
-
-# Stages that wait on the upstream provider, not the gateway's own time
-# (sorted names: a tuple encodes as JSON, a set does not).
-DEFAULT_UPSTREAM: tuple[str, ...] = ("upstream",)
+__all__ = ["OPEN_STAGE", "TIMELINE"]
 
 TIMELINE: ContextVar[Timeline | None] = ContextVar("perfkit_timeline", default=None)
 # The stage open in this context: per task (tasks copy the context), so work a

@@ -95,8 +95,8 @@ class _PyExchange:
         # The request's side of the timeline: which stages wait upstream, the
         # collector's pause total at the start (finish() makes it the
         # difference) and the caller's traceparent.
-        timeline.upstream = middleware._upstream_names
-        timeline.gc_ns = _GC.total_ns
+        timeline.upstream_stages = middleware._upstream_names
+        timeline.gc_pause_ns = _GC.total_ns
         try:
             for name, value in scope["headers"]:
                 if name == b"traceparent":
@@ -163,7 +163,7 @@ class _PyExchange:
         now = perf_counter_ns()
         timeline = self._timeline
         timeline.marks["headers_sent"] = now
-        timeline.status = message["status"]
+        timeline.status = int(message["status"])
         headers = message.get("headers", [])
         for name, value in headers:
             if name.lower() == b"content-type" and value.startswith(b"text/event-stream"):
@@ -189,7 +189,7 @@ class _PyExchange:
             parts.append(f"{prefixes.get(name) or entry_prefix(name)}{us // 1000}{thousandths[us % 1000]}")
         for name, entry in timeline.generators.items():
             parts.append(server_timing_entry(name, entry[4]))
-        paused = _GC.total_ns - timeline.gc_ns
+        paused = _GC.total_ns - timeline.gc_pause_ns
         if paused:
             parts.append(server_timing_entry("gc", paused))
         headers = list(headers)
@@ -215,7 +215,7 @@ class _PyExchange:
     def finish(self) -> None:
         timeline = self._timeline
         timeline.end_ns = perf_counter_ns()
-        timeline.gc_ns = _GC.total_ns - timeline.gc_ns
+        timeline.gc_pause_ns = _GC.total_ns - timeline.gc_pause_ns
         try:
             if self._batch:
                 self._count_batch()  # a stream that ended early (disconnect, error)

@@ -20,7 +20,9 @@ from typing import TypeVar, cast
 from ..types import SpeedupsMode
 from . import _sink
 from ._collector import closed_by_collector
-from ._context import DEFAULT_UPSTREAM, OPEN_STAGE, TIMELINE
+from ..types import RequestRecord
+from ._context import OPEN_STAGE, TIMELINE
+from ._fields import layout
 from ._gcwatch import WATCH
 from ._guard import internal_error, warn_once
 from .._wire._events import CHAT_OUTPUT_KEYS, TOKEN_HINTS, data_has_token
@@ -62,7 +64,7 @@ def _load() -> ModuleType | None:
         chat_output_keys=CHAT_OUTPUT_KEYS,
         sink_module=_sink,
         default_clock=perf_counter_ns,
-        default_upstream=DEFAULT_UPSTREAM,
+        timeline_defaults=tuple((f.factory, f.default) for f in layout(RequestRecord).fields if f.kind == "object"),
     )
     module: ModuleType = _speedups
     return module

@@ -3,10 +3,11 @@
 It stores integers from ``time.perf_counter_ns`` in plain tuples and lists and
 does no formatting, id generation or object building: a finished stage is one
 tuple appended at exit. Everything else (ids, sampling, spans, metrics)
-happens off the request path, on ``StageEntry`` objects made from the tuples.
-The fields live in the C accelerator's ``Timeline`` when it is built
-(``_native``), so C code reads them without attribute lookups;
-``_PyTimelineFields`` is their reference.
+happens off the request path, on the ``RequestRecord`` decoded from it.
+
+Its fields are ``types.RequestRecord``'s (``_fields.py``). They live in the
+C accelerator's ``Timeline`` when it is built (``_native``), so C code reads
+them without attribute lookups; ``_PyTimelineFields`` is the same in Python.
 """
 
 from __future__ import annotations
@@ -16,103 +17,51 @@ import operator
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any, Tuple
 
-from ..types import AttributeValue, RequestRecord, StageKind, StageRecord
-from ._context import DEFAULT_UPSTREAM, OPEN_STAGE, TIMELINE
+from ..types import RequestRecord, StageKind, StageRecord
+from ._context import OPEN_STAGE, TIMELINE
+from ._fields import CONSTRUCTOR, layout
 from ._native import core
 
-__all__ = ["StageEntry", "Timeline", "current_timeline", "OPEN_STAGE", "TIMELINE", "DEFAULT_UPSTREAM"]
+__all__ = ["LAYOUT", "Timeline", "current_timeline", "decode", "stage_records", "OPEN_STAGE", "TIMELINE"]
 
-# A finished block stage: (index, name, start_ns, end_ns, parent index).
+LAYOUT = layout(RequestRecord)
+# A finished block stage (_fields.FINISHED): (index, name, start_ns, end_ns, parent index).
 Finished = Tuple[int, str, int, int, int]
-
 # What ``encode`` writes and ``decode`` reads, in this order.
-ENCODED_FIELDS = operator.attrgetter(
-    "start_ns", "end_ns", "method", "path", "status", "streaming", "chunks", "body_bytes", "traceparent",
-    "error", "marks", "finished", "generators", "attributes", "upstream", "gc_ns",
-)  # fmt: skip
+ENCODED_FIELDS = operator.attrgetter(*LAYOUT.encoded)
 
 
-class StageEntry:
-    """A stage as the export side sees it (built from the hot path's tuples)."""
-
-    __slots__ = ("index", "name", "start_ns", "end_ns", "parent", "self_ns", "items", "kind")
-
-    def __init__(
-        self,
-        index: int,
-        name: str,
-        start_ns: int,
-        end_ns: int,
-        parent: int,
-        kind: StageKind = "block",
-        self_ns: int = 0,
-        items: int = 0,
-    ) -> None:
-        self.index = index
-        self.name = name
-        self.start_ns = start_ns
-        self.end_ns = end_ns
-        self.parent = parent
-        self.kind: StageKind = kind
-        self.self_ns = self_ns
-        self.items = items
-
-    @property
-    def duration_ns(self) -> int:
-        return self.end_ns - self.start_ns if self.kind == "block" else self.self_ns
+def _python_fields() -> type:
+    """The fields in Python: slots, and a constructor written out from the layout
+    (assignments with literal defaults, as fast as a hand-written one)."""
+    namespace: dict[str, Any] = {}
+    defaults = {f.name: f.default for f in LAYOUT.fields}
+    parameters = [CONSTRUCTOR[0], *(f"{name}=_default_{name}" for name in CONSTRUCTOR[1:])]
+    body = []
+    for f in LAYOUT.fields:
+        if f.name in CONSTRUCTOR:
+            value = f.name
+        elif f.factory:
+            value = {dict: "{}", list: "[]"}.get(f.default, f"_new_{f.name}()")
+        else:
+            value = f"_default_{f.name}"
+        body.append(f"    self.{f.name} = {value}")
+        namespace[f"_default_{f.name}"] = defaults[f.name]
+        namespace[f"_new_{f.name}"] = f.default
+    exec(f"def __init__(self, {', '.join(parameters)}):\n" + "\n".join(body), namespace)  # noqa: S102
+    doc = "The timeline's fields in Python: the reference for the C ``Timeline``."
+    return type("_PyTimelineFields", (), {"__slots__": LAYOUT.names, "__init__": namespace["__init__"], "__doc__": doc})
 
 
-class _PyTimelineFields:
-    """The timeline's fields in Python: the reference for the C ``Timeline``."""
-
-    __slots__ = (
-        "start_ns",
-        "finished",
-        "generators",
-        "next_index",
-        "marks",
-        "chunks",
-        "body_bytes",
-        "attributes",
-        "method",
-        "path",
-        "status",
-        "streaming",
-        "traceparent",
-        "error",
-        "end_ns",
-        "upstream",
-        "gc_ns",
-        "_entries",
-    )
-
-    def __init__(self, start_ns: int, method: str = "", path: str = "") -> None:
-        self.start_ns = start_ns
-        self.finished: list[Finished] = []
-        # name -> [index, first_ns, last_ns, parent, self_ns, items, kind]
-        self.generators: dict[str, list[Any]] = {}
-        self.next_index = 0
-        self.marks: dict[str, int] = {"received": start_ns}
-        self.chunks = 0
-        self.body_bytes = 0
-        self.attributes: dict[str, AttributeValue] = {}
-        self.method = method
-        self.path = path
-        self.status = 0
-        self.streaming = False
-        self.traceparent: str | None = None
-        self.error: str | None = None
-        self.end_ns = 0
-        # Stages that wait on the upstream provider, not the gateway's own time.
-        self.upstream: tuple[str, ...] = DEFAULT_UPSTREAM
-        # Collector pause time inside the request (see _gcwatch). While the
-        # request runs, the middleware keeps the watch's total at its start here.
-        self.gc_ns = 0
-        self._entries: list[StageEntry] | None = None
-
+_PyTimelineFields = _python_fields()
 
 if TYPE_CHECKING:
-    _TimelineFields = _PyTimelineFields
+
+    class _TimelineFields(RequestRecord):  # what the type checker sees: the record's fields, mutable
+        finished: list[Finished]
+        generators: dict[str, list[Any]]
+        next_index: int
+
 else:
     _TimelineFields = core(_PyTimelineFields, "Timeline")
 
@@ -129,7 +78,7 @@ class Timeline(_TimelineFields):
 
     def add_generator_time(self, name: str, first_ns: int, self_ns: int, items: int, kind: StageKind = "generator") -> None:
         """Fold one run of an async generator's own time (or one call of a
-        ``sum`` stage) into its stage."""
+        ``sum`` stage) into its stage (a list of _fields.GENERATOR)."""
         now = perf_counter_ns()
         entry = self.generators.get(name)
         if entry is None:
@@ -141,19 +90,6 @@ class Timeline(_TimelineFields):
             entry[5] += items
 
     # -- export side --------------------------------------------------------
-    @property
-    def stages(self) -> list[StageEntry]:
-        """All recorded stages in the order they started (index order)."""
-        if self._entries is None:
-            entries = [StageEntry(i, n, s, e, p) for i, n, s, e, p in self.finished]
-            entries += [
-                StageEntry(i, name, first, last, parent, kind, own, items)
-                for name, (i, first, last, parent, own, items, kind) in self.generators.items()
-            ]
-            entries.sort(key=lambda entry: entry.index)
-            self._entries = entries
-        return self._entries
-
     def encode(self) -> bytes:
         """The timeline as bytes for the export agent, built when the request ends.
 
@@ -166,53 +102,42 @@ class Timeline(_TimelineFields):
         format without building the tuple."""
         return marshal.dumps(ENCODED_FIELDS(self), 2)  # version 2: no back-references, the same bytes for the same values
 
-    @classmethod
-    def decode(cls, data: bytes) -> Timeline:
-        (start, end, method, path, status, streaming, chunks, body_bytes, traceparent, error,
-         marks, finished, generators, attributes, upstream, gc_ns) = marshal.loads(data)  # fmt: skip
-        timeline = cls(start, method, path)
-        timeline.end_ns, timeline.status, timeline.streaming = end, status, streaming
-        timeline.chunks, timeline.body_bytes = chunks, body_bytes
-        timeline.traceparent, timeline.error = traceparent, error
-        timeline.marks, timeline.generators, timeline.attributes = marks, generators, attributes
-        timeline.finished, timeline.upstream = finished, upstream  # marshal keeps tuples as tuples
-        timeline.gc_ns = gc_ns
-        return timeline
-
     def freeze(self) -> RequestRecord:
-        """An immutable public record (export side only). Parents refer to
-        positions in ``stages``; a stage still open at the end is left out."""
-        entries = self.stages
-        position = {entry.index: n for n, entry in enumerate(entries)}
-        stages = tuple(
-            StageRecord(
-                name=e.name,
-                start_ns=e.start_ns,
-                end_ns=e.end_ns,
-                parent=position.get(e.parent, -1),
-                kind=e.kind,
-                self_ns=e.self_ns,
-                items=e.items,
-            )
-            for e in entries
-        )
-        return RequestRecord(
-            method=self.method,
-            path=self.path,
-            status=self.status,
-            start_ns=self.start_ns,
-            end_ns=self.end_ns,
-            stages=stages,
-            marks=dict(self.marks),
-            chunks=self.chunks,
-            body_bytes=self.body_bytes,
-            streaming=self.streaming,
-            traceparent=self.traceparent,
-            error=self.error,
-            attributes=dict(self.attributes),
-            upstream_stages=frozenset(self.upstream),
-            gc_pause_ns=self.gc_ns,
-        )
+        """The public record of this timeline (export side only)."""
+        values = dict(zip(LAYOUT.encoded, ENCODED_FIELDS(self)))
+        values["marks"], values["attributes"] = dict(self.marks), dict(self.attributes)
+        return _record(values)
+
+
+def decode(data: bytes) -> RequestRecord:
+    """``Timeline.encode``'s bytes (or the C hand-off's) as the public record."""
+    return _record(dict(zip(LAYOUT.encoded, marshal.loads(data))))
+
+
+def _record(values: dict[str, Any]) -> RequestRecord:
+    stages = stage_records(values.pop("finished"), values.pop("generators"))
+    return RequestRecord(**values, stages=stages)
+
+
+def stage_records(finished: list[Finished], generators: dict[str, list[Any]]) -> tuple[StageRecord, ...]:
+    """The recorded stages in the order they started; parents become
+    positions in the result, and a stage still open at the end is left out."""
+    entries: list[tuple[int, StageRecord]] = [
+        (index, StageRecord(name=name, start_ns=start, end_ns=end, parent=parent)) for index, name, start, end, parent in finished
+    ]
+    entries += [
+        (index, StageRecord(name=name, start_ns=first, end_ns=last, parent=parent, kind=kind, self_ns=own, items=items))
+        for name, (index, first, last, parent, own, items, kind) in generators.items()
+    ]
+    entries.sort(key=lambda entry: entry[0])
+    position = {index: n for n, (index, _) in enumerate(entries)}
+    return tuple(
+        record if record.parent < 0 else StageRecord(
+            name=record.name, start_ns=record.start_ns, end_ns=record.end_ns, parent=position.get(record.parent, -1),
+            kind=record.kind, self_ns=record.self_ns, items=record.items,
+        )  # fmt: skip
+        for _, record in entries
+    )
 
 
 def current_timeline() -> Timeline | None:

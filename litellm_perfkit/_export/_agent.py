@@ -2,7 +2,7 @@
 
 Started by a ``process``-mode Pipeline. It reads frames from stdin (a kind
 byte, a 4-byte little-endian length, a payload: for a batch, the anchor, the
-app's drop count and ``Timeline.encode`` records; see _pipeline), and writes one JSON
+app's drop count and ``Timeline.encode`` records, decoded into ``RequestRecord``; see _pipeline), and writes one JSON
 stats line to stdout per flush and at exit. EOF on stdin means: flush, export
 metrics, exit. If its parent dies, stdin closes, so the agent never outlives it.
 """
@@ -15,7 +15,7 @@ import sys
 
 import orjson
 
-from .._core._timeline import Timeline
+from .._core._timeline import decode
 from ._pipeline import FRAME_BATCH, FRAME_FLUSH, Processor, read_batch
 from ._settings import ExportSettings
 
@@ -60,7 +60,7 @@ def main() -> int:
             counters = processor.metrics.counters
             counters["perfkit.requests.dropped"] = max(counters["perfkit.requests.dropped"], parent_dropped)
             for encoded in records:
-                processor.handle(Timeline.decode(encoded), anchor)
+                processor.handle(decode(encoded), anchor)
             processor.flush_spans()
             processor.export_metrics()
         elif kind == FRAME_FLUSH:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import threading
 from bisect import bisect_left
 
-from .._core._timeline import Timeline
-from ..types import AttributeValue
+from .._wire._names import Attr
+from ..types import AttributeValue, RequestRecord
 
 __all__ = ["Histogram", "MetricStore", "BOUNDARIES_NS", "DESCRIPTIONS"]
 
@@ -83,22 +83,20 @@ class MetricStore:
                 histogram = self.histograms[key] = Histogram()
         return histogram
 
-    def observe(self, timeline: Timeline) -> None:
-        duration = timeline.end_ns - timeline.start_ns
+    def observe(self, record: RequestRecord) -> None:
+        duration = record.duration_ns
         self._histogram(
             "http.server.request.duration",
-            (("http.request.method", timeline.method), ("http.response.status_code", timeline.status)),
+            (("http.request.method", record.method), ("http.response.status_code", record.status)),
         ).record(duration)
-        if timeline.path.endswith(_GEN_AI_SUFFIXES):
-            self._histogram("gen_ai.server.request.duration", (("perfkit.streaming", timeline.streaming),)).record(
-                duration
-            )
-            first_token = timeline.marks.get("first_token")
-            if first_token is not None:
-                self._histogram("gen_ai.server.time_to_first_token", ()).record(first_token - timeline.start_ns)
-        self._gc_pause.record(timeline.gc_ns)
+        if record.path.endswith(_GEN_AI_SUFFIXES):
+            self._histogram("gen_ai.server.request.duration", ((Attr.STREAMING, record.streaming),)).record(duration)
+            ttft = record.ttft_ns
+            if ttft is not None:
+                self._histogram("gen_ai.server.time_to_first_token", ()).record(ttft)
+        self._gc_pause.record(record.gc_pause_ns)
         stages = self._stages
-        for entry in timeline.stages:
+        for entry in record.stages:
             histogram = stages.get(entry.name)
             if histogram is None:
                 histogram = stages[entry.name] = self._histogram("perfkit.stage.duration", (("stage", entry.name),))

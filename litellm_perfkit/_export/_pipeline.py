@@ -45,7 +45,7 @@ from .._core._timeline import Timeline
 from ..types import ExportMode, RequestRecord
 from ._metrics import MetricStore
 from ._settings import ExportSettings
-from ._spans import Sampler, Span, timeline_to_spans, trace_context
+from ._spans import Sampler, Span, record_to_spans, trace_context
 from ._transport import Exporter, make_exporter
 
 __all__ = ["Pipeline", "Processor", "RecordListener", "FRAME_BATCH", "FRAME_FLUSH", "read_batch"]
@@ -91,7 +91,7 @@ RecordListener = Callable[[RequestRecord, str], None]
 
 
 class Processor:
-    """Timelines in; metrics, spans and exports out. Used by thread mode and the agent."""
+    """Request records in; metrics, spans and exports out. Used by thread mode and the agent."""
 
     def __init__(self, settings: ExportSettings, exporter: Exporter | None = None) -> None:
         self.settings = settings
@@ -104,16 +104,14 @@ class Processor:
         self._last_metrics = time.monotonic()
         self.exported_spans = 0
 
-    def handle(self, timeline: Timeline, anchor_ns: int) -> None:
+    def handle(self, record: RequestRecord, anchor_ns: int) -> None:
         try:
-            self.metrics.observe(timeline)
-            trace_id, parent_span_id, flags = trace_context(timeline)
-            if self.listeners:
-                record = timeline.freeze()
-                for listener in self.listeners:
-                    listener(record, trace_id)
+            self.metrics.observe(record)
+            trace_id, parent_span_id, flags = trace_context(record)
+            for listener in self.listeners:
+                listener(record, trace_id)
             if self._exporter is not None and self._sampler.should_sample(trace_id, flags):
-                self._pending.extend(timeline_to_spans(timeline, trace_id, parent_span_id, anchor_ns))
+                self._pending.extend(record_to_spans(record, trace_id, parent_span_id, anchor_ns))
         except Exception as exc:
             internal_error("export.record", exc)
         if len(self._pending) >= self.settings.max_batch:
@@ -361,7 +359,7 @@ class Pipeline:
     def _drain_into(processor: Processor, queue: deque[Timeline], anchor: int) -> None:
         handled = 0
         while queue:
-            processor.handle(queue.popleft(), anchor)
+            processor.handle(queue.popleft().freeze(), anchor)
             handled += 1
             if handled % _SLICE == 0:
                 time.sleep(0)

@@ -1,4 +1,4 @@
-"""Timelines to spans: one SERVER span per request, one child per stage.
+"""Request records to spans: one SERVER span per request, one child per stage.
 
 Runs in the export thread only, and is written for speed on purpose: spans are
 plain tuples (see ``Span``) built straight from the timeline, because on a
@@ -11,15 +11,15 @@ import random
 from typing import Tuple
 
 from .._wire._headers import parse_traceparent
-from .._core._timeline import Timeline
-from ..types import AttributeValue, SamplerName
+from .._wire._names import Attr
+from ..types import AttributeValue, RequestRecord, SamplerName
 
 __all__ = [
     "Attributes",
     "Span",
     "Sampler",
     "reconcile",
-    "timeline_to_spans",
+    "record_to_spans",
     "SPAN_KIND_SERVER",
     "SPAN_KIND_INTERNAL",
 ]
@@ -57,17 +57,17 @@ class Sampler:
         return self._root(trace_id)
 
 
-def exclusive_ns(timeline: Timeline) -> dict[int, int]:
-    """Each stage's own (exclusive) time: its duration minus its child stages'."""
-    stages = timeline.stages
-    children: dict[int, int] = {}
-    for entry in stages:
-        if entry.parent >= 0:
-            children[entry.parent] = children.get(entry.parent, 0) + entry.duration_ns
-    return {entry.index: max(0, entry.duration_ns - children.get(entry.index, 0)) for entry in stages}
+def exclusive_ns(record: RequestRecord) -> list[int]:
+    """Each stage's own (exclusive) time, by position: its duration minus its child stages'."""
+    stages = record.stages
+    children = [0] * len(stages)
+    for stage in stages:
+        if stage.parent >= 0:
+            children[stage.parent] += stage.duration_ns
+    return [max(0, stage.duration_ns - children[n]) for n, stage in enumerate(stages)]
 
 
-def reconcile(timeline: Timeline, own: dict[int, int] | None = None) -> tuple[int, int, int, int]:
+def reconcile(record: RequestRecord, own: list[int] | None = None) -> tuple[int, int, int, int]:
     """(total, upstream, attributed, unattributed) in ns.
 
     overhead = total - upstream = attributed + unattributed. Upstream is the
@@ -75,95 +75,94 @@ def reconcile(timeline: Timeline, own: dict[int, int] | None = None) -> tuple[in
     exclusive time, so a stage that contains the upstream call (LiteLLM's
     ``llm_call``) counts only its own part, and nothing is counted twice.
     """
-    total = timeline.end_ns - timeline.start_ns
-    upstream_names = timeline.upstream
+    total = record.duration_ns
+    upstream_names = record.upstream_stages
     if own is None:
-        own = exclusive_ns(timeline)
+        own = exclusive_ns(record)
     upstream = attributed = 0
-    for entry in timeline.stages:
-        if entry.name in upstream_names:
-            upstream += entry.duration_ns
+    for n, stage in enumerate(record.stages):
+        if stage.name in upstream_names:
+            upstream += stage.duration_ns
         else:
-            attributed += own[entry.index]
+            attributed += own[n]
     overhead = max(0, total - upstream)
     return total, upstream, attributed, overhead - attributed
 
 
-def _server_attributes(timeline: Timeline, own: dict[int, int]) -> Attributes:
-    total, upstream, attributed, unattributed = reconcile(timeline, own)
-    start = timeline.start_ns
+def _server_attributes(record: RequestRecord, own: list[int]) -> Attributes:
+    total, upstream, attributed, unattributed = reconcile(record, own)
+    start = record.start_ns
     attributes: Attributes = [
-        ("http.request.method", timeline.method),
-        ("url.path", timeline.path),
-        ("http.response.status_code", timeline.status),
-        ("perfkit.streaming", timeline.streaming),
-        ("perfkit.chunks", timeline.chunks),
-        ("perfkit.body_bytes", timeline.body_bytes),
-        ("perfkit.total_ms", total / 1e6),
-        ("perfkit.upstream_ms", upstream / 1e6),
-        ("perfkit.overhead_ms", (total - upstream) / 1e6 if total > upstream else 0.0),
-        ("perfkit.attributed_ms", attributed / 1e6),
-        ("perfkit.unattributed_ms", unattributed / 1e6),
+        ("http.request.method", record.method),
+        ("url.path", record.path),
+        ("http.response.status_code", record.status),
+        (Attr.STREAMING, record.streaming),
+        (Attr.CHUNKS, record.chunks),
+        (Attr.BODY_BYTES, record.body_bytes),
+        (Attr.TOTAL_MS, total / 1e6),
+        (Attr.UPSTREAM_MS, upstream / 1e6),
+        (Attr.OVERHEAD_MS, (total - upstream) / 1e6 if total > upstream else 0.0),
+        (Attr.ATTRIBUTED_MS, attributed / 1e6),
+        (Attr.UNATTRIBUTED_MS, unattributed / 1e6),
     ]
-    for mark, at in timeline.marks.items():
-        if mark != "received":
-            attributes.append((f"perfkit.{mark}_ms", (at - start) / 1e6))
-    if timeline.gc_ns > 0:
-        attributes.append(("perfkit.gc_pause_ms", timeline.gc_ns / 1e6))
-    if timeline.error:
-        attributes.append(("error.type", timeline.error))
-    if timeline.attributes:
-        attributes.extend(timeline.attributes.items())
+    for mark, at in record.marks.items():
+        attributes.append((f"perfkit.{mark}_ms", (at - start) / 1e6))
+    if record.gc_pause_ns > 0:
+        attributes.append((Attr.GC_PAUSE_MS, record.gc_pause_ns / 1e6))
+    if record.error:
+        attributes.append(("error.type", record.error))
+    if record.attributes:
+        attributes.extend(record.attributes.items())
     return attributes
 
 
-def trace_context(timeline: Timeline) -> tuple[str, str, int | None]:
+def trace_context(record: RequestRecord) -> tuple[str, str, int | None]:
     """(trace_id, parent_span_id, parent flags) from the request's traceparent, or new."""
-    parent = parse_traceparent(timeline.traceparent)
+    parent = parse_traceparent(record.traceparent)
     if parent is None:
         return f"{_bits(128):032x}", "", None
     return parent
 
 
-def timeline_to_spans(timeline: Timeline, trace_id: str, parent_span_id: str, anchor_ns: int) -> list[Span]:
+def record_to_spans(record: RequestRecord, trace_id: str, parent_span_id: str, anchor_ns: int) -> list[Span]:
     """The spans of one request; ``anchor_ns`` turns perf_counter_ns into Unix ns."""
     server_id = f"{_bits(64):016x}"
-    own = exclusive_ns(timeline)
-    failed = timeline.error is not None or timeline.status >= 500
+    own = exclusive_ns(record)
+    failed = record.error is not None or record.status >= 500
     spans: list[Span] = [
         (
             trace_id,
             server_id,
             parent_span_id,
-            f"{timeline.method} {timeline.path}",
+            f"{record.method} {record.path}",
             SPAN_KIND_SERVER,
-            timeline.start_ns + anchor_ns,
-            timeline.end_ns + anchor_ns,
-            _server_attributes(timeline, own),
+            record.start_ns + anchor_ns,
+            record.end_ns + anchor_ns,
+            _server_attributes(record, own),
             STATUS_ERROR if failed else STATUS_UNSET,
-            timeline.error or "",
+            record.error or "",
         )
     ]
-    stage_ids: dict[int, str] = {}
-    end_default = timeline.end_ns
-    for entry in timeline.stages:
-        span_id = stage_ids[entry.index] = f"{_bits(64):016x}"
+    stage_ids: list[str] = []
+    for n, stage in enumerate(record.stages):
+        span_id = f"{_bits(64):016x}"
+        stage_ids.append(span_id)
         attributes: Attributes = [
-            ("perfkit.stage.duration_ms", entry.duration_ns / 1e6),
-            ("perfkit.stage.self_ms", own[entry.index] / 1e6),
+            (Attr.STAGE_DURATION_MS, stage.duration_ns / 1e6),
+            (Attr.STAGE_SELF_MS, own[n] / 1e6),
         ]
-        if entry.kind != "block":
-            attributes.append(("perfkit.stage.kind", entry.kind))
-            attributes.append(("perfkit.stage.items", entry.items))
+        if stage.kind != "block":
+            attributes.append((Attr.STAGE_KIND, stage.kind))
+            attributes.append((Attr.STAGE_ITEMS, stage.items))
         spans.append(
             (
                 trace_id,
                 span_id,
-                stage_ids.get(entry.parent, server_id),
-                entry.name,
+                stage_ids[stage.parent] if stage.parent >= 0 else server_id,
+                stage.name,
                 SPAN_KIND_INTERNAL,
-                entry.start_ns + anchor_ns,
-                (entry.end_ns or end_default) + anchor_ns,
+                stage.start_ns + anchor_ns,
+                (stage.end_ns or record.end_ns) + anchor_ns,
                 attributes,
                 STATUS_UNSET,
                 "",

@@ -17,6 +17,7 @@ from litellm_perfkit._wire._events import data_has_token
 from litellm_perfkit._core._timeline import Timeline
 from tests.support.clock import installed
 from tests.support.speedups import STAGE_NAMES, TickClock, speedups
+from tests.support.timelines import observable
 
 
 @pytest.fixture
@@ -171,7 +172,7 @@ def _exchange_run(core: type, rng_seed: int, options: dict[str, Any], disconnect
     with installed(TickClock()):  # type: ignore[arg-type]
         exchange = core(middleware, scope, timeline, None, server_send)
         if rng.random() < 0.3:
-            timeline.gc_ns -= 5  # as if the collector paused 5 ns since the request began
+            timeline.gc_pause_ns -= 5  # as if the collector paused 5 ns since the request began
         for message in messages:
             exchange.send(message)
         exchange._disconnected = disconnected
@@ -181,16 +182,7 @@ def _exchange_run(core: type, rng_seed: int, options: dict[str, Any], disconnect
 
 def _observable(timeline: Timeline, forwarded: list[Any]) -> dict[str, Any]:
     return {
-        "marks": timeline.marks,
-        "chunks": timeline.chunks,
-        "body_bytes": timeline.body_bytes,
-        "streaming": timeline.streaming,
-        "status": timeline.status,
-        "error": timeline.error,
-        "end_ns": timeline.end_ns,
-        "gc_ns": timeline.gc_ns,
-        "traceparent": timeline.traceparent,
-        "upstream": timeline.upstream,
+        **observable(timeline),
         "forwarded": [(m["type"], m.get("headers"), bytes(m.get("body", b""))) for m in forwarded],
     }
 

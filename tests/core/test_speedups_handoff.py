@@ -10,24 +10,16 @@ from typing import Any
 
 import pytest
 
-from litellm_perfkit._core._timeline import Timeline
-from tests.support.speedups import STAGE_NAMES, new_handoff, read_frame, speedups
-
-
-def _full_timeline() -> Timeline:
-    timeline = Timeline(1_000_000_000_000, "POST", "/v1/chat/completions")
-    timeline.finished.append((0, "auth", 1_000_000_001_000, 1_000_000_002_000, -1))
-    timeline.marks["last_byte"] = 1_000_000_010_000
-    timeline.attributes.update({"model": "gpt-x", "ratio": 0.5})
-    timeline.upstream = ("llm_call", "upstream")
-    return timeline
+from litellm_perfkit._core._timeline import Timeline, decode
+from tests.support.speedups import new_handoff, read_frame, speedups
+from tests.support.timelines import sample_timeline
 
 
 def test_the_handoff_writes_the_frame_the_python_path_builds() -> None:
     from litellm_perfkit._export._pipeline import batch_frame, read_batch
 
     native = speedups()
-    timelines = [_full_timeline(), _full_timeline()]
+    timelines = [sample_timeline(), sample_timeline()]
     timelines[1].attributes["huge"] = 1 << 70  # past 64 bits: the C writer declines, Timeline.encode() writes it
     handoff = new_handoff(8, 1 << 16, lambda: None)
     for timeline in timelines:
@@ -42,7 +34,7 @@ def test_the_handoff_writes_the_frame_the_python_path_builds() -> None:
         os.close(write_end)
     anchor, dropped, decoded = read_batch(frame[5:])
     assert (anchor, dropped) == (-123, 0)
-    assert [Timeline.decode(record).freeze() for record in decoded] == [t.freeze() for t in timelines]
+    assert [decode(record) for record in decoded] == [t.freeze() for t in timelines]
     assert decoded[0] == native.encode_record(timelines[0])  # the C writer's record
     assert native.encode_record(timelines[1]) is None  # declined: Timeline.encode()'s
     assert frame == batch_frame(-123, 0, decoded)  # the frame the path without C builds
@@ -94,17 +86,7 @@ def _odd_value(rng: random.Random, depth: int = 0) -> Any:
 
 
 def _random_timeline(rng: random.Random, odd: bool) -> Timeline:
-    timeline = Timeline(rng.randrange(10**15), rng.choice(["GET", "POST"]), rng.choice(["/v1/chat/completions", "/é"]))
-    for index in range(rng.randrange(5)):
-        timeline.finished.append((index, rng.choice(STAGE_NAMES), index * 1000, index * 1000 + 5, index - 1))
-    timeline.generators["stream.iterate"] = [9, 1, 2, -1, 3, 4, "generator"]
-    timeline.marks.update(headers_sent=rng.randrange(10**15), last_byte=rng.randrange(10**15))
-    timeline.status, timeline.streaming = rng.choice([200, 500]), rng.random() < 0.5
-    timeline.chunks, timeline.body_bytes, timeline.end_ns, timeline.gc_ns = 3, 4, 5, rng.randrange(10**9)
-    timeline.traceparent = rng.choice([None, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"])
-    timeline.error = rng.choice([None, "client_disconnected"])
-    timeline.upstream = ("llm_call", "upstream")
-    timeline.attributes.update({"model": "gpt-x", "workers": 2, "ratio": 0.5, "fast": True})
+    timeline: Timeline = sample_timeline(rng)
     if odd:
         timeline.attributes["odd"] = _odd_value(rng)
     return timeline
@@ -135,5 +117,5 @@ def test_the_c_record_writer_encodes_what_timeline_encode_encodes() -> None:
             expected = timeline.encode()
             if round_number % 2 == 0:  # plain values: the C writer's own record, not declined
                 assert record == native.encode_record(timeline) and record[:1] == b")"
-            c, python = Timeline.decode(record).freeze(), Timeline.decode(expected).freeze()
+            c, python = decode(record), decode(expected)
             assert repr(c) == repr(python)  # repr: NaN equals nothing, itself included

@@ -25,8 +25,7 @@ def timeline(clock: FakeClock) -> Timeline:
 
 
 def durations(timeline: Timeline) -> dict[str, float]:
-    timeline._entries = None  # stages are built once; the tests look more than once
-    return {e.name: e.duration_ns / 1e6 for e in timeline.stages}
+    return {e.name: e.duration_ns / 1e6 for e in timeline.freeze().stages}
 
 
 def test_nested_stages_nest_and_add_up(clock: FakeClock, timeline: Timeline) -> None:
@@ -38,9 +37,9 @@ def test_nested_stages_nest_and_add_up(clock: FakeClock, timeline: Timeline) -> 
             clock.advance_ms(3)
         clock.advance_ms(0.5)
     assert durations(timeline) == {"outer": 6.5, "inner.a": 2, "inner.b": 3}
-    outer, a, b = timeline.stages
-    assert (outer.parent, a.parent, b.parent) == (-1, outer.index, outer.index)
     record = timeline.freeze()
+    outer, a, b = record.stages
+    assert (outer.parent, a.parent, b.parent) == (-1, 0, 0)
     children = sum(s.duration_ns for s in record.stages if s.parent == 0)
     assert children + 1_500_000 == record.stages[0].duration_ns
 
@@ -95,7 +94,7 @@ def test_async_generator_counts_own_time_and_items(clock: FakeClock, timeline: T
         return items
 
     assert asyncio.run(main()) == [0, 1, 2]
-    [entry] = timeline.stages
+    [entry] = timeline.freeze().stages
     assert entry.kind == "generator"
     assert entry.items == 3
     assert entry.self_ns == 3_000_000
@@ -114,7 +113,7 @@ def test_generator_time_sums_per_request_across_generators(clock: FakeClock, tim
         [_ async for _ in generator(3)]
 
     asyncio.run(main())
-    [entry] = timeline.stages
+    [entry] = timeline.freeze().stages
     assert (entry.items, entry.self_ns) == (5, 10_000_000)
 
 
@@ -159,7 +158,7 @@ def test_generator_closed_early_still_records(clock: FakeClock, timeline: Timeli
 
     asyncio.run(main())
     assert closed == [True]
-    [entry] = timeline.stages
+    [entry] = timeline.freeze().stages
     assert (entry.items, entry.self_ns) == (2, 2_000_000)
 
 
@@ -176,9 +175,11 @@ def test_stages_in_a_task_nest_under_the_stage_that_created_it(clock: FakeClock,
             await task
 
     asyncio.run(main())
-    by_name = {e.name: e for e in timeline.stages}
-    assert by_name["hooks.during_call"].parent == by_name["outer"].index
-    assert by_name["sibling"].parent == by_name["outer"].index
+    stages = timeline.freeze().stages
+    outer = next(n for n, e in enumerate(stages) if e.name == "outer")
+    by_name = {e.name: e for e in stages}
+    assert by_name["hooks.during_call"].parent == outer
+    assert by_name["sibling"].parent == outer
 
 
 def test_reconciliation_uses_exclusive_time(clock: FakeClock, timeline: Timeline) -> None:
@@ -193,5 +194,5 @@ def test_reconciliation_uses_exclusive_time(clock: FakeClock, timeline: Timeline
         clock.advance_ms(3)
     clock.advance_ms(4)  # in no stage
     timeline.end_ns = clock()
-    total, upstream, attributed, unattributed = reconcile(timeline)
+    total, upstream, attributed, unattributed = reconcile(timeline.freeze())
     assert (total, upstream, attributed, unattributed) == (60_000_000, 50_000_000, 6_000_000, 4_000_000)

@@ -10,7 +10,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from litellm_perfkit._core._timeline import Timeline
 from litellm_perfkit._export._otlp import spans_json, spans_protobuf
-from litellm_perfkit._export._spans import timeline_to_spans
+from litellm_perfkit._export._spans import record_to_spans
 
 
 def sample_spans() -> list:  # type: ignore[type-arg]
@@ -24,9 +24,9 @@ def sample_spans() -> list:  # type: ignore[type-arg]
     timeline.attributes["negative"] = -5
     # Every value kind, and fields past one length byte (the encoder's short cuts).
     timeline.attributes.update({"big": 1 << 62, "flag": False, "ratio": 0.25, "long." + "k" * 150: "v" * 300})
-    timeline.gc_ns = 380_500_000  # a full collection inside the request
+    timeline.gc_pause_ns = 380_500_000  # a full collection inside the request
     timeline.end_ns = time.perf_counter_ns()
-    return timeline_to_spans(timeline, "ab" * 16, "cd" * 8, 1_700_000_000_000_000_000)
+    return record_to_spans(timeline.freeze(), "ab" * 16, "cd" * 8, 1_700_000_000_000_000_000)
 
 
 def test_protobuf_and_json_encodings_decode_to_the_same_request() -> None:

@@ -1,6 +1,7 @@
 /* A finished timeline for the export agent, written straight into the
- * hand-off's buffer: the tuple of _timeline.ENCODED_FIELDS in marshal's
- * format, which Timeline.decode reads (marshal.loads). Binary, so no digits
+ * hand-off's buffer: the tuple of the encoded fields (perfkit_fields.h, in
+ * _timeline.ENCODED_FIELDS's order) in marshal's format, which the export
+ * side decodes (marshal.loads). Binary, so no digits
  * are formatted and no strings escaped: a JSON writer here cost 10k
  * instructions a timeline, most of them decimal digits.
  *
@@ -191,39 +192,27 @@ put_value(Writer *w, PyObject *value, int depth)
     return DECLINED; /* a subclass or another type: marshal.dumps decides */
 }
 
+#define ENCODE_INT64(field) put_int(&w, t->field)
+#define ENCODE_BOOL(field) put_value(&w, t->field ? Py_True : Py_False, 0)
+#define ENCODE_OBJECT(field) (t->field == NULL ? DECLINED : put_value(&w, t->field, 0))
+
 int
 pk_encode_timeline(PkTimelineObject *t, char *out, Py_ssize_t size, Py_ssize_t *len)
 {
     Writer w = {out, out + size};
-    PyObject *objects[] = {t->method, t->path, t->status, t->traceparent, t->error,
-                           t->marks, t->finished, t->generators, t->attributes, t->upstream};
-    for (int i = 0; i < 10; i++) {
-        if (objects[i] == NULL) {
-            return DECLINED; /* a deleted field: Timeline.encode() fails the same way as before */
-        }
-    }
     if (!room(&w, 2)) {
         return DECLINED;
     }
-    *w.p++ = ')';
-    *w.p++ = 16;
-    int result = put_int(&w, t->start_ns);
-    /* The order of _timeline.ENCODED_FIELDS. */
-    if (result == WRITTEN) result = put_int(&w, t->end_ns);
-    if (result == WRITTEN) result = put_value(&w, t->method, 0);
-    if (result == WRITTEN) result = put_value(&w, t->path, 0);
-    if (result == WRITTEN) result = put_value(&w, t->status, 0);
-    if (result == WRITTEN) result = put_value(&w, t->streaming ? Py_True : Py_False, 0);
-    if (result == WRITTEN) result = put_int(&w, t->chunks);
-    if (result == WRITTEN) result = put_int(&w, t->body_bytes);
-    if (result == WRITTEN) result = put_value(&w, t->traceparent, 0);
-    if (result == WRITTEN) result = put_value(&w, t->error, 0);
-    if (result == WRITTEN) result = put_value(&w, t->marks, 0);
-    if (result == WRITTEN) result = put_value(&w, t->finished, 0);
-    if (result == WRITTEN) result = put_value(&w, t->generators, 0);
-    if (result == WRITTEN) result = put_value(&w, t->attributes, 0);
-    if (result == WRITTEN) result = put_value(&w, t->upstream, 0);
-    if (result == WRITTEN) result = put_int(&w, t->gc_ns);
+    *w.p++ = ')'; /* a small tuple of the encoded fields, in perfkit_fields.h's order */
+    *w.p++ = PK_TIMELINE_ENCODED_COUNT;
+    int result = WRITTEN;
+    /* A deleted field declines: Timeline.encode() then fails the same way. */
+#define ENCODE(field, kind)                                                                               \
+    if (result == WRITTEN) {                                                                           \
+        result = ENCODE_##kind(field);                                                                 \
+    }
+    PK_TIMELINE_ENCODED(ENCODE)
+#undef ENCODE
     *len = w.p - out;
     return result;
 }

@@ -194,7 +194,7 @@ exchange_finish(ExchangeObject *self, PyObject *Py_UNUSED(ignored))
         goto fail;
     }
     timeline->end_ns = end;
-    timeline->gc_ns = pk_int64_attribute(pk_hooks.gc_watch, pk_names.total_ns, &failed) - timeline->gc_ns;
+    timeline->gc_pause_ns = pk_int64_attribute(pk_hooks.gc_watch, pk_names.total_ns, &failed) - timeline->gc_pause_ns;
     if (failed) {
         goto fail;
     }
@@ -229,8 +229,8 @@ begin(PkTimelineObject *timeline, PyObject *middleware, PyObject *scope)
     if (names == NULL) {
         return -1;
     }
-    Py_XSETREF(timeline->upstream, names);
-    timeline->gc_ns = pk_int64_attribute(pk_hooks.gc_watch, pk_names.total_ns, &failed);
+    Py_XSETREF(timeline->upstream_stages, names);
+    timeline->gc_pause_ns = pk_int64_attribute(pk_hooks.gc_watch, pk_names.total_ns, &failed);
     PyObject *headers = PyObject_GetItem(scope, pk_names.headers);
     PyObject *sequence = headers == NULL ? NULL : PySequence_Fast(headers, "the scope's headers are not a sequence");
     Py_XDECREF(headers);

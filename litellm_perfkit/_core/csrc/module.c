@@ -95,7 +95,7 @@ pk_format_ms(char *out, int64_t duration_ns)
     apply(timeline_var) apply(open_stage_var) apply(internal_error) apply(closed_by_collector)          \
     apply(gc_watch) apply(entry_prefixes) apply(entry_prefix) apply(data_has_token) apply(token_hints)  \
     apply(chat_output_keys)                                                                           \
-    apply(sink_module) apply(default_clock) apply(default_upstream)
+    apply(sink_module) apply(default_clock) apply(timeline_defaults)
 
 static PyObject *
 setup(PyObject *module, PyObject *args, PyObject *kwargs)
@@ -109,11 +109,11 @@ setup(PyObject *module, PyObject *args, PyObject *kwargs)
     }
     PkHooks hooks = {0};
     if (!PyArg_ParseTupleAndKeywords(
-            args, kwargs, "$OOOOOO!OOO!O!OOO:setup", keywords, &hooks.timeline_var, &hooks.open_stage_var,
+            args, kwargs, "$OOOOOO!OOO!O!OOO!:setup", keywords, &hooks.timeline_var, &hooks.open_stage_var,
             &hooks.internal_error, &hooks.closed_by_collector, &hooks.gc_watch, &PyDict_Type,
             &hooks.entry_prefixes, &hooks.entry_prefix, &hooks.data_has_token, &PyTuple_Type, &hooks.token_hints,
             &PyTuple_Type, &hooks.chat_output_keys, &hooks.sink_module,
-            &hooks.default_clock, &hooks.default_upstream)) {
+            &hooks.default_clock, &PyTuple_Type, &hooks.timeline_defaults)) {
         return NULL;
     }
     if (!PyContextVar_CheckExact(hooks.timeline_var) || !PyContextVar_CheckExact(hooks.open_stage_var)) {
@@ -124,6 +124,17 @@ setup(PyObject *module, PyObject *args, PyObject *kwargs)
         PyObject *hint = PyTuple_GET_ITEM(hooks.token_hints, i);
         if (!PyBytes_Check(hint) || PyBytes_GET_SIZE(hint) == 0) {
             PyErr_SetString(PyExc_TypeError, "setup: token_hints must be non-empty bytes");
+            return NULL;
+        }
+    }
+    if (PyTuple_GET_SIZE(hooks.timeline_defaults) != PK_TIMELINE_OBJECT_COUNT) {
+        PyErr_SetString(PyExc_ValueError, "setup: timeline_defaults does not match perfkit_fields.h (rebuild the accelerator)");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < PK_TIMELINE_OBJECT_COUNT; i++) {
+        PyObject *pair = PyTuple_GET_ITEM(hooks.timeline_defaults, i);
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            PyErr_SetString(PyExc_TypeError, "setup: timeline_defaults holds (factory, value) pairs");
             return NULL;
         }
     }
@@ -237,7 +248,7 @@ intern_names(void)
         {&pk_names.more_body, "more_body"}, {&pk_names.headers, "headers"},
         {&pk_names.server_timing, "server_timing"}, {&pk_names.overhead_header, "overhead_header"},
         {&pk_names.upstream_stages, "upstream_stages"}, {&pk_names.upstream_names, "_upstream_names"},
-        {&pk_names.received, "received"}, {&pk_names.headers_sent, "headers_sent"},
+        {&pk_names.headers_sent, "headers_sent"},
         {&pk_names.first_body_byte, "first_body_byte"}, {&pk_names.first_token, "first_token"},
         {&pk_names.last_byte, "last_byte"}, {&pk_names.client_disconnected, "client_disconnected"},
         {&pk_names.incomplete_response, "incomplete_response"}, {&pk_names.gc, "gc"},

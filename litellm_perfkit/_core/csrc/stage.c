@@ -84,7 +84,7 @@ fail:
     return Py_NewRef(self);
 }
 
-/* Append (index, name, start, end, parent) to the timeline's finished stages. */
+/* Append a finished stage (PK_FINISHED_*: index, name, start, end, parent) to the timeline. */
 static int
 record_stage(StageObject *self)
 {
@@ -94,12 +94,17 @@ record_stage(StageObject *self)
     }
     PyObject *start = PyLong_FromLongLong(self->start);
     PyObject *stop = PyLong_FromLongLong(end);
-    PyObject *record = start == NULL || stop == NULL ? NULL : PyTuple_Pack(5, self->index, self->name, start, stop, self->parent);
-    Py_XDECREF(start);
-    Py_XDECREF(stop);
+    PyObject *record = start == NULL || stop == NULL ? NULL : PyTuple_New(PK_FINISHED_SIZE);
     if (record == NULL) {
+        Py_XDECREF(start);
+        Py_XDECREF(stop);
         return -1;
     }
+    PyTuple_SET_ITEM(record, PK_FINISHED_INDEX, Py_NewRef(self->index));
+    PyTuple_SET_ITEM(record, PK_FINISHED_NAME, Py_NewRef(self->name));
+    PyTuple_SET_ITEM(record, PK_FINISHED_START_NS, start);
+    PyTuple_SET_ITEM(record, PK_FINISHED_END_NS, stop);
+    PyTuple_SET_ITEM(record, PK_FINISHED_PARENT, Py_NewRef(self->parent));
     PyObject *finished = ((PkTimelineObject *)self->timeline)->finished; /* checked at enter */
     int result = finished != NULL && PyList_Check(finished) ? PyList_Append(finished, record) : -2;
     if (result == -2) {

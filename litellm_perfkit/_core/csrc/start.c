@@ -84,13 +84,13 @@ server_timing(ExchangeObject *self, PyObject *upstream_names, Buffer *buffer, in
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(finished); i++) {
         PyObject *stage = PyList_GET_ITEM(finished, i);
         int64_t start, end;
-        if (!PyTuple_Check(stage) || PyTuple_GET_SIZE(stage) != 5) {
-            PyErr_SetString(PyExc_TypeError, "a finished stage is not a 5-tuple");
+        if (!PyTuple_Check(stage) || PyTuple_GET_SIZE(stage) != PK_FINISHED_SIZE) {
+            PyErr_SetString(PyExc_TypeError, "a finished stage is not a tuple of PK_FINISHED_SIZE");
             Py_DECREF(finished);
             return -1;
         }
-        PyObject *name = PyTuple_GET_ITEM(stage, 1);
-        int upstream_stage = int64_item(stage, 2, &start) < 0 || int64_item(stage, 3, &end) < 0
+        PyObject *name = PyTuple_GET_ITEM(stage, PK_FINISHED_NAME);
+        int upstream_stage = int64_item(stage, PK_FINISHED_START_NS, &start) < 0 || int64_item(stage, PK_FINISHED_END_NS, &end) < 0
                                  ? -1
                                  : PySet_Contains(upstream_names, name);
         if (upstream_stage < 0 || add_entry(buffer, name, end - start) < 0) {
@@ -113,7 +113,7 @@ server_timing(ExchangeObject *self, PyObject *upstream_names, Buffer *buffer, in
     Py_ssize_t position = 0;
     while (PyDict_Next(generators, &position, &name, &entry)) {
         int64_t own;
-        if (int64_item(entry, 4, &own) < 0 || add_entry(buffer, name, own) < 0) {
+        if (int64_item(entry, PK_GENERATOR_SELF_NS, &own) < 0 || add_entry(buffer, name, own) < 0) {
             Py_DECREF(generators);
             return -1;
         }
@@ -121,7 +121,7 @@ server_timing(ExchangeObject *self, PyObject *upstream_names, Buffer *buffer, in
     Py_DECREF(generators);
 
     int failed = 0;
-    int64_t paused = pk_int64_attribute(pk_hooks.gc_watch, pk_names.total_ns, &failed) - FIELDS(self)->gc_ns;
+    int64_t paused = pk_int64_attribute(pk_hooks.gc_watch, pk_names.total_ns, &failed) - FIELDS(self)->gc_pause_ns;
     if (failed || (paused && add_entry(buffer, pk_names.gc, paused) < 0)) {
         return -1;
     }
@@ -177,7 +177,11 @@ pk_response_start(ExchangeObject *self, PyObject *message)
         PyErr_SetString(PyExc_KeyError, "status");
         goto fail;
     }
-    Py_XSETREF(FIELDS(self)->status, Py_NewRef(status));
+    int64_t code;
+    if (pk_as_int64(status, &code) < 0) {
+        goto fail;
+    }
+    FIELDS(self)->status = code;
     if (pk_get_item(message, pk_names.headers, &headers) < 0) {
         goto fail;
     }

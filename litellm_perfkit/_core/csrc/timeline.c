@@ -1,7 +1,8 @@
 /* Timeline: the fields of one request's timeline as a C struct, so the C
- * side reads and writes them without attribute lookups. The Python subclass
- * _timeline.Timeline adds the methods; _timeline._PyTimelineFields is the
- * reference for what __init__ sets. */
+ * side reads and writes them without attribute lookups. The fields, their
+ * defaults and the constructor's arguments come from perfkit_fields.h
+ * (generated from types.RequestRecord); the Python subclass
+ * _timeline.Timeline adds the methods. */
 #include "speedups.h"
 
 #include <structmember.h>
@@ -17,65 +18,95 @@ pk_timeline(PyObject *object)
     return (PkTimelineObject *)object;
 }
 
-static int
-timeline_init(PkTimelineObject *self, PyObject *args, PyObject *kwargs)
+/* A new value for an object field: its default, or a new one from its factory. */
+static PyObject *
+default_value(Py_ssize_t position)
 {
-    static char *keywords[] = {"start_ns", "method", "path", NULL};
-    PyObject *start, *method = NULL, *path = NULL;
-    Py_ssize_t count = PyTuple_GET_SIZE(args);
-    if (kwargs == NULL && count >= 1 && count <= 3) {
-        start = PyTuple_GET_ITEM(args, 0);
-        method = count > 1 ? PyTuple_GET_ITEM(args, 1) : NULL;
-        path = count > 2 ? PyTuple_GET_ITEM(args, 2) : NULL;
+    PyObject *pair = PyTuple_GET_ITEM(pk_hooks.timeline_defaults, position); /* checked by setup() */
+    PyObject *value = PyTuple_GET_ITEM(pair, 1);
+    if (!PyObject_IsTrue(PyTuple_GET_ITEM(pair, 0))) {
+        return Py_NewRef(value);
     }
-    else if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OO:Timeline", keywords, &start, &method, &path)) {
-        return -1;
+    if (value == (PyObject *)&PyDict_Type) {
+        return PyDict_New();
     }
-    int64_t start_ns;
-    if (pk_as_int64(start, &start_ns) < 0) {
-        return -1;
+    if (value == (PyObject *)&PyList_Type) {
+        return PyList_New(0);
     }
-    PyObject *empty = PyUnicode_New(0, 0);
-    PyObject *finished = PyList_New(0), *generators = PyDict_New(), *marks = PyDict_New(), *attributes = PyDict_New();
-    PyObject *status = PyLong_FromLong(0);
-    if (empty == NULL || finished == NULL || generators == NULL || marks == NULL || attributes == NULL ||
-        status == NULL || PyDict_SetItem(marks, pk_names.received, start) < 0) {
-        Py_XDECREF(empty);
-        Py_XDECREF(finished);
-        Py_XDECREF(generators);
-        Py_XDECREF(marks);
-        Py_XDECREF(attributes);
-        Py_XDECREF(status);
-        return -1;
-    }
-    self->start_ns = start_ns;
-    self->end_ns = self->chunks = self->body_bytes = self->gc_ns = 0;
-    self->next_index = 0;
-    self->streaming = 0;
-    Py_XSETREF(self->finished, finished);
-    Py_XSETREF(self->generators, generators);
-    Py_XSETREF(self->marks, marks);
-    Py_XSETREF(self->attributes, attributes);
-    Py_XSETREF(self->method, Py_NewRef(method != NULL ? method : empty));
-    Py_XSETREF(self->path, Py_NewRef(path != NULL ? path : empty));
-    Py_XSETREF(self->status, status);
-    Py_XSETREF(self->traceparent, Py_NewRef(Py_None));
-    Py_XSETREF(self->error, Py_NewRef(Py_None));
-    Py_XSETREF(self->upstream, Py_NewRef(pk_hooks.default_upstream != NULL ? pk_hooks.default_upstream : Py_None));
-    Py_XSETREF(self->entries, Py_NewRef(Py_None));
-    Py_DECREF(empty);
+    return PyObject_CallNoArgs(value);
+}
+
+static int
+set_object(PyObject **slot, PyObject *value)
+{
+    Py_XSETREF(*slot, Py_NewRef(value));
     return 0;
 }
 
-#define OBJECTS(apply)                                                                                   \
-    apply(finished) apply(generators) apply(marks) apply(attributes) apply(method) apply(path)          \
-    apply(status) apply(traceparent) apply(error) apply(upstream) apply(entries)
+#define SET_INT64(field, value) (pk_as_int64((value), &number) < 0 ? -1 : (self->field = number, 0))
+#define SET_OBJECT(field, value) set_object(&self->field, (value))
+
+static int
+timeline_init(PkTimelineObject *self, PyObject *args, PyObject *kwargs)
+{
+#define NAME(field, kind) #field,
+    static const char *names[] = {PK_TIMELINE_CONSTRUCTOR(NAME)};
+#undef NAME
+    PyObject *given[PK_TIMELINE_CONSTRUCTOR_COUNT] = {NULL};
+    Py_ssize_t count = PyTuple_GET_SIZE(args), used = 0;
+    if (count > PK_TIMELINE_CONSTRUCTOR_COUNT) {
+        PyErr_Format(PyExc_TypeError, "Timeline() takes at most %d arguments", PK_TIMELINE_CONSTRUCTOR_COUNT);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        given[i] = PyTuple_GET_ITEM(args, i);
+    }
+    for (Py_ssize_t i = 0; kwargs != NULL && i < PK_TIMELINE_CONSTRUCTOR_COUNT; i++) {
+        PyObject *value = PyDict_GetItemString(kwargs, names[i]);
+        if (value != NULL) {
+            if (given[i] != NULL) {
+                PyErr_Format(PyExc_TypeError, "Timeline() got multiple values for %s", names[i]);
+                return -1;
+            }
+            given[i] = value;
+            used++;
+        }
+    }
+    if (kwargs != NULL && PyDict_GET_SIZE(kwargs) != used) {
+        PyErr_SetString(PyExc_TypeError, "Timeline() got an unexpected keyword argument");
+        return -1;
+    }
+    if (given[0] == NULL) {
+        PyErr_Format(PyExc_TypeError, "Timeline() missing its first argument, %s", names[0]);
+        return -1;
+    }
+#define ZERO(field, ctype, member) self->field = 0;
+    PK_TIMELINE_SCALARS(ZERO)
+#undef ZERO
+#define DEFAULT(field, position, member)                                                                 \
+    Py_XSETREF(self->field, default_value(position));                                                  \
+    if (self->field == NULL) {                                                                         \
+        return -1;                                                                                     \
+    }
+    PK_TIMELINE_OBJECTS(DEFAULT)
+#undef DEFAULT
+    int64_t number;
+    int position = 0;
+#define GIVEN(field, kind)                                                                               \
+    if (given[position] != NULL && SET_##kind(field, given[position]) < 0) {                          \
+        return -1;                                                                                     \
+    }                                                                                                  \
+    position++;
+    PK_TIMELINE_CONSTRUCTOR(GIVEN)
+#undef GIVEN
+    return 0;
+}
 
 static int
 timeline_traverse(PkTimelineObject *self, visitproc visit, void *arg)
 {
-#define VISIT(field) Py_VISIT(self->field);
-    OBJECTS(VISIT)
+#define VISIT(field, position, member) Py_VISIT(self->field);
+    PK_TIMELINE_OBJECTS(VISIT)
 #undef VISIT
     return 0;
 }
@@ -83,8 +114,8 @@ timeline_traverse(PkTimelineObject *self, visitproc visit, void *arg)
 static int
 timeline_clear(PkTimelineObject *self)
 {
-#define CLEAR(field) Py_CLEAR(self->field);
-    OBJECTS(CLEAR)
+#define CLEAR(field, position, member) Py_CLEAR(self->field);
+    PK_TIMELINE_OBJECTS(CLEAR)
 #undef CLEAR
     return 0;
 }
@@ -100,24 +131,12 @@ timeline_dealloc(PkTimelineObject *self)
 #define FIELD(name) offsetof(PkTimelineObject, name)
 
 static PyMemberDef timeline_members[] = {
-    {"start_ns", T_LONGLONG, FIELD(start_ns), 0, NULL},
-    {"end_ns", T_LONGLONG, FIELD(end_ns), 0, NULL},
-    {"chunks", T_LONGLONG, FIELD(chunks), 0, NULL},
-    {"body_bytes", T_LONGLONG, FIELD(body_bytes), 0, NULL},
-    {"gc_ns", T_LONGLONG, FIELD(gc_ns), 0, NULL},
-    {"next_index", T_PYSSIZET, FIELD(next_index), 0, NULL},
-    {"finished", T_OBJECT_EX, FIELD(finished), 0, NULL},
-    {"generators", T_OBJECT_EX, FIELD(generators), 0, NULL},
-    {"marks", T_OBJECT_EX, FIELD(marks), 0, NULL},
-    {"attributes", T_OBJECT_EX, FIELD(attributes), 0, NULL},
-    {"method", T_OBJECT_EX, FIELD(method), 0, NULL},
-    {"path", T_OBJECT_EX, FIELD(path), 0, NULL},
-    {"status", T_OBJECT_EX, FIELD(status), 0, NULL},
-    {"traceparent", T_OBJECT, FIELD(traceparent), 0, NULL},
-    {"error", T_OBJECT, FIELD(error), 0, NULL},
-    {"upstream", T_OBJECT_EX, FIELD(upstream), 0, NULL},
-    {"_entries", T_OBJECT, FIELD(entries), 0, NULL},
-    {"streaming", T_BOOL, FIELD(streaming), 0, NULL},
+#define SCALAR(field, ctype, member) {#field, member, FIELD(field), 0, NULL},
+    PK_TIMELINE_SCALARS(SCALAR)
+#undef SCALAR
+#define OBJECT(field, position, member) {#field, member, FIELD(field), 0, NULL},
+    PK_TIMELINE_OBJECTS(OBJECT)
+#undef OBJECT
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -126,7 +145,7 @@ PyTypeObject PkTimeline_Type = {
     .tp_name = "litellm_perfkit._core._speedups.Timeline",
     .tp_basicsize = sizeof(PkTimelineObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "Timeline(start_ns, method='', path=''): the fields of one request's timeline.",
+    .tp_doc = "Timeline(start_ns, method='', path=''): the fields of one request's timeline (types.RequestRecord).",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)timeline_init,
     .tp_dealloc = (destructor)timeline_dealloc,
