@@ -31,14 +31,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import benchmarks.middleware_overhead as overhead  # noqa: E402
 from litellm_perfkit import PerfkitMiddleware  # noqa: E402
-from litellm_perfkit._core import _middleware, _sink  # noqa: E402
-from litellm_perfkit._core._timeline import TIMELINE, Timeline  # noqa: E402
+from litellm_perfkit._core import _sink  # noqa: E402
+from litellm_perfkit._core._timeline import TIMELINE  # noqa: E402
 
 
-class _RawReceive(PerfkitMiddleware):
+class _RawReceive(PerfkitMiddleware):  # type: ignore[valid-type,misc]
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        timeline = Timeline(perf_counter_ns(), scope["method"], scope["path"])
-        exchange = _middleware._Exchange(self, scope, timeline, receive, send)
+        timeline = self._timeline_class(perf_counter_ns(), scope["method"], scope["path"])
+        exchange = self._exchange_class(self, scope, timeline, receive, send)
         token = TIMELINE.set(timeline)
         try:
             await self.app(scope, receive, exchange.send)
@@ -55,7 +55,7 @@ def variants() -> list[overhead.Variant]:
         Variant("no headers", PerfkitMiddleware(app(), server_timing="off", overhead_header="off")),
         Variant("no stages", PerfkitMiddleware(app(stages=False))),
         Variant("raw receive", _RawReceive(app())),
-        Variant("python path", PerfkitMiddleware(app(overhead.PyStage)), exchange=overhead.PyExchange),
+        Variant("python path", overhead.PYTHON.middleware(app(overhead.PYTHON.stage))),
     ]
 
 
@@ -73,7 +73,6 @@ def main() -> int:
         main_us = asyncio.run(overhead.interleave(chosen, path, args.rounds, args.batch))
     finally:
         _sink.set_sink(None)
-        _middleware._Exchange = overhead.DEFAULT_EXCHANGE  # type: ignore[misc]
     bare, ours = main_us["bare"], main_us["perfkit"]
     print(f"{args.workload}: {args.rounds} rounds x {args.batch} requests per variant, interleaved; core 0, no exporter; "
           "main-thread CPU, medians over rounds\n")  # fmt: skip

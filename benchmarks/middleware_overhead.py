@@ -58,13 +58,14 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from litellm_perfkit import PerfkitMiddleware, stage
-from litellm_perfkit._core import _middleware, _sink
+from litellm_perfkit._core import _sink
+from litellm_perfkit._core._backend import ACTIVE
 from litellm_perfkit._export import Pipeline, read_settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._pinning import pin  # noqa: E402
 from tests.support.servers import jaeger_process  # noqa: E402
-from tests.support.speedups import PyStage  # noqa: E402  (Stage's pure-Python core)
+from tests.support import backends  # noqa: E402
 
 CHUNK = b'data: {"choices":[{"index":0,"delta":{"content":"tok"}}]}\n\n'
 VARIANTS = [
@@ -75,11 +76,7 @@ WORKLOADS = (("json", "/json"), ("sse-20", "/stream"))
 APP_CORE, EXPORT_CORE = {0}, {1}
 
 
-DEFAULT_EXCHANGE = _middleware._Exchange  # the C one when built
-
-
-class PyExchange(_middleware._PyExchange):
-    __slots__ = ()
+PYTHON = backends.load("python")  # the pure-Python request path, for the -py variants
 
 
 def make_app(stage_class: Callable[[str], Any] = stage, stages: bool = True) -> Starlette:
@@ -150,7 +147,6 @@ class Variant:
     name: str
     app: Any
     sink: Callable[[Any], None] | None = None
-    exchange: type = DEFAULT_EXCHANGE
     flush: Callable[[], None] = lambda: None
     close: Callable[[], None] = lambda: None
     threads: list[threading.Thread] = field(default_factory=list)
@@ -158,31 +154,24 @@ class Variant:
 
     def use(self) -> None:
         _sink.set_sink(self.sink)  # the core's sink is global: set per batch
-        _middleware._Exchange = self.exchange  # type: ignore[misc]
 
 
 def open_variant(name: str, endpoint: str, pinned: bool) -> Variant:
     python_path = name.endswith("-py")
-    app = make_app(PyStage if python_path else stage)
-    exchange = PyExchange if python_path else DEFAULT_EXCHANGE
+    app = make_app(PYTHON.stage if python_path else stage)
+    middleware = PYTHON.middleware if python_path else PerfkitMiddleware
     started = set(threading.enumerate())
     if name == "bare":
         variant = Variant(name, app)
     elif name.startswith("perfkit-noexport"):
         # The request path alone: timelines go nowhere, so export costs nothing.
-        variant = Variant(name, PerfkitMiddleware(app), exchange=exchange)
+        variant = Variant(name, middleware(app))
     elif name.startswith("perfkit"):
         settings = read_settings(service_name=f"bench-{name}", exporter="otlp", protocol="http/protobuf", endpoint=endpoint)
-        pipeline_module = sys.modules[Pipeline.__module__]
-        native = pipeline_module.native  # type: ignore[attr-defined]
-        if python_path:
-            pipeline_module.native = None  # type: ignore[attr-defined]  # the queue, not the C hand-off
-        try:
-            pipeline = Pipeline(settings, mode="process" if "process" in name else "thread").start()
-        finally:
-            pipeline_module.native = native  # type: ignore[attr-defined]
+        mode = "process" if "process" in name else "thread"
+        pipeline = Pipeline(settings, mode=mode, backend=PYTHON if python_path else ACTIVE).start()
         agent = getattr(pipeline, "_agent", None)
-        variant = Variant(name, PerfkitMiddleware(app), pipeline.sink, exchange, pipeline.force_flush, pipeline.shutdown,
+        variant = Variant(name, middleware(app), pipeline.sink, pipeline.force_flush, pipeline.shutdown,
                           agent_pid=agent.process.pid if agent else None)  # fmt: skip
         if pinned and variant.agent_pid:
             pin(variant.agent_pid, EXPORT_CORE)  # it inherited the app's core
@@ -238,7 +227,6 @@ def measure_time(endpoint: str, path: str, names: list[str], rounds: int, batch:
         return results
     finally:
         _sink.set_sink(None)
-        _middleware._Exchange = DEFAULT_EXCHANGE  # type: ignore[misc]
         for v in variants:
             v.close()
 

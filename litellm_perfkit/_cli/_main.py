@@ -26,9 +26,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _request_path() -> str:
-    from .._core._native import native, speedups_mode
+    from .._core._backend import ACTIVE, speedups_mode
 
-    if native is not None:
+    if ACTIVE.name == "c":
         return "C accelerator"
     return "pure Python, PERFKIT_SPEEDUPS=off" if speedups_mode() == "off" else "pure Python, the C accelerator is not built"
 

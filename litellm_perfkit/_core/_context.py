@@ -1,7 +1,7 @@
-"""The request path's context variables and defaults.
+"""The request path's context variables.
 
 A module of their own: the timeline, the stages and the C accelerator
-(``_native``) all need them, and ``_timeline`` itself needs ``_native``.
+(``_backend`` hands them over) all need them.
 """
 
 from __future__ import annotations
@@ -10,11 +10,13 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from ._stage import _PyStage
     from ._timeline import Timeline
 
 __all__ = ["OPEN_STAGE", "TIMELINE"]
 
 TIMELINE: ContextVar[Timeline | None] = ContextVar("perfkit_timeline", default=None)
-# The stage open in this context: per task (tasks copy the context), so work a
-# request spreads over several tasks (LiteLLM's during-call hook) nests right.
-OPEN_STAGE: ContextVar[int] = ContextVar("perfkit_open_stage", default=-1)
+# The block stage open in this context: per task (tasks copy the context), so
+# work a request spreads over several tasks (LiteLLM's during-call hook) nests
+# right. Its ``index`` is the parent of what opens inside it.
+OPEN_STAGE: ContextVar[_PyStage | None] = ContextVar("perfkit_open_stage", default=None)

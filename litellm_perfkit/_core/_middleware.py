@@ -14,7 +14,6 @@ from ._guard import internal_error
 from .._wire._headers import ENTRY_PREFIXES, THOUSANDTHS, entry_prefix, format_ms, server_timing_entry
 from ._gcwatch import WATCH as _GC
 from ._gcwatch import install as watch_gc
-from ._native import core
 from .._wire._names import OVERHEAD_HEADER, SERVER_TIMING_HEADER
 from ._sse import SseScanner
 from ._timeline import TIMELINE, Timeline
@@ -60,12 +59,17 @@ class PerfkitMiddleware:
         self.attributes = attributes
         watch_gc()
 
+    # The backend's classes (``_backend``): the public PerfkitMiddleware is
+    # the running backend's subclass, which sets them.
+    _timeline_class: type[Timeline]
+    _exchange_class: type[_PyExchange]
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        timeline = Timeline(perf_counter_ns(), scope["method"], scope["path"])
-        exchange = _Exchange(self, scope, timeline, receive, send)
+        timeline = self._timeline_class(perf_counter_ns(), scope["method"], scope["path"])
+        exchange = self._exchange_class(self, scope, timeline, receive, send)
         if self.attributes is not None:
             try:
                 timeline.attributes.update(self.attributes())
@@ -87,7 +91,8 @@ class PerfkitMiddleware:
 
 class _PyExchange:
     """The send/receive wrappers and the per-response state of one request,
-    in Python: the reference for the C accelerator's ``Exchange``."""
+    in Python: the reference for the C accelerator's ``Exchange`` (``_backend``
+    gives either one Python's ``receive``)."""
 
     __slots__ = ("_middleware", "_timeline", "_receive", "_send", "_scanner", "_batch", "_complete", "_disconnected")
 
@@ -226,17 +231,3 @@ class _PyExchange:
             _sink.sink(timeline)
         except Exception as exc:
             internal_error("middleware.finish", exc)
-
-
-if TYPE_CHECKING:
-    _ExchangeCore = _PyExchange
-else:
-    _ExchangeCore = core(_PyExchange, "Exchange")
-
-
-class _Exchange(_ExchangeCore):
-    """What a request uses: the C core when built (``_native``), else the Python one."""
-
-    __slots__ = ()
-    # A coroutine: the C core has none, so receive is Python's in both.
-    receive = _PyExchange.receive

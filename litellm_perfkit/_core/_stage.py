@@ -3,7 +3,12 @@
 Outside a request (no timeline in the context) every path is one ContextVar
 lookup and a return. Inside a request it costs two clock reads and one small
 object. ``__init__``, ``__enter__`` and ``__exit__`` come from the C
-accelerator when it is there (``_native``); ``_PyStage`` is their reference.
+accelerator when it runs, or from ``_PyStage``, their reference; ``_backend``
+puts the methods here on top of either.
+
+While a stage is open, ``OPEN_STAGE`` (per task context) holds it: its
+``index`` is the parent of what opens inside it, and ``open_stage()`` gives a
+profiler the stage the running task is in.
 """
 
 from __future__ import annotations
@@ -19,10 +24,9 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from .._wire._names import Attr
 from ._collector import closed_by_collector
 from ._guard import internal_error
-from ._native import core
 from ._timeline import OPEN_STAGE, TIMELINE, Timeline
 
-__all__ = ["stage", "Stage", "_PyStage"]
+__all__ = ["Stage", "_PyStage", "open_stage"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 _S = TypeVar("_S", bound="_PyStage")
@@ -31,10 +35,11 @@ _S = TypeVar("_S", bound="_PyStage")
 class _PyStage:
     """``Stage``'s recording core in Python: the reference for the C one."""
 
-    __slots__ = ("name", "_timeline", "_index", "_start", "_token")
+    __slots__ = ("name", "index", "start_ns", "_timeline", "_parent", "_token")
 
     def __init__(self, name: str) -> None:
         self.name = name
+        self.index = -1  # set while recording, and kept: tasks started inside the stage nest under it
         self._timeline: Timeline | None = None
 
     def __enter__(self: _S) -> _S:
@@ -43,11 +48,11 @@ class _PyStage:
             try:
                 index = timeline.next_index
                 timeline.next_index = index + 1
-                # The token remembers the enclosing stage (its old value): the
-                # parent, with no separate lookup.
-                self._token = OPEN_STAGE.set(index)
-                self._index = index
-                self._start = perf_counter_ns()
+                enclosing = OPEN_STAGE.get()
+                self._parent = -1 if enclosing is None else enclosing.index
+                self._token = OPEN_STAGE.set(self)
+                self.index = index
+                self.start_ns = perf_counter_ns()
                 self._timeline = timeline
             except Exception as exc:  # perfkit's bug must never become the app's
                 internal_error("stage.enter", exc)
@@ -65,22 +70,28 @@ class _PyStage:
                 self._timeline = None
                 return  # garbage being closed, in another context: touch nothing (see _collector)
             token = self._token
-            parent = token.old_value
-            try:
-                timeline.finished.append((self._index, self.name, self._start, perf_counter_ns(), -1 if parent is _NO_PARENT else parent))
+            try:  # a finished stage is _fields.FINISHED
+                timeline.finished.append((self.index, self.name, self.start_ns, perf_counter_ns(), self._parent))
             except Exception as exc:
                 internal_error("stage.exit", exc)
             try:  # the enclosing stage is open again, recorded or not
                 OPEN_STAGE.reset(token)
             except ValueError:  # exited in another context (a generator moved between tasks)
-                OPEN_STAGE.set(-1 if parent is _NO_PARENT else parent)
+                OPEN_STAGE.set(None if token.old_value is Token.MISSING else token.old_value)
             self._timeline = None
 
 
 if TYPE_CHECKING:
     _StageCore = _PyStage
 else:
-    _StageCore = core(_PyStage, "Stage")
+    _StageCore = object
+
+
+def open_stage() -> _PyStage | None:
+    """The innermost block stage open in this context (the running task's, in a
+    signal handler), or None. Generator and sum stages are not "open": they
+    are folded in as they run."""
+    return OPEN_STAGE.get()
 
 
 class Stage(_StageCore):
@@ -111,6 +122,7 @@ class Stage(_StageCore):
 
     def __call__(self, func: F) -> F:
         name = self.name
+        new = type(self)
         if inspect.isasyncgenfunction(func):
             return cast(F, _wrap_async_generator(name, func))
         if inspect.iscoroutinefunction(func):
@@ -119,7 +131,7 @@ class Stage(_StageCore):
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
                 if TIMELINE.get() is None:
                     return await func(*args, **kwargs)
-                with Stage(name):
+                with new(name):
                     return await func(*args, **kwargs)
 
             return cast(F, async_wrapper)
@@ -128,17 +140,10 @@ class Stage(_StageCore):
         def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
             if TIMELINE.get() is None:
                 return func(*args, **kwargs)
-            with Stage(name):
+            with new(name):
                 return func(*args, **kwargs)
 
         return cast(F, sync_wrapper)
-
-
-# ``stage("auth")`` is the class itself: a function returning ``Stage(name)``
-# would add a call to every stage, in a request or not.
-stage = Stage
-
-_NO_PARENT = Token.MISSING  # OPEN_STAGE never set in this context: a top-level stage
 
 
 class _Timed:

@@ -6,8 +6,9 @@ tuple appended at exit. Everything else (ids, sampling, spans, metrics)
 happens off the request path, on the ``RequestRecord`` decoded from it.
 
 Its fields are ``types.RequestRecord``'s (``_fields.py``). They live in the
-C accelerator's ``Timeline`` when it is built (``_native``), so C code reads
-them without attribute lookups; ``_PyTimelineFields`` is the same in Python.
+C accelerator's ``Timeline`` when it runs, so C code reads them without
+attribute lookups, or in ``_PyTimelineFields``; ``_backend`` puts the
+methods here on top of either.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from typing import TYPE_CHECKING, Any, Tuple
 from ..types import RequestRecord, StageKind, StageRecord
 from ._context import OPEN_STAGE, TIMELINE
 from ._fields import CONSTRUCTOR, layout
-from ._native import core
 
 __all__ = ["LAYOUT", "Timeline", "current_timeline", "decode", "stage_records", "OPEN_STAGE", "TIMELINE"]
 
@@ -63,11 +63,14 @@ if TYPE_CHECKING:
         next_index: int
 
 else:
-    _TimelineFields = core(_PyTimelineFields, "Timeline")
+    _TimelineFields = object
 
 
 class Timeline(_TimelineFields):
-    """Timestamps of one request. Not thread-safe; one request, one event loop."""
+    """Timestamps of one request. Not thread-safe; one request, one event loop.
+
+    The methods; each backend's class (``_backend``) adds the fields. An
+    instance of either is an instance of this class."""
 
     __slots__ = ()
 
@@ -82,7 +85,9 @@ class Timeline(_TimelineFields):
         now = perf_counter_ns()
         entry = self.generators.get(name)
         if entry is None:
-            self.generators[name] = [self.next_index, first_ns, now, OPEN_STAGE.get(), self_ns, items, kind]
+            enclosing = OPEN_STAGE.get()
+            parent = -1 if enclosing is None else enclosing.index
+            self.generators[name] = [self.next_index, first_ns, now, parent, self_ns, items, kind]
             self.next_index += 1
         else:
             entry[2] = now

@@ -39,7 +39,7 @@ except ImportError:  # not on Windows
     fcntl = None  # type: ignore[assignment]
 
 from .._core._guard import internal_error, logger, warn_once
-from .._core._native import native
+from .._core._backend import ACTIVE, Backend
 from .._core._sink import set_sink
 from .._core._timeline import Timeline
 from ..types import ExportMode, RequestRecord
@@ -224,7 +224,7 @@ class _Agent:
 
 class Pipeline:
     def __init__(
-        self, settings: ExportSettings, exporter: Exporter | None = None, mode: ExportMode = "thread"
+        self, settings: ExportSettings, exporter: Exporter | None = None, mode: ExportMode = "thread", backend: Backend = ACTIVE
     ) -> None:
         self.settings = settings
         self.mode: ExportMode = mode
@@ -239,6 +239,7 @@ class Pipeline:
         self._wake_at = max(1, 3 * settings.max_queue // 4) - 1
         self._dropped = 0  # by the Python queue; the C hand-off counts its own
         self._handoff: Any = None
+        self._handoff_type = backend.handoff  # the C hand-off, when that backend runs
         self._processor = Processor(settings, exporter) if mode == "thread" else None
         self._agent: _Agent | None = None
         self._wake = threading.Event()
@@ -281,8 +282,8 @@ class Pipeline:
     def start(self) -> Pipeline:
         if self.mode == "process":
             self._agent = _Agent(self.settings)
-            if native is not None:
-                self._handoff = native.Handoff(self._max_queue, self._max_queue * _RECORD_BYTES, self._wake.set)
+            if self._handoff_type is not None:
+                self._handoff = self._handoff_type(self._max_queue, self._max_queue * _RECORD_BYTES, self._wake.set)
         self._thread = threading.Thread(target=self._run, name="perfkit-export", daemon=True)
         self._thread.start()
         set_sink(self.sink)

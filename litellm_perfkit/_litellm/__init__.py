@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._core._guard import logger
-from .._core._middleware import PerfkitMiddleware
+from .._core import PerfkitMiddleware
 from ..types import HeaderMode
 from ._fastpath import FastPaths
 from ._points import ROUTES, UPSTREAM_STAGES, Point, table_for

@@ -9,7 +9,8 @@ from collections.abc import Callable
 from time import perf_counter_ns
 from typing import Any
 
-from .._core._stage import Stage, _timed_generator
+from .._core import Stage
+from .._core._stage import _timed_generator
 from .._core._timeline import TIMELINE
 from ._points import Point
 

@@ -3,10 +3,9 @@ to the stage of the asyncio task that was running when it was taken.
 
 Thread tags cannot do this under asyncio: every request shares one thread.
 Task context can: a ``SIGPROF`` handler runs on the main thread between two
-bytecodes, inside the context of whatever task is running, so a ContextVar
-read there names that task's stage. While the profiler is on, ``Stage``'s
-enter and exit also set that ContextVar; when it is off the original methods
-are back and stages cost exactly what they cost without it.
+bytecodes, inside the context of whatever task is running, so the recorder's
+``open_stage()`` read there is that task's stage. The profiler adds nothing
+to the request path: stages cost the same with it on or off.
 
 Async-generator stages (``stream.iterate``) are found on the sampled stack
 itself: the frame of perfkit's ``_timed_generator`` carries the stage name.
@@ -18,41 +17,19 @@ import signal
 import threading
 import time
 from collections import Counter
-from contextvars import ContextVar
 from pathlib import Path
-from time import perf_counter_ns
 from types import CodeType, FrameType
 from typing import Any
 
 import orjson
 
-from .._core._collector import closed_by_collector
-from .._core._stage import Stage, _timed_generator
+from .._core._stage import _timed_generator, open_stage
 from .._version import __version__
 
 __all__ = ["StageProfiler", "NO_STAGE"]
 
 NO_STAGE = "(no stage)"
-# (stage name, entered at ns, the value before): a per-context stack.
-_PROFILED: ContextVar[tuple[str, int, Any] | None] = ContextVar("perfkit_profiled_stage", default=None)
-_ORIGINAL_ENTER = Stage.__enter__
-_ORIGINAL_EXIT = Stage.__exit__
 _GENERATOR_CODE = _timed_generator.__code__
-
-
-def _enter(self: Stage) -> Stage:
-    result = _ORIGINAL_ENTER(self)
-    if self._timeline is not None:
-        _PROFILED.set((self.name, perf_counter_ns(), _PROFILED.get()))
-    return result
-
-
-def _exit(self: Stage, *exc: Any) -> None:
-    if self._timeline is not None and not (exc and closed_by_collector(exc[0])):
-        current = _PROFILED.get()
-        if current is not None:
-            _PROFILED.set(current[2])
-    _ORIGINAL_EXIT(self, *exc)
 
 
 class StageProfiler:
@@ -83,10 +60,6 @@ class StageProfiler:
         if self.running:
             return
         self._previous_handler = signal.signal(signal.SIGPROF, self._sample)
-        # Set on the public class, over its core's methods (C or Python);
-        # deleting them in stop() brings the core's back.
-        setattr(Stage, "__enter__", _enter)
-        setattr(Stage, "__exit__", _exit)
         self._cpu_started = time.process_time()
         signal.setitimer(signal.ITIMER_PROF, self.interval_s, self.interval_s)
         self.running = True
@@ -97,8 +70,6 @@ class StageProfiler:
         signal.setitimer(signal.ITIMER_PROF, 0, 0)
         self.cpu_s += time.process_time() - self._cpu_started
         signal.signal(signal.SIGPROF, self._previous_handler or signal.SIG_DFL)
-        delattr(Stage, "__enter__")
-        delattr(Stage, "__exit__")
         self.running = False
 
     def __enter__(self) -> StageProfiler:
@@ -133,13 +104,15 @@ class StageProfiler:
 
     @staticmethod
     def _stage_of(generator: tuple[str, int] | None) -> str:
-        block = _PROFILED.get()
+        block = open_stage()
+        if block is not None and block.index < 0:
+            block = None  # created outside a request: nothing recorded
         if generator is None:
-            return block[0] if block is not None else NO_STAGE
+            return block.name if block is not None else NO_STAGE
         if block is None:
             return generator[0]
         # The innermost of the two: whichever was entered last.
-        return block[0] if block[1] > generator[1] else generator[0]
+        return block.name if block.start_ns > generator[1] else generator[0]
 
     # -- output -----------------------------------------------------------------
     def counts(self) -> dict[str, int]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextvars
 import gc
+import os
 import subprocess
 import sys
 import time
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from litellm_perfkit import PerfkitMiddleware, stage
+from litellm_perfkit._core._backend import Backend
 from litellm_perfkit._core import _sink
 from litellm_perfkit._core._timeline import OPEN_STAGE, TIMELINE, Timeline
 
@@ -36,7 +37,8 @@ def cyclic_garbage(coroutine: Any) -> None:
 CRASH = """
 import contextvars, gc, time
 from litellm_perfkit import stage
-from litellm_perfkit._core._timeline import TIMELINE, Timeline
+from litellm_perfkit._core._backend import ACTIVE
+from litellm_perfkit._core._timeline import TIMELINE
 
 class Never:
     def __await__(self):
@@ -48,7 +50,7 @@ async def inside_stage(holder):
 
 gc.set_threshold(50, 1, 1)
 others = [contextvars.ContextVar(f"v{i}") for i in range(40)]
-TIMELINE.set(Timeline(time.perf_counter_ns(), "GET", "/"))
+TIMELINE.set(ACTIVE.timeline(time.perf_counter_ns(), "GET", "/"))
 for n in range(20000):
     for _ in range(20):
         holder = []
@@ -62,16 +64,17 @@ print("survived")
 """
 
 
-def test_sets_that_start_a_collection_of_stage_garbage_do_not_crash() -> None:
-    result = subprocess.run([sys.executable, "-X", "faulthandler", "-c", CRASH], cwd=ROOT, capture_output=True, text=True, timeout=300)
+def test_sets_that_start_a_collection_of_stage_garbage_do_not_crash(backend: Backend) -> None:
+    env = {**os.environ, "PERFKIT_SPEEDUPS": "on" if backend.name == "c" else "off"}
+    result = subprocess.run([sys.executable, "-X", "faulthandler", "-c", CRASH], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0 and result.stdout.strip() == "survived", result.stderr[-2000:]
 
 
-def test_a_collected_stage_leaves_the_current_context_and_its_timeline_alone() -> None:
-    timeline = Timeline(time.perf_counter_ns(), "GET", "/")
+def test_a_collected_stage_leaves_the_current_context_and_its_timeline_alone(backend: Backend) -> None:
+    timeline = backend.timeline(time.perf_counter_ns(), "GET", "/")
 
     async def inside_stage() -> None:
-        with stage("auth"):
+        with backend.stage("auth"):
             await Never()
 
     def start() -> None:
@@ -79,16 +82,17 @@ def test_a_collected_stage_leaves_the_current_context_and_its_timeline_alone() -
         cyclic_garbage(inside_stage())
 
     contextvars.Context().run(start)  # the stage's own context
-    token = OPEN_STAGE.set(41)  # the current context has a stage of its own open
+    mine = backend.stage("mine")
+    token = OPEN_STAGE.set(mine)  # the current context has a stage of its own open
     try:
         gc.collect()
-        assert OPEN_STAGE.get() == 41
+        assert OPEN_STAGE.get() is mine
     finally:
         OPEN_STAGE.reset(token)
     assert timeline.finished == []  # ended by the collector: no end time worth recording
 
 
-def test_a_collected_request_leaves_the_current_context_and_the_sink_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_collected_request_leaves_the_current_context_and_the_sink_alone(monkeypatch: pytest.MonkeyPatch, backend: Backend) -> None:
     sunk: list[Timeline] = []
     unraisable: list[Any] = []
     _sink.set_sink(sunk.append)
@@ -99,8 +103,8 @@ def test_a_collected_request_leaves_the_current_context_and_the_sink_alone(monke
 
     scope = {"type": "http", "method": "GET", "path": "/", "headers": []}
     try:
-        contextvars.Context().run(cyclic_garbage, PerfkitMiddleware(app)(scope, None, None))
-        mine = Timeline(time.perf_counter_ns(), "GET", "/mine")
+        contextvars.Context().run(cyclic_garbage, backend.middleware(app)(scope, None, None))
+        mine = backend.timeline(time.perf_counter_ns(), "GET", "/mine")
         token = TIMELINE.set(mine)
         try:
             gc.collect()

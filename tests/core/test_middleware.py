@@ -10,7 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from litellm_perfkit import OVERHEAD_HEADER, PerfkitMiddleware
+from litellm_perfkit import OVERHEAD_HEADER
+from litellm_perfkit._core._backend import Backend
 from litellm_perfkit._wire._headers import parse_server_timing
 from litellm_perfkit._core._timeline import current_timeline
 from tests.support import apps
@@ -25,8 +26,8 @@ def wait_for(records: list[Any], n: int, timeout_s: float = 5) -> None:
     assert len(records) >= n
 
 
-def test_json_request_stages_headers_and_reconciliation() -> None:
-    with capture_records() as records, uvicorn_server(PerfkitMiddleware(apps.make_app())) as url:
+def test_json_request_stages_headers_and_reconciliation(backend: Backend) -> None:
+    with capture_records() as records, uvicorn_server(backend.middleware(apps.make_app(backend.stage))) as url:
         response = httpx.post(f"{url}/v1/chat/completions", json={"messages": []})
         wait_for(records, 1)
     assert response.status_code == 200
@@ -45,8 +46,8 @@ def test_json_request_stages_headers_and_reconciliation() -> None:
     assert record.status == 200 and record.error is None and not record.streaming
 
 
-def test_known_stream_ttft_chunks_and_bytes_are_exact() -> None:
-    with capture_records() as records, uvicorn_server(PerfkitMiddleware(apps.make_app())) as url:
+def test_known_stream_ttft_chunks_and_bytes_are_exact(backend: Backend) -> None:
+    with capture_records() as records, uvicorn_server(backend.middleware(apps.make_app(backend.stage))) as url:
         response = httpx.post(f"{url}/v1/chat/completions", json={"stream": True})
         wait_for(records, 1)
     assert response.content == apps.ROLE + apps.TOKEN * apps.STREAM_CHUNKS + apps.DONE
@@ -67,7 +68,7 @@ def test_known_stream_ttft_chunks_and_bytes_are_exact() -> None:
     assert "stream.iterate" not in response.headers["server-timing"]
 
 
-def test_ttft_mark_is_taken_when_the_token_chunk_is_sent() -> None:
+def test_ttft_mark_is_taken_when_the_token_chunk_is_sent(backend: Backend) -> None:
     """In-process: the mark lies between the app's own timestamps around send()."""
     sent_at: dict[str, int] = {}
 
@@ -88,7 +89,7 @@ def test_ttft_mark_is_taken_when_the_token_chunk_is_sent() -> None:
         async def send(message: Any) -> None:
             return None
 
-        await PerfkitMiddleware(app)(scope, receive, send)
+        await backend.middleware(app)(scope, receive, send)
 
     with capture_records() as records:
         asyncio.run(drive())
@@ -97,7 +98,7 @@ def test_ttft_mark_is_taken_when_the_token_chunk_is_sent() -> None:
     assert record.chunks == 2 and record.marks["last_byte"] >= sent_at["after"]
 
 
-def serve_in_process(app: Any) -> None:
+def serve_in_process(app: Any, backend: Backend) -> None:
     scope = {"type": "http", "method": "POST", "path": "/s", "headers": []}
 
     async def receive() -> dict[str, Any]:
@@ -108,13 +109,13 @@ def serve_in_process(app: Any) -> None:
 
     async def serve() -> None:
         with contextlib.suppress(RuntimeError):
-            await PerfkitMiddleware(app)(scope, receive, send)
+            await backend.middleware(app)(scope, receive, send)
 
     asyncio.run(serve())
 
 
 @pytest.mark.parametrize("size", [1, 7, 64, 1000, len(apps.TOKEN)])
-def test_long_stream_counts_are_exact_however_the_body_is_split(size: int) -> None:
+def test_long_stream_counts_are_exact_however_the_body_is_split(size: int, backend: Backend) -> None:
     """After the first token, body messages are counted in batches: the counts
     stay exact across batch and message boundaries, also for a stream cut short."""
     tokens = 53  # more than three batches, not a multiple of one
@@ -137,8 +138,8 @@ def test_long_stream_counts_are_exact_however_the_body_is_split(size: int) -> No
         return app
 
     with capture_records() as records:
-        serve_in_process(stream_app(None))
-        serve_in_process(stream_app(cut))
+        serve_in_process(stream_app(None), backend)
+        serve_in_process(stream_app(cut), backend)
     whole, cut_short = records
     assert (whole.chunks, whole.body_bytes, whole.error) == (tokens + 1, len(stream), None)
     assert whole.marks["first_token"] >= sent_before_token[0] and "last_byte" in whole.marks
@@ -148,9 +149,9 @@ def test_long_stream_counts_are_exact_however_the_body_is_split(size: int) -> No
     assert cut_short.error == "RuntimeError" and "last_byte" not in cut_short.marks
 
 
-def test_traceparent_is_kept_and_headers_can_be_turned_off() -> None:
+def test_traceparent_is_kept_and_headers_can_be_turned_off(backend: Backend) -> None:
     traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-    app = PerfkitMiddleware(apps.make_app(), server_timing="off", overhead_header="off")
+    app = backend.middleware(apps.make_app(backend.stage), server_timing="off", overhead_header="off")
     with capture_records() as records, uvicorn_server(app) as url:
         response = httpx.post(f"{url}/v1/chat/completions", json={}, headers={"traceparent": traceparent})
         wait_for(records, 1)
@@ -158,14 +159,14 @@ def test_traceparent_is_kept_and_headers_can_be_turned_off() -> None:
     assert records[0].traceparent == traceparent
 
 
-def test_app_exception_gives_an_error_record_and_the_same_response() -> None:
+def test_app_exception_gives_an_error_record_and_the_same_response(backend: Backend) -> None:
     def get(app: Any) -> httpx.Response:
         with uvicorn_server(app) as url:
             return httpx.get(f"{url}/boom")
 
-    bare = get(apps.make_app())
+    bare = get(apps.make_app(backend.stage))
     with capture_records() as records:
-        wrapped = get(PerfkitMiddleware(apps.make_app()))
+        wrapped = get(backend.middleware(apps.make_app(backend.stage)))
     assert (wrapped.status_code, wrapped.text) == (bare.status_code, bare.text) == (500, "Internal Server Error")
     [record] = records
     assert record.error == "RuntimeError"
@@ -187,9 +188,9 @@ def disconnect_mid_stream(url: str) -> None:
     # Closed after the first content chunk; the app's generator is cancelled.
 
 
-def test_client_disconnect_mid_stream_closes_the_record_with_an_error() -> None:
+def test_client_disconnect_mid_stream_closes_the_record_with_an_error(backend: Backend) -> None:
     outcomes = {}
-    for label, app in (("bare", apps.make_app()), ("wrapped", PerfkitMiddleware(apps.make_app()))):
+    for label, app in (("bare", apps.make_app(backend.stage)), ("wrapped", backend.middleware(apps.make_app(backend.stage)))):
         apps.events["stream_closed"].clear()
         with capture_records() as records, uvicorn_server(app) as url:
             disconnect_mid_stream(url)
@@ -206,7 +207,7 @@ def test_client_disconnect_mid_stream_closes_the_record_with_an_error() -> None:
     assert 0 < record.chunks < apps.STREAM_CHUNKS
 
 
-def test_lifespan_and_websocket_pass_through_untouched() -> None:
+def test_lifespan_and_websocket_pass_through_untouched(backend: Backend) -> None:
     seen: list[Any] = []
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
@@ -218,19 +219,19 @@ def test_lifespan_and_websocket_pass_through_untouched() -> None:
     async def send(message: Any) -> None:
         return None
 
-    middleware = PerfkitMiddleware(app)
+    middleware = backend.middleware(app)
     for kind in ("lifespan", "websocket"):
         asyncio.run(middleware({"type": kind}, receive, send))
     assert seen == [("lifespan", None, receive, send), ("websocket", None, receive, send)]
 
 
-def test_a_perfkit_bug_never_changes_the_response() -> None:
+def test_a_perfkit_bug_never_changes_the_response(backend: Backend) -> None:
     """perfkit's own state is broken (a finished stage whose start is not a
     number), so building Server-Timing fails: the error is counted and the
     app's response goes out as the app made it, in Python and in C alike."""
     from litellm_perfkit._core import _guard
 
-    inner = apps.make_app()
+    inner = apps.make_app(backend.stage)
 
     async def corrupting(scope: Any, receive: Any, send: Any) -> None:
         timeline = current_timeline()
@@ -239,14 +240,14 @@ def test_a_perfkit_bug_never_changes_the_response() -> None:
         await inner(scope, receive, send)
 
     before = _guard.internal_error_counts().get("middleware.send", 0)
-    with capture_records(), uvicorn_server(PerfkitMiddleware(corrupting)) as url:
+    with capture_records(), uvicorn_server(backend.middleware(corrupting)) as url:
         responses = [httpx.post(f"{url}/v1/chat/completions", json={}) for _ in range(3)]
     assert all(r.status_code == 200 and b"RESPONSE_BODY_SECRET" in r.content for r in responses)
     assert not any("server-timing" in r.headers or OVERHEAD_HEADER in r.headers for r in responses)
     assert _guard.internal_error_counts()["middleware.send"] == before + 3
 
 
-def test_a_collector_pause_inside_a_request_is_recorded_and_named_in_server_timing() -> None:
+def test_a_collector_pause_inside_a_request_is_recorded_and_named_in_server_timing(backend: Backend) -> None:
     """The first request's handler sets off a full collection before its
     response starts; the second request has none (automatic collection is off)."""
     pauses: list[int] = []
@@ -267,7 +268,7 @@ def test_a_collector_pause_inside_a_request_is_recorded_and_named_in_server_timi
     sent: list[Any] = []
 
     async def drive() -> None:
-        middleware = PerfkitMiddleware(app)
+        middleware = backend.middleware(app)
         for path in ("/collect", "/quiet"):
             scope = {"type": "http", "method": "GET", "path": path, "headers": []}
 

@@ -1,8 +1,8 @@
 """The C accelerator against its reference, the pure-Python request path:
-that it is built, that the core tests pass without it, its clock, the
-timeline's fields and stages. test_speedups_exchange.py and
-test_speedups_handoff.py hold the rest; all run both sides in one process
-under the same ticking fake clock.
+that it is built, its clock, the timeline's fields and stages.
+test_speedups_exchange.py and test_speedups_handoff.py hold the rest; all run
+both sides in one process under the same ticking fake clock (the other core
+tests run each of their cases on both backends).
 """
 
 from __future__ import annotations
@@ -17,26 +17,27 @@ from typing import Any
 
 import pytest
 
-from litellm_perfkit._core import _guard, _stage
-from litellm_perfkit._core._native import native
-from litellm_perfkit._core._timeline import OPEN_STAGE, TIMELINE, Timeline
+from litellm_perfkit._core import _guard
+from litellm_perfkit._core._backend import Backend, BackendName
+from litellm_perfkit._core._timeline import OPEN_STAGE, TIMELINE
+from tests.support import backends
 from tests.support.clock import installed
-from tests.support.speedups import PyStage, TickClock, speedups
+from tests.support.speedups import TickClock, speedups
 
 ROOT = Path(__file__).resolve().parents[2]
-CStage = _stage.Stage
+C, PYTHON = backends.load("c"), backends.load("python")
 
 
 def test_the_c_accelerator_is_built_here() -> None:
     speedups()
 
 
-def test_the_core_tests_pass_on_the_pure_python_path() -> None:
-    env = {**os.environ, "PERFKIT_SPEEDUPS": "off"}
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/core", "--ignore-glob", "tests/core/test_speedups*.py"]
-    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
-    assert " passed" in result.stdout
+@pytest.mark.parametrize(("mode", "name"), [("on", "c"), ("off", "python"), ("bogus", "c")])
+def test_perfkit_speedups_chooses_the_backend(mode: str, name: str) -> None:
+    code = "from litellm_perfkit._core._backend import ACTIVE; print(ACTIVE.name)"
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, "PERFKIT_SPEEDUPS": mode},
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert result.stdout.strip() == name, result.stderr[-2000:]
 
 
 def test_the_c_clock_is_perf_counter_ns() -> None:
@@ -48,25 +49,32 @@ def test_the_c_clock_is_perf_counter_ns() -> None:
 
 
 def test_a_new_c_timeline_holds_what_the_python_reference_holds() -> None:
-    from litellm_perfkit._core._timeline import _PyTimelineFields
+    from litellm_perfkit._core._timeline import LAYOUT
 
-    speedups()
+    c_timeline, python_timeline = C.timeline, PYTHON.timeline
     for args in [(5,), (5, "POST"), (5, "POST", "/v1/chat/completions")]:
-        c, python = Timeline(*args), _PyTimelineFields(*args)
-        for name in _PyTimelineFields.__slots__:
+        c, python = c_timeline(*args), python_timeline(*args)
+        for name in LAYOUT.names:
             assert getattr(c, name) == getattr(python, name), name
-    assert Timeline(start_ns=7, path="/x").path == "/x"
+    assert c_timeline(start_ns=7, path="/x").path == python_timeline(start_ns=7, path="/x").path == "/x"
+    with pytest.raises(TypeError):
+        c_timeline(path="/x")
 
 
-def _stage_run(stage_class: type) -> tuple[list[Any], list[int]]:
-    timeline = Timeline(0)
+def _index(stage: Any) -> int | None:
+    return None if stage is None else int(stage.index)
+
+
+def _stage_run(backend: Backend) -> tuple[list[Any], list[int | None]]:
+    stage_class = backend.stage
+    timeline = backend.timeline(0)
     token = TIMELINE.set(timeline)
-    seen: list[int] = []
+    seen: list[int | None] = []
     try:
         with installed(TickClock()):  # type: ignore[arg-type]
             with stage_class("outer"):
                 with stage_class("inner"):
-                    seen.append(OPEN_STAGE.get())
+                    seen.append(_index(OPEN_STAGE.get()))
                 try:
                     with stage_class("fails"):
                         raise ValueError
@@ -75,8 +83,8 @@ def _stage_run(stage_class: type) -> tuple[list[Any], list[int]]:
                 moving = stage_class("moves between contexts")
                 contextvars.copy_context().run(moving.__enter__)
                 moving.__exit__(None, None, None)  # exited in another context: the parent is restored
-                seen.append(OPEN_STAGE.get())
-            seen.append(OPEN_STAGE.get())
+                seen.append(_index(OPEN_STAGE.get()))
+            seen.append(_index(OPEN_STAGE.get()))
             with stage_class("closed by the app"):
                 try:
                     raise GeneratorExit
@@ -88,15 +96,16 @@ def _stage_run(stage_class: type) -> tuple[list[Any], list[int]]:
 
 
 def test_c_stages_record_what_python_stages_record() -> None:
-    speedups()
-    (python, python_seen), (c, c_seen) = _stage_run(PyStage), _stage_run(CStage)
+    (python, python_seen), (c, c_seen) = _stage_run(PYTHON), _stage_run(C)
     assert c == python and c_seen == python_seen
     assert [name for _, name, *_ in c] == ["inner", "fails", "moves between contexts", "outer", "closed by the app"]
-    assert python_seen == [1, 0, -1]  # the open stage inside "inner", after the context hop, at the end
+    assert python_seen == [1, 0, None]  # the open stage inside "inner", after the context hop, at the end
 
 
-@pytest.mark.parametrize("stage_class", [PyStage, CStage], ids=["python", "c"])
-def test_a_stage_failure_is_counted_and_the_app_goes_on(stage_class: type) -> None:
+@pytest.mark.parametrize("name", backends.NAMES)
+def test_a_stage_failure_is_counted_and_the_app_goes_on(name: BackendName) -> None:
+    backend = backends.load(name)
+    stage_class = backend.stage
     before = _guard.internal_error_counts()
     token = TIMELINE.set(object())  # type: ignore[arg-type]  # not a timeline
     try:
@@ -104,7 +113,7 @@ def test_a_stage_failure_is_counted_and_the_app_goes_on(stage_class: type) -> No
             assert entered._timeline is None  # not recorded
     finally:
         TIMELINE.reset(token)
-    timeline = Timeline(0)
+    timeline = backend.timeline(0)
     token = TIMELINE.set(timeline)
     try:
         with stage_class("auth"):
@@ -114,4 +123,4 @@ def test_a_stage_failure_is_counted_and_the_app_goes_on(stage_class: type) -> No
     after = _guard.internal_error_counts()
     assert after["stage.enter"] == before.get("stage.enter", 0) + 1
     assert after["stage.exit"] == before.get("stage.exit", 0) + 1
-    assert OPEN_STAGE.get() == -1  # the failed exit still restored the context
+    assert OPEN_STAGE.get() is None  # the failed exit still restored the context

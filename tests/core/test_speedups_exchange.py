@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 
-from litellm_perfkit import PerfkitMiddleware
-from litellm_perfkit._core import _middleware, _sink
+from litellm_perfkit._core import _sink
+from litellm_perfkit._core._backend import Backend
 from litellm_perfkit._wire._events import data_has_token
 from litellm_perfkit._core._timeline import Timeline
 from tests.support.clock import installed
+from tests.support import backends
 from tests.support.speedups import STAGE_NAMES, TickClock, speedups
 from tests.support.timelines import observable
 
@@ -138,8 +139,8 @@ def _messages(rng: random.Random) -> list[dict[str, Any]]:
     return messages  # otherwise cut short: no final message
 
 
-def _timeline(rng: random.Random, seed_clock: int) -> Timeline:
-    timeline = Timeline(seed_clock, "POST", "/v1/chat/completions")
+def _timeline(backend: Backend, rng: random.Random, seed_clock: int) -> Timeline:
+    timeline = backend.timeline(seed_clock, "POST", "/v1/chat/completions")
     clock = seed_clock
     for index in range(rng.randrange(0, 6)):
         start = clock + rng.randrange(1, 5_000_000)
@@ -150,10 +151,10 @@ def _timeline(rng: random.Random, seed_clock: int) -> Timeline:
     return timeline
 
 
-def _exchange_run(core: type, rng_seed: int, options: dict[str, Any], disconnected: bool) -> tuple[Timeline, list[Any]]:
+def _exchange_run(backend: Backend, rng_seed: int, options: dict[str, Any], disconnected: bool) -> tuple[Timeline, list[Any]]:
     rng = random.Random(rng_seed)
     messages = _messages(rng)
-    timeline = _timeline(rng, 1_000_000_000)
+    timeline = _timeline(backend, rng, 1_000_000_000)
     headers: list[Any] = [(b"host", b"x"), (b"user-agent", b"y")]
     roll = rng.random()
     if roll < 0.3:
@@ -168,9 +169,9 @@ def _exchange_run(core: type, rng_seed: int, options: dict[str, Any], disconnect
     def server_send(message: Any) -> None:
         forwarded.append(message)
 
-    middleware = PerfkitMiddleware(lambda *a: None, **options)  # type: ignore[arg-type]
+    middleware = backend.middleware(lambda *a: None, **options)  # type: ignore[arg-type]
     with installed(TickClock()):  # type: ignore[arg-type]
-        exchange = core(middleware, scope, timeline, None, server_send)
+        exchange = middleware._exchange_class(middleware, scope, timeline, None, server_send)
         if rng.random() < 0.3:
             timeline.gc_pause_ns -= 5  # as if the collector paused 5 ns since the request began
         for message in messages:
@@ -189,7 +190,6 @@ def _observable(timeline: Timeline, forwarded: list[Any]) -> dict[str, Any]:
 
 @pytest.mark.parametrize("seed", range(300))
 def test_the_c_exchange_records_what_the_python_one_records(seed: int, collected: list[Timeline]) -> None:
-    native = speedups()
     rng = random.Random(seed)
     options = {
         "server_timing": rng.choice(["on", "on", "off"]),
@@ -197,8 +197,8 @@ def test_the_c_exchange_records_what_the_python_one_records(seed: int, collected
         "upstream_stages": rng.choice([("upstream",), ("upstream", "auth"), ()]),
     }
     disconnected = rng.random() < 0.3
-    python = _observable(*_exchange_run(_middleware._PyExchange, seed, options, disconnected))
-    c = _observable(*_exchange_run(native.Exchange, seed, options, disconnected))
+    python = _observable(*_exchange_run(backends.load("python"), seed, options, disconnected))
+    c = _observable(*_exchange_run(backends.load("c"), seed, options, disconnected))
     assert c == python
     assert len(collected) == 2
 
@@ -206,7 +206,6 @@ def test_the_c_exchange_records_what_the_python_one_records(seed: int, collected
 def test_the_c_exchange_counts_every_split_of_a_stream_exactly(collected: list[Timeline]) -> None:
     """Each byte boundary of a stream with CRLF events, a comment, a
     multi-line event and both [DONE] spellings, as two messages."""
-    native = speedups()
     body = (
         b'data: {"choices":[{"delta":{"role":"assistant"}}]}\r\n\r\n: ping\n\n'
         b'data: {"choices":\ndata: [{"delta":{"content":"a"}}]}\n\n'
@@ -215,9 +214,10 @@ def test_the_c_exchange_counts_every_split_of_a_stream_exactly(collected: list[T
     for cut in range(len(body) + 1):
         parts = [body[:cut], body[cut:]]
         results = []
-        for core in (_middleware._PyExchange, native.Exchange):
-            timeline = Timeline(0)
-            exchange = core(PerfkitMiddleware(lambda *a: None), {"headers": []}, timeline, None, lambda m: None)  # type: ignore[arg-type]
+        for backend in (backends.load("python"), backends.load("c")):
+            timeline = backend.timeline(0)
+            middleware = backend.middleware(lambda *a: None)  # type: ignore[arg-type]
+            exchange = middleware._exchange_class(middleware, {"headers": []}, timeline, None, lambda m: None)
             exchange.send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
             for part in parts:
                 exchange.send({"type": "http.response.body", "body": part, "more_body": True})

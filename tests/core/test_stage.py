@@ -5,7 +5,8 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from litellm_perfkit import current_timeline, stage
+from litellm_perfkit import current_timeline
+from litellm_perfkit._core._backend import Backend
 from litellm_perfkit._core._timeline import OPEN_STAGE, TIMELINE, Timeline
 from tests.support.clock import FakeClock, installed
 
@@ -17,8 +18,8 @@ def clock() -> Iterator[FakeClock]:
 
 
 @pytest.fixture
-def timeline(clock: FakeClock) -> Timeline:
-    timeline = Timeline(clock(), "POST", "/x")
+def timeline(clock: FakeClock, backend: Backend) -> Timeline:
+    timeline = backend.timeline(clock(), "POST", "/x")
     token = TIMELINE.set(timeline)
     yield timeline
     TIMELINE.reset(token)
@@ -28,12 +29,12 @@ def durations(timeline: Timeline) -> dict[str, float]:
     return {e.name: e.duration_ns / 1e6 for e in timeline.freeze().stages}
 
 
-def test_nested_stages_nest_and_add_up(clock: FakeClock, timeline: Timeline) -> None:
-    with stage("outer"):
+def test_nested_stages_nest_and_add_up(clock: FakeClock, timeline: Timeline, backend: Backend) -> None:
+    with backend.stage("outer"):
         clock.advance_ms(1)
-        with stage("inner.a"):
+        with backend.stage("inner.a"):
             clock.advance_ms(2)
-        with stage("inner.b"):
+        with backend.stage("inner.b"):
             clock.advance_ms(3)
         clock.advance_ms(0.5)
     assert durations(timeline) == {"outer": 6.5, "inner.a": 2, "inner.b": 3}
@@ -44,20 +45,20 @@ def test_nested_stages_nest_and_add_up(clock: FakeClock, timeline: Timeline) -> 
     assert children + 1_500_000 == record.stages[0].duration_ns
 
 
-def test_async_context_manager_and_decorators(clock: FakeClock, timeline: Timeline) -> None:
-    @stage("sync.fn")
+def test_async_context_manager_and_decorators(clock: FakeClock, timeline: Timeline, backend: Backend) -> None:
+    @backend.stage("sync.fn")
     def sync_fn() -> int:
         clock.advance_ms(1)
         return 7
 
-    @stage("async.fn")
+    @backend.stage("async.fn")
     async def async_fn() -> int:
         clock.advance_ms(2)
         await asyncio.sleep(0)
         return 8
 
     async def main() -> tuple[int, int]:
-        async with stage("async.cm"):
+        async with backend.stage("async.cm"):
             clock.advance_ms(4)
         return sync_fn(), await async_fn()
 
@@ -65,17 +66,17 @@ def test_async_context_manager_and_decorators(clock: FakeClock, timeline: Timeli
     assert durations(timeline) == {"async.cm": 4, "sync.fn": 1, "async.fn": 2}
 
 
-def test_exceptions_close_the_stage(clock: FakeClock, timeline: Timeline) -> None:
+def test_exceptions_close_the_stage(clock: FakeClock, timeline: Timeline, backend: Backend) -> None:
     with pytest.raises(ValueError):
-        with stage("boom"):
+        with backend.stage("boom"):
             clock.advance_ms(1)
             raise ValueError("x")
     assert durations(timeline) == {"boom": 1}
-    assert OPEN_STAGE.get() == -1
+    assert OPEN_STAGE.get() is None
 
 
-def test_async_generator_counts_own_time_and_items(clock: FakeClock, timeline: Timeline) -> None:
-    @stage("stream.iterate")
+def test_async_generator_counts_own_time_and_items(clock: FakeClock, timeline: Timeline, backend: Backend) -> None:
+    @backend.stage("stream.iterate")
     async def generator() -> AsyncIterator[int]:
         for i in range(3):
             clock.advance_ms(1)  # own work
@@ -101,8 +102,8 @@ def test_async_generator_counts_own_time_and_items(clock: FakeClock, timeline: T
     assert entry.end_ns - entry.start_ns > entry.self_ns
 
 
-def test_generator_time_sums_per_request_across_generators(clock: FakeClock, timeline: Timeline) -> None:
-    @stage("gen")
+def test_generator_time_sums_per_request_across_generators(clock: FakeClock, timeline: Timeline, backend: Backend) -> None:
+    @backend.stage("gen")
     async def generator(n: int) -> AsyncIterator[int]:
         for i in range(n):
             clock.advance_ms(2)
@@ -117,20 +118,20 @@ def test_generator_time_sums_per_request_across_generators(clock: FakeClock, tim
     assert (entry.items, entry.self_ns) == (5, 10_000_000)
 
 
-def test_outside_a_request_everything_is_a_no_op() -> None:
+def test_outside_a_request_everything_is_a_no_op(backend: Backend) -> None:
     assert current_timeline() is None
 
-    @stage("gen")
+    @backend.stage("gen")
     async def generator() -> AsyncIterator[int]:
         yield 1
 
     raw = generator()
     # No wrapper layer at all: the original async generator comes back.
     assert type(raw).__name__ == "async_generator" and raw.ag_code.co_name == "generator"  # type: ignore[attr-defined]
-    with stage("x"):
+    with backend.stage("x"):
         pass
 
-    @stage("f")
+    @backend.stage("f")
     def f() -> int:
         return 1
 
@@ -138,10 +139,10 @@ def test_outside_a_request_everything_is_a_no_op() -> None:
     asyncio.run(raw.aclose())
 
 
-def test_generator_closed_early_still_records(clock: FakeClock, timeline: Timeline) -> None:
+def test_generator_closed_early_still_records(clock: FakeClock, timeline: Timeline, backend: Backend) -> None:
     closed = []
 
-    @stage("gen")
+    @backend.stage("gen")
     async def generator() -> AsyncIterator[int]:
         try:
             for i in range(10):
@@ -162,15 +163,15 @@ def test_generator_closed_early_still_records(clock: FakeClock, timeline: Timeli
     assert (entry.items, entry.self_ns) == (2, 2_000_000)
 
 
-def test_stages_in_a_task_nest_under_the_stage_that_created_it(clock: FakeClock, timeline: Timeline) -> None:
+def test_stages_in_a_task_nest_under_the_stage_that_created_it(clock: FakeClock, timeline: Timeline, backend: Backend) -> None:
     async def hook() -> None:
-        with stage("hooks.during_call"):
+        with backend.stage("hooks.during_call"):
             clock.advance_ms(1)
 
     async def main() -> None:
-        with stage("outer"):
+        with backend.stage("outer"):
             task = asyncio.create_task(hook())
-            with stage("sibling"):
+            with backend.stage("sibling"):
                 await asyncio.sleep(0)  # the task runs while "sibling" is open
             await task
 
@@ -182,14 +183,14 @@ def test_stages_in_a_task_nest_under_the_stage_that_created_it(clock: FakeClock,
     assert by_name["sibling"].parent == outer
 
 
-def test_reconciliation_uses_exclusive_time(clock: FakeClock, timeline: Timeline) -> None:
+def test_reconciliation_uses_exclusive_time(clock: FakeClock, timeline: Timeline, backend: Backend) -> None:
     from litellm_perfkit._export._spans import reconcile
 
-    with stage("auth"):
+    with backend.stage("auth"):
         clock.advance_ms(2)
-    with stage("llm_call"):
+    with backend.stage("llm_call"):
         clock.advance_ms(1)
-        with stage("upstream"):
+        with backend.stage("upstream"):
             clock.advance_ms(50)
         clock.advance_ms(3)
     clock.advance_ms(4)  # in no stage

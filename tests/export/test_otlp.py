@@ -8,13 +8,13 @@ import orjson
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from litellm_perfkit._core._timeline import Timeline
+from litellm_perfkit._core._backend import ACTIVE
 from litellm_perfkit._export._otlp import spans_json, spans_protobuf
 from litellm_perfkit._export._spans import record_to_spans
 
 
 def sample_spans() -> list:  # type: ignore[type-arg]
-    timeline = Timeline(time.perf_counter_ns(), "POST", "/v1/chat/completions")
+    timeline = ACTIVE.timeline(time.perf_counter_ns(), "POST", "/v1/chat/completions")
     now = time.perf_counter_ns()
     timeline.finished.append((0, "auth", now, now + 1000, -1))
     timeline.next_index = 1

@@ -13,6 +13,7 @@ import pytest
 
 import litellm_perfkit
 from litellm_perfkit import PerfkitMiddleware
+from litellm_perfkit._core._backend import ACTIVE
 from litellm_perfkit._core._timeline import Timeline
 from litellm_perfkit._export import Pipeline, read_settings
 from litellm_perfkit._export._metrics import MetricStore
@@ -56,7 +57,7 @@ def test_no_body_and_no_secret_header_value_is_exported(tmp_path: Any, protocol:
 
 
 def finished_timeline(path: str = "/v1/chat/completions") -> Timeline:
-    timeline = Timeline(time.perf_counter_ns(), "POST", path)
+    timeline = ACTIVE.timeline(time.perf_counter_ns(), "POST", path)
     now = time.perf_counter_ns()
     timeline.finished.append((0, "auth", now, now + 1000, -1))
     timeline.next_index = 1

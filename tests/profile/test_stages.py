@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import httpx
 from starlette.applications import Starlette
@@ -12,9 +13,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from litellm_perfkit import PerfkitMiddleware, stage
-from litellm_perfkit._core._stage import Stage
+import pytest
+
+from litellm_perfkit._core._backend import Backend, BackendName
 from litellm_perfkit.profiling import StageProfiler
+from tests.support import backends
 from tests.support.speedscope import validate_speedscope
 
 
@@ -31,33 +34,34 @@ def iterate_in_stream() -> int:
     return sum(i % 3 for i in range(20_000))
 
 
-async def chat(request: Request) -> Response:
-    async with stage("auth"):
-        await asyncio.sleep(0)  # let other requests' tasks run inside this stage
-        hash_passwords_in_auth()
-    async with stage("route"):
-        await asyncio.sleep(0)
-    if request.query_params.get("stream"):
-        return StreamingResponse(_chunks(), media_type="text/event-stream")
-    with stage("serialize"):
-        encode_in_serialize()
-    return JSONResponse({"ok": True})
+def make_app(backend: Backend) -> Any:
+    stage = backend.stage
+
+    async def chat(request: Request) -> Response:
+        async with stage("auth"):
+            await asyncio.sleep(0)  # let other requests' tasks run inside this stage
+            hash_passwords_in_auth()
+        async with stage("route"):
+            await asyncio.sleep(0)
+        if request.query_params.get("stream"):
+            return StreamingResponse(chunks(), media_type="text/event-stream")
+        with stage("serialize"):
+            encode_in_serialize()
+        return JSONResponse({"ok": True})
+
+    @stage("stream.iterate")
+    async def chunks():  # type: ignore[no-untyped-def]
+        for _ in range(3):
+            iterate_in_stream()
+            await asyncio.sleep(0)
+            yield b'data: {"choices":[{"delta":{"content":"x"}}]}\n\n'
+        yield b"data: [DONE]\n\n"
+
+    return backend.middleware(Starlette(routes=[Route("/chat", chat, methods=["POST"])]))
 
 
-@stage("stream.iterate")
-async def _chunks():  # type: ignore[no-untyped-def]
-    for _ in range(3):
-        iterate_in_stream()
-        await asyncio.sleep(0)
-        yield b'data: {"choices":[{"delta":{"content":"x"}}]}\n\n'
-    yield b"data: [DONE]\n\n"
-
-
-APP = PerfkitMiddleware(Starlette(routes=[Route("/chat", chat, methods=["POST"])]))
-
-
-async def load(requests: int) -> None:
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=APP), base_url="http://test") as client:
+async def load(app: Any, requests: int) -> None:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
         for _ in range(requests // 8):
             await asyncio.gather(*(client.post("/chat" + ("?stream=1" if i % 2 else "")) for i in range(8)))
 
@@ -66,9 +70,11 @@ def functions_in(profile: dict, frames: list[dict]) -> set[str]:
     return {frames[i]["name"] for stack in profile["samples"] for i in stack}
 
 
-def test_a_cpu_heavy_function_shows_in_its_own_stage_only(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", backends.NAMES)
+def test_a_cpu_heavy_function_shows_in_its_own_stage_only(tmp_path: Path, name: BackendName) -> None:
+    app = make_app(backends.load(name))
     with StageProfiler(interval_s=0.002) as profiler:
-        asyncio.run(load(96))
+        asyncio.run(load(app, 96))
     written = profiler.write(tmp_path, prefix="test")
     document = json.loads((tmp_path / "test.speedscope.json").read_text())
     validate_speedscope(document)
@@ -92,14 +98,15 @@ def test_a_cpu_heavy_function_shows_in_its_own_stage_only(tmp_path: Path) -> Non
     assert profiler.errors == 0
 
 
-def test_off_means_the_original_stage_methods() -> None:
-    enter, leave = Stage.__enter__, Stage.__exit__
+def test_the_profiler_leaves_the_recorder_alone() -> None:
+    """It reads the recorder's open stage: stages are the same code whether it runs or not."""
+    backend = backends.load("c")
+    methods = (backend.stage.__enter__, backend.stage.__exit__)
     profiler = StageProfiler()
     profiler.start()
-    assert Stage.__enter__ is not enter
+    assert (backend.stage.__enter__, backend.stage.__exit__) == methods
     profiler.stop()
-    assert Stage.__enter__ is enter and Stage.__exit__ is leave
-    asyncio.run(load(8))
+    asyncio.run(load(make_app(backend), 8))
     assert profiler.counts() == {} or sum(profiler.counts().values()) < 5  # nothing sampled once stopped
 
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from litellm_perfkit._core import _middleware, _stage, _timeline
-from litellm_perfkit._core._native import native
+from litellm_perfkit._core import _backend, _middleware, _stage, _timeline
 
 _MODULES = (_timeline, _stage, _middleware)
 
@@ -29,11 +28,12 @@ def installed(clock: FakeClock | None = None) -> Iterator[FakeClock]:
     saved = [(module, module.perf_counter_ns) for module in _MODULES]
     for module, _ in saved:
         module.perf_counter_ns = clock  # type: ignore[attr-defined]
-    previous = native.set_clock(clock) if native is not None else None
+    speedups = _backend._speedups  # the C module, when a test has loaded it
+    previous = speedups.set_clock(clock) if speedups is not None else None
     try:
         yield clock
     finally:
         for module, original in saved:
             module.perf_counter_ns = original  # type: ignore[attr-defined]
-        if native is not None:
-            native.set_clock(previous)
+        if speedups is not None:
+            speedups.set_clock(previous)

@@ -5,19 +5,14 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from litellm_perfkit._core import _stage
-from litellm_perfkit._core._native import native
+from tests.support import backends
 
 STAGE_NAMES = ["auth", "upstream", "pre call", "routé", "serialize"]
 
 
 def speedups() -> Any:
-    """The C accelerator; the tests that compare it with Python fail without it."""
-    assert native is not None, (
-        "litellm_perfkit._core._speedups was not built (PERFKIT_SPEEDUPS=off, or no C compiler at "
-        "install time): install gcc and the Python headers, then `pip install -e .` again"
-    )
-    return native
+    """The C accelerator's module; the tests that compare it with Python fail without it."""
+    return backends.load("c").speedups
 
 
 class TickClock:
@@ -30,12 +25,6 @@ class TickClock:
     def __call__(self) -> int:
         self.now += 1_000
         return self.now
-
-
-class PyStage(_stage._PyStage):
-    """The public Stage's core in pure Python (what runs without the C accelerator)."""
-
-    __slots__ = ()
 
 
 def new_handoff(max_records: int, capacity: int, wake: Any) -> Any:

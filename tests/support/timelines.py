@@ -7,7 +7,8 @@ import dataclasses
 import random
 from typing import Any
 
-from litellm_perfkit._core._timeline import LAYOUT, Timeline
+from litellm_perfkit._core._backend import ACTIVE
+from litellm_perfkit._core._timeline import LAYOUT
 from litellm_perfkit.types import RequestRecord
 from tests.support.speedups import STAGE_NAMES
 
@@ -37,7 +38,7 @@ def _value(name: str, rng: random.Random) -> Any:
     raise AssertionError(f"tests/support/timelines.py cannot fill a field annotated {kind!r} ({name})")
 
 
-def sample_timeline(rng: random.Random | None = None, cls: type = Timeline) -> Any:
+def sample_timeline(rng: random.Random | None = None, cls: type = ACTIVE.timeline) -> Any:
     """A timeline with every encoded field set to a value other than its default."""
     rng = rng or random.Random(1)
     timeline = cls(rng.randrange(10**15))

@@ -223,7 +223,7 @@ encode_record(PyObject *module, PyObject *timeline)
 
 static PyMethodDef methods[] = {
     {"setup", (PyCFunction)(void (*)(void))setup, METH_VARARGS | METH_KEYWORDS,
-     "setup(*, timeline_var, open_stage_var, ...): hand over the Python side (once, from _native.py)."},
+     "setup(*, timeline_var, open_stage_var, ...): hand over the Python side (once, from _backend.py)."},
     {"set_clock", set_clock, METH_O, "set_clock(clock | None) -> previous: a fake clock for tests."},
     {"now_ns", now_ns, METH_NOARGS, "now_ns() -> int: the clock the C side reads."},
     {"format_ms", format_ms, METH_O, "format_ms(ns) -> str: as _headers.format_ms."},

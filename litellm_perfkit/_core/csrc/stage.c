@@ -7,11 +7,12 @@
 typedef struct {
     PyObject_HEAD
     PyObject *name;
-    PyObject *timeline; /* the request's timeline while the stage is open, else NULL */
-    PyObject *token;    /* OPEN_STAGE's token while open */
-    PyObject *index;
-    PyObject *parent;   /* the enclosing stage's index, -1 for none */
-    int64_t start;
+    PyObject *timeline;  /* the request's timeline while the stage is open, else NULL */
+    PyObject *token;     /* OPEN_STAGE's token while open */
+    PyObject *index;     /* -1 until recorded; kept after, so tasks started inside nest under it */
+    PyObject *parent;    /* the enclosing stage's index, -1 for none */
+    PyObject *enclosing; /* the enclosing stage (OPEN_STAGE's value before), while open */
+    long long start;
 } StageObject;
 
 static int
@@ -25,7 +26,12 @@ stage_init(StageObject *self, PyObject *args, PyObject *kwargs)
     else if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O:Stage", keywords, &name)) {
         return -1;
     }
+    PyObject *unset = PyLong_FromLong(-1);
+    if (unset == NULL) {
+        return -1;
+    }
     Py_XSETREF(self->name, Py_NewRef(name));
+    Py_XSETREF(self->index, unset);
     Py_CLEAR(self->timeline);
     return 0;
 }
@@ -35,14 +41,14 @@ stage_close(StageObject *self)
 {
     Py_CLEAR(self->timeline);
     Py_CLEAR(self->token);
-    Py_CLEAR(self->index);
     Py_CLEAR(self->parent);
+    Py_CLEAR(self->enclosing);
 }
 
 static PyObject *
 stage_enter(StageObject *self, PyObject *Py_UNUSED(ignored))
 {
-    PyObject *timeline = NULL, *index = NULL, *parent = NULL, *token = NULL;
+    PyObject *timeline = NULL, *index = NULL, *parent = NULL, *enclosing = NULL, *token = NULL;
     if (PyContextVar_Get(pk_hooks.timeline_var, NULL, &timeline) < 0) {
         goto fail;
     }
@@ -55,23 +61,29 @@ stage_enter(StageObject *self, PyObject *Py_UNUSED(ignored))
         goto fail;
     }
     fields->next_index++;
-    if (PyContextVar_Get(pk_hooks.open_stage_var, NULL, &parent) < 0) {
+    if (PyContextVar_Get(pk_hooks.open_stage_var, NULL, &enclosing) < 0) {
         goto fail;
     }
-    if (parent == NULL) {
+    if (enclosing != NULL && PyObject_TypeCheck(enclosing, &PkStage_Type) && ((StageObject *)enclosing)->index != NULL) {
+        parent = Py_NewRef(((StageObject *)enclosing)->index);
+    }
+    else {
         parent = PyLong_FromLong(-1);
     }
-    if (pk_now(&self->start) < 0) {
+    int64_t start;
+    if (parent == NULL || pk_now(&start) < 0) {
         goto fail;
     }
+    self->start = start;
     /* Last, so that a failure above leaves the context as it was. */
-    token = PyContextVar_Set(pk_hooks.open_stage_var, index);
+    token = PyContextVar_Set(pk_hooks.open_stage_var, (PyObject *)self);
     if (token == NULL) {
         goto fail;
     }
     Py_XSETREF(self->timeline, timeline);
     Py_XSETREF(self->index, index);
     Py_XSETREF(self->parent, parent);
+    Py_XSETREF(self->enclosing, enclosing != NULL ? enclosing : Py_NewRef(Py_None));
     Py_XSETREF(self->token, token);
     return Py_NewRef(self);
 
@@ -80,6 +92,7 @@ fail:
     Py_XDECREF(timeline);
     Py_XDECREF(index);
     Py_XDECREF(parent);
+    Py_XDECREF(enclosing);
     stage_close(self);
     return Py_NewRef(self);
 }
@@ -144,7 +157,7 @@ stage_exit(StageObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (PyErr_ExceptionMatches(PyExc_ValueError)) {
             /* Exited in another context (a generator moved between tasks). */
             PyErr_Clear();
-            PyObject *token = PyContextVar_Set(pk_hooks.open_stage_var, self->parent);
+            PyObject *token = PyContextVar_Set(pk_hooks.open_stage_var, self->enclosing);
             Py_XDECREF(token);
         }
         if (PyErr_Occurred()) {
@@ -163,6 +176,7 @@ stage_traverse(StageObject *self, visitproc visit, void *arg)
     Py_VISIT(self->token);
     Py_VISIT(self->index);
     Py_VISIT(self->parent);
+    Py_VISIT(self->enclosing);
     return 0;
 }
 
@@ -170,6 +184,7 @@ static int
 stage_clear(StageObject *self)
 {
     Py_CLEAR(self->name);
+    Py_CLEAR(self->index);
     stage_close(self);
     return 0;
 }
@@ -192,6 +207,8 @@ static PyMethodDef stage_methods[] = {
 
 static PyMemberDef stage_members[] = {
     {"name", T_OBJECT_EX, offsetof(StageObject, name), 0, "the stage's name"},
+    {"index", T_OBJECT, offsetof(StageObject, index), READONLY, "its index in the request, -1 until recorded"},
+    {"start_ns", T_LONGLONG, offsetof(StageObject, start), READONLY, "when it was entered (perf_counter_ns)"},
     {"_timeline", T_OBJECT, offsetof(StageObject, timeline), READONLY, "the timeline while open, else None"},
     {NULL, 0, 0, 0, NULL},
 };
