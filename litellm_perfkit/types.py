@@ -7,10 +7,14 @@ Wall-clock time appears only when a record is exported, anchored once per batch.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Union
+from typing import Annotated, Any, Literal, Optional, TypedDict, Union
 
 __all__ = [
     "AttributeValue",
+    "BenchResult",
+    "BenchRun",
+    "LoadResult",
+    "Percentiles",
     "ExportMode",
     "ExporterName",
     "HeaderMode",
@@ -133,3 +137,279 @@ class RequestRecord:
     def ttft_ns(self) -> int | None:
         first = self.marks.get("first_token")
         return None if first is None else first - self.start_ns
+
+
+# -- result documents ------------------------------------------------------------
+# What `perfkit load` and `perfkit bench` write (--out). These declarations are
+# the documents' schema: docs/schemas/*.json are generated from them
+# (`perfkit schema load|bench`) and a test validates real runs against those.
+# Times are milliseconds unless a name says otherwise.
+
+
+class Percentiles(TypedDict):
+    """A distribution (from perfkit's exact log-linear histograms)."""
+
+    p50: float
+    p90: float
+    p95: float
+    p99: float
+    max: float
+    min: float
+    mean: float
+    count: int
+
+
+class HistogramData(TypedDict):
+    """A mergeable histogram: counts per log-linear bucket, in nanoseconds."""
+
+    counts: dict[str, int]
+    count: int
+    total: int
+    min: int
+    max: int
+
+
+class ToolInfo(TypedDict):
+    name: str
+    version: str
+
+
+class LoadConfig(TypedDict, total=False):
+    """The run's settings, as given (the Locust driver writes a subset)."""
+
+    url: str
+    models: list[list[Union[str, float]]]
+    stream: bool
+    max_tokens: Optional[int]
+    prompt_repeats: int
+    mode: Literal["open", "closed"]
+    concurrency: Optional[int]
+    rate: Optional[float]
+    arrival: str
+    duration_s: Optional[float]
+    requests: Optional[int]
+    warmup_s: float
+    warmup_requests: int
+    ramp_s: float
+    timeout_s: float
+    seed: Optional[int]
+    processes: int
+    repeats: int
+    driver: Literal["perfkit", "locust"]
+
+
+class OutputTokens(TypedDict):
+    total: int
+    per_s: float
+    source: Literal["usage", "chunks"]
+
+
+class DriverUsage(TypedDict):
+    processes: int
+    cpu_fraction: Annotated[float, "the driver's CPU time / wall time, per process"]
+    cpu_s: float
+
+
+class Spread(TypedDict):
+    min: float
+    median: float
+    max: float
+
+
+class _LoadSummaryFields(TypedDict):
+    requests: int
+    ok: int
+    errors: int
+    errors_by_class: dict[str, int]
+    duration_s: Annotated[float, "the measured part, after warm-up"]
+    rps: float
+    latency_ms: Optional[Percentiles]
+    latency_uncorrected_ms: Optional[Percentiles]
+    ttft_ms: Optional[Percentiles]
+    ttft_uncorrected_ms: Optional[Percentiles]
+    itl_ms: Optional[Percentiles]
+    e2e_ms: Optional[Percentiles]
+    schedule_lag_ms: Optional[Percentiles]
+    output_tokens: OutputTokens
+    driver: DriverUsage
+    flags: Annotated[list[str], "warnings: the driver fell behind or was saturated, requests failed"]
+
+
+class LoadSummary(_LoadSummaryFields, total=False):
+    rps_spread: Annotated[Spread, "with repeats"]
+
+
+class GroundTruth(TypedDict):
+    gateway_added_ttft_ms: Optional[Percentiles]
+    added_delay_per_chunk_ms: Optional[Percentiles]
+
+
+class ErrorInfo(TypedDict):
+    count: int
+    meaning: str
+    example: str
+
+
+class LocustEntry(TypedDict):
+    type: str
+    name: str
+    requests: int
+    failures: int
+    mean_ms: Optional[float]
+    p50_ms: Optional[float]
+    p95_ms: Optional[float]
+    p99_ms: Optional[float]
+    max_ms: Optional[float]
+
+
+class _LoadResultFields(TypedDict):
+    schema: Literal["perfkit.load/1"]
+    tool: ToolInfo
+    config: LoadConfig
+    summary: LoadSummary
+    headers: Annotated[dict[str, Percentiles], "per overhead or mock header"]
+    server_timing: Annotated[dict[str, Percentiles], "per Server-Timing metric"]
+    ground_truth: GroundTruth
+    errors: dict[str, ErrorInfo]
+    histograms: dict[str, HistogramData]
+
+
+class LoadResult(_LoadResultFields, total=False):
+    """``perfkit load --out`` (schema ``perfkit.load/1``); docs/metrics.md defines every number."""
+
+    repeats: Annotated[list[LoadSummary], "with repeats: every run's summary (this document is the median run)"]
+    locust: Annotated[list[LocustEntry], "with the Locust driver: Locust's own entries"]
+
+
+class P50P95(TypedDict):
+    p50: Optional[float]
+    p95: Optional[float]
+
+
+class P50P95P99(TypedDict):
+    p50: Optional[float]
+    p95: Optional[float]
+    p99: Optional[float]
+
+
+class BenchNonStream(TypedDict):
+    rps: float
+    latency_ms: P50P95P99
+    client_overhead_ms: Annotated[dict[str, float], "proxy minus direct latency, p50 and p95"]
+    litellm_overhead_header_ms: Optional[P50P95]
+    errors: int
+
+
+class BenchStream(TypedDict):
+    ttft_ms: P50P95
+    ttft_added_ms: Annotated[dict[str, float], "proxy minus direct TTFT, p50 and p95"]
+    full_stream_ms: P50P95
+    streams_per_s: float
+    errors: int
+
+
+class BenchDirect(TypedDict):
+    latency_ms: P50P95
+    ttft_ms: P50P95
+    rps: float
+
+
+class MeanP50P95(TypedDict):
+    mean: float
+    p50: float
+    p95: float
+
+
+class BenchStage(TypedDict):
+    p50_ms: float
+    p95_ms: float
+    mean_self_ms: Annotated[float, "exclusive time per request, mean"]
+    share: Annotated[Optional[float], "of the mean server-side overhead; null for upstream stages"]
+    requests: int
+    upstream: bool
+
+
+class Remainder(TypedDict):
+    mean_ms: float
+    share: Optional[float]
+
+
+class GcPauses(TypedDict):
+    mean: float
+    p95: float
+    max: float
+    share: Optional[float]
+
+
+class ProxyUsage(TypedDict):
+    cpu_percent: Optional[float]
+    rss_mb: Optional[float]
+
+
+class BenchDriver(TypedDict):
+    name: str
+    processes: int
+    cpu_fraction: float
+    cpu_s: float
+
+
+class BenchSpread(TypedDict):
+    rps: Spread
+    streams_per_s: Spread
+
+
+class BenchSamples(TypedDict):
+    """Per-request values, one list per repeat (what perfkit compare resamples)."""
+
+    nonstream_latency_ms: list[list[float]]
+    stream_ttft_ms: list[list[float]]
+    stream_e2e_ms: list[list[float]]
+    server_overhead_ms: list[list[float]]
+    stage_self_ms: dict[str, list[list[float]]]
+    rps_repeats: list[float]
+    streams_per_s_repeats: list[float]
+
+
+class _BenchRunFields(TypedDict):
+    target: str
+    litellm_version: Optional[str]
+    workers: int
+    repeats: int
+    spread: BenchSpread
+    nonstream: BenchNonStream
+    stream: BenchStream
+    direct: BenchDirect
+    server_overhead_ms: Optional[MeanP50P95]
+    stages: dict[str, BenchStage]
+    remainder: Optional[Remainder]
+    gc_pause_ms: Optional[GcPauses]
+    fast_paths: dict[str, AttributeValue]
+    joined_requests: int
+    workers_seen: Optional[int]
+    proxy: ProxyUsage
+    driver: BenchDriver
+    samples: BenchSamples
+    flamegraph: Optional[str]
+
+
+class BenchRun(_BenchRunFields, total=False):
+    """One target (a LiteLLM version, a worker count) measured."""
+
+    locust: Annotated[dict[str, list[LocustEntry]], "with the Locust driver: its entries per phase"]
+
+
+class _BenchResultFields(_BenchRunFields):
+    schema: Literal["perfkit.bench/1"]
+    label: str
+    tool: ToolInfo
+    created_unix: int
+    duration_s: float
+    config: dict[str, Any]
+
+
+class BenchResult(_BenchResultFields, total=False):
+    """``perfkit bench --out`` (schema ``perfkit.bench/1``): the first run's
+    fields at the top, and every run in ``runs`` when there are several; docs/bench.md."""
+
+    locust: Annotated[dict[str, list[LocustEntry]], "with the Locust driver: its entries per phase"]
+    runs: list[BenchRun]

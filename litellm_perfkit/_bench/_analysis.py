@@ -9,11 +9,32 @@ stages' exclusive times and its remainder (docs/telemetry.md).
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from typing import Any, TypedDict
 
-__all__ = ["stage_breakdown", "percentile"]
+from .._wire._names import Attr
+from ..types import AttributeValue, BenchStage, GcPauses, MeanP50P95, Remainder
+
+__all__ = ["Breakdown", "ServerSamples", "stage_breakdown", "percentile"]
 
 UPSTREAM = {"upstream", "stream.upstream_wait"}
+
+
+class ServerSamples(TypedDict):
+    server_overhead_ms: list[float]
+    stage_self_ms: dict[str, list[float]]
+
+
+class Breakdown(TypedDict):
+    """Where one repeat's server-side overhead went, from its joined spans."""
+
+    joined_requests: int
+    stages: dict[str, BenchStage]
+    remainder: Remainder | None
+    gc_pause_ms: GcPauses | None
+    server_overhead_ms: MeanP50P95 | None
+    fast_paths: dict[str, AttributeValue]
+    workers_seen: int | None
+    samples: ServerSamples
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -25,7 +46,7 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[int(rank) - 1]
 
 
-def stage_breakdown(spans: list[dict[str, Any]], trace_ids: set[str]) -> dict[str, Any]:
+def stage_breakdown(spans: list[dict[str, Any]], trace_ids: set[str]) -> Breakdown:
     """Per-stage p50/p95 (inclusive, per request), share of the overhead, the
     remainder, the server-side overhead, and the fast-path attributes."""
     by_trace: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -35,27 +56,28 @@ def stage_breakdown(spans: list[dict[str, Any]], trace_ids: set[str]) -> dict[st
     servers = [next((s for s in group if s["kind"] == 2), None) for group in by_trace.values()]
     requests = [(server, group) for server, group in zip(servers, by_trace.values()) if server is not None]
     if not requests:
-        return {"joined_requests": 0, "stages": {}, "remainder": None, "gc_pause_ms": None, "server_overhead_ms": None, "fast_paths": {}}
+        return {"joined_requests": 0, "stages": {}, "remainder": None, "gc_pause_ms": None, "server_overhead_ms": None, "fast_paths": {},
+                "workers_seen": None, "samples": {"server_overhead_ms": [], "stage_self_ms": {}}}  # fmt: skip
     n = len(requests)
     durations: dict[str, list[float]] = defaultdict(list)
     own: dict[str, float] = defaultdict(float)
     own_per_request: dict[str, list[float]] = defaultdict(lambda: [0.0] * n)
-    overhead = [server["attrs"].get("perfkit.overhead_ms", 0.0) for server, _ in requests]
-    remainder = [server["attrs"].get("perfkit.unattributed_ms", 0.0) for server, _ in requests]
-    gc_pause = [server["attrs"].get("perfkit.gc_pause_ms", 0.0) for server, _ in requests]
+    overhead = [server["attrs"].get(Attr.OVERHEAD_MS, 0.0) for server, _ in requests]
+    remainder = [server["attrs"].get(Attr.UNATTRIBUTED_MS, 0.0) for server, _ in requests]
+    gc_pause = [server["attrs"].get(Attr.GC_PAUSE_MS, 0.0) for server, _ in requests]
     for number, (_, group) in enumerate(requests):
         per_request: dict[str, float] = defaultdict(float)
         for span in group:
             if span["kind"] != 1:
                 continue
-            per_request[span["name"]] += span["attrs"].get("perfkit.stage.duration_ms", 0.0)
-            self_ms = span["attrs"].get("perfkit.stage.self_ms", span["attrs"].get("perfkit.stage.duration_ms", 0.0))
+            per_request[span["name"]] += span["attrs"].get(Attr.STAGE_DURATION_MS, 0.0)
+            self_ms = span["attrs"].get(Attr.STAGE_SELF_MS, span["attrs"].get(Attr.STAGE_DURATION_MS, 0.0))
             own[span["name"]] += self_ms
             own_per_request[span["name"]][number] += self_ms
         for name, value in per_request.items():
             durations[name].append(value)
     mean_overhead = sum(overhead) / n
-    stages = {}
+    stages: dict[str, BenchStage] = {}
     for name, values in sorted(durations.items(), key=lambda item: -own[item[0]]):
         upstream = name in UPSTREAM
         stages[name] = {
@@ -87,7 +109,7 @@ def stage_breakdown(spans: list[dict[str, Any]], trace_ids: set[str]) -> dict[st
             "p50": round(percentile(overhead, 50), 4),
             "p95": round(percentile(overhead, 95), 4),
         },
-        "fast_paths": {k.removeprefix("perfkit.litellm."): v for k, v in first.items() if k.startswith("perfkit.litellm.")},
+        "fast_paths": {k.removeprefix(Attr.LITELLM_PREFIX): v for k, v in first.items() if k.startswith(Attr.LITELLM_PREFIX)},
         "workers_seen": len({server.get("pid") for server, _ in requests}),
         "samples": {
             "server_overhead_ms": [round(v, 4) for v in overhead],

@@ -19,6 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..types import BenchRun
+
 __all__ = ["Delta", "compare", "render_compare", "CompareError", "ROUNDS"]
 
 ROUNDS = 1000
@@ -99,7 +101,7 @@ def _delta(metric: str, a: Any, b: Any, statistic: Statistic, higher_is_worse: b
     return Delta(metric, base, cand, low, high, verdict, higher_is_worse)
 
 
-def compare(baseline: dict[str, Any], candidate: dict[str, Any], rounds: int = ROUNDS) -> list[Delta]:
+def compare(baseline: BenchRun, candidate: BenchRun, rounds: int = ROUNDS) -> list[Delta]:
     a, b = baseline.get("samples"), candidate.get("samples")
     if not a or not b:
         raise CompareError("these results have no per-request samples; re-run them with this perfkit bench")

@@ -77,3 +77,9 @@ class SpanReceiver:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+    def __enter__(self) -> SpanReceiver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+
+from ..types import BenchResult, BenchRun
 
 __all__ = ["render_bench"]
 
 
-def _pair(data: dict[str, Any] | None, unit: str = "ms") -> str:
-    if not data or data.get("p50") is None:
+def _pair(data: Mapping[str, object] | None, unit: str = "ms") -> str:
+    p50, p95 = (data.get("p50"), data.get("p95")) if data else (None, None)
+    if not isinstance(p50, (int, float)) or not isinstance(p95, (int, float)):
         return "n/a"
-    return f"p50 {data['p50']:.2f}  p95 {data['p95']:.2f} {unit}"
+    return f"p50 {p50:.2f}  p95 {p95:.2f} {unit}"
 
 
-def _run(run: dict[str, Any]) -> list[str]:
+def _run(run: BenchRun) -> list[str]:
     ns, st = run["nonstream"], run["stream"]
     lat = ns["latency_ms"]
     lines = [
@@ -39,17 +42,16 @@ def _run(run: dict[str, Any]) -> list[str]:
         lines.append(f"| proxy CPU / RSS | {proxy['cpu_percent']:.0f}% of a core / {proxy['rss_mb']:.0f} MiB (all processes) |")
     if ns["errors"] or st["errors"]:
         lines.append(f"| errors | {ns['errors']} non-streaming, {st['errors']} streaming |")
-    stages = run.get("stages") or {}
-    if stages:
+    stages, remainder, overhead = run["stages"], run["remainder"], run["server_overhead_ms"]
+    if stages and remainder and overhead:
         lines += ["", f"where the server-side overhead went ({run['joined_requests']} requests joined by trace id):", "",
                   "| stage | p50 ms | p95 ms | mean self ms | share of overhead |", "|---|---:|---:|---:|---:|"]  # fmt: skip
         for name, stage in stages.items():
             share = "upstream" if stage["upstream"] else f"{stage['share']:.1%}"
             lines.append(f"| {name} | {stage['p50_ms']:.3f} | {stage['p95_ms']:.3f} | {stage['mean_self_ms']:.3f} | {share} |")
-        remainder = run["remainder"]
         lines.append(f"| (unattributed) | | | {remainder['mean_ms']:.3f} | {remainder['share']:.1%} |")
         total = sum(s["share"] for s in stages.values() if s["share"] is not None) + (remainder["share"] or 0)
-        lines.append(f"| total | | | {run['server_overhead_ms']['mean']:.3f} | {total:.1%} |")
+        lines.append(f"| total | | | {overhead['mean']:.3f} | {total:.1%} |")
         paused = run.get("gc_pause_ms")
         if paused and paused["share"] is not None:
             lines += ["", f"collector pauses inside requests (they overlap the rows above): mean {paused['mean']:.3f} ms, "
@@ -62,7 +64,7 @@ def _run(run: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _scaling(runs: list[dict[str, Any]]) -> list[str]:
+def _scaling(runs: list[BenchRun]) -> list[str]:
     """RPS and latency per proxy worker count, for each target swept over workers."""
     lines: list[str] = []
     for target in dict.fromkeys((r["target"], r.get("litellm_version")) for r in runs):
@@ -81,7 +83,7 @@ def _scaling(runs: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def render_bench(document: dict[str, Any]) -> str:
+def render_bench(document: BenchResult) -> str:
     runs = document.get("runs") or [document]
     lines = [f"perfkit bench '{document['label']}' ({document['duration_s']:.0f} s)", ""]
     lines += _scaling(runs)

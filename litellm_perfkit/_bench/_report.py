@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..types import BenchResult, BenchRun, BenchStage
+
 __all__ = ["render_html"]
 
 COLORS = ("#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2")
@@ -89,10 +91,10 @@ def _histogram(chart_id: str, series: list[tuple[str, list[float]]], x_label: st
     return _svg(chart_id, _axis(x_max, "requests (scaled)", x_label) + "".join(bars) + _legend([s[0] for s in series]))
 
 
-def _waterfall(chart_id: str, run: dict[str, Any]) -> str:
+def _waterfall(chart_id: str, run: BenchRun) -> str:
     stages = [(n, s) for n, s in (run.get("stages") or {}).items() if not s["upstream"]]
-    remainder = run.get("remainder") or {}
-    rows = [(n, s["mean_self_ms"]) for n, s in stages] + [("(unattributed)", remainder.get("mean_ms") or 0.0)]
+    remainder = run.get("remainder")
+    rows = [(n, s["mean_self_ms"]) for n, s in stages] + [("(unattributed)", remainder["mean_ms"] if remainder else 0.0)]
     total = sum(v for _, v in rows) or 1.0
     height = 24 * len(rows) + PAD
     bars, start = [], 0.0
@@ -108,12 +110,12 @@ def _waterfall(chart_id: str, run: dict[str, Any]) -> str:
     return f'<svg class="chart" id="{chart_id}" width="{W + 80}" height="{height}" xmlns="http://www.w3.org/2000/svg">{"".join(bars)}</svg>'
 
 
-def _ab_bars(chart_id: str, runs: list[tuple[str, dict[str, Any]]]) -> str:
-    metrics: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
+def _ab_bars(chart_id: str, runs: list[tuple[str, BenchRun]]) -> str:
+    metrics: list[tuple[str, Callable[[BenchRun], float | None]]] = [
         ("RPS", lambda r: r["nonstream"]["rps"]),
         ("latency p50 ms", lambda r: r["nonstream"]["latency_ms"]["p50"]),
         ("TTFT p50 ms", lambda r: r["stream"]["ttft_ms"]["p50"]),
-        ("overhead mean ms", lambda r: (r.get("server_overhead_ms") or {}).get("mean") or 0.0),
+        ("overhead mean ms", lambda r: (r.get("server_overhead_ms") or {"mean": 0.0})["mean"]),
     ]
     group = (W - 2 * PAD) / len(metrics)
     bars = []
@@ -132,11 +134,11 @@ def _ab_bars(chart_id: str, runs: list[tuple[str, dict[str, Any]]]) -> str:
     return _svg(chart_id, "".join(bars) + f'<line x1="{PAD}" y1="{H - PAD}" x2="{W - PAD}" y2="{H - PAD}" stroke="#333"/>' + _legend([n for n, _ in runs]))
 
 
-def _share(stage: dict[str, Any]) -> str:
+def _share(stage: BenchStage) -> str:
     return "upstream" if stage["upstream"] else f"{stage['share']:.1%}"
 
 
-def _table(run: dict[str, Any]) -> str:
+def _table(run: BenchRun) -> str:
     rows = "".join(
         f"<tr><td>{html.escape(name)}</td><td>{s['p50_ms']:.3f}</td><td>{s['p95_ms']:.3f}</td><td>{s['mean_self_ms']:.3f}</td>"
         f"<td>{_share(s)}</td></tr>"
@@ -145,7 +147,7 @@ def _table(run: dict[str, Any]) -> str:
     return f"<table><tr><th>stage</th><th>p50 ms</th><th>p95 ms</th><th>mean self ms</th><th>share</th></tr>{rows}</table>"
 
 
-def _flamegraph_link(run: dict[str, Any], base: Path | None) -> str:
+def _flamegraph_link(run: BenchRun, base: Path | None) -> str:
     path = run.get("flamegraph")
     if not path:
         return ""
@@ -154,7 +156,7 @@ def _flamegraph_link(run: dict[str, Any], base: Path | None) -> str:
     return f'<p>Flamegraph of the proxy during this run: <a href="{html.escape(href)}">{html.escape(Path(path).name)}</a> ({hint})</p>'
 
 
-def render_html(documents: list[tuple[str, dict[str, Any]]], base: Path | None = None) -> str:
+def render_html(documents: list[tuple[str, BenchResult]], base: Path | None = None) -> str:
     """``documents``: (label, bench result) pairs; every run of each is drawn.
     ``base``: the HTML file's directory, for relative links to flamegraphs."""
     runs = [(f"{label}" if len(doc.get("runs") or [doc]) == 1 else f"{label} / {run['target']}", run)

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from .._bench import BenchError, read_result
+from ..types import BenchResult
 from .._bench._compare import CompareError, compare, regressions, render_compare
 from ._common import CliError, non_negative, run_command
 
@@ -33,7 +34,7 @@ def add_parser(subparsers: Any) -> None:
     p.set_defaults(run=run)
 
 
-def load_results(paths: list[str]) -> list[dict[str, Any]]:
+def load_results(paths: list[str]) -> list[BenchResult]:
     try:
         return [read_result(path) for path in paths]
     except BenchError as exc:

@@ -7,7 +7,7 @@ import sys
 from typing import NoReturn
 
 from .._version import __version__
-from . import _bench, _compare, _flamegraph, _load, _mock, _report, _run
+from . import _bench, _compare, _flamegraph, _load, _mock, _report, _run, _schema
 
 __all__ = ["main", "build_parser"]
 
@@ -44,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     _load.add_parser(subparsers)
     _run.add_parser(subparsers)
     _flamegraph.add_parser(subparsers)
+    _schema.add_parser(subparsers)
     return parser
 
 

@@ -16,6 +16,7 @@ from ._recorder import Recorder
 from ._report import SCHEMA, build_result, median_run, render_table
 from ._runner import Arrival, LoadPlan, run_phase_logged, run_phase_sync
 from ._workload import Workload, WorkloadError, endpoint_url
+from ..types import LoadConfig, LoadResult
 
 __all__ = ["Arrival", "Driver", "LoadPlan", "LocustError", "Workload", "WorkloadError", "run_load", "render_table", "endpoint_url", "SCHEMA"]
 
@@ -65,22 +66,31 @@ def run_load(
     progress: ProgressMode = "auto",
     jsonl_path: str | None = None,
     driver: Driver = "perfkit",
-) -> dict[str, Any]:
+) -> LoadResult:
     """Run the load ``repeats`` times; returns the result document (median run).
     ``driver="locust"`` runs each repeat through Locust with perfkit's user."""
-    config = {
+    config: LoadConfig = {
         "url": endpoint_url(workload.url)[3],
         "models": [list(m) for m in workload.models],
         "stream": workload.stream,
         "max_tokens": workload.max_tokens,
         "prompt_repeats": workload.prompt_repeats,
         "mode": plan.mode,
-        **{k: v for k, v in dataclasses.asdict(plan).items()},
+        "concurrency": plan.concurrency,
+        "rate": plan.rate,
+        "arrival": plan.arrival,
+        "duration_s": plan.duration_s,
+        "requests": plan.requests,
+        "warmup_s": plan.warmup_s,
+        "warmup_requests": plan.warmup_requests,
+        "ramp_s": plan.ramp_s,
+        "timeout_s": plan.timeout_s,
+        "seed": plan.seed,
         "processes": processes,
         "repeats": repeats,
         "driver": driver,
     }
-    results = []
+    results: list[LoadResult] = []
     for _ in range(repeats):
         if driver == "locust":
             results.append({**run_locust(workload, plan, processes, jsonl_path), "config": config})
@@ -91,7 +101,7 @@ def run_load(
     return results[0] if repeats == 1 else median_run(results)
 
 
-def _run_here(workload: Workload, plan: LoadPlan, progress: ProgressMode, jsonl_path: str | None, config: dict[str, Any]) -> dict[str, Any]:
+def _run_here(workload: Workload, plan: LoadPlan, progress: ProgressMode, jsonl_path: str | None, config: LoadConfig) -> LoadResult:
     from .._mock._server import run_fast
 
     out: dict[str, Any] = {}
@@ -122,8 +132,8 @@ async def _tick(bar: Any) -> None:
 
 
 def _run_processes(
-    workload: Workload, plan: LoadPlan, processes: int, progress: ProgressMode, jsonl_path: str | None, config: dict[str, Any]
-) -> dict[str, Any]:
+    workload: Workload, plan: LoadPlan, processes: int, progress: ProgressMode, jsonl_path: str | None, config: LoadConfig
+) -> LoadResult:
     recorder = Recorder()
     context = multiprocessing.get_context("spawn")
     with _progress(progress, plan) as bar, ProcessPoolExecutor(processes, mp_context=context) as pool:

@@ -7,13 +7,14 @@ so histograms from many driver processes merge exactly by adding counts.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import cast
 
-__all__ = ["Histogram", "PERCENTILES"]
+from ..types import HistogramData, Percentiles
+
+__all__ = ["Histogram"]
 
 _SUB_BITS = 11  # 2048 sub-buckets per power of two
-PERCENTILES = (50.0, 90.0, 95.0, 99.0)
 
 
 def _index(value: int) -> int:
@@ -73,20 +74,22 @@ class Histogram:
                 return min(_value(index), self.maximum)
         return self.maximum
 
-    def summary_ms(self, percentiles: Iterable[float] = PERCENTILES) -> dict[str, float]:
-        out = {f"p{p:g}": round(self.percentile(p) / 1e6, 4) for p in percentiles}
-        out["max"] = round(self.maximum / 1e6, 4)
-        out["min"] = round(self.minimum / 1e6, 4)
-        out["mean"] = round(self.total / self.count / 1e6, 4) if self.count else 0.0
-        out["count"] = self.count
-        return out
+    def summary_ms(self) -> Percentiles:
+        def ms(value: int) -> float:
+            return round(value / 1e6, 4)
 
-    def to_dict(self) -> dict[str, object]:
+        return {
+            "p50": ms(self.percentile(50)), "p90": ms(self.percentile(90)), "p95": ms(self.percentile(95)),
+            "p99": ms(self.percentile(99)), "max": ms(self.maximum), "min": ms(self.minimum),
+            "mean": round(self.total / self.count / 1e6, 4) if self.count else 0.0, "count": self.count,
+        }  # fmt: skip
+
+    def to_dict(self) -> HistogramData:
         return {"counts": {str(k): v for k, v in self.counts.items()}, "count": self.count,
                 "total": self.total, "min": self.minimum, "max": self.maximum}  # fmt: skip
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, object]) -> Histogram:
+    def from_dict(cls, data: HistogramData | Mapping[str, object]) -> Histogram:
         histogram = cls()
         counts = cast("Mapping[str | int, int]", data["counts"])
         histogram.counts = {int(k): int(v) for k, v in counts.items()}

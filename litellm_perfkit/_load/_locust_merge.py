@@ -26,6 +26,7 @@ from locust.runners import WorkerRunner
 from ._exchange import Exchange
 from ._recorder import Recorder
 from ._report import build_result, render_table
+from ..types import LoadConfig, LoadResult
 
 __all__ = ["ENTRY_KINDS", "STATE", "add_options", "extra_entries"]
 
@@ -120,10 +121,10 @@ class _State:
         if data["recorder"]["requests"]:
             self.processes.add(data["pid"])
 
-    def result(self, environment: Environment) -> dict[str, Any]:
+    def result(self, environment: Environment) -> LoadResult:
         options = environment.parsed_options
         users = getattr(options, "num_users", None)
-        config = {
+        config: LoadConfig = {
             "driver": "locust",
             "url": f"{(environment.host or '').rstrip('/')}{getattr(options, 'perfkit_path', '')}",
             "models": [[getattr(options, "perfkit_model", ""), 1.0]],

@@ -9,13 +9,14 @@ import signal
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
 from .._executables import find_executable
 from ._runner import LoadPlan
 from ._workload import Workload, WorkloadError
+from ..types import LoadResult, LocustEntry
 
 __all__ = ["LocustError", "run_locust", "locust_executable"]
 
@@ -45,8 +46,8 @@ def _percentile(response_times: dict[str, int], total: int, q: float) -> float |
     return None
 
 
-def _entries(stats: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    out = []
+def _entries(stats: list[dict[str, Any]]) -> list[LocustEntry]:
+    out: list[LocustEntry] = []
     for entry in stats:
         count = entry["num_requests"]
         times = entry.get("response_times", {})
@@ -74,7 +75,7 @@ def _master_stats(stdout: str) -> list[dict[str, Any]]:
     return found
 
 
-def run_locust(workload: Workload, plan: LoadPlan, processes: int = 1, jsonl_path: str | None = None) -> dict[str, Any]:
+def run_locust(workload: Workload, plan: LoadPlan, processes: int = 1, jsonl_path: str | None = None) -> LoadResult:
     """One closed-loop phase of ``plan.concurrency`` Locust users for
     ``plan.warmup_s + plan.duration_s`` seconds; the warm-up is left out of
     perfkit's histograms (Locust's own entries keep it)."""
@@ -109,7 +110,7 @@ def run_locust(workload: Workload, plan: LoadPlan, processes: int = 1, jsonl_pat
         if not result_path.exists():
             tail = "\n".join(stderr.decode(errors="replace").strip().splitlines()[-15:])
             raise LocustError(f"locust exited with code {process.returncode} and wrote no result; its log ends:\n{tail}")
-        result: dict[str, Any] = orjson.loads(result_path.read_bytes())
+        result = cast(LoadResult, orjson.loads(result_path.read_bytes()))
         result["locust"] = _entries(_master_stats(stdout.decode(errors="replace")))
         if jsonl_path is not None and jsonl_dir.exists():
             with open(jsonl_path, "ab") as out:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import statistics
-from typing import Any
+from typing import Any, cast
 
 from .._version import __version__
 from .._wire._names import LOAD_SCHEMA
+from ..types import GroundTruth, LoadConfig, LoadResult, LoadSummary, Percentiles
 from ._exchange import ERROR_MESSAGES
 from ._recorder import Recorder
 
@@ -20,12 +21,12 @@ CPU_FLAG = 0.85
 
 
 def build_result(
-    recorder: Recorder, duration_s: float, cpu_s: float, wall_s: float, processes: int, config: dict[str, Any]
-) -> dict[str, Any]:
+    recorder: Recorder, duration_s: float, cpu_s: float, wall_s: float, processes: int, config: LoadConfig
+) -> LoadResult:
     h = recorder.histograms
     streaming = bool(config.get("stream"))
 
-    def summary(name: str) -> dict[str, float] | None:
+    def summary(name: str) -> Percentiles | None:
         return h[name].summary_ms() if name in h and h[name].count else None
 
     cpu_fraction = cpu_s / wall_s / processes if wall_s else 0.0
@@ -39,8 +40,8 @@ def build_result(
     if recorder.errors:
         flags.append(f"{sum(recorder.errors.values())} requests failed")
     sources = recorder.token_sources
-    result: dict[str, Any] = {
-        "schema": SCHEMA,
+    result: LoadResult = {
+        "schema": "perfkit.load/1",
         "tool": {"name": "perfkit load", "version": __version__},
         "config": config,
         "summary": {
@@ -84,21 +85,21 @@ def build_result(
     return result
 
 
-def median_run(results: list[dict[str, Any]]) -> dict[str, Any]:
+def median_run(results: list[LoadResult]) -> LoadResult:
     """The repeat with the median RPS, with every repeat's summary attached."""
     ordered = sorted(results, key=lambda r: r["summary"]["rps"])
-    chosen = dict(ordered[(len(ordered) - 1) // 2])
+    chosen = ordered[(len(ordered) - 1) // 2].copy()
     chosen["repeats"] = [r["summary"] for r in results]
     rps = [r["summary"]["rps"] for r in results]
     chosen["summary"] = {**chosen["summary"], "rps_spread": {"min": min(rps), "median": statistics.median(rps), "max": max(rps)}}
     return chosen
 
 
-def render_table(result: dict[str, Any]) -> str:
+def render_table(result: LoadResult) -> str:
     s = result["summary"]
     rows = [("requests", f"{s['requests']} ({s['errors']} errors)"), ("duration", f"{s['duration_s']:.2f} s"), ("throughput", f"{s['rps']:.1f} req/s")]
 
-    def pct(name: str, data: dict[str, float] | None) -> None:
+    def pct(name: str, data: Percentiles | None) -> None:
         if data:
             rows.append((name, "p50 {p50:.2f}  p90 {p90:.2f}  p95 {p95:.2f}  p99 {p99:.2f}  max {max:.2f} ms".format(**data)))
 
@@ -112,8 +113,9 @@ def render_table(result: dict[str, Any]) -> str:
         pct(name, data)
     for name, data in result["server_timing"].items():
         pct(f"server-timing {name}", data)
-    for name, data in result["ground_truth"].items():
-        pct(name.removesuffix("_ms").replace("_", " "), data)
+    truth = result["ground_truth"]
+    pct("gateway added ttft", truth["gateway_added_ttft_ms"])
+    pct("added delay per chunk", truth["added_delay_per_chunk_ms"])
     tokens = s["output_tokens"]
     rows.append(("output tokens", f"{tokens['total']} ({tokens['per_s']:.1f}/s, from {tokens['source']})"))
     rows.append(("driver", f"{s['driver']['processes']} process(es), CPU {s['driver']['cpu_fraction']:.0%} of a core each"))

@@ -10,6 +10,7 @@ import pytest
 
 from litellm_perfkit._bench import BenchOptions, run_bench
 from litellm_perfkit._bench._render import render_bench
+from tests.support.documents import validate
 from tests.support.delay_gateway import DELAYS_MS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,6 +28,7 @@ def quick(**overrides: object) -> BenchOptions:
 def test_bench_recovers_injected_stage_delays(tmp_path: Path) -> None:
     command = f"{sys.executable} {ROOT / 'tests' / 'support' / 'delay_gateway.py'} --port {{port}} --upstream {{upstream}}"
     document = run_bench(quick(proxy_command=command))
+    validate(document, "bench")
     stages = document["stages"]
     for name, expected in DELAYS_MS.items():
         measured = stages[name]["p50_ms"]
@@ -57,6 +59,7 @@ def test_a_proxy_that_fails_to_start_gives_its_log(tmp_path: Path) -> None:
 def test_bench_through_locust_folds_its_entries_into_the_result() -> None:
     command = f"{sys.executable} {ROOT / 'tests' / 'support' / 'delay_gateway.py'} --port {{port}} --upstream {{upstream}}"
     document = run_bench(quick(proxy_command=command, driver="locust", processes=2, concurrency=4, duration_s=4.0))
+    validate(document, "bench")
     assert document["driver"]["name"] == "locust" and document["driver"]["processes"] == 2
     entries = {(e["type"], e["name"]): e for e in document["locust"]["stream"]}
     streamed = entries[("POST", "/v1/chat/completions (stream)")]

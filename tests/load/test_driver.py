@@ -12,6 +12,7 @@ import pytest
 
 from litellm_perfkit._load import LoadPlan, Workload, run_load
 from litellm_perfkit.mock import Deployment, MockConfig, ModelProfile
+from tests.support.documents import validate
 from tests.support.mock_server import mock_process, mock_server
 from tests.support.servers import free_port
 
@@ -22,7 +23,9 @@ def profile_config(**profile: object) -> MockConfig:
 
 def load(url: str, stream: bool = False, **plan: object) -> dict:  # type: ignore[type-arg]
     workload = Workload(url=url, stream=stream, prompt_repeats=2)
-    return run_load(workload, LoadPlan(**{"concurrency": 8, "duration_s": None, "requests": 100, "timeout_s": 5, **plan}), progress="off")  # type: ignore[arg-type]
+    result = run_load(workload, LoadPlan(**{"concurrency": 8, "duration_s": None, "requests": 100, "timeout_s": 5, **plan}), progress="off")  # type: ignore[arg-type]
+    validate(result, "load")
+    return result
 
 
 def test_ttft_itl_and_chunks_match_the_mock_within_a_millisecond() -> None:
@@ -51,6 +54,7 @@ def test_role_only_first_chunk_is_not_the_first_token() -> None:
 def test_processes_merge_counts_exactly() -> None:
     with mock_server(profile_config(chunks=3)) as (url,):
         result = run_load(Workload(url=url, prompt_repeats=2), LoadPlan(concurrency=4, duration_s=None, requests=90), processes=3, progress="off")
+        validate(result, "load")
     s = result["summary"]
     assert (s["requests"], s["ok"]) == (90, 90)
     assert result["histograms"]["latency"]["count"] == 90 and s["driver"]["processes"] == 3

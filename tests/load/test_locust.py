@@ -12,6 +12,7 @@ import orjson
 import pytest
 
 from litellm_perfkit._bench._launch import Children, free_port
+from tests.support.documents import validate
 from tests.support.mock_server import mock_process
 from tests.support.proxy import litellm_proxy
 
@@ -42,7 +43,9 @@ def locust_distributed(host: str, workdir: Path, *entries: str, seconds: int = 8
             worker.process.wait(30)
     assert master.returncode == 0, master.stderr.decode()[-3000:]
     stats = {(e["method"], e["name"]): e for e in orjson.loads(master.stdout)}
-    return stats, orjson.loads(result.read_bytes())
+    perfkit = orjson.loads(result.read_bytes())
+    validate(perfkit, "load")
+    return stats, perfkit
 
 
 def check_merged(stats: dict[tuple[str, str], dict[str, Any]], perfkit: dict[str, Any], entries: bool) -> int:

@@ -1,0 +1,208 @@
+"""``perfkit bench``: the whole proxy-overhead experiment in one call.
+
+1. start the mock provider, measure it directly (the baseline);
+2. per target (a LiteLLM version, a worker count): start the proxy under
+   ``perfkit run`` with an embedded config, exporting to an embedded OTLP
+   receiver; warm up, run a non-streaming and a streaming phase
+   (``--repeats`` times), join the proxy's spans to the driver's records by
+   trace id; stop it;
+3. stop everything and return the result document (``perfkit.bench/1``).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, cast
+
+import orjson
+
+from .._executables import find_executable
+from .._load import LoadPlan, LocustError, Workload, WorkloadError, run_load
+from .._profile import FlamegraphOptions, ProfileError, start_recording, stop_recording
+from .._version import __version__
+from ..types import BenchResult, BenchRun, LoadResult, LoadSummary
+from ._analysis import stage_breakdown
+from ._launch import Child, Children, free_port, port_open, start_litellm, start_mock, tree_usage
+from ._options import CONFIG_TEMPLATE, MODEL, BenchError, BenchOptions
+from ._receiver import SpanReceiver
+from ._summary import Repeat, Samples, summarize
+from ._venvs import OFFLINE_ENV, VenvError, litellm_python
+
+__all__ = ["run_bench"]
+
+PHASES = (("nonstream", False), ("stream", True))
+
+
+def run_bench(options: BenchOptions) -> BenchResult:
+    started = time.time()
+    with tempfile.TemporaryDirectory(prefix="perfkit-bench-") as tmp, Children() as children, SpanReceiver() as receiver:
+        workdir = Path(tmp)
+        upstream = start_mock(children, "--ttft-ms", str(options.ttft_ms), "--itl-ms", str(options.itl_ms), "--chunks", str(options.chunks))
+        direct = _direct(upstream, options)
+        runs = [
+            _target(children, options, target, version, workers, upstream, direct, receiver, workdir)
+            for target, version in _targets(options)
+            for workers in options.workers
+        ]
+    document = cast(BenchResult, {
+        "schema": "perfkit.bench/1",
+        "label": options.label,
+        "tool": {"name": "perfkit bench", "version": __version__},
+        "created_unix": int(started),
+        "duration_s": round(time.time() - started, 1),
+        "config": {k: v for k, v in options.__dict__.items() if k not in ("log", "progress")},
+        **runs[0],  # the first run's fields at the top (BenchResult extends BenchRun)
+    })  # fmt: skip
+    if len(runs) > 1:
+        document["runs"] = runs
+    return document
+
+
+def _phase(url: str, stream: bool, duration: float, warmup: float, options: BenchOptions, jsonl: str | None = None) -> LoadResult:
+    workload = Workload(url=url, models=((MODEL, 1.0),), stream=stream, prompt_repeats=options.prompt_repeats)
+    concurrency = options.stream_concurrency if stream else options.concurrency
+    plan = LoadPlan(concurrency=concurrency, duration_s=duration, warmup_s=warmup, timeout_s=60)
+    try:
+        return run_load(workload, plan, processes=options.processes, progress=options.progress, jsonl_path=jsonl, driver=options.driver)
+    except (LocustError, WorkloadError) as exc:
+        raise BenchError(str(exc)) from None
+
+
+def _direct(upstream: str, options: BenchOptions) -> dict[str, LoadSummary]:
+    """The baseline: the mock measured without the proxy."""
+    direct = {}
+    for name, stream in PHASES:
+        options.say(f"direct to the mock, {name} ({options.direct_duration_s:g} s)")
+        direct[name] = _phase(upstream, stream, options.direct_duration_s, 1.0, options)["summary"]
+    return direct
+
+
+def _targets(options: BenchOptions) -> list[tuple[str, str | None]]:
+    """(label, litellm version or None) per sweep entry."""
+    if options.proxy_url or options.proxy_command:
+        return [("custom gateway", None)]
+    if options.litellm_versions:
+        return [(f"litellm {v}", v) for v in options.litellm_versions]
+    return [("litellm (installed)", None)]
+
+
+def _target(children: Children, options: BenchOptions, target: str, version: str | None, workers: int, upstream: str,
+            direct: dict[str, LoadSummary], receiver: SpanReceiver, workdir: Path) -> BenchRun:  # fmt: skip
+    """One target measured ``options.repeats`` times, summarized."""
+    proxy: Child | None = None
+    if options.proxy_url:
+        url = options.proxy_url.rstrip("/")
+    else:
+        options.say(f"starting {target} with {workers} worker(s)")
+        url, proxy = _start_proxy(children, options, version, workers, upstream, receiver, workdir)
+    repeats = []
+    flamegraph = None
+    for repeat in range(options.repeats):
+        receiver.take()
+        recording = _start_flamegraph(options, proxy, target, workers) if repeat == 0 else None
+        try:
+            run = _repeat(url, options, receiver, workdir, proxy)
+        except BaseException:  # Ctrl-C or a failed phase: py-spy runs in its own session
+            if recording is not None:
+                recording[0].kill()
+            raise
+        if recording is not None:
+            flamegraph = _stop_flamegraph(options, *recording)
+        repeats.append(run)
+    if proxy is not None:
+        children.stop(proxy)
+    return summarize(target, version, workers, direct, repeats, flamegraph)
+
+
+def _proxy_bin(version: str | None) -> tuple[Path, Path]:
+    """(litellm executable, perfkit executable) for a version, or the installed one."""
+    if version is not None:
+        try:
+            python = litellm_python(version)
+        except VenvError as exc:
+            raise BenchError(str(exc)) from None
+        return python.parent / "litellm", python.parent / "perfkit"
+    litellm = find_executable("litellm")
+    perfkit = find_executable("perfkit")
+    if litellm is None:
+        raise BenchError(
+            "the LiteLLM proxy is not installed here: pip install 'litellm_perfkit[litellm]', "
+            "or pass --litellm-version 1.103.0 (builds an isolated venv), --proxy-command or --proxy-url"
+        )
+    return Path(litellm), Path(perfkit or "perfkit")
+
+
+def _start_proxy(children: Children, options: BenchOptions, version: str | None, workers: int, upstream: str,
+                 receiver: SpanReceiver, workdir: Path) -> tuple[str, Child]:  # fmt: skip
+    env = {"OTEL_SERVICE_NAME": "perfkit-bench-proxy"}
+    if options.proxy_command:
+        port = free_port()
+        command = shlex.split(options.proxy_command.format(port=port, upstream=upstream))
+        env.update(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint, OTEL_EXPORTER_OTLP_PROTOCOL="http/json")
+        proxy = children.start("proxy", command, {**os.environ, **OFFLINE_ENV, **env}, workdir)
+        proxy.wait_ready(lambda: port_open(port), timeout_s=180)
+        return f"http://127.0.0.1:{port}", proxy
+    litellm, perfkit = _proxy_bin(version)
+    template = Path(options.config).read_text() if options.config else CONFIG_TEMPLATE
+    started = start_litellm(children, litellm, perfkit, template.replace("{upstream}", upstream), workdir, workers=workers,
+                            perfkit_args=("--endpoint", receiver.endpoint, "--protocol", "http/json"), env=env)  # fmt: skip
+    return started.url, started.child
+
+
+def _repeat(url: str, options: BenchOptions, receiver: SpanReceiver, workdir: Path, proxy: Child | None) -> Repeat:
+    """Both phases once, with the proxy's CPU over them, joined to the spans they produced."""
+    cpu_before, _ = tree_usage(proxy.process.pid) if proxy else (0.0, 0.0)
+    started = time.monotonic()
+    phases: dict[str, LoadResult] = {}
+    trace_ids: set[str] = set()
+    samples: Samples = {"nonstream_latency_ms": [], "stream_ttft_ms": [], "stream_e2e_ms": []}
+    for name, stream in PHASES:
+        jsonl = workdir / f"{name}-{time.monotonic_ns()}.jsonl"
+        options.say(f"proxy, {name} phase ({options.duration_s:g} s, {options.stream_concurrency if stream else options.concurrency} users)")
+        phases[name] = _phase(url, stream, options.duration_s, options.warmup_s, options, str(jsonl))
+        records = [orjson.loads(line) for line in jsonl.read_bytes().splitlines() if line] if jsonl.exists() else []
+        trace_ids |= {r["trace_id"] for r in records}
+        ok = [r for r in records if r["error"] is None and r["end_ms"] is not None]
+        if stream:
+            samples["stream_ttft_ms"] += [r["first_token_ms"] for r in ok if r["first_token_ms"] is not None]
+            samples["stream_e2e_ms"] += [r["end_ms"] for r in ok]
+        else:
+            samples["nonstream_latency_ms"] += [r["end_ms"] for r in ok]
+    wall = time.monotonic() - started
+    cpu_after, rss = tree_usage(proxy.process.pid) if proxy else (0.0, 0.0)
+    time.sleep(1.0)  # the export agents flush every 200 ms
+    return {
+        "nonstream": phases["nonstream"],
+        "stream": phases["stream"],
+        "samples": samples,
+        "proxy": {"cpu_percent": round((cpu_after - cpu_before) / wall * 100, 1) if proxy else None,
+                  "rss_mb": round(rss, 1) if proxy else None},  # fmt: skip
+        "breakdown": stage_breakdown(receiver.take(), trace_ids),
+    }
+
+
+def _start_flamegraph(options: BenchOptions, proxy: Child | None, target: str, workers: int) -> tuple[Any, str] | None:
+    """py-spy on the proxy and its workers, non-blocking (it does not pause them to sample)."""
+    if options.flamegraph == "off" or proxy is None:
+        return None
+    slug = "".join(c if c.isalnum() or c in ".-" else "-" for c in target)
+    suffix = "speedscope.json" if options.flamegraph == "speedscope" else "svg"
+    output = str(Path(f"{options.flamegraph_prefix}.{slug}.w{workers}.{suffix}").resolve())
+    flamegraph = FlamegraphOptions(output=output, format=options.flamegraph, rate=50, subprocesses=True, nonblocking=True)
+    try:
+        return start_recording(flamegraph, proxy.process.pid), output
+    except ProfileError as exc:
+        raise BenchError(f"--flamegraph: {exc}") from None
+
+
+def _stop_flamegraph(options: BenchOptions, process: Any, output: str) -> str:
+    try:
+        path = stop_recording(process, output)
+    except ProfileError as exc:
+        raise BenchError(f"--flamegraph: {exc}") from None
+    options.say(f"flamegraph of the proxy: {path}")
+    return str(path)

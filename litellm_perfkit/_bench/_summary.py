@@ -1,0 +1,111 @@
+"""One target's repeats, summarized into the result document's run (``types.BenchRun``)."""
+
+from __future__ import annotations
+
+import statistics
+from typing import TypedDict
+
+from .._wire._names import LITELLM_OVERHEAD_HEADER
+from ..types import BenchRun, BenchSamples, LoadResult, LoadSummary, P50P95, Percentiles, ProxyUsage
+from ._analysis import Breakdown
+
+__all__ = ["Repeat", "Samples", "summarize"]
+
+
+class Samples(TypedDict):
+    """One repeat's per-request client values (ms)."""
+
+    nonstream_latency_ms: list[float]
+    stream_ttft_ms: list[float]
+    stream_e2e_ms: list[float]
+
+
+class Repeat(TypedDict):
+    """One repeat of the proxy's phases, joined to its spans."""
+
+    nonstream: LoadResult
+    stream: LoadResult
+    samples: Samples
+    proxy: ProxyUsage
+    breakdown: Breakdown
+
+
+def _p50_p95(data: Percentiles | None) -> P50P95:
+    return {"p50": data["p50"] if data else None, "p95": data["p95"] if data else None}
+
+
+def _added(proxied: Percentiles | None, direct: Percentiles | None) -> dict[str, float]:
+    if not proxied or not direct:
+        return {}
+    return {"p50": round(proxied["p50"] - direct["p50"], 3), "p95": round(proxied["p95"] - direct["p95"], 3)}
+
+
+def _version(seen: object, asked: str | None) -> str | None:
+    """The version the proxy's spans report, else the one asked for."""
+    return str(seen) if seen is not None else asked
+
+
+def _samples(repeats: list[Repeat]) -> BenchSamples:
+    """Per-request values of every repeat, kept apart (perfkit compare resamples
+    runs, then requests, so run-to-run variation widens its intervals)."""
+    server = [repeat["breakdown"]["samples"] for repeat in repeats]
+    stages = sorted({name for s in server for name in s["stage_self_ms"]})
+    return {
+        "nonstream_latency_ms": [r["samples"]["nonstream_latency_ms"] for r in repeats],
+        "stream_ttft_ms": [r["samples"]["stream_ttft_ms"] for r in repeats],
+        "stream_e2e_ms": [r["samples"]["stream_e2e_ms"] for r in repeats],
+        "server_overhead_ms": [s["server_overhead_ms"] for s in server],
+        "stage_self_ms": {name: [s["stage_self_ms"].get(name, [0.0]) for s in server] for name in stages},
+        "rps_repeats": [r["nonstream"]["summary"]["rps"] for r in repeats],
+        "streams_per_s_repeats": [r["stream"]["summary"]["rps"] for r in repeats],
+    }
+
+
+def summarize(target: str, version: str | None, workers: int, direct: dict[str, LoadSummary], repeats: list[Repeat],
+              flamegraph: str | None) -> BenchRun:  # fmt: skip
+    """The median repeat (by non-streaming RPS), with the spread and samples of every repeat."""
+    median = sorted(repeats, key=lambda r: r["nonstream"]["summary"]["rps"])[(len(repeats) - 1) // 2]
+    ns, st = median["nonstream"]["summary"], median["stream"]["summary"]
+    dns, dst = direct["nonstream"], direct["stream"]
+    lat = ns["latency_ms"]
+    litellm_header = median["nonstream"]["headers"].get(LITELLM_OVERHEAD_HEADER)
+    breakdown = median["breakdown"]
+    rps = [r["nonstream"]["summary"]["rps"] for r in repeats]
+    streams = [r["stream"]["summary"]["rps"] for r in repeats]
+    run: BenchRun = {
+        "target": target,
+        "litellm_version": _version(breakdown["fast_paths"].get("version"), version),
+        "workers": workers,
+        "repeats": len(repeats),
+        "spread": {"rps": {"min": min(rps), "median": statistics.median(rps), "max": max(rps)},
+                   "streams_per_s": {"min": min(streams), "median": statistics.median(streams), "max": max(streams)}},  # fmt: skip
+        "nonstream": {
+            "rps": ns["rps"],
+            "latency_ms": {"p50": lat["p50"] if lat else None, "p95": lat["p95"] if lat else None, "p99": lat["p99"] if lat else None},
+            "client_overhead_ms": _added(lat, dns["latency_ms"]),
+            "litellm_overhead_header_ms": _p50_p95(litellm_header) if litellm_header else None,
+            "errors": ns["errors"],
+        },
+        "stream": {
+            "ttft_ms": _p50_p95(st["ttft_ms"]),
+            "ttft_added_ms": _added(st["ttft_ms"], dst["ttft_ms"]),
+            "full_stream_ms": _p50_p95(st["e2e_ms"]),
+            "streams_per_s": st["rps"],
+            "errors": st["errors"],
+        },
+        "direct": {"latency_ms": _p50_p95(dns["latency_ms"]), "ttft_ms": _p50_p95(dst["ttft_ms"]), "rps": dns["rps"]},
+        "server_overhead_ms": breakdown["server_overhead_ms"],
+        "stages": breakdown["stages"],
+        "remainder": breakdown["remainder"],
+        "gc_pause_ms": breakdown["gc_pause_ms"],
+        "fast_paths": breakdown["fast_paths"],
+        "joined_requests": breakdown["joined_requests"],
+        "workers_seen": breakdown["workers_seen"],
+        "proxy": median["proxy"],
+        "driver": {"name": median["nonstream"]["config"].get("driver", "perfkit"), **ns["driver"]},
+        "samples": _samples(repeats),
+        "flamegraph": flamegraph,
+    }
+    if "locust" in median["nonstream"] and "locust" in median["stream"]:
+        run["locust"] = {"nonstream": median["nonstream"]["locust"], "stream": median["stream"]["locust"]}
+    return run
