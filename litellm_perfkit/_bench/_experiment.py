@@ -62,10 +62,10 @@ def run_bench(options: BenchOptions) -> BenchResult:
     return document
 
 
-def _phase(url: str, stream: bool, duration: float, warmup: float, options: BenchOptions, jsonl: str | None = None) -> LoadResult:
+def _phase(url: str, stream: bool, duration: float, warmup: tuple[float, int], options: BenchOptions, jsonl: str | None = None) -> LoadResult:
     workload = Workload(url=url, models=((MODEL, 1.0),), stream=stream, prompt_repeats=options.prompt_repeats)
     concurrency = options.stream_concurrency if stream else options.concurrency
-    plan = LoadPlan(concurrency=concurrency, duration_s=duration, warmup_s=warmup, timeout_s=60)
+    plan = LoadPlan(concurrency=concurrency, duration_s=duration, warmup_s=warmup[0], warmup_requests=warmup[1], timeout_s=60)
     try:
         return run_load(workload, plan, processes=options.processes, progress=options.progress, jsonl_path=jsonl, driver=options.driver)
     except (LocustError, WorkloadError) as exc:
@@ -77,7 +77,7 @@ def _direct(upstream: str, options: BenchOptions) -> dict[str, LoadSummary]:
     direct = {}
     for name, stream in PHASES:
         options.say(f"direct to the mock, {name} ({options.direct_duration_s:g} s)")
-        direct[name] = _phase(upstream, stream, options.direct_duration_s, 1.0, options)["summary"]
+        direct[name] = _phase(upstream, stream, options.direct_duration_s, (1.0, 0), options)["summary"]
     return direct
 
 
@@ -163,7 +163,7 @@ def _repeat(url: str, options: BenchOptions, receiver: SpanReceiver, workdir: Pa
     for name, stream in PHASES:
         jsonl = workdir / f"{name}-{time.monotonic_ns()}.jsonl"
         options.say(f"proxy, {name} phase ({options.duration_s:g} s, {options.stream_concurrency if stream else options.concurrency} users)")
-        phases[name] = _phase(url, stream, options.duration_s, options.warmup_s, options, str(jsonl))
+        phases[name] = _phase(url, stream, options.duration_s, (options.warmup_s, options.warmup_requests), options, str(jsonl))
         records = [orjson.loads(line) for line in jsonl.read_bytes().splitlines() if line] if jsonl.exists() else []
         trace_ids |= {r["trace_id"] for r in records}
         ok = [r for r in records if r["error"] is None and r["end_ms"] is not None]

@@ -44,6 +44,7 @@ class BenchOptions:
     duration_s: float = 20.0
     direct_duration_s: float = 10.0
     warmup_s: float = 5.0
+    warmup_requests: int = 0  # instead of warmup_s when set
     repeats: int = 1
     prompt_repeats: int = 150
     ttft_ms: float = 20.0

@@ -11,7 +11,7 @@ import orjson
 from .._bench import BenchError, BenchOptions, run_bench
 from .._bench._launch import StartError
 from .._bench._render import render_bench
-from ._common import CliError, non_negative, positive_int, run_command
+from ._common import CliError, duration, non_negative, positive_int, run_command, warmup
 
 HELP = "measure what the LiteLLM proxy adds, and where inside it the time goes"
 DESCRIPTION = """\
@@ -31,7 +31,7 @@ examples:
   perfkit bench --litellm-version 1.83.14,1.103.0 --out sweep.json
   perfkit bench --workers 2 --repeats 3 --label my-change
   perfkit bench --workers 1,2 --driver locust --processes 2
-  perfkit bench --flamegraph speedscope     # then: perfkit report perfkit-bench.json --html report.html
+  perfkit bench --flamegraph speedscope     # then: perfkit report perfkit-bench.json --out report.html
   perfkit bench --proxy-command "python my_gateway.py --port {port} --upstream {upstream}"
 """
 
@@ -60,23 +60,23 @@ def add_parser(subparsers: Any) -> None:
     load = p.add_argument_group("load")
     load.add_argument("--concurrency", type=positive_int, default=20, help="users in the non-streaming phase (default: 20)")
     load.add_argument("--stream-concurrency", type=positive_int, default=10, help="users in the streaming phase (default: 10)")
-    load.add_argument("--duration", type=non_negative, default=20.0, help="seconds per proxy phase (default: 20)")
-    load.add_argument("--warmup", type=non_negative, default=5.0, help="seconds of warm-up per phase (default: 5)")
+    load.add_argument("--duration", type=duration, default=20.0, help="how long each proxy phase measures: 20, 20s, 1m (default: 20s)")
+    load.add_argument("--warmup", type=warmup, default=(5.0, 0), help="sent but not counted, before each phase: a duration (5s) or requests (100r) (default: 5s)")
     load.add_argument("--repeats", type=positive_int, default=1, help="repeat the phases; the median run is reported with the spread")
-    load.add_argument("--prompt-repeats", type=positive_int, default=150)
+    load.add_argument("--prompt-repeats", type=positive_int, default=150, help="sentence repeats per prompt, as LiteLLM's load tests (default: 150)")
     load.add_argument("--driver", choices=["perfkit", "locust"], default="perfkit",
                       help="load client: perfkit's own (default) or Locust with perfkit's user; its entries are folded into the result")  # fmt: skip
     load.add_argument("--processes", type=positive_int, default=1, help="load-driver processes (Locust: its --processes)")
     mock = p.add_argument_group("mock provider")
-    mock.add_argument("--ttft-ms", type=non_negative, default=20.0)
-    mock.add_argument("--itl-ms", type=non_negative, default=2.0)
-    mock.add_argument("--chunks", type=positive_int, default=20)
+    mock.add_argument("--ttft-ms", type=non_negative, default=20.0, help="the mock's time to first token (default: 20)")
+    mock.add_argument("--itl-ms", type=non_negative, default=2.0, help="the mock's gap between chunks (default: 2)")
+    mock.add_argument("--chunks", type=positive_int, default=20, help="content chunks per answer (default: 20)")
     out = p.add_argument_group("output")
     out.add_argument("--label", default="bench", help="a name for this run (shown by compare)")
     out.add_argument("--flamegraph", choices=["off", "speedscope", "svg"], default="off",
                      help="py-spy flamegraph of the proxy and its workers during the first repeat, beside --out (needs ptrace rights)")  # fmt: skip
     out.add_argument("--out", default="perfkit-bench.json", help="result JSON (default: perfkit-bench.json)")
-    out.add_argument("--progress", choices=["auto", "on", "off"], default="auto")
+    out.add_argument("--progress", choices=["auto", "on", "off"], default="auto", help="progress bars (auto: on a terminal)")
     p.set_defaults(run=run)
 
 
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         options = BenchOptions(
             litellm_versions=tuple(args.litellm_version or ()), proxy_command=args.proxy_command, proxy_url=args.proxy_url,
             config=args.config, workers=args.workers, concurrency=args.concurrency, stream_concurrency=args.stream_concurrency,
-            duration_s=args.duration, warmup_s=args.warmup, repeats=args.repeats, prompt_repeats=args.prompt_repeats,
+            duration_s=args.duration, warmup_s=args.warmup[0], warmup_requests=args.warmup[1], repeats=args.repeats, prompt_repeats=args.prompt_repeats,
             ttft_ms=args.ttft_ms, itl_ms=args.itl_ms, chunks=args.chunks, label=args.label, progress=args.progress,
             driver=args.driver, processes=args.processes, flamegraph=args.flamegraph,
             flamegraph_prefix=str(Path(args.out).with_suffix("")),

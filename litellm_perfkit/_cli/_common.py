@@ -6,7 +6,16 @@ import argparse
 import sys
 from collections.abc import Callable
 
-__all__ = ["CliError", "run_command", "non_negative", "positive_int", "fraction"]
+__all__ = ["CliError", "RENAMED", "duration", "fraction", "non_negative", "positive_int", "run_command", "warmup"]
+
+RENAMED = {
+    "--jsonl": "--records-out (perfkit load: one line per request) or --spans-out (perfkit run: spans)",
+    "--html": "--out",
+    "--output": "--out",
+}
+"""Flags that were renamed to the one convention (``--out`` for a command's
+file, ``--records-out``/``--spans-out`` for per-item JSON lines): the error
+for an old one says the new name."""
 
 
 class CliError(Exception):
@@ -41,3 +50,39 @@ non_negative = _number(float, lambda v: v >= 0, "a number >= 0")
 positive_int = _number(int, lambda v: v >= 1, "a whole number >= 1")
 port_number = _number(int, lambda v: 0 <= v <= 65535, "a port number (0-65535; 0 = any free port)")
 fraction = _number(float, lambda v: 0 <= v <= 1, "a fraction between 0 and 1")
+
+_UNITS = (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0))
+
+
+def duration(text: str) -> float:
+    """Seconds from ``20``, ``20s``, ``500ms``, ``1.5m`` or ``1h`` (every duration flag takes these)."""
+    value = text.strip().lower()
+    scale = 1.0
+    for suffix, factor in _UNITS:
+        if value.endswith(suffix) and not (suffix == "s" and value.endswith("ms")):
+            value, scale = value[: -len(suffix)], factor
+            break
+    try:
+        seconds = float(value) * scale
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration: use seconds (20, 20s) or 500ms, 1.5m, 1h") from None
+    if seconds < 0 or seconds != seconds:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration >= 0")
+    return seconds
+
+
+def warmup(text: str) -> tuple[float, int]:
+    """(seconds, requests): a duration (``5``, ``5s``) or a request count (``100r``)."""
+    value = text.strip().lower()
+    if value.endswith("r"):
+        try:
+            requests = int(value[:-1])
+        except ValueError:
+            requests = -1
+        if requests < 0:
+            raise argparse.ArgumentTypeError(f"{text!r}: use a duration (5, 5s) or a number of requests (100r)")
+        return 0.0, requests
+    try:
+        return duration(value), 0
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"{text!r}: use a duration (5, 5s) or a number of requests (100r)") from None

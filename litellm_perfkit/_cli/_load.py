@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 
 from .._load import LoadPlan, LocustError, Workload, WorkloadError, render_table, run_load
-from ._common import CliError, non_negative, positive_int, run_command
+from ._common import CliError, duration, non_negative, positive_int, run_command, warmup
 
 HELP = "drive an OpenAI-compatible endpoint: RPS, latency, TTFT, ITL, overhead headers"
 DESCRIPTION = """\
@@ -26,7 +26,7 @@ A base URL gets /v1/chat/completions appended. Prompts follow LiteLLM's load
 tests: a uuid and a sentence, repeated --prompt-repeats times (no cache hits).
 
 examples:
-  perfkit load --url http://127.0.0.1:4000 --concurrency 50 --duration 30
+  perfkit load --url http://127.0.0.1:4000 --concurrency 50 --duration 30s --warmup 5s
   perfkit load --url http://127.0.0.1:4000 --rate 200 --arrival poisson --stream --out run.json
   perfkit load --url http://127.0.0.1:8000 --requests 5000 --processes 2 --header "x-team:a"
 """
@@ -56,39 +56,29 @@ def add_parser(subparsers: Any) -> None:
     shape.add_argument("--rate", type=non_negative, help="open loop: requests per second")
     shape.add_argument("--arrival", choices=["constant", "poisson"], default="constant", help="open-loop spacing (default: constant)")
     length = shape.add_mutually_exclusive_group()
-    length.add_argument("--duration", type=non_negative, help="seconds to measure (default: 10)")
+    length.add_argument("--duration", type=duration, help="how long to measure: 30, 30s, 2m (default: 10s)")
     length.add_argument("--requests", type=positive_int, help="requests to measure")
-    shape.add_argument("--warmup", default="0", help="before measuring: seconds (5 or 5s) or requests (100r) (default: 0)")
-    shape.add_argument("--ramp", type=non_negative, default=0.0, help="seconds to ramp users or rate up from zero")
+    shape.add_argument("--warmup", type=warmup, default=(0.0, 0), help="sent but not counted, first: a duration (5s) or requests (100r) (default: none)")
+    shape.add_argument("--ramp", type=duration, default=0.0, help="ramp users or rate up from zero over this long (default: none)")
     shape.add_argument("--repeats", type=positive_int, default=1, help="run this many times; report the median run and the spread")
     shape.add_argument("--processes", type=positive_int, default=1, help="driver processes; their histograms merge exactly")
     shape.add_argument("--driver", choices=["perfkit", "locust"], default="perfkit",
                        help="perfkit's own client (default), or Locust with perfkit's user (closed loop by duration; docs/distributed.md)")  # fmt: skip
     body = p.add_argument_group("requests")
     body.add_argument("--stream", action="store_true", help="streaming requests (measures TTFT and ITL)")
-    body.add_argument("--max-tokens", type=positive_int)
+    body.add_argument("--max-tokens", type=positive_int, help="max_tokens in each request (default: not sent; Messages: 1024)")
     body.add_argument("--prompt-repeats", type=positive_int, default=150, help="sentence repeats per prompt (default: 150, as LiteLLM's tests)")
     body.add_argument("--body-file", help="a JSON request body to send instead (model and stream are still set)")
     body.add_argument("--header", type=_header, action="append", default=[], help="NAME:VALUE, repeatable")
     body.add_argument("--api-key", default="sk-1234", help="sent as Authorization: Bearer (default: sk-1234)")
-    body.add_argument("--timeout", type=non_negative, default=60.0, help="seconds per request (default: 60)")
-    body.add_argument("--seed", type=int)
+    body.add_argument("--timeout", type=duration, default=60.0, help="per request, connect included (default: 60s)")
+    body.add_argument("--seed", type=int, help="seed of the arrival schedule and model mix (default: random)")
     out = p.add_argument_group("output")
     out.add_argument("--out", help="write the result JSON here (schema perfkit.load/1)")
-    out.add_argument("--jsonl", help="also write one JSON line per request here")
+    out.add_argument("--records-out", metavar="FILE", help="also write one JSON line per request here (docs/metrics.md)")
     out.add_argument("--progress", choices=["auto", "on", "off"], default="auto", help="progress bar (auto: on a terminal)")
     out.add_argument("--json", action="store_true", help="print the result JSON instead of the table")
     p.set_defaults(run=run)
-
-
-def _warmup(text: str) -> tuple[float, int]:
-    value = text.strip().lower()
-    try:
-        if value.endswith("r"):
-            return 0.0, int(value[:-1])
-        return float(value.removesuffix("s")), 0
-    except ValueError:
-        raise CliError(f"--warmup {text!r}: use seconds (5, 5s) or requests (100r)") from None
 
 
 def build(args: argparse.Namespace) -> tuple[Workload, LoadPlan]:
@@ -110,7 +100,7 @@ def build(args: argparse.Namespace) -> tuple[Workload, LoadPlan]:
         )  # fmt: skip
     except WorkloadError as exc:
         raise CliError(str(exc)) from None
-    warmup_s, warmup_requests = _warmup(args.warmup)
+    warmup_s, warmup_requests = args.warmup
     if args.rate is not None and args.rate <= 0:
         raise CliError("--rate must be above 0")
     plan = LoadPlan(
@@ -129,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
             raise CliError("--body-file and --header are not supported with --driver locust; subclass litellm_perfkit.locust.ChatCompletionsUser")
         try:
             result = run_load(workload, plan, processes=args.processes, repeats=args.repeats, progress=args.progress,
-                              jsonl_path=args.jsonl, driver=args.driver)  # fmt: skip
+                              jsonl_path=args.records_out, driver=args.driver)  # fmt: skip
         except (WorkloadError, LocustError) as exc:
             raise CliError(str(exc)) from None
         if args.out:

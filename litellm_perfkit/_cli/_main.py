@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from .._version import __version__
+from ._common import RENAMED
 from . import _bench, _compare, _flamegraph, _load, _mock, _report, _run, _schema
 
 __all__ = ["main", "build_parser"]
@@ -23,6 +24,17 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        # A renamed flag is named before argparse complains about anything
+        # else (a required flag it replaced, say). Arguments after -- belong
+        # to the command perfkit runs.
+        words = list(sys.argv[1:] if args is None else args)
+        for word in words[: words.index("--")] if "--" in words else words:
+            old = word.split("=", 1)[0]
+            if old in RENAMED:
+                self.error(f"{old} is now {RENAMED[old]}")
+        return super().parse_known_args(args, namespace)
 
 
 def _request_path() -> str:

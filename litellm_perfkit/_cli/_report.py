@@ -1,4 +1,4 @@
-"""``perfkit report run.json [more.json] --html out.html``."""
+"""``perfkit report run.json [more.json] --out report.html``."""
 
 from __future__ import annotations
 
@@ -17,15 +17,15 @@ its table), and A/B bars when several results are given. One HTML file with
 inline SVG: no scripts, no network, opens anywhere.
 
 examples:
-  perfkit report perfkit-bench.json --html report.html
-  perfkit report main.json my-branch.json --html ab.html
+  perfkit report perfkit-bench.json --out report.html
+  perfkit report main.json my-branch.json --out ab.html
 """
 
 
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("report", help=HELP, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("results", nargs="+", help="perfkit bench result files")
-    p.add_argument("--html", required=True, help="the HTML file to write")
+    p.add_argument("--out", required=True, help="the HTML file to write")
     p.set_defaults(run=run)
 
 
@@ -33,10 +33,10 @@ def run(args: argparse.Namespace) -> int:
     def action() -> int:
         documents = [(str(d.get("label") or path), d) for path, d in zip(args.results, load_results(args.results))]
         try:
-            Path(args.html).write_text(render_html(documents, base=Path(args.html).resolve().parent))
+            Path(args.out).write_text(render_html(documents, base=Path(args.out).resolve().parent))
         except OSError as exc:
-            raise CliError(f"cannot write --html {args.html}: {exc.strerror}") from None
-        print(f"written: {args.html}")
+            raise CliError(f"cannot write --out {args.out}: {exc.strerror}") from None
+        print(f"written: {args.out}")
         return 0
 
     return run_command("report", action)

@@ -21,7 +21,7 @@ them for you. Nothing is changed in the proxy's configuration.
 examples:
   perfkit run -- litellm --config config.yaml --port 4000 --num_workers 2
   perfkit run --endpoint http://127.0.0.1:4318 --protocol http/protobuf -- litellm --config config.yaml
-  perfkit run --exporter jsonl --jsonl spans.jsonl -- litellm --config config.yaml
+  perfkit run --exporter jsonl --spans-out spans.jsonl -- litellm --config config.yaml
   perfkit run --stage-profile profiles/ --pyroscope http://127.0.0.1:4040 -- litellm --config config.yaml
 """
 
@@ -36,7 +36,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--protocol", choices=["http/protobuf", "http/json", "grpc"], help="OTEL_EXPORTER_OTLP_PROTOCOL")
     p.add_argument("--sampler", help="OTEL_TRACES_SAMPLER, e.g. parentbased_traceidratio (with --sampler-arg)")
     p.add_argument("--sampler-arg", help="OTEL_TRACES_SAMPLER_ARG, e.g. 0.1")
-    p.add_argument("--jsonl", help="with --exporter jsonl: the file (PERFKIT_JSONL_PATH)")
+    p.add_argument("--spans-out", metavar="FILE", help="with --exporter jsonl: the file of spans, one OTLP/JSON request per line (PERFKIT_JSONL_PATH)")
     p.add_argument("--server-timing", choices=["on", "off"], default="on", help="the Server-Timing response header")
     p.add_argument("--overhead-header", choices=["on", "off"], default="on", help="the x-perfkit-overhead-ms response header")
     p.add_argument("--export-mode", choices=["process", "thread"], help="PERFKIT_EXPORT_MODE (default: process)")
@@ -62,7 +62,7 @@ def environment(args: argparse.Namespace, base: dict[str, str]) -> dict[str, str
         ("protocol", "OTEL_EXPORTER_OTLP_PROTOCOL"),
         ("sampler", "OTEL_TRACES_SAMPLER"),
         ("sampler_arg", "OTEL_TRACES_SAMPLER_ARG"),
-        ("jsonl", "PERFKIT_JSONL_PATH"),
+        ("spans_out", "PERFKIT_JSONL_PATH"),
         ("export_mode", "PERFKIT_EXPORT_MODE"),
         ("stage_profile", "PERFKIT_STAGE_PROFILE_DIR"),
         ("profile_dir", "PERFKIT_PROFILE_DIR"),
@@ -83,8 +83,8 @@ def run(args: argparse.Namespace) -> int:
         executable = shutil.which(command[0])
         if executable is None:
             raise CliError(f"command not found: {command[0]}")
-        if args.exporter == "jsonl" and not args.jsonl:
-            raise CliError("--exporter jsonl needs --jsonl FILE")
+        if args.exporter == "jsonl" and not args.spans_out:
+            raise CliError("--exporter jsonl needs --spans-out FILE")
         if args.profile_dir and not os.environ.get("PERFKIT_PROFILE_SECRET"):
             raise CliError("--profile-dir needs a secret: export PERFKIT_PROFILE_SECRET=<token> (not on the command line, where ps shows it)")
         if args.pyroscope and not args.pyroscope.startswith(("http://", "https://")):

@@ -40,7 +40,7 @@ def test_report_renders_charts_in_headless_chromium(tmp_path: Path) -> None:
         path.write_bytes(orjson.dumps(bench_document(seed, label, slowdown)))
         files.append(str(path))
     page = tmp_path / "report.html"
-    result = subprocess.run([sys.executable, "-m", "litellm_perfkit._cli", "report", *files, "--html", str(page)], capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-m", "litellm_perfkit._cli", "report", *files, "--out", str(page)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     html = page.read_text()
     assert "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "") and "<script" not in html  # self-contained

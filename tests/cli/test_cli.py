@@ -24,6 +24,10 @@ def perfkit(*args: str) -> subprocess.CompletedProcess[str]:
         (["mock", "--config", "/no/such/file.json"], "cannot read mock config"),
         (["load", "--url", "ftp://x"], "is not an http:// URL"),
         (["load", "--url", "http://127.0.0.1:1", "--warmup", "soon"], "--warmup"),
+        (["load", "--url", "http://127.0.0.1:1", "--duration", "ten"], "is not a duration"),
+        (["load", "--url", "http://127.0.0.1:1", "--jsonl", "x"], "--jsonl is now --records-out"),
+        (["report", "a.json", "--html", "x.html"], "--html is now --out"),
+        (["bench", "--warmup", "-3r"], "--warmup"),
         (["load", "--url", "http://127.0.0.1:1", "--header", "nocolon"], "NAME:VALUE"),
         (["run"], "give the command to run after --"),
         (["run", "--", "no-such-command-xyz"], "command not found"),
@@ -48,6 +52,26 @@ def test_every_command_has_help_with_examples() -> None:
         result = perfkit(command, "--help")
         assert command in top.stdout
         assert result.returncode == 0 and "examples:" in result.stdout, (command, result.stderr[-500:])
+
+
+def test_every_flag_of_every_command_has_help() -> None:
+    commands = [action for action in build_parser()._actions if isinstance(action, argparse._SubParsersAction)][0].choices
+    missing = [
+        f"perfkit {name} {action.option_strings or action.dest}"
+        for name, parser in commands.items()
+        for action in parser._actions
+        if not isinstance(action, argparse._HelpAction) and not action.help
+    ]
+    assert missing == []
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("20", 20.0), ("20s", 20.0), ("500ms", 0.5), ("1.5m", 90.0), ("1h", 3600.0), ("0", 0.0)])
+def test_every_duration_flag_takes_the_same_forms(text: str, seconds: float) -> None:
+    from litellm_perfkit._cli._common import duration, warmup
+
+    assert duration(text) == seconds
+    assert warmup(text) == (seconds, 0)
+    assert warmup("100r") == (0.0, 100)
 
 
 def test_load_against_nothing_fails_clearly() -> None:
