@@ -101,85 +101,98 @@ async def _one(pool: _Pool, workload: Workload, rng: random.Random, intended_ns:
     return exchange
 
 
+class _Phase:
+    """One phase's shared state: the schedule's bounds, the counts, the recorder."""
+
+    def __init__(self, workload: Workload, plan: LoadPlan, progress: Progress | None, jsonl: IO[bytes] | None) -> None:
+        self.workload, self.plan, self.progress = workload, plan, progress
+        self.rng = random.Random(plan.seed)
+        self.pool = _Pool(workload, plan.timeout_s)
+        self.started_ns = perf_counter_ns()
+        self.measure_from = self.started_ns + int(plan.warmup_s * 1e9)
+        self.recorder = Recorder(jsonl=jsonl, start_ns=self.measure_from)
+        self.deadline = self.started_ns + int(((plan.duration_s or 0) + plan.warmup_s) * 1e9) if plan.duration_s else None
+        self.total = (plan.requests + plan.warmup_requests) if plan.requests else None
+        self.issued = 0
+
+    def more(self) -> bool:
+        if self.total is not None and self.issued >= self.total:
+            return False
+        return self.deadline is None or perf_counter_ns() < self.deadline
+
+    def next_index(self) -> int:
+        index = self.issued
+        self.issued += 1
+        return index
+
+    async def one(self, intended_ns: int, index: int) -> None:
+        exchange = await _one(self.pool, self.workload, self.rng, intended_ns, self.plan.timeout_s)
+        if exchange.intended_ns >= self.measure_from and index >= self.plan.warmup_requests:
+            self.recorder.record(exchange, self.workload.stream)
+        if self.progress is not None:
+            self.progress(1)
+
+
+async def _closed_loop(phase: _Phase) -> None:
+    """N users, each sending its next request when the last one ends."""
+    plan = phase.plan
+    users = plan.concurrency or 1
+
+    async def user(number: int) -> None:
+        if plan.ramp_s:
+            await asyncio.sleep(plan.ramp_s * number / users)
+        while phase.more():
+            await phase.one(perf_counter_ns(), phase.next_index())
+
+    await asyncio.gather(*(user(n) for n in range(users)))
+
+
+async def _open_loop(phase: _Phase) -> None:
+    """Requests on a fixed schedule (constant or Poisson), whatever the answers."""
+    plan = phase.plan
+    assert plan.rate is not None
+    tasks: set[asyncio.Task[None]] = set()
+    next_ns = phase.started_ns
+    # With --concurrency as well, at most that many requests are in flight
+    # (wrk2-style). A request waiting for a slot keeps its intended start:
+    # the wait counts in the corrected latency, not in the uncorrected one.
+    slots = asyncio.Semaphore(plan.concurrency) if plan.concurrency else None
+
+    async def fire(intended: int, index: int) -> None:
+        if slots is None:
+            await phase.one(intended, index)
+            return
+        async with slots:
+            await phase.one(intended, index)
+
+    while phase.more():
+        now = perf_counter_ns()
+        if next_ns > now:
+            await asyncio.sleep((next_ns - now) / 1e9)
+        task = asyncio.ensure_future(fire(next_ns, phase.next_index()))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+        elapsed_s = (next_ns - phase.started_ns) / 1e9
+        rate = plan.rate * (min(1.0, max(0.05, elapsed_s / plan.ramp_s)) if plan.ramp_s else 1.0)
+        gap_s = phase.rng.expovariate(rate) if plan.arrival == "poisson" else 1 / rate
+        next_ns += int(gap_s * 1e9)
+        if phase.deadline is not None and next_ns >= phase.deadline:
+            break
+    if tasks:
+        await asyncio.gather(*tasks)
+
+
 async def run_phase(
     workload: Workload, plan: LoadPlan, progress: Progress | None = None, jsonl: IO[bytes] | None = None
 ) -> PhaseResult:
-    rng = random.Random(plan.seed)
-    pool = _Pool(workload, plan.timeout_s)
-    started_ns = perf_counter_ns()
+    phase = _Phase(workload, plan, progress, jsonl)
     cpu_before = _cpu()
-    measure_from = started_ns + int(plan.warmup_s * 1e9)
-    recorder = Recorder(jsonl=jsonl, start_ns=measure_from)
-    deadline = started_ns + int(((plan.duration_s or 0) + plan.warmup_s) * 1e9) if plan.duration_s else None
-    total = (plan.requests + plan.warmup_requests) if plan.requests else None
-    issued = 0
-    finished = 0
-
-    def more() -> bool:
-        if total is not None and issued >= total:
-            return False
-        return deadline is None or perf_counter_ns() < deadline
-
-    def done(exchange: Exchange, index: int) -> None:
-        nonlocal finished
-        finished += 1
-        if exchange.intended_ns >= measure_from and index >= plan.warmup_requests:
-            recorder.record(exchange, workload.stream)
-        if progress is not None:
-            progress(1)
-
-    if plan.mode == "closed":
-        users = plan.concurrency or 1
-
-        async def user(number: int) -> None:
-            nonlocal issued
-            if plan.ramp_s:
-                await asyncio.sleep(plan.ramp_s * number / users)
-            while more():
-                index = issued
-                issued += 1
-                exchange = await _one(pool, workload, rng, perf_counter_ns(), plan.timeout_s)
-                done(exchange, index)
-
-        await asyncio.gather(*(user(n) for n in range(users)))
-    else:
-        assert plan.rate is not None
-        tasks: set[asyncio.Task[None]] = set()
-        next_ns = started_ns
-
-        # With --concurrency as well, at most that many requests are in flight
-        # (wrk2-style). A request waiting for a slot keeps its intended start:
-        # the wait counts in the corrected latency, not in the uncorrected one.
-        slots = asyncio.Semaphore(plan.concurrency) if plan.concurrency else None
-
-        async def fire(intended: int, index: int) -> None:
-            if slots is None:
-                done(await _one(pool, workload, rng, intended, plan.timeout_s), index)
-                return
-            async with slots:
-                done(await _one(pool, workload, rng, intended, plan.timeout_s), index)
-
-        while more():
-            now = perf_counter_ns()
-            if next_ns > now:
-                await asyncio.sleep((next_ns - now) / 1e9)
-            index = issued
-            issued += 1
-            task = asyncio.ensure_future(fire(next_ns, index))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
-            elapsed_s = (next_ns - started_ns) / 1e9
-            rate = plan.rate * (min(1.0, max(0.05, elapsed_s / plan.ramp_s)) if plan.ramp_s else 1.0)
-            gap_s = rng.expovariate(rate) if plan.arrival == "poisson" else 1 / rate
-            next_ns += int(gap_s * 1e9)
-            if deadline is not None and next_ns >= deadline:
-                break
-        if tasks:
-            await asyncio.gather(*tasks)
-    pool.close()
+    await (_closed_loop(phase) if plan.mode == "closed" else _open_loop(phase))
+    phase.pool.close()
     ended_ns = perf_counter_ns()
-    measured_s = (min(ended_ns, deadline) if deadline else ended_ns) - max(measure_from, started_ns)
-    return PhaseResult(recorder, max(measured_s, 1) / 1e9, _cpu() - cpu_before, (ended_ns - started_ns) / 1e9)
+    end = min(ended_ns, phase.deadline) if phase.deadline else ended_ns
+    measured_s = end - max(phase.measure_from, phase.started_ns)
+    return PhaseResult(phase.recorder, max(measured_s, 1) / 1e9, _cpu() - cpu_before, (ended_ns - phase.started_ns) / 1e9)
 
 
 def _cpu() -> float:
