@@ -33,7 +33,7 @@ def cyclic_garbage(coroutine: Any) -> None:
 
 
 # Stage.__exit__ of garbage runs inside whichever ContextVar.set started the
-# collection. Before the guard this crashed CPython 3.11 (SIGSEGV, gh-148891).
+# collection. Without the guard this crashes CPython 3.11 (SIGSEGV, gh-148891).
 CRASH = """
 import contextvars, gc, time
 from litellm_perfkit import stage

@@ -170,11 +170,11 @@ def test_process_mode_queues_bytes_so_waiting_requests_give_the_collector_nothin
 
 
 def test_process_mode_gives_no_memory_back_between_drains() -> None:
-    """A drain used to free ~600 KB of queued records and copies, which the
-    allocator gave back to the kernel and the next requests faulted in again
-    (0.9 page faults per streamed request in the benchmark). The C hand-off
-    keeps its two buffers: once both are warm, a round of requests and a drain
-    fault in nothing."""
+    """A drain that freed its queued records and copies (~600 KB) would have
+    the allocator give them back to the kernel and the next requests fault
+    them in again (0.9 page faults per streamed request in the benchmark). The
+    C hand-off keeps its two buffers: once both are warm, a round of requests
+    and a drain fault in nothing."""
     speedups()  # fails, saying why, without the C accelerator
     settings = read_settings({"OTEL_TRACES_EXPORTER": "none", "OTEL_BSP_SCHEDULE_DELAY": "60000"})
     pipeline = Pipeline(settings, mode="process").start()
