@@ -6,13 +6,52 @@
 
     with litellm_perfkit.stage("auth"):
         ...
+
+Names load on first use: ``import litellm_perfkit.mock`` (or the load driver,
+or the Locust user) loads neither the recorder nor the exporters, and adds no
+garbage-collector callback to the process it runs in.
 """
 
 from __future__ import annotations
 
-from ._core import OVERHEAD_HEADER, PerfkitMiddleware, current_timeline, stage
-from ._export import configure, shutdown
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ._version import __version__
+
+if TYPE_CHECKING:
+    from ._core import OVERHEAD_HEADER, PerfkitMiddleware, current_timeline, stage
+    from ._export import configure, shutdown
+
+__all__ = [
+    "OVERHEAD_HEADER",
+    "PerfkitMiddleware",
+    "__version__",
+    "configure",
+    "current_timeline",
+    "instrument",
+    "shutdown",
+    "stage",
+    "uninstrument",
+]
+
+_WHERE = {
+    "OVERHEAD_HEADER": "._core",
+    "PerfkitMiddleware": "._core",
+    "current_timeline": "._core",
+    "stage": "._core",
+    "configure": "._export",
+    "shutdown": "._export",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'litellm_perfkit' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # once: later lookups are plain attribute reads
+    return value
 
 
 def instrument(app: object = None, **options: object) -> object:
@@ -27,16 +66,3 @@ def uninstrument() -> None:
     from ._litellm import uninstrument as _uninstrument
 
     _uninstrument()
-
-
-__all__ = [
-    "OVERHEAD_HEADER",
-    "PerfkitMiddleware",
-    "__version__",
-    "configure",
-    "current_timeline",
-    "instrument",
-    "shutdown",
-    "stage",
-    "uninstrument",
-]

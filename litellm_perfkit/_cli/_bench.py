@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .._bench import BenchError, BenchOptions, run_bench
-from .._bench._launch import StartError
-from .._bench._render import render_bench
 from ._common import CliError, duration, non_negative, positive_int, run_command, warmup
+
+if TYPE_CHECKING:
+    from .._bench import BenchError, BenchOptions, run_bench
+    from .._bench._launch import StartError
+    from .._bench._render import render_bench
 
 HELP = "measure what the LiteLLM proxy adds, and where inside it the time goes"
 DESCRIPTION = """\
@@ -81,6 +83,10 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from .._bench import BenchError, BenchOptions, run_bench
+    from .._bench._launch import StartError
+    from .._bench._render import render_bench
+
     def action() -> int:
         if args.proxy_url and (args.proxy_command or args.litellm_version):
             raise CliError("--proxy-url measures a running gateway; do not combine it with --proxy-command or --litellm-version")

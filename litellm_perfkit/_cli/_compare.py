@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .._bench import BenchError, read_result
-from ..types import BenchResult
-from .._bench._compare import CompareError, compare, regressions, render_compare
 from ._common import CliError, non_negative, run_command
+
+if TYPE_CHECKING:
+    from ..types import BenchResult
 
 # argparse %-formats help strings: a bare "%" would break `perfkit --help`.
 HELP = "compare bench results: deltas with bootstrap 95%% intervals, noise or real"
@@ -35,6 +35,8 @@ def add_parser(subparsers: Any) -> None:
 
 
 def load_results(paths: list[str]) -> list[BenchResult]:
+    from .._bench import BenchError, read_result
+
     try:
         return [read_result(path) for path in paths]
     except BenchError as exc:
@@ -42,6 +44,8 @@ def load_results(paths: list[str]) -> list[BenchResult]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from .._bench._compare import CompareError, compare, regressions, render_compare
+
     def action() -> int:
         if len(args.results) < 2:
             raise CliError("give at least two result files: the baseline first")

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .._profile import FlamegraphOptions, ProfileError, record
 from ._common import CliError, duration, positive_int, run_command
+
+if TYPE_CHECKING:
+    from .._profile import FlamegraphOptions, ProfileError, record
 
 HELP = "capture a flamegraph (py-spy) of a running proxy or of a command"
 DESCRIPTION = """\
@@ -42,6 +44,8 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from .._profile import FlamegraphOptions, ProfileError, record
+
     def action() -> int:
         command = args.command[1:] if args.command[:1] == ["--"] else args.command
         if (args.pid is None) == (not command):

@@ -6,12 +6,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .._load import LoadPlan, LocustError, Workload, WorkloadError, render_table, run_load
 from ._common import CliError, duration, non_negative, positive_int, run_command, warmup
+
+if TYPE_CHECKING:
+    from .._load import LoadPlan, LocustError, Workload, WorkloadError, render_table, run_load
 
 HELP = "drive an OpenAI-compatible endpoint: RPS, latency, TTFT, ITL, overhead headers"
 DESCRIPTION = """\
@@ -82,6 +84,8 @@ def add_parser(subparsers: Any) -> None:
 
 
 def build(args: argparse.Namespace) -> tuple[Workload, LoadPlan]:
+    from .._load import LoadPlan, LocustError, Workload, WorkloadError, render_table, run_load
+
     template = None
     if args.body_file:
         try:
@@ -113,6 +117,8 @@ def build(args: argparse.Namespace) -> tuple[Workload, LoadPlan]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from .._load import LoadPlan, LocustError, Workload, WorkloadError, render_table, run_load
+
     def action() -> int:
         workload, plan = build(args)
         if args.driver == "locust" and (args.body_file or args.header):

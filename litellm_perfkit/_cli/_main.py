@@ -45,9 +45,17 @@ def _request_path() -> str:
     return "pure Python, PERFKIT_SPEEDUPS=off" if speedups_mode() == "off" else "pure Python, the C accelerator is not built"
 
 
+class _Version(argparse.Action):
+    """--version, with the request path found only when asked (it loads the recorder)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: Any, values: Any, option_string: str | None = None) -> None:
+        print(f"perfkit {__version__} (request path: {_request_path()})")
+        parser.exit(0)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="perfkit", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action="version", version=f"perfkit {__version__} (request path: {_request_path()})")
+    parser.add_argument("--version", action=_Version, nargs=0, help="print the version and which request path runs here, and exit")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     _bench.add_parser(subparsers)
     _compare.add_parser(subparsers)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import errno
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .._mock import ConfigError, Deployment, MockConfig, ModelProfile, load_config, serve
 from ._common import CliError, fraction, non_negative, port_number, positive_int, run_command
+
+if TYPE_CHECKING:
+    from .._mock import ConfigError, Deployment, MockConfig, ModelProfile, load_config, serve
 
 HELP = "run the mock OpenAI-compatible provider (known TTFT, ITL, chunks, faults, quotas)"
 DESCRIPTION = """\
@@ -53,6 +55,8 @@ def add_parser(subparsers: Any) -> None:
 
 
 def build_config(args: argparse.Namespace) -> MockConfig:
+    from .._mock import ConfigError, Deployment, MockConfig, ModelProfile, load_config, serve
+
     profile = ModelProfile(
         ttft_ms=args.ttft_ms,
         itl_ms=args.itl_ms,
@@ -76,6 +80,8 @@ def build_config(args: argparse.Namespace) -> MockConfig:
 
 
 def run(args: argparse.Namespace) -> int:
+    from .._mock import ConfigError, Deployment, MockConfig, ModelProfile, load_config, serve
+
     def action() -> int:
         config = build_config(args)
         try:

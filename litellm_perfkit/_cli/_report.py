@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .._bench._report import render_html
 from ._common import CliError, run_command
 from ._compare import load_results
+
+if TYPE_CHECKING:
+    from .._bench._report import render_html
 
 HELP = "draw bench results as one self-contained HTML file"
 DESCRIPTION = """\
@@ -30,6 +32,8 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from .._bench._report import render_html
+
     def action() -> int:
         documents = [(str(d.get("label") or path), d) for path, d in zip(args.results, load_results(args.results))]
         try:
