@@ -15,6 +15,11 @@ library with gevent): import it from a locustfile only.
 
 from __future__ import annotations
 
+# Locust's import monkey-patches the standard library with gevent; it must come
+# before the load package, whose asyncio imports ssl on CPython 3.10 (ssl
+# imported before the patch recurses forever in urllib3).
+import locust  # noqa: F401  isort: skip
+
 from ._load._locust_user import ChatCompletionsUser
 from ._wire._names import OVERHEAD_HEADERS
 

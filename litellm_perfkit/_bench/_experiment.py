@@ -37,7 +37,18 @@ __all__ = ["run_bench"]
 PHASES = (("nonstream", False), ("stream", True))
 
 
+def preflight(options: BenchOptions) -> None:
+    """Everything the bench will need, checked before it spends minutes: one line on what is missing."""
+    if options.driver == "locust" and find_executable("locust") is None:
+        raise BenchError("--driver locust needs Locust: pip install 'litellm_perfkit[locust]'")
+    if options.flamegraph != "off" and find_executable("py-spy") is None:
+        raise BenchError("--flamegraph needs py-spy: pip install 'litellm_perfkit[profile]'")
+    if not (options.proxy_url or options.proxy_command or options.litellm_versions):
+        _proxy_bin(None)
+
+
 def run_bench(options: BenchOptions) -> BenchResult:
+    preflight(options)
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="perfkit-bench-") as tmp, Children() as children, SpanReceiver() as receiver:
         workdir = Path(tmp)
@@ -130,8 +141,8 @@ def _proxy_bin(version: str | None) -> tuple[Path, Path]:
     perfkit = find_executable("perfkit")
     if litellm is None:
         raise BenchError(
-            "the LiteLLM proxy is not installed here: pip install 'litellm_perfkit[litellm]', "
-            "or pass --litellm-version 1.103.0 (builds an isolated venv), --proxy-command or --proxy-url"
+            "the LiteLLM proxy is not installed here: pip install 'litellm[proxy]' beside perfkit, "
+            "or pass --litellm-version 1.103.0 (builds an isolated, cached venv), --proxy-command or --proxy-url"
         )
     return Path(litellm), Path(perfkit or "perfkit")
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-__all__ = ["CliError", "RENAMED", "duration", "fraction", "non_negative", "positive_int", "run_command", "warmup"]
+__all__ = ["CliError", "EXTRAS", "RENAMED", "needs_extra", "duration", "fraction", "non_negative", "positive_int", "run_command", "warmup"]
 
 RENAMED = {
     "--jsonl": "--records-out (perfkit load: one line per request) or --spans-out (perfkit run: spans)",
@@ -22,11 +22,39 @@ class CliError(Exception):
     """A user error: printed as one line, exit code 2, no traceback."""
 
 
+EXTRAS = {
+    "rich": "cli",
+    "yaml": "cli",
+    "uvloop": "cli",
+    "pyinstrument": "profile",
+    "pyroscope": "profile",
+    "locust": "locust",
+    "gevent": "locust",
+    "geventhttpclient": "locust",
+    "grpc": "otlp",
+    "google": "otlp",
+    "opentelemetry": "otlp",
+}
+"""The extra that installs each optional module (pyproject.toml's optional-dependencies)."""
+
+
+def needs_extra(module: str) -> str:
+    """The one-line answer to a missing optional module."""
+    top = module.split(".")[0]
+    extra = EXTRAS[top]
+    return f"this needs {top}, which the '{extra}' extra installs: pip install 'litellm_perfkit[{extra}]'"
+
+
 def run_command(name: str, action: Callable[[], int]) -> int:
     try:
         return action()
     except CliError as exc:
         print(f"perfkit {name}: error: {exc}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.split(".")[0] not in EXTRAS:
+            raise  # not an optional dependency: a bug worth its traceback
+        print(f"perfkit {name}: error: {needs_extra(exc.name)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"perfkit {name}: interrupted", file=sys.stderr)

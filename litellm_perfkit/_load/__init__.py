@@ -43,11 +43,18 @@ def _plan_for(plan: LoadPlan, processes: int, index: int) -> LoadPlan:
 
 @contextmanager
 def _progress(mode: ProgressMode, plan: LoadPlan) -> Iterator[Any]:
-    """A rich progress bar on a terminal; nothing otherwise."""
+    """A rich progress bar on a terminal; nothing otherwise. ``auto`` goes
+    without one when rich is not installed; ``on`` needs it (the cli extra)."""
     if mode == "off" or (mode == "auto" and not sys.stderr.isatty()):
         yield None
         return
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+    try:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+    except ModuleNotFoundError:
+        if mode == "on":
+            raise
+        yield None
+        return
 
     total = (plan.requests + plan.warmup_requests) if plan.requests else (plan.duration_s or 0) + plan.warmup_s
     unit = "requests" if plan.requests else "s"

@@ -144,7 +144,7 @@ def load_config(path: str | None, base: MockConfig) -> MockConfig:
         else:
             data = json.loads(text)
     except ImportError:
-        raise ConfigError("YAML mock configs need PyYAML (pip install pyyaml), or use JSON") from None
+        raise ConfigError("YAML mock configs need PyYAML: pip install 'litellm_perfkit[cli]', or use JSON") from None
     except Exception as exc:
         raise ConfigError(f"{path} is not valid {file.suffix.lstrip('.') or 'JSON'}: {exc}") from None
     if not isinstance(data, dict):

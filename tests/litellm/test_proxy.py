@@ -20,7 +20,7 @@ from tests.support.proxy import litellm_proxy, proxy_log
 from tests.support.receiver import Received, otlp_receiver
 from tests.support.servers import Jaeger
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.litellm]
 
 MESSAGES = [{"role": "user", "content": "hello there"}]
 COMMON = {"auth", "request.parse", "pre_call", "hooks.pre_call", "route", "hooks.during_call", "llm_call", "upstream", "headers", "callbacks.check"}

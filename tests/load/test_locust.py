@@ -79,6 +79,7 @@ def test_master_and_two_workers_against_the_mock(upstream: str, tmp_path: Path) 
     assert ok == perfkit["summary"]["requests"]
 
 
+@pytest.mark.litellm
 def test_master_and_two_workers_through_the_proxy(upstream: str, tmp_path: Path) -> None:
     with litellm_proxy("1.103.0", upstream, tmp_path, workers=1) as proxy:
         stats, perfkit = locust_distributed(proxy, tmp_path, "ttft", "chunk_gap", "overhead", "stage")

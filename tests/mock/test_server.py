@@ -144,6 +144,7 @@ print(asyncio.run(stream()))
 
 
 @pytest.mark.integration
+@pytest.mark.litellm
 def test_litellm_sdk_as_a_client() -> None:
     python = litellm_python("1.83.14")
     with mock_server(FAST) as (url,):

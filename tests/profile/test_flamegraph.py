@@ -22,6 +22,7 @@ def perfkit(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str
 
 
 @pytest.mark.integration
+@pytest.mark.litellm
 def test_py_spy_captures_a_litellm_proxy_with_two_workers_under_load(tmp_path: Path) -> None:
     pids: list[int] = []
     output = tmp_path / "proxy.speedscope.json"

@@ -12,7 +12,7 @@ from tests.support.mock_server import mock_process
 from tests.support.proxy import litellm_proxy
 from tests.support.speedscope import validate_speedscope
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.litellm]
 
 SECRET = "profile-token-for-tests"
 MESSAGES = [{"role": "user", "content": "hello"}]

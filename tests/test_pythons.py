@@ -1,0 +1,58 @@
+"""Every supported CPython: the core, wire, mock, export and load tests.
+
+``requires-python`` says >=3.10. This file runs those tests (each core case
+on the C and the pure-Python backend, as everywhere) under the other CPython
+versions found on the machine, each in a venv cached under the cache
+directory and refreshed with this checkout. A version that is not installed
+fails: the suite does not pass by skipping it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from litellm_perfkit._bench._venvs import CACHE
+
+ROOT = Path(__file__).resolve().parents[1]
+VERSIONS = ("3.10", "3.11", "3.12", "3.13")
+PORTABLE = ["tests/core", "tests/wire", "tests/mock", "tests/export", "tests/load", "tests/test_imports.py"]
+
+
+def _runs(python: Path, version: str) -> bool:
+    """Whether ``python`` starts and is ``version`` (a pyenv shim may exist and refuse to run)."""
+    check = subprocess.run([str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], capture_output=True, text=True)
+    return check.returncode == 0 and check.stdout.strip() == version
+
+
+def interpreter(version: str) -> Path:
+    """pyenv's newest <version>.x, else python<version> on PATH."""
+    root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    candidates = sorted(root.glob(f"{version}.*/bin/python"), key=lambda p: [int(x) for x in p.parts[-3].split(".")[:3] if x.isdigit()])
+    on_path = shutil.which(f"python{version}")
+    for python in [*reversed(candidates), *([Path(on_path)] if on_path else [])]:
+        if _runs(python, version):
+            return python
+    raise AssertionError(f"CPython {version} is not installed (looked in {root} and for python{version} on PATH): "
+                         f"install it (e.g. pyenv install {version}) to test every supported version")  # fmt: skip
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("version", [v for v in VERSIONS if v != f"{sys.version_info.major}.{sys.version_info.minor}"])
+def test_the_portable_tests_pass_on(version: str) -> None:
+    python = interpreter(version)
+    venv = CACHE / "pythons" / f"py{version}"
+    if not (venv / "bin" / "python").exists():
+        subprocess.run([str(python), "-m", "venv", str(venv)], check=True)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    installed = subprocess.run([*pip, "-e", f"{ROOT}[test]"], capture_output=True, text=True, timeout=1200)
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    command = [str(venv / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not litellm", *PORTABLE]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    assert result.returncode == 0, f"CPython {version}:\n{result.stdout[-4000:]}\n{result.stderr[-2000:]}"
+    assert " passed" in result.stdout and " failed" not in result.stdout
