@@ -264,6 +264,7 @@ class LocustEntry(TypedDict):
 
 class _LoadResultFields(TypedDict):
     schema: Literal["perfkit.load/1"]
+    complete: Annotated[bool, "false when a signal (Ctrl-C, SIGTERM, SIGHUP) stopped the run: it holds what was measured until then"]
     tool: ToolInfo
     config: LoadConfig
     summary: LoadSummary
@@ -279,6 +280,7 @@ class LoadResult(_LoadResultFields, total=False):
 
     repeats: Annotated[list[LoadSummary], "with repeats: every run's summary (this document is the median run)"]
     locust: Annotated[list[LocustEntry], "with the Locust driver: Locust's own entries"]
+    stopped_by: Annotated[str, "the signal that stopped an incomplete run"]
 
 
 class P50P95(TypedDict):
@@ -400,6 +402,7 @@ class BenchRun(_BenchRunFields, total=False):
 
 class _BenchResultFields(_BenchRunFields):
     schema: Literal["perfkit.bench/1"]
+    complete: Annotated[bool, "false when a signal stopped the bench: the runs and repeats finished until then"]
     label: str
     tool: ToolInfo
     created_unix: int
@@ -413,3 +416,4 @@ class BenchResult(_BenchResultFields, total=False):
 
     locust: Annotated[dict[str, list[LocustEntry]], "with the Locust driver: its entries per phase"]
     runs: list[BenchRun]
+    stopped_by: Annotated[str, "the signal that stopped an incomplete bench"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import tempfile
 import time
 from pathlib import Path
@@ -22,6 +23,7 @@ import orjson
 
 from .._executables import find_executable
 from .._load import LoadPlan, LocustError, Workload, WorkloadError, run_load
+from .._stop import Stopped, signal_name
 from .._profile import FlamegraphOptions, ProfileError, start_recording, stop_recording
 from .._version import __version__
 from ..types import BenchResult, BenchRun, LoadResult, LoadSummary
@@ -48,19 +50,37 @@ def preflight(options: BenchOptions) -> None:
 
 
 def run_bench(options: BenchOptions) -> BenchResult:
+    """The experiment. A stop signal (Ctrl-C, SIGTERM, SIGHUP) ends it early:
+    the document then holds the runs and repeats finished until then, marked
+    incomplete; with none finished, the signal goes on."""
     preflight(options)
     started = time.time()
+    runs: list[BenchRun] = []
+    stop: KeyboardInterrupt | None = None
     with tempfile.TemporaryDirectory(prefix="perfkit-bench-") as tmp, Children() as children, SpanReceiver() as receiver:
         workdir = Path(tmp)
         upstream = start_mock(children, "--ttft-ms", str(options.ttft_ms), "--itl-ms", str(options.itl_ms), "--chunks", str(options.chunks))
         direct = _direct(upstream, options)
-        runs = [
-            _target(children, options, target, version, workers, upstream, direct, receiver, workdir)
-            for target, version in _targets(options)
-            for workers in options.workers
-        ]
+        for target, version in _targets(options):
+            for workers in options.workers:
+                repeats: list[Repeat] = []
+                try:
+                    flamegraph = _target(children, options, target, version, workers, upstream, receiver, workdir, repeats)
+                except KeyboardInterrupt as exc:
+                    stop = exc
+                    if repeats:
+                        runs.append(summarize(target, version, workers, direct, repeats, None))
+                    break
+                runs.append(summarize(target, version, workers, direct, repeats, flamegraph))
+            if stop is not None:
+                break
+    if not runs:
+        if stop is not None:
+            raise stop
+        raise BenchError("no run was measured")
     document = cast(BenchResult, {
         "schema": "perfkit.bench/1",
+        "complete": stop is None,
         "label": options.label,
         "tool": {"name": "perfkit bench", "version": __version__},
         "created_unix": int(started),
@@ -70,6 +90,8 @@ def run_bench(options: BenchOptions) -> BenchResult:
     })  # fmt: skip
     if len(runs) > 1:
         document["runs"] = runs
+    if stop is not None:
+        document["stopped_by"] = signal_name(stop)
     return document
 
 
@@ -78,9 +100,12 @@ def _phase(url: str, stream: bool, duration: float, warmup: tuple[float, int], o
     concurrency = options.stream_concurrency if stream else options.concurrency
     plan = LoadPlan(concurrency=concurrency, duration_s=duration, warmup_s=warmup[0], warmup_requests=warmup[1], timeout_s=60)
     try:
-        return run_load(workload, plan, processes=options.processes, progress=options.progress, jsonl_path=jsonl, driver=options.driver)
+        result = run_load(workload, plan, processes=options.processes, progress=options.progress, jsonl_path=jsonl, driver=options.driver)
     except (LocustError, WorkloadError) as exc:
         raise BenchError(str(exc)) from None
+    if not result["complete"]:  # a stop signal: this phase's repeat is not kept
+        raise Stopped(int(signal.Signals[result.get("stopped_by", "SIGINT")]))
+    return result
 
 
 def _direct(upstream: str, options: BenchOptions) -> dict[str, LoadSummary]:
@@ -102,15 +127,15 @@ def _targets(options: BenchOptions) -> list[tuple[str, str | None]]:
 
 
 def _target(children: Children, options: BenchOptions, target: str, version: str | None, workers: int, upstream: str,
-            direct: dict[str, LoadSummary], receiver: SpanReceiver, workdir: Path) -> BenchRun:  # fmt: skip
-    """One target measured ``options.repeats`` times, summarized."""
+            receiver: SpanReceiver, workdir: Path, repeats: list[Repeat]) -> str | None:  # fmt: skip
+    """One target measured ``options.repeats`` times, each finished repeat
+    appended to ``repeats``; the flamegraph's path, when one was asked for."""
     proxy: Child | None = None
     if options.proxy_url:
         url = options.proxy_url.rstrip("/")
     else:
         options.say(f"starting {target} with {workers} worker(s)")
         url, proxy = _start_proxy(children, options, version, workers, upstream, receiver, workdir)
-    repeats = []
     flamegraph = None
     for repeat in range(options.repeats):
         receiver.take()
@@ -126,7 +151,7 @@ def _target(children: Children, options: BenchOptions, target: str, version: str
         repeats.append(run)
     if proxy is not None:
         children.stop(proxy)
-    return summarize(target, version, workers, direct, repeats, flamegraph)
+    return flamegraph
 
 
 def _proxy_bin(version: str | None) -> tuple[Path, Path]:

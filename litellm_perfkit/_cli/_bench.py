@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import signal
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -110,6 +112,10 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(f"cannot write --out {args.out}: {exc.strerror}") from None
         print(render_bench(document))
         print(f"\nwritten: {args.out}")
+        if not document["complete"]:
+            stopped_by = document.get("stopped_by", "SIGINT")
+            print(f"perfkit bench: stopped by {stopped_by}; {args.out} holds the runs finished until then", file=sys.stderr)
+            return 128 + int(signal.Signals[stopped_by])
         return 0
 
     return run_command("bench", action)

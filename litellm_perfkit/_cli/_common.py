@@ -6,6 +6,8 @@ import argparse
 import sys
 from collections.abc import Callable
 
+from .._stop import exit_code, signal_name, stop_signals
+
 __all__ = ["CliError", "EXTRAS", "RENAMED", "needs_extra", "duration", "fraction", "non_negative", "positive_int", "run_command", "warmup"]
 
 RENAMED = {
@@ -46,8 +48,11 @@ def needs_extra(module: str) -> str:
 
 
 def run_command(name: str, action: Callable[[], int]) -> int:
+    """Run a command: one line for a user error or a missing extra; SIGTERM
+    and SIGHUP stop it as Ctrl-C does (exit 128 + the signal's number)."""
     try:
-        return action()
+        with stop_signals():
+            return action()
     except CliError as exc:
         print(f"perfkit {name}: error: {exc}", file=sys.stderr)
         return 2
@@ -56,9 +61,9 @@ def run_command(name: str, action: Callable[[], int]) -> int:
             raise  # not an optional dependency: a bug worth its traceback
         print(f"perfkit {name}: error: {needs_extra(exc.name)}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"perfkit {name}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as stop:
+        print(f"perfkit {name}: stopped by {signal_name(stop)}", file=sys.stderr)
+        return exit_code(stop)
 
 
 def _number(kind: type, check: Callable[[float], bool], what: str) -> Callable[[str], float]:

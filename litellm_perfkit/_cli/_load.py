@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -138,6 +139,11 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(render_table(result))
         summary = result["summary"]
+        if not result["complete"]:
+            stopped_by = result.get("stopped_by", "SIGINT")
+            where = f"; what was measured is in {args.out}" if args.out else ""
+            print(f"perfkit load: stopped by {stopped_by}{where}", file=sys.stderr)
+            return 128 + int(signal.Signals[stopped_by])
         if summary["ok"] == 0:
             first = next(iter(result["errors"].values()), {"meaning": "no request completed"})
             print(f"perfkit load: error: every request failed: {first['meaning']}", file=sys.stderr)

@@ -52,6 +52,7 @@ def add_parser(subparsers: Any) -> None:
 def environment(args: argparse.Namespace, base: dict[str, str]) -> dict[str, str]:
     env = dict(base)
     env["PERFKIT_RUN"] = "1"
+    env["PERFKIT_RUN_PID"] = str(os.getpid())  # exec keeps the pid: the command's own process
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(BOOTSTRAP), str(BOOTSTRAP.parents[2]), base.get("PYTHONPATH")]))
     env["PERFKIT_SERVER_TIMING"] = args.server_timing
     env["PERFKIT_OVERHEAD_HEADER"] = args.overhead_header

@@ -13,8 +13,8 @@ from typing import Any, Iterator, Literal
 
 from ._locust_run import LocustError, run_locust
 from ._recorder import Recorder
-from ._report import SCHEMA, build_result, median_run, render_table
-from ._runner import Arrival, LoadPlan, run_phase_logged, run_phase_sync
+from ._report import SCHEMA, build_result, median_run, render_table, stopped
+from ._runner import Arrival, LoadPlan, Phase, run_phase_logged, run_phase_sync
 from ._workload import Workload, WorkloadError, endpoint_url
 from ..types import LoadConfig, LoadResult
 
@@ -100,18 +100,30 @@ def run_load(
     results: list[LoadResult] = []
     for _ in range(repeats):
         if driver == "locust":
-            results.append({**run_locust(workload, plan, processes, jsonl_path), "config": config})
+            result: LoadResult = {**run_locust(workload, plan, processes, jsonl_path), "config": config}
         elif processes == 1:
-            results.append(_run_here(workload, plan, progress, jsonl_path, config))
+            result = _run_here(workload, plan, progress, jsonl_path, config)
         else:
-            results.append(_run_processes(workload, plan, processes, progress, jsonl_path, config))
-    return results[0] if repeats == 1 else median_run(results)
+            result = _run_processes(workload, plan, processes, progress, jsonl_path, config)
+        results.append(result)
+        if not result["complete"]:
+            break  # stopped by a signal: no more repeats
+    if len(results) == 1:
+        return results[0]
+    complete = [r for r in results if r["complete"]]
+    document = median_run(complete or results)
+    if len(complete) < len(results):
+        document["complete"], document["stopped_by"] = False, results[-1].get("stopped_by", "SIGINT")
+    return document
 
 
 def _run_here(workload: Workload, plan: LoadPlan, progress: ProgressMode, jsonl_path: str | None, config: LoadConfig) -> LoadResult:
+    """One phase in this process. A stop signal (Ctrl-C, SIGTERM, SIGHUP) ends
+    it early: the result then holds what was measured until then."""
     from .._mock._server import run_fast
 
-    out: dict[str, Any] = {}
+    phases: list[Phase] = []
+    stop: KeyboardInterrupt | None = None
     with _progress(progress, plan) as bar:
 
         def advance(n: int) -> None:
@@ -121,14 +133,20 @@ def _run_here(workload: Workload, plan: LoadPlan, progress: ProgressMode, jsonl_
         async def main() -> None:
             ticker = asyncio.ensure_future(_tick(bar)) if bar is not None and bar[2] == "s" else None
             try:
-                out["result"] = await run_phase_logged(workload, plan, jsonl_path, progress=advance)
+                await run_phase_logged(workload, plan, jsonl_path, progress=advance, started=phases.append)
             finally:
                 if ticker:
                     ticker.cancel()
 
-        run_fast(main())
-    phase = out["result"]
-    return build_result(phase.recorder, phase.duration_s, phase.cpu_s, phase.wall_s, 1, config)
+        try:
+            run_fast(main())
+        except KeyboardInterrupt as exc:
+            if not phases:
+                raise
+            stop = exc
+    phase = phases[0].result()
+    result = build_result(phase.recorder, phase.duration_s, phase.cpu_s, phase.wall_s, 1, config)
+    return result if stop is None else stopped(result, stop)
 
 
 async def _tick(bar: Any) -> None:
@@ -143,17 +161,25 @@ def _run_processes(
 ) -> LoadResult:
     recorder = Recorder()
     context = multiprocessing.get_context("spawn")
+    stop: KeyboardInterrupt | None = None
     with _progress(progress, plan) as bar, ProcessPoolExecutor(processes, mp_context=context) as pool:
         futures = [pool.submit(run_phase_sync, workload, _plan_for(plan, processes, i), jsonl_path) for i in range(processes)]
         started = time.monotonic()
-        while not all(f.done() for f in futures):
-            time.sleep(0.25)
-            if bar is not None and bar[2] == "s":
-                bar[0].update(bar[1], completed=time.monotonic() - started)
-        outputs: list[dict[str, Any]] = [f.result() for f in futures]
+        try:
+            while not all(f.done() for f in futures):
+                time.sleep(0.25)
+                if bar is not None and bar[2] == "s":
+                    bar[0].update(bar[1], completed=time.monotonic() - started)
+        except KeyboardInterrupt as exc:
+            # Each driver process ends its phase on SIGTERM and sends back what it measured.
+            stop = exc
+            for process in list(getattr(pool, "_processes", {}).values()):
+                process.terminate()
+        outputs: list[dict[str, Any]] = [f.result(timeout=60) for f in futures]
     for output in outputs:
         recorder.merge_dict(output["recorder"])
     duration = max(float(o["duration_s"]) for o in outputs)
     cpu = sum(float(o["cpu_s"]) for o in outputs)
     wall = max(float(o["wall_s"]) for o in outputs)
-    return build_result(recorder, duration, cpu, wall, processes, config)
+    result = build_result(recorder, duration, cpu, wall, processes, config)
+    return result if stop is None else stopped(result, stop)

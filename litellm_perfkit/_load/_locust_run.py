@@ -14,6 +14,7 @@ from typing import Any, cast
 import orjson
 
 from .._executables import find_executable
+from ._report import stopped
 from ._runner import LoadPlan
 from ._workload import Workload, WorkloadError
 from ..types import LoadResult, LocustEntry
@@ -25,6 +26,11 @@ _LOCUSTFILE = Path(__file__).with_name("_locustfile.py")
 
 class LocustError(RuntimeError):
     """Locust could not run the phase; the message says why."""
+
+
+def _kill(process: subprocess.Popen[bytes]) -> None:
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
 
 
 def locust_executable() -> str:
@@ -101,16 +107,29 @@ def run_locust(workload: Workload, plan: LoadPlan, processes: int = 1, jsonl_pat
             command += ["--processes", str(processes)]
         env = {**os.environ, "PERFKIT_API_KEY": workload.api_key or ""}
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+        stop: KeyboardInterrupt | None = None
         try:
             stdout, stderr = process.communicate(timeout=plan.warmup_s + plan.duration_s + plan.timeout_s + 60)
-        except BaseException:  # Ctrl-C or a timeout: stop Locust and its worker processes
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        except KeyboardInterrupt as exc:
+            # Ctrl-C, SIGTERM, SIGHUP: Locust stops its test on SIGTERM and writes perfkit's result.
+            stop = exc
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                stdout, stderr = process.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                _kill(process)
+                raise exc from None
+        except BaseException:  # a timeout: stop Locust and its worker processes
+            _kill(process)
             raise
+        if stop is not None and not result_path.exists():
+            raise stop
         if not result_path.exists():
             tail = "\n".join(stderr.decode(errors="replace").strip().splitlines()[-15:])
             raise LocustError(f"locust exited with code {process.returncode} and wrote no result; its log ends:\n{tail}")
         result = cast(LoadResult, orjson.loads(result_path.read_bytes()))
+        if stop is not None:
+            result = stopped(result, stop)
         result["locust"] = _entries(_master_stats(stdout.decode(errors="replace")))
         if jsonl_path is not None and jsonl_dir.exists():
             with open(jsonl_path, "ab") as out:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import statistics
 from typing import Any, cast
 
+from .._stop import signal_name
 from .._version import __version__
 from .._wire._names import LOAD_SCHEMA
 from ..types import GroundTruth, LoadConfig, LoadResult, LoadSummary, Percentiles
 from ._exchange import ERROR_MESSAGES
 from ._recorder import Recorder
 
-__all__ = ["build_result", "render_table", "SCHEMA"]
+__all__ = ["build_result", "render_table", "stopped", "SCHEMA"]
 
 SCHEMA = LOAD_SCHEMA
 # A driver that is late by more than this at p99, or busier than this share of
@@ -42,6 +43,7 @@ def build_result(
     sources = recorder.token_sources
     result: LoadResult = {
         "schema": "perfkit.load/1",
+        "complete": True,
         "tool": {"name": "perfkit load", "version": __version__},
         "config": config,
         "summary": {
@@ -93,6 +95,14 @@ def median_run(results: list[LoadResult]) -> LoadResult:
     rps = [r["summary"]["rps"] for r in results]
     chosen["summary"] = {**chosen["summary"], "rps_spread": {"min": min(rps), "median": statistics.median(rps), "max": max(rps)}}
     return chosen
+
+
+def stopped(result: LoadResult, stop: BaseException) -> LoadResult:
+    """The result of a run a signal stopped: what was measured until then, marked."""
+    result["complete"] = False
+    result["stopped_by"] = signal_name(stop)
+    result["summary"]["flags"].append(f"stopped by {signal_name(stop)}: the numbers cover the run until then")
+    return result
 
 
 def render_table(result: LoadResult) -> str:

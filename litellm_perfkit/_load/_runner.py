@@ -17,12 +17,13 @@ from dataclasses import dataclass
 from time import perf_counter_ns
 from typing import IO, Literal
 
+from .._stop import signal_name, stop_signals
 from ._exchange import Exchange
 from ._http import Connection, connect
 from ._recorder import Recorder
 from ._workload import Workload
 
-__all__ = ["Arrival", "LoadPlan", "PhaseResult", "run_phase"]
+__all__ = ["Arrival", "LoadPlan", "Phase", "PhaseResult", "run_phase"]
 
 Arrival = Literal["constant", "poisson"]
 Progress = Callable[[int], None]
@@ -101,11 +102,12 @@ async def _one(pool: _Pool, workload: Workload, rng: random.Random, intended_ns:
     return exchange
 
 
-class _Phase:
+class Phase:
     """One phase's shared state: the schedule's bounds, the counts, the recorder."""
 
     def __init__(self, workload: Workload, plan: LoadPlan, progress: Progress | None, jsonl: IO[bytes] | None) -> None:
         self.workload, self.plan, self.progress = workload, plan, progress
+        self.cpu_before = _cpu()
         self.rng = random.Random(plan.seed)
         self.pool = _Pool(workload, plan.timeout_s)
         self.started_ns = perf_counter_ns()
@@ -132,8 +134,15 @@ class _Phase:
         if self.progress is not None:
             self.progress(1)
 
+    def result(self) -> PhaseResult:
+        """What it measured, at its end or whenever it was stopped."""
+        ended_ns = perf_counter_ns()
+        end = min(ended_ns, self.deadline) if self.deadline else ended_ns
+        measured_ns = end - max(self.measure_from, self.started_ns)
+        return PhaseResult(self.recorder, max(measured_ns, 1) / 1e9, _cpu() - self.cpu_before, (ended_ns - self.started_ns) / 1e9)
 
-async def _closed_loop(phase: _Phase) -> None:
+
+async def _closed_loop(phase: Phase) -> None:
     """N users, each sending its next request when the last one ends."""
     plan = phase.plan
     users = plan.concurrency or 1
@@ -147,7 +156,7 @@ async def _closed_loop(phase: _Phase) -> None:
     await asyncio.gather(*(user(n) for n in range(users)))
 
 
-async def _open_loop(phase: _Phase) -> None:
+async def _open_loop(phase: Phase) -> None:
     """Requests on a fixed schedule (constant or Poisson), whatever the answers."""
     plan = phase.plan
     assert plan.rate is not None
@@ -183,16 +192,19 @@ async def _open_loop(phase: _Phase) -> None:
 
 
 async def run_phase(
-    workload: Workload, plan: LoadPlan, progress: Progress | None = None, jsonl: IO[bytes] | None = None
+    workload: Workload, plan: LoadPlan, progress: Progress | None = None, jsonl: IO[bytes] | None = None,
+    started: Callable[[Phase], None] | None = None,
 ) -> PhaseResult:
-    phase = _Phase(workload, plan, progress, jsonl)
-    cpu_before = _cpu()
-    await (_closed_loop(phase) if plan.mode == "closed" else _open_loop(phase))
-    phase.pool.close()
-    ended_ns = perf_counter_ns()
-    end = min(ended_ns, phase.deadline) if phase.deadline else ended_ns
-    measured_s = end - max(phase.measure_from, phase.started_ns)
-    return PhaseResult(phase.recorder, max(measured_s, 1) / 1e9, _cpu() - cpu_before, (ended_ns - phase.started_ns) / 1e9)
+    """One phase; ``started`` gets the phase first, so a caller that is stopped
+    midway can still take what it measured (``Phase.result``)."""
+    phase = Phase(workload, plan, progress, jsonl)
+    if started is not None:
+        started(phase)
+    try:
+        await (_closed_loop(phase) if plan.mode == "closed" else _open_loop(phase))
+    finally:
+        phase.pool.close()
+    return phase.result()
 
 
 def _cpu() -> float:
@@ -201,27 +213,37 @@ def _cpu() -> float:
 
 
 async def run_phase_logged(
-    workload: Workload, plan: LoadPlan, jsonl_path: str | None, progress: Progress | None = None
+    workload: Workload, plan: LoadPlan, jsonl_path: str | None, progress: Progress | None = None,
+    started: Callable[[Phase], None] | None = None,
 ) -> PhaseResult:
     """run_phase, appending one JSON line per request to ``jsonl_path`` when given."""
     jsonl = open(jsonl_path, "ab") if jsonl_path else None  # noqa: SIM115
     try:
-        return await run_phase(workload, plan, progress=progress, jsonl=jsonl)
+        return await run_phase(workload, plan, progress=progress, jsonl=jsonl, started=started)
     finally:
         if jsonl:
             jsonl.close()
 
 
 def run_phase_sync(workload: Workload, plan: LoadPlan, jsonl_path: str | None = None) -> dict[str, object]:
-    """For driver processes: run on the fastest loop, return a mergeable dict."""
+    """For driver processes: run on the fastest loop, return a mergeable dict.
+    A stop signal ends the phase early: what it measured comes back, with the signal's name."""
     from .._mock._server import run_fast
 
-    out: dict[str, object] = {}
+    phases: list[Phase] = []
+    out: dict[str, object] = {"stopped_by": None}
 
     async def main() -> None:
-        result = await run_phase_logged(workload, plan, jsonl_path)
-        out.update(recorder=result.recorder.to_dict(), duration_s=result.duration_s, cpu_s=result.cpu_s, wall_s=result.wall_s)
+        await run_phase_logged(workload, plan, jsonl_path, started=phases.append)
 
-    run_fast(main())
+    with stop_signals():
+        try:
+            run_fast(main())
+        except KeyboardInterrupt as stop:
+            out["stopped_by"] = signal_name(stop)
+    if not phases:
+        raise RuntimeError("the phase did not start")
+    result = phases[0].result()
+    out.update(recorder=result.recorder.to_dict(), duration_s=result.duration_s, cpu_s=result.cpu_s, wall_s=result.wall_s)
     return out
 

@@ -19,6 +19,19 @@ def _perfkit_bootstrap() -> None:
         sys.stderr.write(f"perfkit: bootstrap failed ({type(exc).__name__}: {exc}); running uninstrumented\n")
 
 
+def _hangup_stops() -> None:
+    """In the process perfkit run became: SIGHUP (a closed terminal) stops it
+    as SIGTERM does, gracefully, so the last spans are flushed, unless the
+    command handles SIGHUP itself (uvicorn's multi-worker supervisor restarts
+    its workers on it, and installs that handler later, over this one)."""
+    if os.environ.get("PERFKIT_RUN_PID") != str(os.getpid()):
+        return
+    import signal
+
+    if signal.getsignal(signal.SIGHUP) is signal.SIG_DFL:
+        signal.signal(signal.SIGHUP, lambda signum, frame: os.kill(os.getpid(), signal.SIGTERM))
+
+
 def _chain() -> None:
     """Import the next sitecustomize on sys.path, if there is one."""
     import importlib.util
@@ -35,4 +48,5 @@ def _chain() -> None:
 
 
 _perfkit_bootstrap()
+_hangup_stops()
 _chain()
