@@ -29,8 +29,11 @@ __all__ = [
 
 AttributeValue = Union[str, int, float, bool]
 
-HeaderMode = Literal["on", "off"]
-"""Whether the middleware adds a response header."""
+HeaderMode = Literal["trusted", "on", "off"]
+"""Whether the middleware adds a timing header to a response. ``trusted``
+(the default): to requests from loopback, or carrying perfkit's header secret
+(``x-perfkit-secret``, ``PERFKIT_HEADER_SECRET``); ``on``: to every request;
+``off``: to none. Timings tell a client how long auth took: docs/headers.md."""
 
 ExporterName = Literal["otlp", "console", "jsonl", "none"]
 """Where finished requests go (``OTEL_TRACES_EXPORTER`` plus perfkit's ``jsonl``)."""

@@ -185,7 +185,8 @@ def _start_proxy(children: Children, options: BenchOptions, version: str | None,
     litellm, perfkit = _proxy_bin(version)
     template = Path(options.config).read_text() if options.config else CONFIG_TEMPLATE
     started = start_litellm(children, litellm, perfkit, template.replace("{upstream}", upstream), workdir, workers=workers,
-                            perfkit_args=("--endpoint", receiver.endpoint, "--protocol", "http/json"), env=env)  # fmt: skip
+                            perfkit_args=("--endpoint", receiver.endpoint, "--protocol", "http/json",
+                                          "--server-timing", "on", "--overhead-header", "on"), env=env)  # fmt: skip
     return started.url, started.child
 
 

@@ -37,8 +37,11 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--sampler", help="OTEL_TRACES_SAMPLER, e.g. parentbased_traceidratio (with --sampler-arg)")
     p.add_argument("--sampler-arg", help="OTEL_TRACES_SAMPLER_ARG, e.g. 0.1")
     p.add_argument("--spans-out", metavar="FILE", help="with --exporter jsonl: the file of spans, one OTLP/JSON request per line (PERFKIT_JSONL_PATH)")
-    p.add_argument("--server-timing", choices=["on", "off"], default="on", help="the Server-Timing response header")
-    p.add_argument("--overhead-header", choices=["on", "off"], default="on", help="the x-perfkit-overhead-ms response header")
+    p.add_argument("--server-timing", choices=["trusted", "on", "off"], default="trusted",
+                   help="the Server-Timing response header: to loopback clients and requests with $PERFKIT_HEADER_SECRET "
+                        "in x-perfkit-secret (trusted, the default), to all, or to none (docs/headers.md)")  # fmt: skip
+    p.add_argument("--overhead-header", choices=["trusted", "on", "off"], default="trusted",
+                   help="the x-perfkit-overhead-ms response header, the same choices")  # fmt: skip
     p.add_argument("--export-mode", choices=["process", "thread"], help="PERFKIT_EXPORT_MODE (default: process)")
     prof = p.add_argument_group("profiling (docs/profiling.md)")
     prof.add_argument("--stage-profile", metavar="DIR", help="per-stage CPU profiles: each worker writes DIR/stages-PID.* when it exits")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hmac
+import os
 from collections.abc import Iterable, Mapping
 from contextvars import Token
 from time import perf_counter_ns
@@ -14,7 +16,7 @@ from ._guard import internal_error
 from .._wire._headers import ENTRY_PREFIXES, THOUSANDTHS, entry_prefix, format_ms, server_timing_entry
 from ._gcwatch import WATCH as _GC
 from ._gcwatch import install as watch_gc
-from .._wire._names import OVERHEAD_HEADER, SERVER_TIMING_HEADER
+from .._wire._names import HEADER_SECRET_HEADER, OVERHEAD_HEADER, SERVER_TIMING_HEADER
 from ._sse import SseScanner
 from ._timeline import TIMELINE, Timeline
 
@@ -29,7 +31,20 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 # Body messages of a stream counted together; bounds what a stream holds.
 _BATCH = 16
 _OVERHEAD_HEADER = OVERHEAD_HEADER.encode()
+_SECRET_HEADER = HEADER_SECRET_HEADER.encode()
 _SERVER_TIMING_HEADER = SERVER_TIMING_HEADER.encode()
+
+
+class _HeaderSettings:
+    """What the exchange reads per response: which headers to add, which stages wait upstream."""
+
+    __slots__ = ("server_timing", "overhead_header", "upstream_stages", "_upstream_names")
+
+    def __init__(self, server_timing: bool, overhead_header: bool, upstream_stages: frozenset[str]) -> None:
+        self.server_timing = server_timing
+        self.overhead_header = overhead_header
+        self.upstream_stages = upstream_stages
+        self._upstream_names = tuple(sorted(upstream_stages))  # what the timeline keeps
 
 
 class PerfkitMiddleware:
@@ -38,26 +53,53 @@ class PerfkitMiddleware:
     ``server_timing``: add ``Server-Timing`` with the stages finished before the
     headers go out. ``overhead_header``: add ``x-perfkit-overhead-ms``, the time
     from request received to headers sent minus the stages named in
-    ``upstream_stages`` (see docs/headers.md, also for streams).
+    ``upstream_stages`` (see docs/headers.md, also for streams). Both are sent
+    to ``trusted`` requests by default: from loopback, or carrying
+    ``header_secret`` (default ``$PERFKIT_HEADER_SECRET``) in ``x-perfkit-secret``,
+    which the app then does not see.
     """
 
     def __init__(
         self,
         app: ASGIApp,
         *,
-        server_timing: HeaderMode = "on",
-        overhead_header: HeaderMode = "on",
+        server_timing: HeaderMode = "trusted",
+        overhead_header: HeaderMode = "trusted",
         upstream_stages: Iterable[str] = ("upstream",),
         attributes: Callable[[], Mapping[str, AttributeValue]] | None = None,
+        header_secret: str | None = None,
     ) -> None:
         self.app = app
-        self.server_timing = server_timing == "on"
-        self.overhead_header = overhead_header == "on"
-        self.upstream_stages = frozenset(upstream_stages)
-        self._upstream_names = tuple(sorted(self.upstream_stages))  # what the timeline keeps
+        stages = frozenset(upstream_stages)
+        # The settings for a trusted request, and for any other.
+        self._loud = _HeaderSettings(server_timing != "off", overhead_header != "off", stages)
+        self._quiet = _HeaderSettings(server_timing == "on", overhead_header == "on", stages)
+        # Only "trusted" asks who the client is.
+        self._check = (self._loud.server_timing, self._loud.overhead_header) != (self._quiet.server_timing, self._quiet.overhead_header)
+        secret = os.environ.get("PERFKIT_HEADER_SECRET") if header_secret is None else header_secret
+        self._secret = secret.encode() if secret else None
         # Called once per request; its (ideally cached) mapping goes on the span.
         self.attributes = attributes
         watch_gc()
+
+    @property
+    def upstream_stages(self) -> frozenset[str]:
+        return self._loud.upstream_stages
+
+    def _settings_for(self, scope: Scope) -> tuple[_HeaderSettings, Scope]:
+        """A trusted request's settings or the others' (and the scope the app
+        gets: without the secret's header)."""
+        secret = self._secret
+        if secret is not None:
+            headers = scope["headers"]
+            for name, value in headers:
+                if name == _SECRET_HEADER:
+                    kept = [(n, v) for n, v in headers if n != _SECRET_HEADER]
+                    return (self._loud if hmac.compare_digest(value, secret) else self._quiet), {**scope, "headers": kept}
+        client = scope.get("client")
+        if client and (client[0].startswith("127.") or client[0] == "::1"):
+            return self._loud, scope
+        return self._quiet, scope
 
     # The backend's classes (``_backend``): the public PerfkitMiddleware is
     # the running backend's subclass, which sets them.
@@ -69,7 +111,14 @@ class PerfkitMiddleware:
             await self.app(scope, receive, send)
             return
         timeline = self._timeline_class(perf_counter_ns(), scope["method"], scope["path"])
-        exchange = self._exchange_class(self, scope, timeline, receive, send)
+        settings = self._loud
+        if self._check:
+            try:
+                settings, scope = self._settings_for(scope)
+            except Exception as exc:
+                internal_error("middleware.headers", exc)
+                settings = self._quiet
+        exchange = self._exchange_class(settings, scope, timeline, receive, send)
         if self.attributes is not None:
             try:
                 timeline.attributes.update(self.attributes())
@@ -96,7 +145,7 @@ class _PyExchange:
 
     __slots__ = ("_middleware", "_timeline", "_receive", "_send", "_scanner", "_batch", "_complete", "_disconnected")
 
-    def __init__(self, middleware: PerfkitMiddleware, scope: Scope, timeline: Timeline, receive: Receive, send: Send) -> None:
+    def __init__(self, middleware: _HeaderSettings, scope: Scope, timeline: Timeline, receive: Receive, send: Send) -> None:
         # The request's side of the timeline: which stages wait upstream, the
         # collector's pause total at the start (finish() makes it the
         # difference) and the caller's traceparent.

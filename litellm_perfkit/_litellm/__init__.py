@@ -117,7 +117,7 @@ def _wrap_dependency(app: Any, point: Point) -> tuple[int, list[Restore]]:
 
 
 def instrument(
-    app: Any = None, *, server_timing: HeaderMode = "on", overhead_header: HeaderMode = "on"
+    app: Any = None, *, server_timing: HeaderMode = "trusted", overhead_header: HeaderMode = "trusted"
 ) -> InstrumentReport:
     """Instrument the LiteLLM proxy (``litellm.proxy.proxy_server.app`` by default).
 

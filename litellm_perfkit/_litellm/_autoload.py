@@ -15,7 +15,9 @@ import importlib.util
 import os
 import sys
 from types import ModuleType
-from typing import Any
+from typing import Any, cast, get_args
+
+from ..types import HeaderMode
 
 TARGET = "litellm.proxy.proxy_server"
 
@@ -55,11 +57,7 @@ def _on_import(module: ModuleType) -> None:
         from . import instrument
 
         litellm_perfkit.configure()
-        instrument(
-            module.app,
-            server_timing="off" if os.environ.get("PERFKIT_SERVER_TIMING") == "off" else "on",
-            overhead_header="off" if os.environ.get("PERFKIT_OVERHEAD_HEADER") == "off" else "on",
-        )
+        instrument(module.app, server_timing=_header_mode("PERFKIT_SERVER_TIMING"), overhead_header=_header_mode("PERFKIT_OVERHEAD_HEADER"))
         from .._core._lifespan import OnShutdown
         from .._profile._setup import from_environment
 
@@ -69,6 +67,17 @@ def _on_import(module: ModuleType) -> None:
         module.app.add_middleware(OnShutdown, callback=litellm_perfkit.shutdown)
     except Exception as exc:  # never stop the proxy from starting
         logger.warning("perfkit: could not instrument the LiteLLM proxy (%s: %s); it runs uninstrumented", type(exc).__name__, exc)
+
+
+def _header_mode(variable: str) -> HeaderMode:
+    value = os.environ.get(variable, "trusted").strip().lower()
+    for mode in get_args(HeaderMode):
+        if value == mode:
+            return cast(HeaderMode, mode)
+    from .._core._guard import warn_once
+
+    warn_once(variable, "perfkit: %s=%r is not trusted, on or off; using 'trusted'", variable, value)
+    return "trusted"
 
 
 def install() -> None:

@@ -270,7 +270,7 @@ def test_a_collector_pause_inside_a_request_is_recorded_and_named_in_server_timi
     async def drive() -> None:
         middleware = backend.middleware(app)
         for path in ("/collect", "/quiet"):
-            scope = {"type": "http", "method": "GET", "path": path, "headers": []}
+            scope = {"type": "http", "method": "GET", "path": path, "headers": [], "client": ("127.0.0.1", 1)}
 
             async def receive() -> dict[str, Any]:
                 return {"type": "http.request", "body": b"", "more_body": False}
@@ -292,3 +292,49 @@ def test_a_collector_pause_inside_a_request_is_recorded_and_named_in_server_timi
     assert timing["gc"] == pytest.approx(collected.gc_pause_ns / 1e6, abs=0.001)
     assert quiet.gc_pause_ns == 0
     assert b"gc;" not in dict(sent[2]["headers"]).get(b"server-timing", b"")
+
+
+def _serve_from(backend: Backend, client: str, headers: list[tuple[bytes, bytes]], **options: Any) -> tuple[dict[bytes, bytes], list[Any]]:
+    """One request from ``client`` through the middleware: the response's headers and the headers the app saw."""
+    seen: list[Any] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        seen.append(list(scope["headers"]))
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    sent: list[Any] = []
+    scope = {"type": "http", "method": "GET", "path": "/", "headers": headers, "client": (client, 5000)}
+
+    async def receive() -> Any:
+        return {"type": "http.request", "body": b""}
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    asyncio.run(backend.middleware(app, **options)(scope, receive, send))
+    return dict(sent[0]["headers"]), seen[0]
+
+
+@pytest.mark.parametrize(
+    ("client", "headers", "timings"),
+    [
+        ("127.0.0.1", [], True),
+        ("::1", [], True),
+        ("10.1.2.3", [], False),
+        ("10.1.2.3", [(b"x-perfkit-secret", b"s3cret")], True),
+        ("10.1.2.3", [(b"x-perfkit-secret", b"wrong")], False),
+    ],
+)
+def test_timing_headers_go_to_trusted_clients_only_by_default(backend: Backend, client: str, headers: list[Any], timings: bool) -> None:
+    with capture_records() as records:
+        got, seen = _serve_from(backend, client, [(b"host", b"x"), *headers], header_secret="s3cret")
+    assert (OVERHEAD_HEADER.encode() in got) is timings
+    assert timings or b"server-timing" not in got
+    assert all(name != b"x-perfkit-secret" for name, _ in seen)  # the app never sees the secret
+    assert len(records) == 1  # recorded and exported either way
+
+
+def test_on_and_off_apply_to_everyone(backend: Backend) -> None:
+    assert OVERHEAD_HEADER.encode() in _serve_from(backend, "10.1.2.3", [], overhead_header="on")[0]
+    assert OVERHEAD_HEADER.encode() not in _serve_from(backend, "127.0.0.1", [], overhead_header="off")[0]

@@ -171,7 +171,7 @@ def _exchange_run(backend: Backend, rng_seed: int, options: dict[str, Any], disc
 
     middleware = backend.middleware(lambda *a: None, **options)  # type: ignore[arg-type]
     with installed(TickClock()):  # type: ignore[arg-type]
-        exchange = middleware._exchange_class(middleware, scope, timeline, None, server_send)
+        exchange = middleware._exchange_class(middleware._loud, scope, timeline, None, server_send)
         if rng.random() < 0.3:
             timeline.gc_pause_ns -= 5  # as if the collector paused 5 ns since the request began
         for message in messages:
@@ -217,7 +217,7 @@ def test_the_c_exchange_counts_every_split_of_a_stream_exactly(collected: list[T
         for backend in (backends.load("python"), backends.load("c")):
             timeline = backend.timeline(0)
             middleware = backend.middleware(lambda *a: None)  # type: ignore[arg-type]
-            exchange = middleware._exchange_class(middleware, {"headers": []}, timeline, None, lambda m: None)
+            exchange = middleware._exchange_class(middleware._loud, {"headers": []}, timeline, None, lambda m: None)
             exchange.send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
             for part in parts:
                 exchange.send({"type": "http.response.body", "body": part, "more_body": True})

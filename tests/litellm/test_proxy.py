@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import time
 from collections import defaultdict
@@ -272,3 +273,30 @@ def test_stream_chunks_arrive_in_order_under_concurrency(tmp_path: Path) -> None
             texts = list(pool.map(one, range(400)))
     bad = [text for text in texts if text != expected]
     assert not bad, f"{len(bad)} of 400 streams out of order or incomplete, e.g. {bad[:3]}"
+
+
+def this_hosts_address() -> str:
+    """An address of this machine that is not loopback (a UDP 'connect' sends nothing)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect(("10.255.255.255", 1))
+        address = str(probe.getsockname()[0])
+    assert not address.startswith("127."), "this machine has no address besides loopback: the test needs one"
+    return address
+
+
+def test_by_default_timings_go_only_to_loopback_and_holders_of_the_secret(tmp_path: Path) -> None:
+    """Server-Timing tells a client how long auth took, and a valid key and a
+    bad one take different paths: outside loopback it is sent only on request."""
+    address = this_hosts_address()
+    with mock_process("--ttft-ms", "2", "--chunks", "3") as upstream, otlp_receiver() as (endpoint, received):
+        env = {"PERFKIT_HEADER_SECRET": "let-me-see"}
+        with litellm_proxy("1.103.0", upstream, tmp_path, perfkit_args=("--endpoint", endpoint, "--protocol", "http/json"),
+                           env=env, host=address) as url:  # fmt: skip
+            body = {"model": "fake-openai-endpoint", "messages": MESSAGES}
+            auth = {"Authorization": "Bearer sk-1234"}
+            plain = httpx.post(f"{url}/v1/chat/completions", json=body, headers=auth, timeout=30)
+            secret = httpx.post(f"{url}/v1/chat/completions", json=body, headers={**auth, "x-perfkit-secret": "let-me-see"}, timeout=30)
+            requests_of(received, 2)
+    assert plain.status_code == secret.status_code == 200
+    assert "server-timing" not in plain.headers and "x-perfkit-overhead-ms" not in plain.headers
+    assert "auth;dur=" in secret.headers["server-timing"] and float(secret.headers["x-perfkit-overhead-ms"]) > 0
