@@ -28,6 +28,7 @@ from .._profile import FlamegraphOptions, ProfileError, start_recording, stop_re
 from .._version import __version__
 from ..types import BenchResult, BenchRun, LoadResult, LoadSummary
 from ._analysis import stage_breakdown
+from ._heartbeat import Say
 from ._launch import Child, Children, free_port, port_open, start_litellm, start_mock, tree_usage
 from ._options import CONFIG_TEMPLATE, MODEL, BenchError, BenchOptions
 from ._receiver import SpanReceiver
@@ -154,11 +155,11 @@ def _target(children: Children, options: BenchOptions, target: str, version: str
     return flamegraph
 
 
-def _proxy_bin(version: str | None) -> tuple[Path, Path]:
+def _proxy_bin(version: str | None, say: Say | None = None) -> tuple[Path, Path]:
     """(litellm executable, perfkit executable) for a version, or the installed one."""
     if version is not None:
         try:
-            python = litellm_python(version)
+            python = litellm_python(version, say)
         except VenvError as exc:
             raise BenchError(str(exc)) from None
         return python.parent / "litellm", python.parent / "perfkit"
@@ -182,11 +183,11 @@ def _start_proxy(children: Children, options: BenchOptions, version: str | None,
         proxy = children.start("proxy", command, {**os.environ, **OFFLINE_ENV, **env}, workdir)
         proxy.wait_ready(lambda: port_open(port), timeout_s=180)
         return f"http://127.0.0.1:{port}", proxy
-    litellm, perfkit = _proxy_bin(version)
+    litellm, perfkit = _proxy_bin(version, options.say)
     template = Path(options.config).read_text() if options.config else CONFIG_TEMPLATE
     started = start_litellm(children, litellm, perfkit, template.replace("{upstream}", upstream), workdir, workers=workers,
                             perfkit_args=("--endpoint", receiver.endpoint, "--protocol", "http/json",
-                                          "--server-timing", "on", "--overhead-header", "on"), env=env)  # fmt: skip
+                                          "--server-timing", "on", "--overhead-header", "on"), env=env, say=options.say)  # fmt: skip
     return started.url, started.child
 
 

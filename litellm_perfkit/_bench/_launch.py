@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Literal
 
+from ._heartbeat import Say, waiting
 from ._venvs import OFFLINE_ENV
 
 __all__ = [
@@ -226,6 +227,7 @@ def start_litellm(
     pin_cpu: str | None = None,
     host: str = "127.0.0.1",
     timeout_s: float = 180,
+    say: Say | None = None,
 ) -> LiteLLMProxy:
     """The LiteLLM proxy (its ``litellm`` script) with ``config_text``, plain
     or under ``perfkit run`` (the ``perfkit`` script installed beside it);
@@ -250,5 +252,6 @@ def start_litellm(
             return False
         return Path(child.log.name).read_text(errors="replace").count("Application startup complete.") >= workers
 
-    child.wait_ready(ready, timeout_s=timeout_s)
+    with waiting(say, f"waiting for the LiteLLM proxy ({workers} worker(s)) to start"):
+        child.wait_ready(ready, timeout_s=timeout_s)
     return LiteLLMProxy(url, child, config)

@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ._heartbeat import Say, waiting
+
 __all__ = ["CACHE", "VenvError", "installed", "litellm_python", "OFFLINE_ENV"]
 
 CACHE = Path(os.environ.get("PERFKIT_CACHE_DIR", Path.home() / ".cache" / "litellm_perfkit"))
@@ -61,8 +63,9 @@ def installed(python: Path) -> tuple[Path | None, bool]:
     return (None if lines[0] == "-" else Path(lines[0])), lines[1] == "True"
 
 
-def litellm_python(version: str) -> Path:
-    """The python of the cached venv for ``version``; builds it when missing."""
+def litellm_python(version: str, say: Say | None = None) -> Path:
+    """The python of the cached venv for ``version``; builds it when missing,
+    telling ``say`` what it does and for how long."""
     if not version or not all(part.isdigit() for part in version.split(".")):
         raise VenvError(f"{version!r} is not an exact LiteLLM version such as 1.103.0")
     tag = f"py{sys.version_info.major}.{sys.version_info.minor}"
@@ -70,16 +73,18 @@ def litellm_python(version: str) -> Path:
     python = venv / "bin" / "python"
     marker = venv / ".complete"
     if not marker.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-        result = subprocess.run([*pip, f"litellm[proxy]=={version}"], capture_output=True, text=True)
+        with waiting(say, f"installing litellm[proxy]=={version} into {venv} (once; later runs reuse it)"):
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+            pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+            result = subprocess.run([*pip, f"litellm[proxy]=={version}"], capture_output=True, text=True)
         if result.returncode != 0:
             tail = result.stderr.strip().splitlines()[-1:] or ["(no output)"]
             raise VenvError(f"cannot install litellm[proxy]=={version}: {tail[0]}")
         marker.write_text(version)
     perfkit_root, has_pyinstrument = installed(python)
     if perfkit_root != PACKAGE_ROOT:
-        _pip(python, venv, "perfkit", "--no-deps", "-e", str(PACKAGE_ROOT))
+        with waiting(say, f"installing this perfkit into the litellm {version} venv"):
+            _pip(python, venv, "perfkit", "--no-deps", "-e", str(PACKAGE_ROOT))
     if not has_pyinstrument:  # per-request profiles; litellm does not pin it
         _pip(python, venv, "pyinstrument", f"pyinstrument{PYINSTRUMENT}")
     return python
