@@ -33,7 +33,7 @@ def test_py_spy_captures_a_litellm_proxy_with_two_workers_under_load(tmp_path: P
         try:
             time.sleep(3)
             result = perfkit("flamegraph", "--pid", str(pids[0]), "--subprocesses", "--duration", "8", "--rate", "50",
-                             "--output", str(output))  # fmt: skip
+                             "--out", str(output))  # fmt: skip
         finally:
             load.terminate()
             load.wait(30)
@@ -70,7 +70,7 @@ def test_ptrace_refused_says_how_to_fix_it(tmp_path: Path) -> None:
         time.sleep(1.0)
         assert target.poll() is None, "the target did not start"
         command = [setpriv, "--inh-caps=-sys_ptrace", "--bounding-set=-sys_ptrace", *PERFKIT,
-                   "flamegraph", "--pid", str(target.pid), "--duration", "1", "--output", str(tmp_path / "x.json")]  # fmt: skip
+                   "flamegraph", "--pid", str(target.pid), "--duration", "1", "--out", str(tmp_path / "x.json")]  # fmt: skip
         result = subprocess.run(command, capture_output=True, text=True, timeout=60)
     finally:
         target.kill()
