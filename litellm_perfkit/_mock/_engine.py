@@ -20,8 +20,9 @@ from typing import Any, Literal
 import orjson
 
 from ._config import Deployment, MockConfig, ModelProfile
+from ._formats import FORMATS, ID_MARKER, Answer, Api, open_json
 
-__all__ = ["MockEngine", "Plan", "Quota", "error_body"]
+__all__ = ["MockEngine", "Plan", "Quota", "error_body", "route"]
 
 Action = Literal["respond", "hang", "disconnect"]
 Render = Callable[[int], bytes]  # seq -> bytes, called at send time
@@ -29,8 +30,10 @@ JSON = b"application/json"
 SSE = b"text/event-stream"
 
 
-def error_body(message: str, kind: str, code: str | None = None, param: str | None = None) -> bytes:
-    """OpenAI-style error JSON."""
+def error_body(message: str, kind: str, code: str | None = None, param: str | None = None, api: Api = "chat") -> bytes:
+    """The error JSON of the API: Anthropic's for Messages, OpenAI's for the rest."""
+    if api == "messages":
+        return orjson.dumps({"type": "error", "error": {"type": kind, "message": message}})
     return orjson.dumps({"error": {"message": message, "type": kind, "param": param, "code": code}})
 
 
@@ -44,11 +47,6 @@ def _stamped(prefix: bytes, seq: int, suffix: bytes = b"}") -> bytes:
         time.time_ns(),
         suffix,
     )
-
-
-def _open(obj: dict[str, Any]) -> bytes:
-    """A JSON object's bytes without the closing brace, ready for _stamped."""
-    return orjson.dumps(obj)[:-1]
 
 
 @dataclass
@@ -99,21 +97,67 @@ class Quota:
         return None
 
 
+def _text_chars(content: Any) -> int:
+    """Characters of text in a message's content: a string, or a list of parts with "text"."""
+    if isinstance(content, str):
+        return len(content)
+    if isinstance(content, list):
+        return sum(len(part.get("text", "")) for part in content if isinstance(part, dict) and isinstance(part.get("text", ""), str))
+    return 0
+
+
 def _prompt_tokens(payload: dict[str, Any]) -> int:
-    """About 4 characters a token, like the usual rule of thumb; at least 1."""
-    chars = 0
-    for message in payload.get("messages") or ():
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, str):
-            chars += len(content)
-        elif isinstance(content, list):
-            chars += sum(len(part.get("text", "")) for part in content if isinstance(part, dict))
-    prompt = payload.get("prompt")
-    if isinstance(prompt, str):
-        chars += len(prompt)
-    elif isinstance(prompt, list):
-        chars += sum(len(p) for p in prompt if isinstance(p, str))
+    """About 4 characters a token, like the usual rule of thumb; at least 1.
+    Messages (Chat, Anthropic), Anthropic's system, Responses' input, prompts."""
+    chars = _text_chars(payload.get("system"))
+    items = payload.get("input") if isinstance(payload.get("input"), list) else payload.get("messages") or ()
+    for message in items:
+        if isinstance(message, dict):
+            chars += _text_chars(message.get("content"))
+    for key in ("prompt", "input"):
+        value = payload.get(key)
+        if isinstance(value, str):
+            chars += len(value)
+        elif key == "prompt" and isinstance(value, list):
+            chars += sum(len(p) for p in value if isinstance(p, str))
     return max(1, math.ceil(chars / 4))
+
+
+Endpoint = Literal["chat", "completions", "messages", "responses", "embeddings"]
+# path after /v1, /openai/v1 or /openai/deployments/{name}
+_ENDPOINTS: dict[str, Endpoint] = {
+    "/chat/completions": "chat",
+    "/completions": "completions",
+    "/embeddings": "embeddings",
+    "/messages": "messages",
+    "/responses": "responses",
+}
+# the field each endpoint needs, and its type if it must have one
+_REQUIRED: dict[Endpoint, tuple[str, type | None]] = {
+    "chat": ("messages", list),
+    "completions": ("prompt", None),
+    "embeddings": ("input", None),
+    "messages": ("messages", list),
+    "responses": ("input", None),
+}
+_AZURE_DEPLOYMENTS = "/openai/deployments/"
+
+
+def route(path: str, query: str) -> tuple[Endpoint, str | None] | str:
+    """(endpoint, Azure deployment name or None) for a POST path, or why not.
+    Azure's deployment paths need ``api-version``, as Azure's do."""
+    if path.startswith(_AZURE_DEPLOYMENTS):
+        deployment, _, rest = path[len(_AZURE_DEPLOYMENTS) :].partition("/")
+        endpoint = _ENDPOINTS.get("/" + rest)
+        if not deployment or endpoint not in ("chat", "completions", "embeddings"):
+            return f"Unknown path {path}"
+        if "api-version=" not in query:
+            return f"{path} needs the api-version query parameter, as Azure OpenAI does"
+        return endpoint, deployment
+    for prefix in ("/openai/v1", "/v1", ""):
+        if path.startswith(prefix) and path[len(prefix) :] in _ENDPOINTS:
+            return _ENDPOINTS[path[len(prefix) :]], None
+    return f"Unknown path {path}"
 
 
 class MockEngine:
@@ -136,36 +180,39 @@ class MockEngine:
         # gives the same draws whatever the concurrency.
         return random.Random(self.config.seed * 1_000_003 + self.requests)
 
-    def plan(self, method: str, path: str, body: bytes) -> Plan:
+    def plan(self, method: str, target: str, body: bytes) -> Plan:
+        """The plan for one request; ``target`` is the request line's path and query."""
         self.requests += 1
+        path, _, query = target.partition("?")
         if path in ("/health", "/health/liveliness", "/health/readiness") and method == "GET":
             return Plan(200, JSON, render=lambda _: b'{"status":"ok"}')
         if path in ("/v1/models", "/models") and method == "GET":
             return self._models()
-        endpoint = path.removeprefix("/v1")
-        if endpoint not in ("/chat/completions", "/completions", "/embeddings"):
-            return self._error(404, f"Unknown path {path}", "invalid_request_error", "not_found")
+        routed = route(path, query)
+        if isinstance(routed, str):
+            return self._error("chat", 404, routed, "invalid_request_error", "not_found")
+        endpoint, deployment = routed
+        api: Api = "chat" if endpoint == "embeddings" else endpoint
         if method != "POST":
-            return self._error(405, f"Use POST for {path}", "invalid_request_error", "method_not_allowed")
+            return self._error(api, 405, f"Use POST for {path}", "invalid_request_error", "method_not_allowed")
         try:
             payload = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
-            return self._error(400, f"Request body is not valid JSON: {exc}", "invalid_request_error")
+            return self._error(api, 400, f"Request body is not valid JSON: {exc}", "invalid_request_error")
         if not isinstance(payload, dict):
-            return self._error(400, "Request body must be a JSON object", "invalid_request_error")
-        model = payload.get("model")
+            return self._error(api, 400, "Request body must be a JSON object", "invalid_request_error")
+        model = payload.get("model") or deployment
         if not isinstance(model, str) or not model:
-            return self._error(400, "you must provide a model parameter", "invalid_request_error", param="model")
-        if endpoint == "/chat/completions" and not isinstance(payload.get("messages"), list):
-            return self._error(400, "'messages' is a required list", "invalid_request_error", param="messages")
-        if endpoint == "/completions" and "prompt" not in payload:
-            return self._error(400, "'prompt' is required", "invalid_request_error", param="prompt")
-        if endpoint == "/embeddings" and "input" not in payload:
-            return self._error(400, "'input' is required", "invalid_request_error", param="input")
+            return self._error(api, 400, "you must provide a model parameter", "invalid_request_error", param="model")
+        field_name, field_type = _REQUIRED[endpoint]
+        value = payload.get(field_name)
+        if value is None or (field_type is not None and not isinstance(value, field_type)):
+            return self._error(api, 400, f"'{field_name}' is required" + (" (a list)" if field_type else ""), "invalid_request_error",
+                               param=field_name)  # fmt: skip
 
         profile = self.config.profile(model)
         rng = self._rng(profile)
-        if endpoint == "/embeddings":
+        if endpoint == "embeddings":
             inputs = payload["input"] if isinstance(payload["input"], list) else [payload["input"]]
             tokens = max(1, sum(len(str(i)) for i in inputs) // 4)
             completion_tokens = 0
@@ -174,24 +221,24 @@ class MockEngine:
             completion_tokens = profile.chunks * profile.tokens_per_chunk
         wait = self.quota.admit(tokens + completion_tokens)
         if wait is not None:
-            plan = self._error(429, "Rate limit reached for this deployment (mock quota)", "rate_limit_error", "rate_limit_exceeded")
+            plan = self._error(api, 429, "Rate limit reached for this deployment (mock quota)", "rate_limit_error", "rate_limit_exceeded")
             plan.headers.append((b"retry-after", str(max(1, math.ceil(wait))).encode()))
             return plan
-        fault = self._fault(profile, rng)
+        fault = self._fault(api, profile, rng)
         if fault is not None and fault.action != "disconnect":
             return fault
-        if endpoint == "/embeddings":
+        if endpoint == "embeddings":
             plan = self._embeddings(payload, model, profile, tokens, rng)
         else:
-            plan = self._completion(endpoint, payload, model, profile, tokens, rng)
+            plan = self._completion(api, payload, model, profile, tokens, rng)
         if fault is not None:  # disconnect mid-stream, or before the body
             plan.action = "disconnect"
             plan.disconnect_after = (1 + rng.randrange(max(1, profile.chunks))) if plan.streaming and rng else 0
         return plan
 
     # -- plans --------------------------------------------------------------
-    def _error(self, status: int, message: str, kind: str, code: str | None = None, param: str | None = None) -> Plan:
-        data = error_body(message, kind, code, param)
+    def _error(self, api: Api, status: int, message: str, kind: str, code: str | None = None, param: str | None = None) -> Plan:
+        data = error_body(message, kind, code, param, api)
         return Plan(status, JSON, render=lambda _: data)
 
     def _models(self) -> Plan:
@@ -201,16 +248,16 @@ class MockEngine:
         )
         return Plan(200, JSON, render=lambda _: data)
 
-    def _fault(self, profile: ModelProfile, rng: random.Random | None) -> Plan | None:
+    def _fault(self, api: Api, profile: ModelProfile, rng: random.Random | None) -> Plan | None:
         if rng is None:
             return None
         draw = rng.random()
         edge = profile.error_500_rate
         if draw < edge:
-            return self._error(500, "The mock provider failed (injected 500)", "server_error")
+            return self._error(api, 500, "The mock provider failed (injected 500)", "server_error")
         edge += profile.error_429_rate
         if draw < edge:
-            plan = self._error(429, "Rate limit reached (injected 429)", "rate_limit_error", "rate_limit_exceeded")
+            plan = self._error(api, 429, "Rate limit reached (injected 429)", "rate_limit_error", "rate_limit_exceeded")
             plan.headers.append((b"retry-after", str(profile.retry_after_s).encode()))
             return plan
         edge += profile.timeout_rate
@@ -234,81 +281,47 @@ class MockEngine:
         return [ms / 1000 for ms in offsets]
 
     def _completion(
-        self, endpoint: str, payload: dict[str, Any], model: str, profile: ModelProfile, prompt_tokens: int, rng: random.Random | None
+        self, api: Api, payload: dict[str, Any], model: str, profile: ModelProfile, prompt_tokens: int, rng: random.Random | None
     ) -> Plan:
         chunks = profile.chunks
-        finish = "stop"
-        max_tokens = payload.get("max_tokens") or payload.get("max_completion_tokens")
+        finish: Literal["stop", "length"] = "stop"
+        max_tokens = payload.get("max_tokens") or payload.get("max_completion_tokens") or payload.get("max_output_tokens")
         if isinstance(max_tokens, int) and max_tokens > 0 and max_tokens < chunks * profile.tokens_per_chunk:
             chunks = max(1, math.ceil(max_tokens / profile.tokens_per_chunk))
             finish = "length"
-        completion_tokens = chunks * profile.tokens_per_chunk
-        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens}
         piece = (profile.token_text + " ") * (profile.tokens_per_chunk - 1) + profile.token_text
-        chat = endpoint == "/chat/completions"
-        ident = f"{'chatcmpl' if chat else 'cmpl'}-mock{self.requests}"
-        created = int(time.time())
+        form = FORMATS[api]
+        answer = Answer(ident=f"{form.id_prefix}{self.requests}", model=model, created=int(time.time()), first=piece, rest=" " + piece,
+                        chunks=chunks, finish=finish, prompt_tokens=prompt_tokens, completion_tokens=chunks * profile.tokens_per_chunk)  # fmt: skip
         offsets = self._offsets(profile, chunks, rng)
-        base = {"id": ident, "object": "chat.completion" if chat else "text_completion", "created": created, "model": model}
-
         if not payload.get("stream"):
-            # The answer is the same for the same model, size and second but
-            # for its id: serialize it once, splice the id in per request.
-            key = (endpoint, model, chunks, finish, prompt_tokens, created, id(profile))
-            template = self._templates.get(key)
-            if template is None:
-                text = " ".join([piece] * chunks)
-                choice = (
-                    {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish, "logprobs": None}
-                    if chat
-                    else {"index": 0, "text": text, "finish_reason": finish, "logprobs": None}
-                )
-                marker = "\u0000perfkit-id\u0000"
-                body = _open({**base, "id": marker, "choices": [choice], "usage": usage, "system_fingerprint": None})
-                before, _, after = body.partition(orjson.dumps(marker)[1:-1])
-                template = (before, after)
-                if len(self._templates) > 256:
-                    self._templates.clear()
-                self._templates[key] = template
-            prefix = template[0] + ident.encode() + template[1]
+            prefix = self._body(api, answer, profile)
             return Plan(200, JSON, render=lambda seq: _stamped(prefix, seq), at_s=offsets[-1])
-
-        include_usage = bool((payload.get("stream_options") or {}).get("include_usage"))
-        chunk_object = "chat.completion.chunk" if chat else "text_completion"
-        head = {**base, "object": chunk_object}
-
-        def event(choices: list[dict[str, Any]], extra: dict[str, Any] | None = None) -> bytes:
-            """An SSE event, serialized now except for the stamp."""
-            return b"data: " + _open({**head, "choices": choices, **(extra or {})})
-
-        def content(text: str, finish_reason: str | None) -> list[dict[str, Any]]:
-            if chat:
-                delta = {"content": text} if finish_reason is None else {}
-                return [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}]
-            return [{"index": 0, "text": text, "finish_reason": finish_reason, "logprobs": None}]
-
-        # Events: [role (chat only)], content 1..n, finish, [usage], [DONE]
-        prefixes: list[bytes] = []
-        times: list[float] = []
-        if chat:
-            prefixes.append(event([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None, "logprobs": None}]))
-            times.append(0.0)
-        first, rest = event(content(piece, None)), event(content(" " + piece, None))
-        for i in range(chunks):
-            prefixes.append(first if i == 0 else rest)
-            times.append(offsets[i])
-        prefixes.append(event(content("", finish)))
-        times.append(offsets[-1])
-        if include_usage:
-            prefixes.append(event([], {"usage": usage}))
-            times.append(offsets[-1])
-        done = len(prefixes)
-        times.append(offsets[-1])
+        events = form.stream(answer, offsets, payload)
+        prefixes, terminal = events.prefixes, events.terminal
+        times = events.times_s
+        if terminal is not None:
+            times.append(times[-1])
+        last = len(prefixes)
 
         def render(seq: int) -> bytes:
-            return b"data: [DONE]\n\n" if seq == done else _stamped(prefixes[seq], seq, b"}\n\n")
+            return terminal if seq == last and terminal is not None else _stamped(prefixes[seq], seq, b"}\n\n")
 
         return Plan(200, SSE, render=render, offsets_s=times)
+
+    def _body(self, api: Api, answer: Answer, profile: ModelProfile) -> bytes:
+        """The whole answer's open JSON. It is the same for the same model, size
+        and second but for its id: serialized once, the id spliced in per request."""
+        key = (api, answer.model, answer.chunks, answer.finish, answer.prompt_tokens, answer.created, id(profile))
+        template = self._templates.get(key)
+        if template is None:
+            body = open_json(FORMATS[api].body(answer))
+            before, _, after = body.partition(orjson.dumps(ID_MARKER)[1:-1])
+            template = (before, after)
+            if len(self._templates) > 256:
+                self._templates.clear()
+            self._templates[key] = template
+        return template[0] + answer.ident.encode() + template[1]
 
     def _embeddings(self, payload: dict[str, Any], model: str, profile: ModelProfile, tokens: int, rng: random.Random | None) -> Plan:
         inputs = payload["input"] if isinstance(payload["input"], list) else [payload["input"]]
@@ -317,5 +330,5 @@ class MockEngine:
         data = [{"object": "embedding", "index": i, "embedding": vector} for i in range(len(inputs))]
         usage = {"prompt_tokens": tokens, "total_tokens": tokens}
 
-        prefix = _open({"object": "list", "data": data, "model": model, "usage": usage})
+        prefix = open_json({"object": "list", "data": data, "model": model, "usage": usage})
         return Plan(200, JSON, render=lambda seq: _stamped(prefix, seq), at_s=profile.draw(profile.ttft_ms, rng) / 1000)

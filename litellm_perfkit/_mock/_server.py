@@ -98,8 +98,7 @@ class MockProtocol(asyncio.Protocol):
         self.keep_alive = keep_alive
         self.busy = True
         received = time.perf_counter_ns()
-        path = target.split("?", 1)[0]
-        self._execute(self.engine.plan(method, path, body), received)
+        self._execute(self.engine.plan(method, target, body), received)
 
     def _fail(self, status: int, message: bytes) -> None:
         from ._engine import error_body
