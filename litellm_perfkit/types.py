@@ -339,6 +339,15 @@ class Remainder(TypedDict):
     share: Optional[float]
 
 
+class Unmeasured(TypedDict):
+    """Requests perfkit could not fully measure (span attributes
+    perfkit.upstream_unmeasured and perfkit.auth_unmeasured). Those without a
+    measured upstream are kept out of the overhead figures."""
+
+    upstream: int
+    auth: int
+
+
 class GcPauses(TypedDict):
     mean: float
     p95: float
@@ -390,6 +399,7 @@ class _BenchRunFields(TypedDict):
     gc_pause_ms: Optional[GcPauses]
     fast_paths: dict[str, AttributeValue]
     joined_requests: int
+    unmeasured: Unmeasured
     workers_seen: Optional[int]
     proxy: ProxyUsage
     driver: BenchDriver

@@ -12,7 +12,7 @@ from collections import defaultdict
 from typing import Any, TypedDict
 
 from .._wire._names import Attr
-from ..types import AttributeValue, BenchStage, GcPauses, MeanP50P95, Remainder
+from ..types import AttributeValue, BenchStage, GcPauses, MeanP50P95, Remainder, Unmeasured
 
 __all__ = ["Breakdown", "ServerSamples", "stage_breakdown", "percentile"]
 
@@ -28,6 +28,7 @@ class Breakdown(TypedDict):
     """Where one repeat's server-side overhead went, from its joined spans."""
 
     joined_requests: int
+    unmeasured: Unmeasured
     stages: dict[str, BenchStage]
     remainder: Remainder | None
     gc_pause_ms: GcPauses | None
@@ -48,15 +49,20 @@ def percentile(values: list[float], p: float) -> float:
 
 def stage_breakdown(spans: list[dict[str, Any]], trace_ids: set[str]) -> Breakdown:
     """Per-stage p50/p95 (inclusive, per request), share of the overhead, the
-    remainder, the server-side overhead, and the fast-path attributes."""
+    remainder, the server-side overhead, and the fast-path attributes.
+    Requests whose upstream perfkit could not measure are counted and left
+    out: their overhead includes the provider's time."""
     by_trace: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for span in spans:
         if span["trace_id"] in trace_ids:
             by_trace[span["trace_id"]].append(span)
     servers = [next((s for s in group if s["kind"] == 2), None) for group in by_trace.values()]
-    requests = [(server, group) for server, group in zip(servers, by_trace.values()) if server is not None]
+    joined = [(server, group) for server, group in zip(servers, by_trace.values()) if server is not None]
+    unmeasured: Unmeasured = {"upstream": sum(1 for server, _ in joined if server["attrs"].get(Attr.UPSTREAM_UNMEASURED)),
+                              "auth": sum(1 for server, _ in joined if server["attrs"].get(Attr.AUTH_UNMEASURED))}  # fmt: skip
+    requests = [(server, group) for server, group in joined if not server["attrs"].get(Attr.UPSTREAM_UNMEASURED)]
     if not requests:
-        return {"joined_requests": 0, "stages": {}, "remainder": None, "gc_pause_ms": None, "server_overhead_ms": None, "fast_paths": {},
+        return {"joined_requests": 0, "unmeasured": unmeasured, "stages": {}, "remainder": None, "gc_pause_ms": None, "server_overhead_ms": None, "fast_paths": {},
                 "workers_seen": None, "samples": {"server_overhead_ms": [], "stage_self_ms": {}}}  # fmt: skip
     n = len(requests)
     durations: dict[str, list[float]] = defaultdict(list)
@@ -91,6 +97,7 @@ def stage_breakdown(spans: list[dict[str, Any]], trace_ids: set[str]) -> Breakdo
     first = requests[0][0]["attrs"]
     return {
         "joined_requests": n,
+        "unmeasured": unmeasured,
         "stages": stages,
         "remainder": {
             "mean_ms": round(sum(remainder) / n, 4),

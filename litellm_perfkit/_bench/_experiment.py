@@ -30,7 +30,7 @@ from ..types import BenchResult, BenchRun, LoadResult, LoadSummary
 from ._analysis import stage_breakdown
 from ._heartbeat import Say
 from ._launch import Child, Children, free_port, port_open, start_litellm, start_mock, tree_usage
-from ._options import CONFIG_TEMPLATE, MODEL, BenchError, BenchOptions
+from ._options import CANNOT_STREAM, MODEL, PROVIDERS, BenchError, BenchOptions, config_template
 from ._receiver import SpanReceiver
 from ._summary import Repeat, Samples, summarize
 from ._venvs import OFFLINE_ENV, VenvError, litellm_python
@@ -46,6 +46,10 @@ def preflight(options: BenchOptions) -> None:
         raise BenchError("--driver locust needs Locust: pip install 'litellm_perfkit[locust]'")
     if options.flamegraph != "off" and find_executable("py-spy") is None:
         raise BenchError("--flamegraph needs py-spy: pip install 'litellm_perfkit[profile]'")
+    if options.provider not in PROVIDERS:
+        raise BenchError(f"provider {options.provider!r}: use one of {', '.join(sorted(PROVIDERS))}")
+    if options.provider in CANNOT_STREAM:
+        options.say(f"note: LiteLLM cannot stream through {options.provider}; the streaming phase will count its errors")
     if not (options.proxy_url or options.proxy_command or options.litellm_versions):
         _proxy_bin(None)
 
@@ -184,7 +188,7 @@ def _start_proxy(children: Children, options: BenchOptions, version: str | None,
         proxy.wait_ready(lambda: port_open(port), timeout_s=180)
         return f"http://127.0.0.1:{port}", proxy
     litellm, perfkit = _proxy_bin(version, options.say)
-    template = Path(options.config).read_text() if options.config else CONFIG_TEMPLATE
+    template = Path(options.config).read_text() if options.config else config_template(options.provider)
     started = start_litellm(children, litellm, perfkit, template.replace("{upstream}", upstream), workdir, workers=workers,
                             perfkit_args=("--endpoint", receiver.endpoint, "--protocol", "http/json",
                                           "--server-timing", "on", "--overhead-header", "on"), env=env, say=options.say)  # fmt: skip

@@ -4,28 +4,48 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from .._load import Driver
+if TYPE_CHECKING:
+    from .._load import Driver
 
-__all__ = ["BenchError", "BenchOptions", "CONFIG_TEMPLATE", "MODEL"]
+__all__ = ["BenchError", "BenchOptions", "CANNOT_STREAM", "CONFIG_TEMPLATE", "MODEL", "PROVIDERS", "config_template", "model_entry"]
 
 MODEL = "fake-openai-endpoint"
-CONFIG_TEMPLATE = """\
-model_list:
-  - model_name: fake-openai-endpoint
-    litellm_params:
-      model: openai/fake
-      api_base: {upstream}/v1
-      api_key: fake-key
-  - model_name: fake-embedding
-    litellm_params:
-      model: openai/fake-embedding
-      api_base: {upstream}/v1
-      api_key: fake-key
-general_settings:
-  master_key: sk-1234
-"""
+# How the embedded config reaches the mock through each provider path
+# (``--provider``): LiteLLM's params after ``model:``, {upstream} the mock's
+# URL. They take different code paths in LiteLLM: the OpenAI SDK (openai,
+# azure through AzureOpenAI), LiteLLM's own httpx handlers (anthropic,
+# hosted_vllm) and its aiohttp handler (aiohttp_openai).
+PROVIDERS: dict[str, str] = {
+    "openai": "openai/fake\n      api_base: {upstream}/v1",
+    "azure": 'azure/fake\n      api_base: {upstream}\n      api_version: "2024-10-21"',
+    "anthropic": "anthropic/fake\n      api_base: {upstream}",
+    "hosted_vllm": "hosted_vllm/fake\n      api_base: {upstream}/v1",
+    "aiohttp_openai": "aiohttp_openai/fake\n      api_base: {upstream}/v1",
+}
+# LiteLLM's aiohttp_openai handler reads every answer as JSON: it cannot stream.
+CANNOT_STREAM = frozenset({"aiohttp_openai"})
+
+
+def model_entry(name: str, provider: str) -> str:
+    """One ``model_list`` entry: ``name`` served through ``provider``."""
+    return f"  - model_name: {name}\n    litellm_params:\n      model: {PROVIDERS[provider]}\n      api_key: fake-key\n"
+
+
+def config_template(provider: str = "openai") -> str:
+    """The embedded LiteLLM config: the bench's model through ``provider``, an
+    embedding model, and a master key; {upstream} is the mock's URL."""
+    return (
+        "model_list:\n"
+        + model_entry(MODEL, provider)
+        + "  - model_name: fake-embedding\n    litellm_params:\n      model: openai/fake-embedding\n"
+        "      api_base: {upstream}/v1\n      api_key: fake-key\n"
+        "general_settings:\n  master_key: sk-1234\n"
+    )
+
+
+CONFIG_TEMPLATE = config_template()
 
 
 class BenchError(RuntimeError):
@@ -38,6 +58,7 @@ class BenchOptions:
     proxy_command: str | None = None  # with {port} and {upstream}
     proxy_url: str | None = None
     config: str | None = None  # a LiteLLM config; {upstream} is replaced
+    provider: str = "openai"  # the embedded config's path to the mock (PROVIDERS)
     workers: tuple[int, ...] = (1,)
     concurrency: int = 20
     stream_concurrency: int = 10

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..types import BenchResult, BenchRun
+from ..types import BenchResult, BenchRun, Unmeasured
 
-__all__ = ["render_bench"]
+__all__ = ["render_bench", "unmeasured_warning"]
 
 
 def _pair(data: Mapping[str, object] | None, unit: str = "ms") -> str:
@@ -14,6 +14,17 @@ def _pair(data: Mapping[str, object] | None, unit: str = "ms") -> str:
     if not isinstance(p50, (int, float)) or not isinstance(p95, (int, float)):
         return "n/a"
     return f"p50 {p50:.2f}  p95 {p95:.2f} {unit}"
+
+
+def unmeasured_warning(unmeasured: Unmeasured, joined: int) -> str | None:
+    """One line when some requests took a path perfkit could not measure."""
+    parts = []
+    if unmeasured["upstream"]:
+        parts.append(f"{unmeasured['upstream']} of {joined} requests waited on an upstream perfkit does not see (an HTTP client it does "
+                     "not wrap, or a cache hit): their overhead would include the provider's time, so it is left out of the figures")  # fmt: skip
+    if unmeasured["auth"]:
+        parts.append(f"{unmeasured['auth']} of {joined} requests had no auth stage (their route's auth is not wrapped)")
+    return "warning: " + "; ".join(parts) + " (docs/litellm.md)" if parts else None
 
 
 def _run(run: BenchRun) -> list[str]:
@@ -58,6 +69,10 @@ def _run(run: BenchRun) -> list[str]:
                           f"p95 {paused['p95']:.3f} ms, max {paused['max']:.3f} ms; {paused['share']:.1%} of the mean overhead"]  # fmt: skip
     else:
         lines += ["", "no per-stage data: the gateway exported no spans to perfkit"]
+    unmeasured = run.get("unmeasured")
+    warning = unmeasured and unmeasured_warning(unmeasured, run["joined_requests"] + unmeasured["upstream"])
+    if warning:
+        lines += ["", warning]
     fast = run.get("fast_paths") or {}
     if fast:
         lines += ["", "fast paths: " + ", ".join(f"{k}={v}" for k, v in fast.items() if k not in ("version", "table", "callbacks"))]

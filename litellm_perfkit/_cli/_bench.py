@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from .._bench._options import PROVIDERS
 from ._common import CliError, duration, non_negative, positive_int, run_command, warmup
 
 if TYPE_CHECKING:
@@ -60,6 +61,9 @@ def add_parser(subparsers: Any) -> None:
     target.add_argument("--proxy-command", help="run this gateway instead; {port} and {upstream} are filled in")
     target.add_argument("--proxy-url", help="measure a gateway that is already running (no per-stage data unless it exports to perfkit)")
     target.add_argument("--config", help="a LiteLLM config to use instead of the embedded one; {upstream} is the mock's URL")
+    target.add_argument("--provider", choices=sorted(PROVIDERS),
+                        help="the provider path the embedded config's model takes to the mock (default: openai), to measure "
+                             "each path's overhead; aiohttp_openai cannot stream in LiteLLM (docs/litellm.md)")  # fmt: skip
     target.add_argument("--workers", type=_list(int, "worker counts like 1,2"), default=(1,), help="proxy workers; a list sweeps them (default: 1)")
     load = p.add_argument_group("load")
     load.add_argument("--concurrency", type=positive_int, default=20, help="users in the non-streaming phase (default: 20)")
@@ -94,9 +98,12 @@ def run(args: argparse.Namespace) -> int:
             raise CliError("--proxy-url measures a running gateway; do not combine it with --proxy-command or --litellm-version")
         if args.config and not Path(args.config).is_file():
             raise CliError(f"--config {args.config}: no such file")
+        if args.provider and (args.config or args.proxy_command or args.proxy_url):
+            raise CliError("--provider sets the embedded LiteLLM config's path to the mock; with --config, --proxy-command or --proxy-url, "
+                           "set the provider in that gateway's own config")  # fmt: skip
         options = BenchOptions(
             litellm_versions=tuple(args.litellm_version or ()), proxy_command=args.proxy_command, proxy_url=args.proxy_url,
-            config=args.config, workers=args.workers, concurrency=args.concurrency, stream_concurrency=args.stream_concurrency,
+            config=args.config, provider=args.provider or "openai", workers=args.workers, concurrency=args.concurrency, stream_concurrency=args.stream_concurrency,
             duration_s=args.duration, warmup_s=args.warmup[0], warmup_requests=args.warmup[1], repeats=args.repeats, prompt_repeats=args.prompt_repeats,
             ttft_ms=args.ttft_ms, itl_ms=args.itl_ms, chunks=args.chunks, label=args.label, progress=args.progress,
             driver=args.driver, processes=args.processes, flamegraph=args.flamegraph,

@@ -227,7 +227,7 @@ class _PyExchange:
         middleware = self._middleware
         if not (middleware.server_timing or middleware.overhead_header):
             return message
-        # One pass over the finished stages: Server-Timing entries and upstream
+        # One pass over the stages: Server-Timing entries and upstream
         # time. The entry format is server_timing_entry's, inlined (one call
         # less per stage), as an f-string over local names: the cheapest form
         # measured (timeit, CPython 3.11).
@@ -242,6 +242,8 @@ class _PyExchange:
             us = (duration + 500) // 1000 if duration > 0 else 0  # as format_ms
             parts.append(f"{prefixes.get(name) or entry_prefix(name)}{us // 1000}{thousandths[us % 1000]}")
         for name, entry in timeline.generators.items():
+            if name in upstream_names:  # waits summed over the request (e.g. for the upstream's body)
+                upstream += entry[4]
             parts.append(server_timing_entry(name, entry[4]))
         paused = _GC.total_ns - timeline.gc_pause_ns
         if paused:

@@ -209,37 +209,34 @@ def _wrap_async_generator(
 
 
 async def _timed_generator(
-    name: str, generator: AsyncGenerator[Any, Any], timeline: Timeline, wait_name: str | None = None
+    name: str, generator: AsyncGenerator[Any, Any], timeline: Timeline, stream_attributes: bool = False
 ) -> AsyncGenerator[Any, Any]:
-    """Yields what ``generator`` yields; records its own time as ``name`` and,
-    with ``wait_name``, the time it was suspended inside each step (waiting
-    on what it awaits, e.g. the upstream's next chunk) and the longest gap
-    between two items (``perfkit.stream.max_gap_ms``)."""
+    """Yields what ``generator`` yields; records its own time as ``name``
+    (time suspended inside a step, waiting on what it awaits, excluded) and,
+    with ``stream_attributes``, the number of items and the longest gap
+    between two (``perfkit.stream.chunks``, ``perfkit.stream.max_gap_ms``)."""
     first_ns = perf_counter_ns()
-    own_ns = wait_ns = items = max_gap = 0
+    own_ns = items = max_gap = 0
     last_item_ns = first_ns
     try:
         while True:
             step = _Timed(generator.__anext__())
-            started = perf_counter_ns()
             try:
                 item = await step
             except StopAsyncIteration:
                 own_ns += step.own_ns
-                wait_ns += perf_counter_ns() - started - step.own_ns
                 break
-            now = perf_counter_ns()
             own_ns += step.own_ns
-            wait_ns += now - started - step.own_ns
-            if now - last_item_ns > max_gap:
-                max_gap = now - last_item_ns
-            last_item_ns = now
+            if stream_attributes:
+                now = perf_counter_ns()
+                if now - last_item_ns > max_gap:
+                    max_gap = now - last_item_ns
+                last_item_ns = now
             items += 1
             yield item
     finally:
         timeline.add_generator_time(name, first_ns, own_ns, items)
-        if wait_name is not None:
-            timeline.add_generator_time(wait_name, first_ns, wait_ns, items, "sum")
+        if stream_attributes:
             timeline.attributes[Attr.STREAM_MAX_GAP_MS] = round(max_gap / 1e6, 3)
             timeline.attributes[Attr.STREAM_CHUNKS] = items
         await generator.aclose()

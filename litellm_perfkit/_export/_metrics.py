@@ -65,13 +65,19 @@ class Histogram:
         return twin
 
 
+# Requests perfkit could not fully measure (docs/litellm.md), by their span attribute.
+_UPSTREAM_UNMEASURED = "perfkit.requests.upstream_unmeasured"
+_AUTH_UNMEASURED = "perfkit.requests.auth_unmeasured"
+
+
 class MetricStore:
     """Histograms keyed by (metric, attributes), plus perfkit's own counters."""
 
     def __init__(self) -> None:
         self.histograms: dict[MetricKey, Histogram] = {}
         self._stages: dict[str, Histogram] = {}  # a shortcut to the per-stage entries
-        self.counters: dict[str, int] = {"perfkit.spans.dropped": 0, "perfkit.requests.dropped": 0}
+        self.counters: dict[str, int] = {"perfkit.spans.dropped": 0, "perfkit.requests.dropped": 0,
+                                         _UPSTREAM_UNMEASURED: 0, _AUTH_UNMEASURED: 0}  # fmt: skip
         self._lock = threading.Lock()
         self._gc_pause = self._histogram("perfkit.gc.pause", ())
 
@@ -95,6 +101,12 @@ class MetricStore:
             if ttft is not None:
                 self._histogram("gen_ai.server.time_to_first_token", ()).record(ttft)
         self._gc_pause.record(record.gc_pause_ns)
+        if record.attributes:
+            attributes = record.attributes
+            if attributes.get(Attr.UPSTREAM_UNMEASURED):
+                self.counters[_UPSTREAM_UNMEASURED] += 1
+            if attributes.get(Attr.AUTH_UNMEASURED):
+                self.counters[_AUTH_UNMEASURED] += 1
         stages = self._stages
         for entry in record.stages:
             histogram = stages.get(entry.name)

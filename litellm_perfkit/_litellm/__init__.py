@@ -12,6 +12,7 @@ import functools
 import importlib
 import importlib.metadata
 import os
+import sys
 from dataclasses import dataclass, field
 from collections.abc import Callable
 from typing import Any
@@ -20,7 +21,7 @@ from .._core._guard import logger
 from .._core import PerfkitMiddleware
 from ..types import HeaderMode
 from ._fastpath import FastPaths
-from ._points import ROUTES, UPSTREAM_STAGES, Point, table_for
+from ._points import UPSTREAM_STAGES, Point, table_for
 from ._wrap import apply_point, make_wrapper
 
 __all__ = ["InstrumentReport", "instrument", "uninstrument", "extra_points"]
@@ -73,18 +74,16 @@ def _swap_depends(value: Any, original: Any, wrapper: Any) -> Any:
     return value
 
 
-def _wrap_dependency(app: Any, point: Point) -> tuple[int, list[Restore]]:
-    """Replace the auth dependency of the instrumented routes, everywhere
-    FastAPI may read it: the built dependency trees (routes copied at include
-    time), and the route's ``dependencies`` and the endpoint's ``Depends``
-    defaults (routes whose trees FastAPI builds lazily at first request).
-    Every declaration gets the same wrapper, so FastAPI still runs it once."""
-    original = getattr(importlib.import_module(point.module), point.attribute)
-    wrapper = make_wrapper(Point(point.stage, point.target), original)
+def _wrap_dependency(app: Any, original: Any, wrapper: Any) -> tuple[int, list[Restore]]:
+    """Replace the auth dependency of every route, everywhere FastAPI may
+    read it: the built dependency trees (routes copied at include time), and
+    the route's ``dependencies`` and the endpoint's ``Depends`` defaults
+    (routes whose trees FastAPI builds lazily at first request). Every
+    declaration gets the same wrapper, so FastAPI still runs it once."""
     restores: list[Restore] = []
     routes = 0
     for route in _routes(app):
-        if getattr(route, "path", None) not in ROUTES or not hasattr(route, "dependant"):
+        if not hasattr(route, "dependant"):
             continue
         touched = False
         for dependant in _dependants(route.dependant):
@@ -116,6 +115,52 @@ def _wrap_dependency(app: Any, point: Point) -> tuple[int, list[Restore]]:
     return routes, restores
 
 
+class _Instrumentation:
+    """What instrument() applied, and what waits: points whose module is not
+    loaded yet, and routes added later (a lazily loaded feature)."""
+
+    def __init__(self, app: Any, report: InstrumentReport) -> None:
+        self.app, self.report = app, report
+        self.restores: list[Restore] = []
+        self.dependencies: list[tuple[Point, Any, Any]] = []  # (point, original, its one wrapper)
+        self.waiting: list[Point] = []
+
+    def apply(self, point: Point) -> None:
+        report = self.report
+        try:
+            if point.when == "loaded" and point.module not in sys.modules:
+                self.waiting.append(point)
+                return
+            if point.kind == "dependency":
+                original = getattr(importlib.import_module(point.module), point.attribute)
+                wrapper = make_wrapper(point, original)
+                count, undo = _wrap_dependency(self.app, original, wrapper)
+                self.dependencies.append((point, original, wrapper))
+                self.restores += undo
+                if count:
+                    report.instrumented.append(f"{point.stage}: {point.target} ({count} routes)")
+                else:
+                    report.missing.append(f"{point.target} (no route depends on it)")
+                return
+            result = apply_point(point, self.routes_added if point.kind == "routes_added" else None)
+        except Exception as exc:  # never let a table entry break the proxy
+            report.missing.append(f"{point.target} ({type(exc).__name__}: {exc})")
+            return
+        if isinstance(result, str):
+            report.missing.append(result)
+        else:
+            self.restores.append(result[1])
+            report.instrumented.append(f"{point.stage}: {point.target}")
+
+    def routes_added(self) -> None:
+        """After a feature added its routes: wrap their auth, apply the points waiting for its module."""
+        for _, original, wrapper in self.dependencies:
+            self.restores += _wrap_dependency(self.app, original, wrapper)[1]
+        waiting, self.waiting = self.waiting, []
+        for point in waiting:
+            self.apply(point)
+
+
 def instrument(
     app: Any = None, *, server_timing: HeaderMode = "trusted", overhead_header: HeaderMode = "trusted"
 ) -> InstrumentReport:
@@ -134,26 +179,9 @@ def instrument(
 
         app = proxy_server.app
     report = InstrumentReport(version=version, table=table)
-    restores: list[Any] = []
+    applied = _Instrumentation(app, report)
     for point in (*points, *extra_points()):
-        try:
-            if point.kind == "dependency":
-                count, undo = _wrap_dependency(app, point)
-                if count:
-                    restores += undo
-                    report.instrumented.append(f"{point.stage}: {point.target} ({count} routes)")
-                else:
-                    report.missing.append(f"{point.target} (no instrumented route depends on it)")
-                continue
-            result = apply_point(point)
-        except Exception as exc:  # never let a table entry break the proxy
-            report.missing.append(f"{point.target} ({type(exc).__name__}: {exc})")
-            continue
-        if isinstance(result, str):
-            report.missing.append(result)
-        else:
-            restores.append(result[1])
-            report.instrumented.append(f"{point.stage}: {point.target}")
+        applied.apply(point)
     fast_paths = FastPaths(version, table)
     app.add_middleware(
         PerfkitMiddleware,
@@ -170,7 +198,7 @@ def instrument(
             len(report.missing),
             "; ".join(report.missing),
         )
-    _state.update(report=report, app=app, restores=restores)
+    _state.update(report=report, app=app, applied=applied)
     return report
 
 
@@ -178,7 +206,7 @@ def uninstrument() -> None:
     """Undo instrument(): restore every wrapped function and remove the middleware."""
     if "report" not in _state:
         return
-    for restore in reversed(_state["restores"]):
+    for restore in reversed(_state["applied"].restores):
         restore()
     app = _state["app"]
     app.user_middleware = [m for m in app.user_middleware if getattr(m, "cls", None) is not PerfkitMiddleware]

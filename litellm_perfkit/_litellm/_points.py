@@ -14,14 +14,32 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["Point", "PointKind", "TABLES", "ROUTES", "table_for", "UPSTREAM_STAGES"]
+__all__ = ["Point", "PointKind", "TABLES", "table_for", "UPSTREAM_STAGES", "AUTH", "LLM_CALL", "OUTBOUND", "STREAM_WAIT", "UPSTREAM"]
 
-PointKind = Literal["call", "dependency", "stream", "sum"]
+PointKind = Literal["call", "dependency", "stream", "sum", "route", "outbound", "body_wait", "body_stream", "routes_added"]
 """``call``: one stage per call (async or sync function, or method).
-``dependency``: a FastAPI dependency of the instrumented routes.
+``dependency``: a FastAPI dependency of the proxy's routes.
 ``stream``: the proxy's streaming generator: ``stream.iterate`` (its own
-time) and ``stream.upstream_wait`` (time suspended waiting for chunks).
-``sum``: called per chunk or many times per request; durations are summed."""
+time), and the stream's chunk count and longest gap.
+``sum``: called per chunk or many times per request; durations are summed.
+``route``: returns the LLM call unawaited; awaiting it is ``llm_call``.
+``outbound``, ``body_wait``, ``body_stream``: an HTTP client's request, a
+wait for more of a response's body, a generator over the body (_transport).
+``routes_added``: registers routes after start-up (a lazily loaded feature);
+when it returns, the new routes get the auth wrapper and the points waiting
+for their module (``when="loaded"``) are applied."""
+
+When = Literal["now", "loaded"]
+"""``now``: at instrument time (the module is imported if need be).
+``loaded``: once something else has imported the module: a feature LiteLLM
+loads on first use is not loaded early by perfkit."""
+
+# The stage names the instrumentation itself reasons about.
+AUTH = "auth"
+LLM_CALL = "llm_call"
+UPSTREAM = "upstream"  # waiting on the provider: the request, and body reads inside the LLM call
+STREAM_WAIT = "stream.upstream_wait"  # waiting on the provider for a stream's chunks
+OUTBOUND = "outbound"  # waiting on another service outside the LLM call (a guardrail, an auth hook)
 
 
 @dataclass(frozen=True)
@@ -29,6 +47,7 @@ class Point:
     stage: str
     target: str  # "module:attribute" or "module:Class.method"
     kind: PointKind = "call"
+    when: When = "now"
 
     @property
     def module(self) -> str:
@@ -43,23 +62,30 @@ _PS = "litellm.proxy.proxy_server"
 _CRP = "litellm.proxy.common_request_processing"
 _UTILS = "litellm.proxy.utils"
 
-_COMMON: tuple[Point, ...] = (
+# Every provider's bytes pass through httpx or aiohttp (_transport).
+_TRANSPORT: tuple[Point, ...] = (
+    Point(UPSTREAM, "httpx:AsyncClient.send", "outbound"),
+    Point(UPSTREAM, "httpx:Client.send", "outbound"),
+    Point(UPSTREAM, "aiohttp.client:ClientSession._request", "outbound"),
+    Point(STREAM_WAIT, "httpx:Response.aiter_raw", "body_stream"),
+    Point(STREAM_WAIT, "aiohttp.streams:StreamReader._wait", "body_wait"),
+)
+
+_COMMON: tuple[Point, ...] = _TRANSPORT + (
     Point("request.parse", f"{_PS}:_read_request_body"),
-    Point("auth", "litellm.proxy.auth.user_api_key_auth:user_api_key_auth", "dependency"),
+    Point(AUTH, "litellm.proxy.auth.user_api_key_auth:user_api_key_auth", "dependency"),
     Point("pre_call", f"{_CRP}:ProxyBaseLLMRequestProcessing.common_processing_pre_call_logic"),
     Point("hooks.pre_call", f"{_UTILS}:ProxyLogging.pre_call_hook"),
     Point("hooks.during_call", f"{_UTILS}:ProxyLogging.during_call_hook"),
-    Point("route", f"{_CRP}:route_request"),
-    Point("llm_call", "litellm.router:Router.acompletion"),
-    Point("llm_call", "litellm.router:Router.aembedding"),
-    Point("llm_call", "litellm.router:Router.atext_completion"),
-    Point("upstream", "litellm.llms.openai.openai:OpenAIChatCompletion.make_openai_chat_completion_request"),
-    Point("upstream", "litellm.llms.openai.completion.handler:OpenAITextCompletion.acompletion"),
-    Point("upstream", "litellm.llms.openai.openai:OpenAIChatCompletion.make_openai_embedding_request"),
+    # Every LLM route (chat, completions, embeddings, messages, responses)
+    # asks route_request for its call: one point for all of them.
+    Point("route", f"{_CRP}:route_request", "route"),
     Point("hooks.post_call", f"{_UTILS}:ProxyLogging.post_call_success_hook"),
     Point("headers", f"{_CRP}:ProxyBaseLLMRequestProcessing.get_custom_headers"),
     Point("serialize", "fastapi.routing:serialize_response"),
     Point("stream", f"{_PS}:async_data_generator", "stream"),
+    # Anthropic /v1/messages (and other SSE formats) stream through this one.
+    Point("stream", f"{_CRP}:ProxyBaseLLMRequestProcessing.async_streaming_data_generator", "stream"),
     Point("stream.hooks", f"{_UTILS}:ProxyLogging.async_post_call_streaming_hook", "sum"),
     Point("stream.cleanup", "litellm.litellm_core_utils.streaming_handler:CustomStreamWrapper.aclose", "sum"),
 )
@@ -75,28 +101,18 @@ TABLES: dict[str, tuple[Point, ...]] = {
     # stream fast path and the fast chunk serializer.
     ">=1.103": _COMMON
     + (
+        # /v1/messages and other features are imported and routed on first use.
+        # The first request to such a feature waits for its import: "lazy_load".
+        Point("lazy_load", "litellm.proxy._lazy_features:_force_load", "routes_added"),
+        Point("request.parse", "litellm.proxy.anthropic_endpoints.endpoints:_read_request_body", when="loaded"),
         Point("callbacks.check", f"{_UTILS}:ProxyLogging._callback_capabilities", "sum"),
         Point("callbacks.check", f"{_CRP}:ProxyBaseLLMRequestProcessing._has_post_call_guardrails", "sum"),
         Point("stream.serialize", f"{_PS}:_serialize_streaming_chunk", "sum"),
     ),
 }
 
-# The routes whose auth dependency is wrapped.
-ROUTES = frozenset(
-    {
-        "/chat/completions",
-        "/v1/chat/completions",
-        "/completions",
-        "/v1/completions",
-        "/embeddings",
-        "/v1/embeddings",
-        "/engines/{model:path}/chat/completions",
-        "/openai/deployments/{model:path}/chat/completions",
-    }
-)
-
 # Stages that wait on the provider: the time the gateway does not spend itself.
-UPSTREAM_STAGES = frozenset({"upstream", "stream.upstream_wait"})
+UPSTREAM_STAGES = frozenset({UPSTREAM, STREAM_WAIT})
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:

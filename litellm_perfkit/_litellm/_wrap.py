@@ -10,28 +10,43 @@ from time import perf_counter_ns
 from typing import Any
 
 from .._core import Stage
+from .._core._guard import internal_error
 from .._core._stage import _timed_generator
 from .._core._timeline import TIMELINE
-from ._points import Point
+from ._points import Point, PointKind
+from ._transport import awaited_stage, body_stream, body_wait, outbound
 
 __all__ = ["Applied", "apply_point", "make_wrapper"]
 
 Restore = Callable[[], None]
 Applied = tuple[Point, Restore]
+_TRANSPORT_KINDS: dict[PointKind, Callable[[Callable[..., Any]], Callable[..., Any]]] = {
+    "outbound": outbound,
+    "body_wait": body_wait,
+    "body_stream": body_stream,
+}
 
 
-def make_wrapper(point: Point, original: Callable[..., Any]) -> Callable[..., Any]:
+def make_wrapper(point: Point, original: Callable[..., Any], then: Callable[[], None] | None = None) -> Callable[..., Any]:
+    """The wrapper for ``point``; a ``routes_added`` point calls ``then`` after each call."""
     stage = point.stage
-    if point.kind == "stream":
+    if point.kind == "routes_added":
+        assert then is not None
+        wrapper: Callable[..., Any] = _then(Stage(stage)(original), then)
+    elif point.kind == "stream":
 
         def stream_wrapper(*args: Any, **kwargs: Any) -> Any:
             generator = original(*args, **kwargs)
             timeline = TIMELINE.get()
             if timeline is None or not inspect.isasyncgen(generator):
                 return generator
-            return _timed_generator("stream.iterate", generator, timeline, wait_name="stream.upstream_wait")
+            return _timed_generator("stream.iterate", generator, timeline, stream_attributes=True)
 
-        wrapper: Callable[..., Any] = stream_wrapper
+        wrapper = stream_wrapper
+    elif point.kind in _TRANSPORT_KINDS:
+        wrapper = _TRANSPORT_KINDS[point.kind](original)
+    elif point.kind == "route":
+        wrapper = awaited_stage(original, stage)
     elif point.kind == "sum":
         if inspect.iscoroutinefunction(original):
 
@@ -66,7 +81,20 @@ def make_wrapper(point: Point, original: Callable[..., Any]) -> Callable[..., An
     return wrapper
 
 
-def apply_point(point: Point) -> Applied | str:
+def _then(timed: Callable[..., Any], then: Callable[[], None]) -> Callable[..., Any]:
+    async def call_then(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await timed(*args, **kwargs)
+        finally:
+            try:
+                then()
+            except Exception as exc:  # perfkit's bug must never become the app's
+                internal_error("litellm.routes_added", exc)
+
+    return call_then
+
+
+def apply_point(point: Point, then: Callable[[], None] | None = None) -> Applied | str:
     """Wrap one point; the reason as text when it cannot be found."""
     try:
         module = importlib.import_module(point.module)
@@ -89,7 +117,7 @@ def apply_point(point: Point) -> Applied | str:
         return f"{point.target} (not callable)"
     if hasattr(function, "__perfkit_original__"):
         return f"{point.target} (already wrapped)"
-    wrapper = make_wrapper(point, function)
+    wrapper = make_wrapper(point, function, then)
     replacement: Any = type(raw)(wrapper) if isinstance(raw, (staticmethod, classmethod)) else wrapper
     setattr(owner, name, replacement)
 

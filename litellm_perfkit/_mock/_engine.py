@@ -110,8 +110,8 @@ def _prompt_tokens(payload: dict[str, Any]) -> int:
     """About 4 characters a token, like the usual rule of thumb; at least 1.
     Messages (Chat, Anthropic), Anthropic's system, Responses' input, prompts."""
     chars = _text_chars(payload.get("system"))
-    items = payload.get("input") if isinstance(payload.get("input"), list) else payload.get("messages") or ()
-    for message in items:
+    items = payload.get("input") if isinstance(payload.get("input"), list) else payload.get("messages")
+    for message in items if isinstance(items, list) else ():
         if isinstance(message, dict):
             chars += _text_chars(message.get("content"))
     for key in ("prompt", "input"):

@@ -65,4 +65,8 @@ class Attr:
     STAGE_ITEMS = "perfkit.stage.items"
     STREAM_MAX_GAP_MS = "perfkit.stream.max_gap_ms"
     STREAM_CHUNKS = "perfkit.stream.chunks"
+    # Set (true) when perfkit could not measure a part of the request: an LLM
+    # call with no upstream wait inside it, or an LLM request with no auth stage.
+    UPSTREAM_UNMEASURED = "perfkit.upstream_unmeasured"
+    AUTH_UNMEASURED = "perfkit.auth_unmeasured"
     LITELLM_PREFIX = "perfkit.litellm."

@@ -105,3 +105,21 @@ def test_collector_pauses_are_summarised_beside_the_breakdown_not_in_it() -> Non
     assert result["gc_pause_ms"] == {"mean": 5.0, "p95": 10.0, "max": 10.0, "share": 0.25}
     # The stages and the remainder still add up to the overhead on their own.
     assert result["stages"]["auth"]["share"] + result["remainder"]["share"] == pytest.approx(1.0)
+
+
+@pytest.mark.integration
+@pytest.mark.litellm
+def test_bench_through_the_azure_provider_path_splits_out_the_upstream() -> None:
+    """--provider azure: the embedded config reaches the mock as an Azure deployment;
+    the provider's 80 ms is upstream, not overhead."""
+    document = run_bench(quick(litellm_versions=("1.103.0",), provider="azure", ttft_ms=80.0, itl_ms=0.0, chunks=2))
+    validate(document, "bench")
+    assert document["nonstream"]["errors"] == 0 and document["stream"]["errors"] == 0
+    assert document["unmeasured"] == {"upstream": 0, "auth": 0}
+    # Non-streaming requests wait 80 ms in upstream; streams wait for their headers
+    # in upstream and for their chunks in stream.upstream_wait.
+    stages = document["stages"]
+    assert stages["upstream"]["upstream"] and stages["stream.upstream_wait"]["upstream"]
+    waited = stages["upstream"]["mean_self_ms"] + stages["stream.upstream_wait"]["mean_self_ms"]
+    assert 78 <= waited <= 90, stages
+    assert document["server_overhead_ms"]["p95"] < 40, document["server_overhead_ms"]

@@ -18,7 +18,7 @@ import pytest
 from tests.support.litellm_env import VERSIONS, litellm_env, litellm_python
 from tests.support.mock_server import mock_process
 from tests.support.proxy import litellm_proxy, proxy_log
-from tests.support.receiver import Received, otlp_receiver
+from tests.support.receiver import Received, otlp_receiver, spans_of
 from tests.support.servers import Jaeger
 
 pytestmark = [pytest.mark.integration, pytest.mark.litellm]
@@ -36,24 +36,6 @@ FAST_PATH_KEYS = {
     "perfkit.litellm.during_call_hooks",
     "perfkit.litellm.slow_path_callbacks",
 }
-
-
-def value(v: dict[str, Any]) -> Any:
-    raw = next(iter(v.values()))
-    return int(raw) if "intValue" in v else raw
-
-
-def spans_of(received: Received) -> list[dict[str, Any]]:
-    spans = []
-    for body in received.bodies.get("/v1/traces", []):
-        for resource_spans in orjson.loads(body)["resourceSpans"]:
-            resource = {a["key"]: value(a["value"]) for a in resource_spans["resource"]["attributes"]}
-            for scope in resource_spans["scopeSpans"]:
-                for span in scope["spans"]:
-                    span["attrs"] = {a["key"]: value(a["value"]) for a in span.get("attributes", [])}
-                    span["pid"] = resource.get("process.pid")
-                    spans.append(span)
-    return spans
 
 
 def requests_of(received: Received, count: int, timeout_s: float = 20) -> dict[str, list[dict[str, Any]]]:

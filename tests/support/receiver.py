@@ -1,4 +1,5 @@
-"""A minimal OTLP/HTTP receiver on 127.0.0.1 that keeps every request body."""
+"""A minimal OTLP/HTTP receiver on 127.0.0.1 that keeps every request body,
+and the spans in what it received (OTLP/JSON)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,9 @@ import contextlib
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import orjson
 
 
 class Received:
@@ -41,3 +45,23 @@ def otlp_receiver() -> Iterator[tuple[str, Received]]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def _value(v: dict[str, Any]) -> Any:
+    raw = next(iter(v.values()))
+    return int(raw) if "intValue" in v else raw
+
+
+def spans_of(received: Received) -> list[dict[str, Any]]:
+    """Every span received as OTLP/JSON, with ``attrs`` (its attributes as a
+    dict) and ``pid`` (its resource's process.pid)."""
+    spans = []
+    for body in list(received.bodies.get("/v1/traces", [])):
+        for resource_spans in orjson.loads(body)["resourceSpans"]:
+            resource = {a["key"]: _value(a["value"]) for a in resource_spans["resource"]["attributes"]}
+            for scope in resource_spans["scopeSpans"]:
+                for span in scope["spans"]:
+                    span["attrs"] = {a["key"]: _value(a["value"]) for a in span.get("attributes", [])}
+                    span["pid"] = resource.get("process.pid")
+                    spans.append(span)
+    return spans

@@ -113,9 +113,13 @@ server_timing(ExchangeObject *self, PyObject *upstream_names, Buffer *buffer, in
     Py_ssize_t position = 0;
     while (PyDict_Next(generators, &position, &name, &entry)) {
         int64_t own;
-        if (int64_item(entry, PK_GENERATOR_SELF_NS, &own) < 0 || add_entry(buffer, name, own) < 0) {
+        int upstream_stage = int64_item(entry, PK_GENERATOR_SELF_NS, &own) < 0 ? -1 : PySet_Contains(upstream_names, name);
+        if (upstream_stage < 0 || add_entry(buffer, name, own) < 0) {
             Py_DECREF(generators);
             return -1;
+        }
+        if (upstream_stage) {
+            *upstream += own;
         }
     }
     Py_DECREF(generators);

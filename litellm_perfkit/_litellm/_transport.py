@@ -1,0 +1,192 @@
+"""Upstream time where every provider's bytes go: the HTTP clients.
+
+LiteLLM reaches every provider through httpx (its own ``AsyncHTTPHandler``,
+and the clients inside the OpenAI, Azure and Anthropic SDKs) or aiohttp (its
+aiohttp transport under httpx, and the aiohttp handler). Timing those, not
+one handler per provider, makes ``upstream`` true for every provider:
+
+- an outbound request (``send``) is a block stage until the response's
+  headers (or, unstreamed, its whole body) are in;
+- each wait for more of a response's body is a wait too: a block stage when
+  a stage is open (a first chunk read inside the LLM call), else summed into
+  ``stream.upstream_wait`` (the chunks of a stream the proxy relays).
+
+Inside the LLM call, or outside every stage (a relayed stream), these are
+``upstream``; inside another stage (a guardrail or an auth hook calling out)
+they are ``outbound``: the gateway waits, but not on the provider, so it
+stays in the overhead. Nested clients (httpx over LiteLLM's
+aiohttp transport) are counted once: the outermost wait is measured.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextvars import ContextVar
+from time import perf_counter_ns
+from typing import Any, TypeVar
+
+from .._core import Stage
+from .._core._guard import internal_error
+from .._core._timeline import OPEN_STAGE, TIMELINE, Timeline
+from .._wire._names import Attr
+from ._points import AUTH, LLM_CALL, OUTBOUND, STREAM_WAIT, UPSTREAM
+
+__all__ = ["awaited_stage", "body_stream", "body_wait", "outbound"]
+
+T = TypeVar("T")
+
+# True while a wait is measured in this context: nested clients do not count twice.
+_MEASURING: ContextVar[bool] = ContextVar("perfkit_measuring", default=False)
+# True inside the LLM call (and the tasks it starts): outbound waits there are the provider's.
+_IN_LLM_CALL: ContextVar[bool] = ContextVar("perfkit_in_llm_call", default=False)
+
+
+def _block_name(timeline: Timeline) -> str:
+    """Inside the LLM call, or outside every stage (a stream whose request is
+    sent when it is first read), the wait is the provider's; inside another
+    stage (a guardrail, an auth hook), another service's."""
+    if _IN_LLM_CALL.get() or OPEN_STAGE.get() is None:
+        timeline.attributes.pop(Attr.UPSTREAM_UNMEASURED, None)  # measured after all (see _check_coverage)
+        return UPSTREAM
+    return OUTBOUND
+
+
+def outbound(original: Callable[..., Any]) -> Callable[..., Any]:
+    """An outbound request: a block stage while it is in flight."""
+    if inspect.iscoroutinefunction(original):
+
+        async def send_async(*args: Any, **kwargs: Any) -> Any:
+            timeline = TIMELINE.get()
+            if timeline is None or _MEASURING.get():
+                return await original(*args, **kwargs)
+            token = _MEASURING.set(True)
+            try:
+                with Stage(_block_name(timeline)):
+                    return await original(*args, **kwargs)
+            finally:
+                _MEASURING.reset(token)
+
+        return send_async
+
+    def send_sync(*args: Any, **kwargs: Any) -> Any:  # a sync client, in a thread that carries the request's context
+        timeline = TIMELINE.get()
+        if timeline is None or _MEASURING.get():
+            return original(*args, **kwargs)
+        token = _MEASURING.set(True)
+        try:
+            with Stage(_block_name(timeline)):
+                return original(*args, **kwargs)
+        finally:
+            _MEASURING.reset(token)
+
+    return send_sync
+
+
+async def _timed_wait(awaitable: Awaitable[T], timeline: Timeline) -> T:
+    token = _MEASURING.set(True)
+    try:
+        if _IN_LLM_CALL.get() or OPEN_STAGE.get() is not None:
+            with Stage(_block_name(timeline)):
+                return await awaitable
+        timeline.attributes.pop(Attr.UPSTREAM_UNMEASURED, None)
+        started = perf_counter_ns()
+        try:
+            return await awaitable
+        finally:
+            try:
+                timeline.add_generator_time(STREAM_WAIT, started, perf_counter_ns() - started, 1, "sum")
+            except Exception as exc:  # perfkit's bug must never become the app's
+                internal_error("transport.wait", exc)
+    finally:
+        _MEASURING.reset(token)
+
+
+def body_wait(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """A coroutine function that waits for more of a response's body."""
+
+    @functools.wraps(original)
+    def wait(*args: Any, **kwargs: Any) -> Awaitable[Any]:
+        timeline = TIMELINE.get()
+        if timeline is None or _MEASURING.get():
+            return original(*args, **kwargs)
+        return _timed_wait(original(*args, **kwargs), timeline)
+
+    return wait
+
+
+def body_stream(original: Callable[..., AsyncGenerator[Any, None]]) -> Callable[..., AsyncGenerator[Any, None]]:
+    """An async generator function over a response's body: each step is a wait."""
+
+    async def timed(generator: AsyncGenerator[Any, None], timeline: Timeline) -> AsyncGenerator[Any, None]:
+        try:
+            while True:
+                try:
+                    item = await _timed_wait(generator.__anext__(), timeline)
+                except StopAsyncIteration:
+                    return
+                yield item
+        finally:
+            await generator.aclose()
+
+    @functools.wraps(original)
+    def stream(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
+        generator = original(*args, **kwargs)
+        timeline = TIMELINE.get()
+        if timeline is None or _MEASURING.get():  # read inside a measured send: already counted
+            return generator
+        return timed(generator, timeline)
+
+    return stream
+
+
+def awaited_stage(original: Callable[..., Awaitable[Any]], name: str) -> Callable[..., Awaitable[Any]]:
+    """A coroutine function that returns the LLM call, unawaited (LiteLLM's
+    ``route_request``): the call itself is the stage ``name``; awaiting what
+    it returns is ``llm_call``, checked for coverage when it returns."""
+
+    async def routed(*args: Any, **kwargs: Any) -> Any:
+        timeline = TIMELINE.get()
+        if timeline is None:
+            return await original(*args, **kwargs)
+        with Stage(name):
+            call = await original(*args, **kwargs)
+        return _llm_call(call, timeline) if inspect.iscoroutine(call) else call
+
+    return routed
+
+
+async def _llm_call(call: Awaitable[T], timeline: Timeline) -> T:
+    first = timeline.next_index
+    token = _IN_LLM_CALL.set(True)
+    try:
+        with Stage(LLM_CALL):
+            result = await call
+    finally:
+        _IN_LLM_CALL.reset(token)
+    try:
+        _check_coverage(timeline, first)
+    except Exception as exc:
+        internal_error("transport.coverage", exc)
+    return result
+
+
+def _check_coverage(timeline: Timeline, first_index: int) -> None:
+    """Flag what perfkit could not measure: an LLM call that waited on no
+    upstream it saw (a client it does not wrap, or no provider at all: a
+    cache hit, a mock response), or a request with no auth stage. A stream
+    that sends its request when first read clears the flag then."""
+    measured = auth = False
+    for index, name, _, _, _ in timeline.finished:
+        if name == UPSTREAM and index >= first_index:
+            measured = True
+        elif name == AUTH:
+            auth = True
+    wait = timeline.generators.get(STREAM_WAIT)
+    if wait is not None and wait[0] >= first_index:
+        measured = True
+    if not measured:
+        timeline.attributes[Attr.UPSTREAM_UNMEASURED] = True
+    if not auth:
+        timeline.attributes[Attr.AUTH_UNMEASURED] = True
