@@ -70,14 +70,18 @@ def span_json(span: Span) -> str:
 
 
 def _resource_attributes(service_name: str, extra: dict[str, str]) -> Attributes:
-    return [
-        *extra.items(),
-        ("service.name", service_name),
-        ("process.pid", _PARENT_PID),
-        ("telemetry.sdk.name", _SCOPE_NAME),
-        ("telemetry.sdk.language", "python"),
-        ("telemetry.sdk.version", __version__),
-    ]
+    """One value per key: ``OTEL_RESOURCE_ATTRIBUTES`` first, then what perfkit
+    knows better (the service name chosen from OTEL_SERVICE_NAME first, as
+    the spec says; the process)."""
+    attributes: dict[str, AttributeValue] = {
+        **extra,
+        "service.name": service_name,
+        "process.pid": _PARENT_PID,
+        "telemetry.sdk.name": _SCOPE_NAME,
+        "telemetry.sdk.language": "python",
+        "telemetry.sdk.version": __version__,
+    }
+    return list(attributes.items())
 
 
 def spans_json(spans: list[Span], service_name: str, resource: dict[str, str]) -> bytes:

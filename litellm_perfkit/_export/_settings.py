@@ -102,6 +102,41 @@ def _url(variable: str, raw: str, default: str) -> str:
     return raw.rstrip("/")
 
 
+_LITELLM_PROTOCOLS = {"otlp_http": "http/protobuf", "otlp_grpc": "grpc", "http/protobuf": "http/protobuf", "http/json": "http/json",
+                      "grpc": "grpc"}  # fmt: skip
+
+
+def effective_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The variables perfkit reads, in order of precedence:
+
+    1. ``PERFKIT_OTEL_*``: the same as ``OTEL_*``, for perfkit alone (when the
+       host's SDK reads a variable differently);
+    2. the standard ``OTEL_*``;
+    3. LiteLLM's own ``OTEL_EXPORTER`` / ``OTEL_ENDPOINT`` / ``OTEL_HEADERS``,
+       so an operator whose LiteLLM tracing works gets perfkit's spans there too.
+
+    ``OTEL_SDK_DISABLED=true`` turns export off (traces and metrics)."""
+    merged = dict(env)
+    exporter = env.get("OTEL_EXPORTER", "").strip().lower()
+    if "OTEL_EXPORTER_OTLP_PROTOCOL" not in env and exporter in _LITELLM_PROTOCOLS:
+        merged["OTEL_EXPORTER_OTLP_PROTOCOL"] = _LITELLM_PROTOCOLS[exporter]
+    endpoint = env.get("OTEL_ENDPOINT", "").strip()
+    if endpoint and not any(k in env for k in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")):
+        if endpoint.rstrip("/").endswith("/v1/traces"):  # LiteLLM's is the traces URL itself
+            merged["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = endpoint
+            merged["OTEL_EXPORTER_OTLP_ENDPOINT"] = endpoint.rstrip("/").removesuffix("/v1/traces")
+        else:
+            merged["OTEL_EXPORTER_OTLP_ENDPOINT"] = endpoint
+    if "OTEL_EXPORTER_OTLP_HEADERS" not in env and env.get("OTEL_HEADERS"):
+        merged["OTEL_EXPORTER_OTLP_HEADERS"] = env["OTEL_HEADERS"]
+    for name, value in env.items():
+        if name.startswith("PERFKIT_OTEL_"):
+            merged[name.removeprefix("PERFKIT_")] = value
+    if merged.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        merged["OTEL_TRACES_EXPORTER"] = merged["OTEL_METRICS_EXPORTER"] = "none"
+    return merged
+
+
 def read_settings(
     env: Mapping[str, str] | None = None,
     *,
@@ -112,7 +147,7 @@ def read_settings(
     sampler: str | None = None,
     jsonl_path: str | None = None,
 ) -> ExportSettings:
-    env = os.environ if env is None else env
+    env = effective_env(os.environ if env is None else env)
     resource = _key_values(env, "OTEL_RESOURCE_ATTRIBUTES")
     name = service_name or env.get("OTEL_SERVICE_NAME") or resource.get("service.name") or "litellm-proxy"
 
