@@ -111,6 +111,10 @@ class RequestRecord:
     chunks: int = 0
     body_bytes: int = 0
     traceparent: str | None = None
+    span_context: tuple[str, str] | None = None
+    """(trace id, span id) of the request's span, when chosen while it ran: a
+    host's OpenTelemetry tracing was active, and spans opened inside the
+    request are this span's children. Otherwise chosen at export."""
     error: str | None = None
     marks: dict[str, int] = field(default_factory=dict)
     attributes: dict[str, AttributeValue] = field(default_factory=dict)
@@ -358,6 +362,11 @@ class GcPauses(TypedDict):
 class ProxyUsage(TypedDict):
     cpu_percent: Optional[float]
     rss_mb: Optional[float]
+    cpu_ms_per_request: Annotated[
+        Optional[dict[str, float]],
+        "proxy process-tree CPU over each phase's measured part, per request sent in it, by phase (nonstream, stream); "
+        "none with a warm-up in requests",
+    ]
 
 
 class BenchDriver(TypedDict):

@@ -13,6 +13,7 @@ from ..types import AttributeValue, HeaderMode
 from . import _sink
 from ._collector import closed_by_collector
 from ._guard import internal_error
+from ._hosttrace import HOST_TRACING
 from .._wire._headers import ENTRY_PREFIXES, THOUSANDTHS, entry_prefix, format_ms, server_timing_entry
 from ._gcwatch import WATCH as _GC
 from ._gcwatch import install as watch_gc
@@ -124,6 +125,9 @@ class PerfkitMiddleware:
                 timeline.attributes.update(self.attributes())
             except Exception as exc:
                 internal_error("middleware.attributes", exc)
+        host = None
+        if HOST_TRACING.active or (timeline.start_ns >= HOST_TRACING.next_check_ns and HOST_TRACING.refresh(timeline.start_ns)):
+            host = HOST_TRACING.begin(timeline, scope["headers"])
         token: Token[Timeline | None] | None = TIMELINE.set(timeline)
         try:
             await self.app(scope, exchange.receive, exchange.send)
@@ -135,6 +139,8 @@ class PerfkitMiddleware:
         finally:
             if token is not None:
                 TIMELINE.reset(token)
+                if host is not None:
+                    HOST_TRACING.end(host)
                 exchange.finish()
 
 

@@ -117,16 +117,17 @@ def _server_attributes(record: RequestRecord, own: list[int]) -> Attributes:
 
 
 def trace_context(record: RequestRecord) -> tuple[str, str, int | None]:
-    """(trace_id, parent_span_id, parent flags) from the request's traceparent, or new."""
+    """(trace_id, parent_span_id, parent flags) from the request's traceparent, or new
+    (the trace the request chose while it ran, when the host traces)."""
     parent = parse_traceparent(record.traceparent)
     if parent is None:
-        return f"{_bits(128):032x}", "", None
+        return (record.span_context[0] if record.span_context else f"{_bits(128):032x}"), "", None
     return parent
 
 
 def record_to_spans(record: RequestRecord, trace_id: str, parent_span_id: str, anchor_ns: int) -> list[Span]:
     """The spans of one request; ``anchor_ns`` turns perf_counter_ns into Unix ns."""
-    server_id = f"{_bits(64):016x}"
+    server_id = record.span_context[1] if record.span_context else f"{_bits(64):016x}"
     own = exclusive_ns(record)
     failed = record.error is not None or record.status >= 500
     spans: list[Span] = [

@@ -11,6 +11,8 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from .._wire._headers import format_traceparent
+
 __all__ = ["Api", "Workload", "WorkloadError", "api_of", "endpoint_url", "request_body", "request_headers", "seed_prompt", "SEED_SENTENCE"]
 
 Api = Literal["chat", "completions", "embeddings", "messages", "responses"]
@@ -76,7 +78,7 @@ def request_headers(api_key: str | None, trace_id: str, send_traceparent: bool =
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
     if send_traceparent:
-        headers["traceparent"] = f"00-{trace_id}-{os.urandom(8).hex()}-01"
+        headers["traceparent"] = format_traceparent(trace_id, os.urandom(8).hex())
     return headers
 
 

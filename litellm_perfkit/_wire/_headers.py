@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["ENTRY_PREFIXES", "THOUSANDTHS", "entry_prefix", "format_ms", "format_server_timing", "metric_name", "parse_server_timing", "parse_traceparent", "server_timing_entry"]
+__all__ = ["ENTRY_PREFIXES", "THOUSANDTHS", "entry_prefix", "format_ms", "format_server_timing", "format_traceparent", "metric_name", "parse_server_timing", "parse_traceparent", "server_timing_entry"]
 
 _NOT_TCHAR = re.compile(r"[^!#$%&'*+\-.^_`|~0-9A-Za-z]")
 _SERVER_TIMING_DUR = re.compile(r"([!#$%&'*+\-.^_`|~0-9A-Za-z]+)[^,]*?;\s*dur=([0-9.]+)")
@@ -61,6 +61,11 @@ def parse_server_timing(value: str) -> dict[str, float]:
         except ValueError:  # "1.2.3" matches [0-9.]+
             continue
     return totals
+
+
+def format_traceparent(trace_id: str, span_id: str, flags: int = 1) -> str:
+    """A W3C traceparent (version 00) from hex ids; ``parse_traceparent`` reads it back."""
+    return f"00-{trace_id}-{span_id}-{flags:02x}"
 
 
 def parse_traceparent(value: str | None) -> tuple[str, str, int] | None:

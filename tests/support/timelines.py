@@ -35,6 +35,8 @@ def _value(name: str, rng: random.Random) -> Any:
         return {"model": "gpt-x", "workers": 2, "ratio": 0.5, "fast": True}
     if kind == "tuple[str, ...]":
         return ("llm_call", "upstream")
+    if kind == "tuple[str, str] | None":
+        return rng.choice([None, ("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331")])
     raise AssertionError(f"tests/support/timelines.py cannot fill a field annotated {kind!r} ({name})")
 
 
