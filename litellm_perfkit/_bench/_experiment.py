@@ -15,6 +15,7 @@ import os
 import shlex
 import signal
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any, cast
@@ -118,7 +119,7 @@ def _direct(upstream: str, options: BenchOptions) -> dict[str, LoadSummary]:
     direct = {}
     for name, stream in PHASES:
         options.say(f"direct to the mock, {name} ({options.direct_duration_s:g} s)")
-        direct[name] = _phase(upstream, stream, options.direct_duration_s, (1.0, 0), options)["summary"]
+        direct[name] = _phase(upstream, stream, options.direct_duration_s, (min(1.0, options.direct_duration_s), 0), options)["summary"]
     return direct
 
 
@@ -184,6 +185,8 @@ def _start_proxy(children: Children, options: BenchOptions, version: str | None,
         port = free_port()
         command = shlex.split(options.proxy_command.format(port=port, upstream=upstream))
         env.update(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint, OTEL_EXPORTER_OTLP_PROTOCOL="http/json")
+        for name, value in options.proxy_env:
+            env[name] = os.pathsep.join(filter(None, (value, os.environ.get(name)))) if name == "PYTHONPATH" else value
         proxy = children.start("proxy", command, {**os.environ, **OFFLINE_ENV, **env}, workdir)
         proxy.wait_ready(lambda: port_open(port), timeout_s=180)
         return f"http://127.0.0.1:{port}", proxy
@@ -195,17 +198,49 @@ def _start_proxy(children: Children, options: BenchOptions, version: str | None,
     return started.url, started.child
 
 
+class _PhaseCpu:
+    """The proxy's CPU over a phase's measured part: read when the warm-up
+    ends (a timer; the driver starts within milliseconds) and when the phase
+    returns, so it is charged to the requests that phase counted."""
+
+    def __init__(self, proxy: Child | None, warmup: tuple[float, int]) -> None:
+        self._pid = proxy.process.pid if proxy is not None and not warmup[1] else None
+        self._at_warmup_end: float | None = None
+        self._timer = threading.Timer(warmup[0], self._mark) if self._pid is not None else None
+        if self._timer is not None:
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _mark(self) -> None:
+        assert self._pid is not None
+        self._at_warmup_end = tree_usage(self._pid)[0]
+
+    def per_request_ms(self, requests: int) -> float | None:
+        if self._timer is None or self._pid is None:
+            return None
+        self._timer.cancel()
+        if self._at_warmup_end is None or not requests:
+            return None
+        return round((tree_usage(self._pid)[0] - self._at_warmup_end) * 1000 / requests, 4)
+
+
 def _repeat(url: str, options: BenchOptions, receiver: SpanReceiver, workdir: Path, proxy: Child | None) -> Repeat:
     """Both phases once, with the proxy's CPU over them, joined to the spans they produced."""
     cpu_before, _ = tree_usage(proxy.process.pid) if proxy else (0.0, 0.0)
     started = time.monotonic()
     phases: dict[str, LoadResult] = {}
+    per_request: dict[str, float] = {}
     trace_ids: set[str] = set()
     samples: Samples = {"nonstream_latency_ms": [], "stream_ttft_ms": [], "stream_e2e_ms": []}
     for name, stream in PHASES:
         jsonl = workdir / f"{name}-{time.monotonic_ns()}.jsonl"
         options.say(f"proxy, {name} phase ({options.duration_s:g} s, {options.stream_concurrency if stream else options.concurrency} users)")
-        phases[name] = _phase(url, stream, options.duration_s, (options.warmup_s, options.warmup_requests), options, str(jsonl))
+        warmup = (options.warmup_s, options.warmup_requests)
+        cpu = _PhaseCpu(proxy, warmup)
+        phases[name] = _phase(url, stream, options.duration_s, warmup, options, str(jsonl))
+        cpu_ms = cpu.per_request_ms(phases[name]["summary"]["requests"])
+        if cpu_ms is not None:
+            per_request[name] = cpu_ms
         records = [orjson.loads(line) for line in jsonl.read_bytes().splitlines() if line] if jsonl.exists() else []
         trace_ids |= {r["trace_id"] for r in records}
         ok = [r for r in records if r["error"] is None and r["end_ms"] is not None]
@@ -222,7 +257,7 @@ def _repeat(url: str, options: BenchOptions, receiver: SpanReceiver, workdir: Pa
         "stream": phases["stream"],
         "samples": samples,
         "proxy": {"cpu_percent": round((cpu_after - cpu_before) / wall * 100, 1) if proxy else None,
-                  "rss_mb": round(rss, 1) if proxy else None},  # fmt: skip
+                  "rss_mb": round(rss, 1) if proxy else None, "cpu_ms_per_request": per_request or None},  # fmt: skip
         "breakdown": stage_breakdown(receiver.take(), trace_ids),
     }
 

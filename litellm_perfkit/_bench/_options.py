@@ -56,6 +56,7 @@ class BenchError(RuntimeError):
 class BenchOptions:
     litellm_versions: tuple[str, ...] = ()  # empty: the LiteLLM installed beside perfkit
     proxy_command: str | None = None  # with {port} and {upstream}
+    proxy_env: tuple[tuple[str, str], ...] = ()  # added to the proxy command's environment (PYTHONPATH is prepended)
     proxy_url: str | None = None
     config: str | None = None  # a LiteLLM config; {upstream} is replaced
     provider: str = "openai"  # the embedded config's path to the mock (PROVIDERS)

@@ -51,6 +51,10 @@ def _run(run: BenchRun) -> list[str]:
     proxy = run.get("proxy") or {}
     if proxy.get("cpu_percent") is not None:
         lines.append(f"| proxy CPU / RSS | {proxy['cpu_percent']:.0f}% of a core / {proxy['rss_mb']:.0f} MiB (all processes) |")
+    per_request = proxy.get("cpu_ms_per_request") or {}
+    if per_request:
+        capacity = ", ".join(f"{name} {ms:.2f} ms (at most {1000 / ms:.0f}/s per core)" for name, ms in per_request.items() if ms > 0)
+        lines.append(f"| proxy CPU per request | {capacity} |")
     if ns["errors"] or st["errors"]:
         lines.append(f"| errors | {ns['errors']} non-streaming, {st['errors']} streaming |")
     stages, remainder, overhead = run["stages"], run["remainder"], run["server_overhead_ms"]

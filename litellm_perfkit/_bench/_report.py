@@ -1,4 +1,4 @@
-"""``perfkit report``: one self-contained HTML file of bench results.
+"""``perfkit report``: one self-contained HTML file of bench results (and bisect journals).
 
 Charts are inline SVG drawn here (no script, no font, no network): latency
 CDFs, a TTFT histogram, a stage waterfall with its breakdown table, and A/B
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -156,12 +156,54 @@ def _flamegraph_link(run: BenchRun, base: Path | None) -> str:
     return f'<p>Flamegraph of the proxy during this run: <a href="{html.escape(href)}">{html.escape(Path(path).name)}</a> ({hint})</p>'
 
 
-def render_html(documents: list[tuple[str, BenchResult]], base: Path | None = None) -> str:
+def _bisect_chart(chart_id: str, measured: dict[str, list[float]], order: list[str]) -> str:
+    """A bar per release measured, its interval as a whisker; (mean, half-width, samples)."""
+    versions = [v for v in order if v in measured]
+    top = max(mean + half for mean, half, _ in (measured[v] for v in versions)) or 1.0
+    slot = (W - 2 * PAD) / max(1, len(versions))
+    marks = []
+    for i, version in enumerate(versions):
+        mean, half, _ = measured[version]
+        x, height = PAD + i * slot, (H - 1.5 * PAD) * mean / top
+        low, high = H - PAD - (H - 1.5 * PAD) * (mean - half) / top, H - PAD - (H - 1.5 * PAD) * (mean + half) / top
+        marks.append(
+            f'<rect class="bar" x="{x + slot * 0.1:.1f}" y="{H - PAD - height:.1f}" width="{slot * 0.8:.1f}" height="{height:.1f}" fill="{COLORS[0]}"/>'
+            f'<line x1="{x + slot / 2:.1f}" y1="{low:.1f}" x2="{x + slot / 2:.1f}" y2="{high:.1f}" stroke="#111"/>'
+            f'<text x="{x + slot / 2:.1f}" y="{H - PAD + 14}" font-size="9" text-anchor="middle">{html.escape(version)}</text>'
+        )
+    return _svg(chart_id, "".join(marks) + f'<line x1="{PAD}" y1="{H - PAD}" x2="{W - PAD}" y2="{H - PAD}" stroke="#333"/>')
+
+
+def render_bisect_section(label: str, journal: dict[str, Any], n: int) -> str:
+    """A ``perfkit bisect`` journal: the metric per release with intervals, and the changes found."""
+    from packaging.version import Version
+
+    from ._bisect_bench import METRICS
+
+    result, settings = journal.get("result") or {}, journal.get("settings", {})
+    measured = result.get("measured", {})
+    what, unit, _ = METRICS.get(settings.get("metric", "cpu"), ("the metric", "", None))
+    order = sorted(measured, key=Version)
+    rows = "".join(
+        f"<tr><td>{html.escape(c['release'])}</td><td>{html.escape(c['before'])}</td><td>{c['size']:+.3f}</td>"
+        f"<td>{c['interval'][0]:+.3f} to {c['interval'][1]:+.3f}</td>"
+        f"<td>{html.escape(', '.join(f'{name} {delta:+.3f} ms' for name, delta in c['stages'] if delta))}</td></tr>"
+        for c in result.get("changes", [])
+    )
+    return (f"<h2>Bisect: {html.escape(label)}: {html.escape(str(settings.get('package')))}, {html.escape(what)} ({html.escape(unit)})</h2>"
+            + _bisect_chart(f"bisect-{n}", measured, order)
+            + "<table><tr><th>release</th><th>after</th><th>change</th><th>interval</th><th>stages that moved</th></tr>"
+            + (rows or '<tr><td colspan="5">no release moved the metric beyond the noise</td></tr>') + "</table>")  # fmt: skip
+
+
+def render_html(documents: list[tuple[str, BenchResult]], base: Path | None = None,
+                bisections: Sequence[tuple[str, dict[str, Any]]] = ()) -> str:  # fmt: skip
     """``documents``: (label, bench result) pairs; every run of each is drawn.
+    ``bisections``: (label, ``perfkit bisect`` journal) pairs, drawn after them.
     ``base``: the HTML file's directory, for relative links to flamegraphs."""
     runs = [(f"{label}" if len(doc.get("runs") or [doc]) == 1 else f"{label} / {run['target']}", run)
             for label, doc in documents for run in (doc.get("runs") or [doc])]  # fmt: skip
-    sections = [
+    sections = [] if not runs else [
         "<h2>Non-streaming latency (CDF)</h2>",
         _cdf("latency-cdf", [(label, _pool(run.get("samples", {}).get("nonstream_latency_ms"))) for label, run in runs], "latency ms"),
         "<h2>Streaming TTFT (histogram)</h2>",
@@ -172,9 +214,10 @@ def render_html(documents: list[tuple[str, BenchResult]], base: Path | None = No
     for n, (label, run) in enumerate(runs):
         sections += [f"<h2>Where the overhead went: {html.escape(label)}</h2>", _waterfall(f"waterfall-{n}", run), _table(run),
                      _flamegraph_link(run, base)]  # fmt: skip
+    sections += [render_bisect_section(label, journal, n) for n, (label, journal) in enumerate(bisections)]
     style = ("body{font-family:sans-serif;margin:24px;color:#111}h2{font-size:16px;margin-top:28px}"
              "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}"
              "td:first-child,th:first-child{text-align:left}")  # fmt: skip
-    title = " vs ".join(html.escape(label) for label, _ in documents)
+    title = " vs ".join(html.escape(label) for label, _ in [*documents, *bisections])
     return (f'<!doctype html><html><head><meta charset="utf-8"><title>perfkit report: {title}</title>'
             f"<style>{style}</style></head><body><h1>perfkit report: {title}</h1>{''.join(sections)}</body></html>")  # fmt: skip

@@ -10,6 +10,7 @@ for per-request profiles (litellm pins pyroscope-io itself). They live under
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +32,7 @@ OFFLINE_ENV = {
 
 
 PYINSTRUMENT = ">=4.6"
+_EXACT = re.compile(r"[0-9]+(\.[0-9]+)*([a-z]+[0-9]*)?(\.post[0-9]+)?(\.dev[0-9]+)?")  # 1.103.0, 1.84.0rc1
 
 
 class VenvError(RuntimeError):
@@ -66,7 +68,7 @@ def installed(python: Path) -> tuple[Path | None, bool]:
 def litellm_python(version: str, say: Say | None = None) -> Path:
     """The python of the cached venv for ``version``; builds it when missing,
     telling ``say`` what it does and for how long."""
-    if not version or not all(part.isdigit() for part in version.split(".")):
+    if not _EXACT.fullmatch(version):
         raise VenvError(f"{version!r} is not an exact LiteLLM version such as 1.103.0")
     tag = f"py{sys.version_info.major}.{sys.version_info.minor}"
     venv = CACHE / "venvs" / f"litellm-{version}-{tag}"

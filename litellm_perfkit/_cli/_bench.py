@@ -54,6 +54,34 @@ def _list(kind: type, what: str) -> Any:
     return parse
 
 
+def add_load_arguments(p: argparse.ArgumentParser, duration_default: float, concurrency_default: int) -> None:
+    """The load and mock options of a bench (bench, bisect)."""
+    load = p.add_argument_group("load")
+    load.add_argument("--concurrency", type=positive_int, default=concurrency_default,
+                      help=f"users in the non-streaming phase (default: {concurrency_default})")  # fmt: skip
+    load.add_argument("--stream-concurrency", type=positive_int, default=10, help="users in the streaming phase (default: 10)")
+    load.add_argument("--duration", type=duration, default=duration_default,
+                      help=f"how long each proxy phase measures: 20, 20s, 1m (default: {duration_default:g}s)")  # fmt: skip
+    load.add_argument("--warmup", type=warmup, default=(5.0, 0), help="sent but not counted, before each phase: a duration (5s) or requests (100r) (default: 5s)")
+    load.add_argument("--repeats", type=positive_int, default=1, help="repeat the phases; the median run is reported with the spread")
+    load.add_argument("--prompt-repeats", type=positive_int, default=150, help="sentence repeats per prompt, as LiteLLM's load tests (default: 150)")
+    load.add_argument("--driver", choices=["perfkit", "locust"], default="perfkit",
+                      help="load client: perfkit's own (default) or Locust with perfkit's user; its entries are folded into the result")  # fmt: skip
+    load.add_argument("--processes", type=positive_int, default=1, help="load-driver processes (Locust: its --processes)")
+    mock = p.add_argument_group("mock provider")
+    mock.add_argument("--ttft-ms", type=non_negative, default=20.0, help="the mock's time to first token (default: 20)")
+    mock.add_argument("--itl-ms", type=non_negative, default=2.0, help="the mock's gap between chunks (default: 2)")
+    mock.add_argument("--chunks", type=positive_int, default=20, help="content chunks per answer (default: 20)")
+
+
+def load_options(args: argparse.Namespace) -> dict[str, Any]:
+    """BenchOptions' fields from add_load_arguments' options."""
+    return dict(concurrency=args.concurrency, stream_concurrency=args.stream_concurrency, duration_s=args.duration,
+                warmup_s=args.warmup[0], warmup_requests=args.warmup[1], repeats=args.repeats, prompt_repeats=args.prompt_repeats,
+                ttft_ms=args.ttft_ms, itl_ms=args.itl_ms, chunks=args.chunks, driver=args.driver, processes=args.processes,
+                progress=args.progress)  # fmt: skip
+
+
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("bench", help=HELP, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     target = p.add_argument_group("what to measure (default: the LiteLLM proxy installed here)")
@@ -65,20 +93,7 @@ def add_parser(subparsers: Any) -> None:
                         help="the provider path the embedded config's model takes to the mock (default: openai), to measure "
                              "each path's overhead; aiohttp_openai cannot stream in LiteLLM (docs/litellm.md)")  # fmt: skip
     target.add_argument("--workers", type=_list(int, "worker counts like 1,2"), default=(1,), help="proxy workers; a list sweeps them (default: 1)")
-    load = p.add_argument_group("load")
-    load.add_argument("--concurrency", type=positive_int, default=20, help="users in the non-streaming phase (default: 20)")
-    load.add_argument("--stream-concurrency", type=positive_int, default=10, help="users in the streaming phase (default: 10)")
-    load.add_argument("--duration", type=duration, default=20.0, help="how long each proxy phase measures: 20, 20s, 1m (default: 20s)")
-    load.add_argument("--warmup", type=warmup, default=(5.0, 0), help="sent but not counted, before each phase: a duration (5s) or requests (100r) (default: 5s)")
-    load.add_argument("--repeats", type=positive_int, default=1, help="repeat the phases; the median run is reported with the spread")
-    load.add_argument("--prompt-repeats", type=positive_int, default=150, help="sentence repeats per prompt, as LiteLLM's load tests (default: 150)")
-    load.add_argument("--driver", choices=["perfkit", "locust"], default="perfkit",
-                      help="load client: perfkit's own (default) or Locust with perfkit's user; its entries are folded into the result")  # fmt: skip
-    load.add_argument("--processes", type=positive_int, default=1, help="load-driver processes (Locust: its --processes)")
-    mock = p.add_argument_group("mock provider")
-    mock.add_argument("--ttft-ms", type=non_negative, default=20.0, help="the mock's time to first token (default: 20)")
-    mock.add_argument("--itl-ms", type=non_negative, default=2.0, help="the mock's gap between chunks (default: 2)")
-    mock.add_argument("--chunks", type=positive_int, default=20, help="content chunks per answer (default: 20)")
+    add_load_arguments(p, duration_default=20.0, concurrency_default=20)
     out = p.add_argument_group("output")
     out.add_argument("--label", default="bench", help="a name for this run (shown by compare)")
     out.add_argument("--flamegraph", choices=["off", "speedscope", "svg"], default="off",
@@ -103,11 +118,8 @@ def run(args: argparse.Namespace) -> int:
                            "set the provider in that gateway's own config")  # fmt: skip
         options = BenchOptions(
             litellm_versions=tuple(args.litellm_version or ()), proxy_command=args.proxy_command, proxy_url=args.proxy_url,
-            config=args.config, provider=args.provider or "openai", workers=args.workers, concurrency=args.concurrency, stream_concurrency=args.stream_concurrency,
-            duration_s=args.duration, warmup_s=args.warmup[0], warmup_requests=args.warmup[1], repeats=args.repeats, prompt_repeats=args.prompt_repeats,
-            ttft_ms=args.ttft_ms, itl_ms=args.itl_ms, chunks=args.chunks, label=args.label, progress=args.progress,
-            driver=args.driver, processes=args.processes, flamegraph=args.flamegraph,
-            flamegraph_prefix=str(Path(args.out).with_suffix("")),
+            config=args.config, provider=args.provider or "openai", workers=args.workers, label=args.label, flamegraph=args.flamegraph,
+            flamegraph_prefix=str(Path(args.out).with_suffix("")), **load_options(args),
         )  # fmt: skip
         try:
             document = run_bench(options)

@@ -8,7 +8,7 @@ from typing import Any, NoReturn
 
 from .._version import __version__
 from ._common import RENAMED
-from . import _bench, _compare, _flamegraph, _load, _mock, _report, _run, _schema
+from . import _bench, _bisect, _compare, _flamegraph, _load, _mock, _report, _run, _schema
 
 __all__ = ["main", "build_parser"]
 
@@ -59,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     _bench.add_parser(subparsers)
     _compare.add_parser(subparsers)
+    _bisect.add_parser(subparsers)
     _report.add_parser(subparsers)
     _mock.add_parser(subparsers)
     _load.add_parser(subparsers)

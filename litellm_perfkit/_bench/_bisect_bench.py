@@ -1,0 +1,102 @@
+"""What ``perfkit bisect`` measures: one bench run per sample, and its drawing."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Literal
+
+from ..types import BenchRun
+from ._bisect import BisectResult, Sample, Unavailable
+from ._options import BenchError, BenchOptions
+from ._releases import release
+from ._venvs import VenvError
+
+__all__ = ["METRICS", "Metric", "measure_with_bench", "render_bisect"]
+
+Metric = Literal["cpu", "rps", "streams", "ttft", "overhead"]
+
+
+def _cpu(run: BenchRun) -> float | None:
+    per_request = run["proxy"].get("cpu_ms_per_request") or {}
+    return per_request.get("nonstream")
+
+
+def _overhead(run: BenchRun) -> float | None:
+    overhead = run["server_overhead_ms"]
+    return None if overhead is None else overhead["p50"]
+
+
+# name -> (what it is, unit, how to read it from a bench run)
+METRICS: dict[Metric, tuple[str, str, Callable[[BenchRun], float | None]]] = {
+    "cpu": ("the proxy's CPU per non-streaming request", "ms", _cpu),
+    "rps": ("non-streaming requests per second", "req/s", lambda run: run["nonstream"]["rps"]),
+    "streams": ("streams per second", "streams/s", lambda run: run["stream"]["streams_per_s"]),
+    "ttft": ("streaming TTFT, p50", "ms", lambda run: run["stream"]["ttft_ms"]["p50"]),
+    "overhead": ("the server-side overhead, p50", "ms", _overhead),
+}
+
+
+def measure_with_bench(options: BenchOptions, package: str, metric: Metric, pip_args: list[str]) -> Callable[[str], Sample]:
+    """A sample of ``version``: one bench of it, with ``options``. Any package
+    but LiteLLM runs through ``options.proxy_command`` ({python} is filled in)."""
+    from ._experiment import run_bench
+
+    read = METRICS[metric][2]
+
+    def measure(version: str) -> Sample:
+        try:
+            where = release(package, version, pip_args, options.say)
+        except VenvError as exc:
+            raise Unavailable(str(exc)) from None
+        if package == "litellm":
+            asked = dataclasses.replace(options, litellm_versions=(version,))
+        else:
+            assert options.proxy_command is not None
+            command = options.proxy_command.replace("{python}", str(where.python))
+            asked = dataclasses.replace(options, proxy_command=command, proxy_env=tuple(where.env.items()))
+        document = run_bench(asked)
+        run: BenchRun = (document.get("runs") or [document])[0]
+        value = read(run)
+        if value is None:
+            raise BenchError(f"{package} {version}: the bench gave no {METRICS[metric][0]}")
+        return {"value": float(value), "stages": {name: s["mean_self_ms"] for name, s in run["stages"].items() if not s["upstream"]},
+                "fast_paths": run["fast_paths"]}  # fmt: skip
+
+    return measure
+
+
+def render_bisect(result: BisectResult, versions: list[str], metric: Metric, package: str) -> str:
+    """The releases measured (a bar per version, with its interval), then each change found."""
+    what, unit, _ = METRICS[metric]
+    lines = [f"{package}: {what} ({unit}), {len(versions)} releases from {versions[0]} to {versions[-1]}", ""]
+    measured = result["measured"]
+    top = max((mean + half for mean, half, _ in measured.values()), default=0.0) or 1.0
+    for version in versions:
+        if version not in measured:
+            continue
+        mean, half, n = measured[version]
+        bar = "#" * max(1, round(40 * mean / top))
+        lines.append(f"  {version:>14}  {mean:10.3f} +/- {half:<8.3f} ({n}x)  {bar}")
+    lines.append("")
+    if not result["changes"] and not result["unresolved"]:
+        lines.append(f"no release moved the metric by more than the noise between {versions[0]} and {versions[-1]}")
+    for change in result["changes"]:
+        low, high = change["interval"]
+        relative = f" ({change['relative']:+.1%})" if change["relative"] is not None else ""
+        skipped = versions.index(change["release"]) - versions.index(change["before"]) - 1
+        where = f"{change['release']} (after {change['before']})" if not skipped else \
+            f"{change['before']}..{change['release']} ({skipped} release(s) between could not be measured)"  # fmt: skip
+        lines.append(f"changed in {package} {where}: {change['size']:+.3f} {unit}{relative}, interval {low:+.3f} to {high:+.3f}")
+        moved = ", ".join(f"{name} {delta:+.3f} ms" for name, delta in change["stages"] if delta)
+        if moved:
+            lines.append(f"  stages (self time per request): {moved}")
+        for key, (before, after) in change["fast_paths"].items():
+            lines.append(f"  fast path {key}: {before} -> {after}")
+        if package == "litellm":
+            lines.append(f"  changelog: https://github.com/BerriAI/litellm/releases/tag/v{change['release']}")
+    for version, why in result["unavailable"].items():
+        lines.append(f"not measured: {package} {version} ({why})")
+    for low_version, high_version, between in result["unresolved"]:
+        lines.append(f"not searched (budget spent): {low_version} to {high_version} ({between} release(s) between); rerun to resume")
+    return "\n".join(lines)
