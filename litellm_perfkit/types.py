@@ -369,6 +369,17 @@ class ProxyUsage(TypedDict):
     ]
 
 
+class IdleOverhead(TypedDict):
+    """One user on the proxy after the measured phases: the overhead a request
+    pays with no other request to wait for (the phases' figures include
+    queueing behind the other users)."""
+
+    requests: int
+    latency_ms: P50P95
+    client_overhead_ms: Annotated[dict[str, float], "p50 and p95, idle latency minus direct (empty without data)"]
+    server_overhead_ms: Optional[MeanP50P95]
+
+
 class BenchDriver(TypedDict):
     name: str
     processes: int
@@ -411,6 +422,7 @@ class _BenchRunFields(TypedDict):
     unmeasured: Unmeasured
     workers_seen: Optional[int]
     proxy: ProxyUsage
+    idle: Annotated[Optional[IdleOverhead], "none with --idle 0"]
     driver: BenchDriver
     samples: BenchSamples
     flamegraph: Optional[str]

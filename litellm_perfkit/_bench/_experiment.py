@@ -33,7 +33,7 @@ from ._heartbeat import Say
 from ._launch import Child, Children, free_port, port_open, start_litellm, start_mock, tree_usage
 from ._options import CANNOT_STREAM, MODEL, PROVIDERS, BenchError, BenchOptions, config_template
 from ._receiver import SpanReceiver
-from ._summary import Repeat, Samples, summarize
+from ._summary import Idle, Repeat, Samples, summarize
 from ._venvs import OFFLINE_ENV, VenvError, litellm_python
 
 __all__ = ["run_bench"]
@@ -71,13 +71,13 @@ def run_bench(options: BenchOptions) -> BenchResult:
             for workers in options.workers:
                 repeats: list[Repeat] = []
                 try:
-                    flamegraph = _target(children, options, target, version, workers, upstream, receiver, workdir, repeats)
+                    flamegraph, idle = _target(children, options, target, version, workers, upstream, receiver, workdir, repeats)
                 except KeyboardInterrupt as exc:
                     stop = exc
                     if repeats:
-                        runs.append(summarize(target, version, workers, direct, repeats, None))
+                        runs.append(summarize(target, version, workers, direct, repeats, None, None))
                     break
-                runs.append(summarize(target, version, workers, direct, repeats, flamegraph))
+                runs.append(summarize(target, version, workers, direct, repeats, flamegraph, idle))
             if stop is not None:
                 break
     if not runs:
@@ -101,9 +101,11 @@ def run_bench(options: BenchOptions) -> BenchResult:
     return document
 
 
-def _phase(url: str, stream: bool, duration: float, warmup: tuple[float, int], options: BenchOptions, jsonl: str | None = None) -> LoadResult:
+def _phase(url: str, stream: bool, duration: float, warmup: tuple[float, int], options: BenchOptions, jsonl: str | None = None,
+           concurrency: int | None = None) -> LoadResult:  # fmt: skip
     workload = Workload(url=url, models=((MODEL, 1.0),), stream=stream, prompt_repeats=options.prompt_repeats)
-    concurrency = options.stream_concurrency if stream else options.concurrency
+    if concurrency is None:
+        concurrency = options.stream_concurrency if stream else options.concurrency
     plan = LoadPlan(concurrency=concurrency, duration_s=duration, warmup_s=warmup[0], warmup_requests=warmup[1], timeout_s=60)
     try:
         result = run_load(workload, plan, processes=options.processes, progress=options.progress, jsonl_path=jsonl, driver=options.driver)
@@ -133,9 +135,10 @@ def _targets(options: BenchOptions) -> list[tuple[str, str | None]]:
 
 
 def _target(children: Children, options: BenchOptions, target: str, version: str | None, workers: int, upstream: str,
-            receiver: SpanReceiver, workdir: Path, repeats: list[Repeat]) -> str | None:  # fmt: skip
+            receiver: SpanReceiver, workdir: Path, repeats: list[Repeat]) -> tuple[str | None, Idle | None]:  # fmt: skip
     """One target measured ``options.repeats`` times, each finished repeat
-    appended to ``repeats``; the flamegraph's path, when one was asked for."""
+    appended to ``repeats``, then idle; the flamegraph's path, when one was
+    asked for, and the idle phase."""
     proxy: Child | None = None
     if options.proxy_url:
         url = options.proxy_url.rstrip("/")
@@ -155,9 +158,22 @@ def _target(children: Children, options: BenchOptions, target: str, version: str
         if recording is not None:
             flamegraph = _stop_flamegraph(options, *recording)
         repeats.append(run)
+    idle = _idle(url, options, receiver, workdir) if options.idle_s > 0 else None
     if proxy is not None:
         children.stop(proxy)
-    return flamegraph
+    return flamegraph, idle
+
+
+def _idle(url: str, options: BenchOptions, receiver: SpanReceiver, workdir: Path) -> Idle:
+    """What one request pays on a proxy with nothing else to do: one user, no queueing."""
+    options.say(f"proxy, idle phase ({options.idle_s:g} s, 1 user)")
+    receiver.take()
+    jsonl = workdir / f"idle-{time.monotonic_ns()}.jsonl"
+    result = _phase(url, False, options.idle_s, (min(1.0, options.idle_s), 0), options, str(jsonl), concurrency=1)
+    records = [orjson.loads(line) for line in jsonl.read_bytes().splitlines() if line] if jsonl.exists() else []
+    time.sleep(1.0)  # the export agents flush every 200 ms
+    breakdown = stage_breakdown(receiver.take(), {r["trace_id"] for r in records})
+    return {"summary": result["summary"], "breakdown": breakdown}
 
 
 def _proxy_bin(version: str | None, say: Say | None = None) -> tuple[Path, Path]:

@@ -68,6 +68,7 @@ class BenchOptions:
     warmup_s: float = 5.0
     warmup_requests: int = 0  # instead of warmup_s when set
     repeats: int = 1
+    idle_s: float = 5.0  # one user after the repeats (0: skip)
     prompt_repeats: int = 150
     ttft_ms: float = 20.0
     itl_ms: float = 2.0

@@ -55,6 +55,11 @@ def _run(run: BenchRun) -> list[str]:
     if per_request:
         capacity = ", ".join(f"{name} {ms:.2f} ms (at most {1000 / ms:.0f}/s per core)" for name, ms in per_request.items() if ms > 0)
         lines.append(f"| proxy CPU per request | {capacity} |")
+    idle = run.get("idle")
+    if idle:
+        server = idle["server_overhead_ms"]
+        lines.append(f"| overhead on an idle proxy (1 user) | client-observed {_pair(idle['client_overhead_ms'])}"
+                     + (f"; server-side p50 {server['p50']:.2f} ms" if server else "") + " |")  # fmt: skip
     if ns["errors"] or st["errors"]:
         lines.append(f"| errors | {ns['errors']} non-streaming, {st['errors']} streaming |")
     stages, remainder, overhead = run["stages"], run["remainder"], run["server_overhead_ms"]

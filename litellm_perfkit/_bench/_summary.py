@@ -6,7 +6,7 @@ import statistics
 from typing import TypedDict
 
 from .._wire._names import LITELLM_OVERHEAD_HEADER
-from ..types import BenchRun, BenchSamples, LoadResult, LoadSummary, P50P95, Percentiles, ProxyUsage
+from ..types import BenchRun, BenchSamples, IdleOverhead, LoadResult, LoadSummary, P50P95, Percentiles, ProxyUsage
 from ._analysis import Breakdown
 
 __all__ = ["Repeat", "Samples", "summarize"]
@@ -18,6 +18,13 @@ class Samples(TypedDict):
     nonstream_latency_ms: list[float]
     stream_ttft_ms: list[float]
     stream_e2e_ms: list[float]
+
+
+class Idle(TypedDict):
+    """The idle phase: one user on a proxy with nothing else to do."""
+
+    summary: LoadSummary
+    breakdown: Breakdown
 
 
 class Repeat(TypedDict):
@@ -61,8 +68,16 @@ def _samples(repeats: list[Repeat]) -> BenchSamples:
     }
 
 
+def _idle(idle: Idle | None, direct: LoadSummary) -> IdleOverhead | None:
+    if idle is None:
+        return None
+    latency = idle["summary"]["latency_ms"]
+    return {"requests": idle["summary"]["requests"], "latency_ms": _p50_p95(latency), "client_overhead_ms": _added(latency, direct["latency_ms"]),
+            "server_overhead_ms": idle["breakdown"]["server_overhead_ms"]}  # fmt: skip
+
+
 def summarize(target: str, version: str | None, workers: int, direct: dict[str, LoadSummary], repeats: list[Repeat],
-              flamegraph: str | None) -> BenchRun:  # fmt: skip
+              flamegraph: str | None, idle: Idle | None) -> BenchRun:  # fmt: skip
     """The median repeat (by non-streaming RPS), with the spread and samples of every repeat."""
     median = sorted(repeats, key=lambda r: r["nonstream"]["summary"]["rps"])[(len(repeats) - 1) // 2]
     ns, st = median["nonstream"]["summary"], median["stream"]["summary"]
@@ -103,6 +118,7 @@ def summarize(target: str, version: str | None, workers: int, direct: dict[str, 
         "unmeasured": breakdown["unmeasured"],
         "workers_seen": breakdown["workers_seen"],
         "proxy": median["proxy"],
+        "idle": _idle(idle, direct["nonstream"]),
         "driver": {"name": median["nonstream"]["config"].get("driver", "perfkit"), **ns["driver"]},
         "samples": _samples(repeats),
         "flamegraph": flamegraph,

@@ -92,6 +92,9 @@ def add_parser(subparsers: Any) -> None:
     target.add_argument("--provider", choices=sorted(PROVIDERS),
                         help="the provider path the embedded config's model takes to the mock (default: openai), to measure "
                              "each path's overhead; aiohttp_openai cannot stream in LiteLLM (docs/litellm.md)")  # fmt: skip
+    target.add_argument("--idle", type=duration, default=5.0,
+                        help="after the repeats, one user for this long: the overhead a request pays on an idle proxy, "
+                             "without queueing (default: 5s; 0 skips it)")  # fmt: skip
     target.add_argument("--workers", type=_list(int, "worker counts like 1,2"), default=(1,), help="proxy workers; a list sweeps them (default: 1)")
     add_load_arguments(p, duration_default=20.0, concurrency_default=20)
     out = p.add_argument_group("output")
@@ -118,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
                            "set the provider in that gateway's own config")  # fmt: skip
         options = BenchOptions(
             litellm_versions=tuple(args.litellm_version or ()), proxy_command=args.proxy_command, proxy_url=args.proxy_url,
-            config=args.config, provider=args.provider or "openai", workers=args.workers, label=args.label, flamegraph=args.flamegraph,
+            config=args.config, provider=args.provider or "openai", workers=args.workers, idle_s=args.idle, label=args.label, flamegraph=args.flamegraph,
             flamegraph_prefix=str(Path(args.out).with_suffix("")), **load_options(args),
         )  # fmt: skip
         try:

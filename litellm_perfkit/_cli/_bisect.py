@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
         if len(versions) < 2 or args.good == args.bad:
             raise CliError(f"--good {args.good} and --bad {args.bad} must be two different releases of {args.package}")
         # The baseline without the proxy is not what bisect compares: kept short.
-        options = BenchOptions(proxy_command=args.proxy_command, direct_duration_s=0.5, label="bisect", **load_options(args))
+        options = BenchOptions(proxy_command=args.proxy_command, direct_duration_s=0.5, idle_s=0.0, label="bisect", **load_options(args))
         settings = {"package": args.package, "metric": args.metric, "good": args.good, "bad": args.bad, "pre": args.pre,
                     "proxy_command": args.proxy_command, "concurrency": args.concurrency, "duration_s": args.duration,
                     "stream_concurrency": args.stream_concurrency, "ttft_ms": args.ttft_ms, "itl_ms": args.itl_ms, "chunks": args.chunks,

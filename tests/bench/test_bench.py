@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def quick(**overrides: object) -> BenchOptions:
     values: dict[str, object] = dict(
         concurrency=2, stream_concurrency=2, duration_s=3.0, direct_duration_s=2.0, warmup_s=1.0,
-        prompt_repeats=5, ttft_ms=5.0, itl_ms=1.0, chunks=5, progress="off", log=io.StringIO(),
+        prompt_repeats=5, ttft_ms=5.0, itl_ms=1.0, chunks=5, progress="off", log=io.StringIO(), idle_s=0.0,
     )  # fmt: skip
     values.update(overrides)
     return BenchOptions(**values)  # type: ignore[arg-type]
@@ -27,8 +27,15 @@ def quick(**overrides: object) -> BenchOptions:
 
 def test_bench_recovers_injected_stage_delays(tmp_path: Path) -> None:
     command = f"{sys.executable} {ROOT / 'tests' / 'support' / 'delay_gateway.py'} --port {{port}} --upstream {{upstream}}"
-    document = run_bench(quick(proxy_command=command))
+    document = run_bench(quick(proxy_command=command, idle_s=2.0))
     validate(document, "bench")
+    # One user, no queueing: the non-streaming overhead is the injected stages (5 ms) and little else.
+    idle = document["idle"]
+    assert idle is not None and idle["requests"] > 20
+    assert sum(DELAYS_MS.values()) <= idle["server_overhead_ms"]["p50"] <= sum(DELAYS_MS.values()) + 2.5, idle
+    # The injected delays are sleeps: wall time in the stages, not CPU.
+    cpu = document["proxy"]["cpu_ms_per_request"]
+    assert 0 < cpu["nonstream"] < sum(DELAYS_MS.values()) and cpu["stream"] > 0, cpu
     stages = document["stages"]
     for name, expected in DELAYS_MS.items():
         measured = stages[name]["p50_ms"]
