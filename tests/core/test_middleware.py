@@ -338,3 +338,27 @@ def test_timing_headers_go_to_trusted_clients_only_by_default(backend: Backend, 
 def test_on_and_off_apply_to_everyone(backend: Backend) -> None:
     assert OVERHEAD_HEADER.encode() in _serve_from(backend, "10.1.2.3", [], overhead_header="on")[0]
     assert OVERHEAD_HEADER.encode() not in _serve_from(backend, "127.0.0.1", [], overhead_header="off")[0]
+
+
+def test_summed_upstream_waits_before_the_headers_are_subtracted(backend: Backend) -> None:
+    """A wait summed into an upstream stage (a stream's first chunk read before
+    the proxy answers) counts as upstream in x-perfkit-overhead-ms, as block stages do."""
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        timeline = current_timeline()
+        assert timeline is not None
+        started = time.perf_counter_ns()
+        await asyncio.sleep(0.02)  # waiting on the provider
+        timeline.add_generator_time("stream.upstream_wait", started, time.perf_counter_ns() - started, 1, "sum")
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    middleware = backend.middleware(app, upstream_stages=("upstream", "stream.upstream_wait"))
+    with capture_records() as records, uvicorn_server(middleware) as url:
+        response = httpx.get(f"{url}/")
+        wait_for(records, 1)
+    [record] = records
+    overhead = float(response.headers[OVERHEAD_HEADER])
+    assert record.upstream_ns >= 19_000_000
+    assert overhead == pytest.approx((record.marks["headers_sent"] - record.start_ns - record.upstream_ns) / 1e6, abs=0.002)
+    assert overhead < 5
