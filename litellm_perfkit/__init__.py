@@ -21,7 +21,7 @@ from ._version import __version__
 
 if TYPE_CHECKING:
     from ._core import OVERHEAD_HEADER, PerfkitMiddleware, current_timeline, stage
-    from ._export import configure, shutdown
+    from ._export import configure, serve_prometheus, shutdown
 
 __all__ = [
     "OVERHEAD_HEADER",
@@ -30,6 +30,7 @@ __all__ = [
     "configure",
     "current_timeline",
     "instrument",
+    "serve_prometheus",
     "shutdown",
     "stage",
     "uninstrument",
@@ -41,6 +42,7 @@ _WHERE = {
     "current_timeline": "._core",
     "stage": "._core",
     "configure": "._export",
+    "serve_prometheus": "._export",
     "shutdown": "._export",
 }
 

@@ -13,6 +13,7 @@ PUBLIC = [
     "configure",
     "current_timeline",
     "instrument",
+    "serve_prometheus",
     "shutdown",
     "stage",
     "uninstrument",

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 import shutil
 from pathlib import Path
 from typing import Any
 
-from ._common import CliError, run_command
+from .._wire._names import PROMETHEUS_DIR_VARIABLE
+from ._common import CliError, positive_int, run_command
 
 HELP = "run a command (the LiteLLM proxy) with perfkit loaded in every process"
 DESCRIPTION = """\
@@ -42,6 +44,9 @@ def add_parser(subparsers: Any) -> None:
                         "in x-perfkit-secret (trusted, the default), to all, or to none (docs/headers.md)")  # fmt: skip
     p.add_argument("--overhead-header", choices=["trusted", "on", "off"], default="trusted",
                    help="the x-perfkit-overhead-ms response header, the same choices")  # fmt: skip
+    p.add_argument("--prometheus-port", type=positive_int, metavar="PORT",
+                   help="serve perfkit's metrics at http://127.0.0.1:PORT/metrics in Prometheus' text format, every worker summed")  # fmt: skip
+    p.add_argument("--prometheus-host", default="127.0.0.1", help="the address the Prometheus endpoint binds (default: 127.0.0.1)")
     p.add_argument("--export-mode", choices=["process", "thread"], help="PERFKIT_EXPORT_MODE (default: process)")
     prof = p.add_argument_group("profiling (docs/profiling.md)")
     prof.add_argument("--stage-profile", metavar="DIR", help="per-stage CPU profiles: each worker writes DIR/stages-PID.* when it exits")
@@ -57,6 +62,10 @@ def environment(args: argparse.Namespace, base: dict[str, str]) -> dict[str, str
     env["PERFKIT_RUN"] = "1"
     env["PERFKIT_RUN_PID"] = str(os.getpid())  # exec keeps the pid: the command's own process
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(BOOTSTRAP), str(BOOTSTRAP.parents[2]), base.get("PYTHONPATH")]))
+    if args.prometheus_port is not None:
+        env["PERFKIT_PROMETHEUS_PORT"] = str(args.prometheus_port)
+        env["PERFKIT_PROMETHEUS_HOST"] = args.prometheus_host
+        env[PROMETHEUS_DIR_VARIABLE] = tempfile.mkdtemp(prefix="perfkit-prometheus-")  # every worker's snapshots
     env["PERFKIT_SERVER_TIMING"] = args.server_timing
     env["PERFKIT_OVERHEAD_HEADER"] = args.overhead_header
     for option, variable in (

@@ -8,9 +8,10 @@ import os
 from .._core._guard import logger
 from ..types import ExporterName, ExportMode, OtlpProtocol, SamplerName
 from ._pipeline import Pipeline
+from ._prometheus import serve_prometheus
 from ._settings import ExportSettings, read_settings
 
-__all__ = ["configure", "shutdown", "active_pipeline", "Pipeline", "ExportSettings", "read_settings"]
+__all__ = ["configure", "shutdown", "serve_prometheus", "active_pipeline", "Pipeline", "ExportSettings", "read_settings"]
 
 _lock = threading.Lock()
 _pipeline: Pipeline | None = None

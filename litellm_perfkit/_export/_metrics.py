@@ -30,6 +30,7 @@ DESCRIPTIONS: dict[str, str] = {
     "gen_ai.server.request.duration": "Request received to last response byte, generative-AI endpoints.",
     "perfkit.stage.duration": "Duration of one named stage (generator stages: their own time).",
     "perfkit.gc.pause": "Garbage-collector pause time inside one request's wall time (0 when none).",
+    "perfkit.request.overhead": "The gateway's own time in one request: its duration minus its upstream stages, generative-AI endpoints.",
 }
 
 _GEN_AI_SUFFIXES = ("/completions", "/embeddings", "/responses", "/messages")
@@ -97,6 +98,7 @@ class MetricStore:
         ).record(duration)
         if record.path.endswith(_GEN_AI_SUFFIXES):
             self._histogram("gen_ai.server.request.duration", ((Attr.STREAMING, record.streaming),)).record(duration)
+            self._histogram("perfkit.request.overhead", ((Attr.STREAMING, record.streaming),)).record(record.overhead_ns)
             ttft = record.ttft_ns
             if ttft is not None:
                 self._histogram("gen_ai.server.time_to_first_token", ()).record(ttft)

@@ -45,6 +45,7 @@ from .._core._timeline import Timeline
 from ..types import ExportMode, RequestRecord
 from ._metrics import MetricStore
 from ._settings import ExportSettings
+from ._prometheus import SnapshotWriter
 from ._spans import Sampler, Span, record_to_spans, trace_context
 from ._transport import Exporter, make_exporter
 
@@ -103,6 +104,7 @@ class Processor:
         self._start_unix_ns = time.time_ns()
         self._last_metrics = time.monotonic()
         self.exported_spans = 0
+        self._prometheus = SnapshotWriter(settings.prometheus_dir) if settings.prometheus_dir else None
 
     def handle(self, record: RequestRecord, anchor_ns: int) -> None:
         try:
@@ -128,6 +130,11 @@ class Processor:
             self.metrics.counters["perfkit.spans.dropped"] += len(batch)
 
     def export_metrics(self, force: bool = False) -> None:
+        if self._prometheus is not None:
+            try:
+                self._prometheus.write(self.metrics)
+            except OSError as exc:
+                internal_error("export.prometheus", exc)
         now = time.monotonic()
         if not force and now - self._last_metrics < self.settings.metric_interval_s:
             return

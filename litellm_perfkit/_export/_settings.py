@@ -13,6 +13,7 @@ from typing import get_args
 from urllib.parse import unquote, urlsplit
 
 from .._core._guard import logger
+from .._wire._names import PROMETHEUS_DIR_VARIABLE
 from ..types import ExporterName, OtlpProtocol, SamplerName
 
 __all__ = ["ExportSettings", "read_settings"]
@@ -44,6 +45,7 @@ class ExportSettings:
     metrics: bool = True
     jsonl_path: str | None = None
     resource_attributes: dict[str, str] = field(default_factory=dict)
+    prometheus_dir: str | None = None  # PERFKIT_PROMETHEUS_DIR: write snapshots there for the Prometheus server
 
 
 def _warn(variable: str, value: str, why: str, fallback: object) -> None:
@@ -201,4 +203,5 @@ def read_settings(
         metrics=metrics_exporter != "none" and exporter_value == "otlp",
         jsonl_path=jsonl_path,
         resource_attributes=resource,
+        prometheus_dir=env.get(PROMETHEUS_DIR_VARIABLE) or None,
     )

@@ -5,6 +5,7 @@ docs/headers.md and docs/telemetry.md define what each one means."""
 from __future__ import annotations
 
 __all__ = [
+    "PROMETHEUS_DIR_VARIABLE",
     "BENCH_SCHEMA",
     "CAPTURED_HEADERS",
     "HEADER_SECRET_HEADER",
@@ -45,6 +46,11 @@ CAPTURED_HEADERS = (*OVERHEAD_HEADERS, SERVER_TIMING_HEADER, MOCK_RECEIVED_HEADE
 # -- result documents ----------------------------------------------------------
 LOAD_SCHEMA = "perfkit.load/1"
 BENCH_SCHEMA = "perfkit.bench/1"
+
+
+# perfkit run --prometheus-port: where every worker's pipeline writes its
+# metrics, and what the Prometheus server reads (_export/_prometheus.py).
+PROMETHEUS_DIR_VARIABLE = "PERFKIT_PROMETHEUS_DIR"
 
 
 class Attr:

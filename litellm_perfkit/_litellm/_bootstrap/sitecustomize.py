@@ -19,6 +19,18 @@ def _perfkit_bootstrap() -> None:
         sys.stderr.write(f"perfkit: bootstrap failed ({type(exc).__name__}: {exc}); running uninstrumented\n")
 
 
+def _prometheus() -> None:
+    """In the process perfkit run became: serve /metrics over every worker's snapshots (perfkit run --prometheus-port)."""
+    if os.environ.get("PERFKIT_RUN_PID") != str(os.getpid()) or not os.environ.get("PERFKIT_PROMETHEUS_PORT"):
+        return
+    try:
+        from litellm_perfkit._export._prometheus import serve_prometheus
+
+        serve_prometheus(int(os.environ["PERFKIT_PROMETHEUS_PORT"]), os.environ.get("PERFKIT_PROMETHEUS_HOST") or "127.0.0.1")
+    except Exception as exc:  # the proxy starts without it
+        sys.stderr.write(f"perfkit: cannot serve Prometheus metrics ({type(exc).__name__}: {exc}); the proxy runs without them\n")
+
+
 def _hangup_stops() -> None:
     """In the process perfkit run became: SIGHUP (a closed terminal) stops it
     as SIGTERM does, gracefully, so the last spans are flushed, unless the
@@ -48,5 +60,6 @@ def _chain() -> None:
 
 
 _perfkit_bootstrap()
+_prometheus()
 _hangup_stops()
 _chain()

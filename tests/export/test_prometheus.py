@@ -1,0 +1,60 @@
+"""Prometheus' text format from several pipelines' snapshots, summed."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from litellm_perfkit._bench._launch import free_port
+from litellm_perfkit._export._metrics import MetricStore
+from litellm_perfkit._export._prometheus import SnapshotWriter, render, serve_prometheus
+from litellm_perfkit.types import RequestRecord, StageRecord
+
+
+def store(requests: int, auth_ms: float) -> MetricStore:
+    metrics = MetricStore()
+    for n in range(requests):
+        start = n * 10_000_000
+        auth = StageRecord(name="auth", start_ns=start, end_ns=start + int(auth_ms * 1e6), parent=-1)
+        metrics.observe(RequestRecord(start_ns=start, method="POST", path="/v1/chat/completions", status=200,
+                                      end_ns=start + 5_000_000, stages=(auth,)))  # fmt: skip
+    return metrics
+
+
+def test_two_workers_snapshots_are_summed(tmp_path: Path) -> None:
+    for pid, (requests, ms) in {"101": (3, 1.0), "102": (5, 2.0)}.items():
+        writer = SnapshotWriter(str(tmp_path))
+        writer.path = tmp_path / f"{pid}.json"
+        writer.write(store(requests, ms))
+    (tmp_path / ".half-written.tmp").write_text("{")  # a write in progress is not read
+    families = {f.name: f for f in text_string_to_metric_families(render(str(tmp_path)))}
+    stage = families["perfkit_stage_duration_seconds"]
+    samples = {(s.name, s.labels.get("le")): s.value for s in stage.samples if s.labels.get("stage") == "auth"}
+    assert samples[("perfkit_stage_duration_seconds_count", None)] == 8
+    assert abs(samples[("perfkit_stage_duration_seconds_sum", None)] - (3 * 0.001 + 5 * 0.002)) < 1e-9
+    assert samples[("perfkit_stage_duration_seconds_bucket", "0.001")] == 3  # le is inclusive
+    assert samples[("perfkit_stage_duration_seconds_bucket", "+Inf")] == 8
+    overhead = families["perfkit_request_overhead_seconds"]
+    assert sum(s.value for s in overhead.samples if s.name.endswith("_count")) == 8
+    assert families["perfkit_requests_dropped"].type == "counter"
+
+
+def test_the_python_api_serves_metrics_on_loopback(tmp_path: Path) -> None:
+    port = free_port()
+    before = os.environ.get("PERFKIT_PROMETHEUS_DIR")
+    try:
+        server = serve_prometheus(port, directory=str(tmp_path))
+        assert os.environ["PERFKIT_PROMETHEUS_DIR"] == str(tmp_path)  # pipelines configured after this write there
+        SnapshotWriter(str(tmp_path)).write(store(2, 1.0))
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics").text
+        server.shutdown()
+    finally:
+        if before is None:
+            os.environ.pop("PERFKIT_PROMETHEUS_DIR", None)
+        else:
+            os.environ["PERFKIT_PROMETHEUS_DIR"] = before
+    assert 'perfkit_stage_duration_seconds_count{stage="auth"} 2' in text
+    assert server.server_address[0] == "127.0.0.1"

@@ -1,0 +1,55 @@
+"""perfkit's metrics scraped as Prometheus does, from the real proxy with two workers."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from litellm_perfkit._bench._launch import free_port
+from tests.support.mock_server import mock_process
+from tests.support.proxy import litellm_proxy
+
+pytestmark = [pytest.mark.integration, pytest.mark.litellm]
+
+
+def auth_count(text: str) -> float:
+    """The auth stage's _count, summed over its series."""
+    total = 0.0
+    for family in text_string_to_metric_families(text):
+        if family.name == "perfkit_stage_duration_seconds":
+            total += sum(s.value for s in family.samples if s.name.endswith("_count") and s.labels.get("stage") == "auth")
+    return total
+
+
+def test_the_auth_stage_count_over_both_workers_is_the_request_count(tmp_path: Path) -> None:
+    port, requests = free_port(), 40
+    with mock_process("--ttft-ms", "1", "--chunks", "3") as upstream, \
+            litellm_proxy("1.103.0", upstream, tmp_path, workers=2, perfkit_args=("--exporter", "none", "--prometheus-port", str(port))) as url:  # fmt: skip
+        for _ in range(requests):  # fresh connections, so that both workers serve
+            with openai.OpenAI(base_url=f"{url}/v1", api_key="sk-1234", max_retries=0) as client:
+                client.chat.completions.create(model="fake-openai-endpoint", messages=[{"role": "user", "content": "hi"}])
+        deadline = time.monotonic() + 15
+        while True:
+            text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+            if auth_count(text) >= requests or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+        missing = httpx.get(f"http://127.0.0.1:{port}/other", timeout=5)
+        # perfkit run made a fresh snapshot directory (PERFKIT_PROMETHEUS_DIR); the newest is this proxy's.
+        directory = max(Path(tempfile.gettempdir()).glob("perfkit-prometheus-*"), key=lambda p: p.stat().st_mtime)
+        writers = sorted(p.name for p in directory.glob("*.json"))
+    assert auth_count(text) == requests, text[:3000]
+    families = {family.name: family for family in text_string_to_metric_families(text)}
+    assert families["perfkit_stage_duration_seconds"].type == "histogram"
+    overhead = families["perfkit_request_overhead_seconds"]
+    assert sum(s.value for s in overhead.samples if s.name.endswith("_count")) == requests
+    assert "perfkit_requests_upstream_unmeasured" in families  # the counters, as Prometheus counters
+    assert missing.status_code == 404
+    assert "perfkit_time_to_first_token_seconds" not in families  # no stream was sent
+    assert len(writers) >= 2, writers  # both workers' counts are in the sum
