@@ -62,16 +62,25 @@ class FastPaths:
             capabilities = None
         if capabilities is not None:
             caps = capabilities()  # the proxy's own cached answer
-            wrapped = bool(caps.has_iterator_override)
+            missing: list[str] = []
+
+            def flag(name: str) -> bool:
+                """A capability; one this version's cache lacks counts as off and is named."""
+                if not hasattr(caps, name):
+                    missing.append(name)
+                return bool(getattr(caps, name, False))
+
+            wrapped = flag("has_iterator_override")
             attributes["perfkit.litellm.stream_iterator"] = "wrapped" if wrapped else "direct"
-            attributes["perfkit.litellm.stream_iterator_layers"] = len(caps.iterator_overrides) if wrapped else 0
-            per_chunk = caps.has_streaming_chunk_override or caps.has_guardrail
+            attributes["perfkit.litellm.stream_iterator_layers"] = len(getattr(caps, "iterator_overrides", ())) if wrapped else 0
+            per_chunk = flag("has_streaming_chunk_override") or flag("has_guardrail")
             attributes["perfkit.litellm.per_chunk_hook"] = "on" if per_chunk else "off"
-            pre = caps.has_guardrail or caps.has_content_enforcer or caps.has_pre_call_override
+            pre = flag("has_guardrail") or flag("has_content_enforcer") or flag("has_pre_call_override")
             attributes["perfkit.litellm.pre_call_hooks"] = "run" if pre else "skipped"
-            during = caps.has_guardrail or caps.has_moderation_override
+            during = flag("has_guardrail") or flag("has_moderation_override")
             attributes["perfkit.litellm.during_call_hooks"] = "run" if during else "skipped"
-            attributes["perfkit.litellm.fast_path_source"] = "callback_capabilities"
+            attributes["perfkit.litellm.fast_path_source"] = "callback_capabilities" + (
+                f" (this version lacks {', '.join(sorted(set(missing)))})" if missing else "")  # fmt: skip
         else:
             # No capability cache: every request walks litellm.callbacks, the
             # stream always goes through the iterator hook and the per-chunk hook.
