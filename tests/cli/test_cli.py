@@ -34,6 +34,11 @@ def perfkit(*args: str) -> subprocess.CompletedProcess[str]:
         (["bench", "--workers", "x"], "worker counts"),
         (["bench", "--config", "/no/such.yaml"], "no such file"),
         (["bench", "--proxy-url", "http://x:1", "--litellm-version", "1.103.0"], "do not combine"),
+        (["bench", "--provider", "azure", "--config", "/etc/hostname"], "--provider sets the embedded"),
+        (["bisect", "--good", "1.0", "--bad", "2.0", "--package", "my-gw"], "needs --proxy-command"),
+        (["bisect", "--good", "1.0", "--bad", "2.0", "--min-change", "150%"], "--min-change"),
+        (["bisect", "--good", "1.0", "--bad", "2.0", "--min-samples", "5", "--max-samples", "2"], "is more than --max-samples"),
+        (["run", "--prometheus-port", "http", "--", "true"], "--prometheus-port"),
     ],
 )
 def test_bad_input_is_one_line(args: list[str], says: str) -> None:
@@ -47,7 +52,7 @@ def test_every_command_has_help_with_examples() -> None:
     top = perfkit("--help")
     assert top.returncode == 0 and "Traceback" not in top.stderr, top.stderr
     commands = [action for action in build_parser()._actions if isinstance(action, argparse._SubParsersAction)][0].choices
-    assert {"bench", "compare", "report", "run", "load", "mock", "flamegraph"} <= set(commands)
+    assert {"bench", "bisect", "compare", "report", "run", "load", "mock", "flamegraph"} <= set(commands)
     for command in commands:
         result = perfkit(command, "--help")
         assert command in top.stdout
