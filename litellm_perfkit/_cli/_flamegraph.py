@@ -22,9 +22,17 @@ speedscope npm package) or an SVG flamegraph. See docs/profiling.md.
 Needs the right to ptrace the target: root, CAP_SYS_PTRACE, or
 kernel.yama.ptrace_scope=0 for your own processes.
 
+With --diff A B it records nothing: it compares two recordings (speedscope
+files or folded stacks; several per side, comma-separated, for repeats) and
+prints the frames whose self and total time grew or shrank, per request with
+--requests, with their share of the difference and, with repeats, a 95%
+interval; --out writes a speedscope file of what grew and what shrank, and
+--folded the stacks with both sides' weights (for flamegraph.pl).
+
 examples:
   perfkit flamegraph --pid 12345 --subprocesses --duration 30
   perfkit flamegraph --format svg --out proxy.svg -- litellm --config config.yaml
+  perfkit flamegraph --diff main.speedscope.json branch.speedscope.json --requests 2400,2390 --out diff.speedscope.json
 """
 
 
@@ -39,8 +47,47 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--nonblocking", action="store_true", help="do not pause the target to sample it (less intrusive, may misread)")
     p.add_argument("--format", choices=["speedscope", "svg"], default="speedscope", help="output format (default: speedscope)")
     p.add_argument("--out", help="the file (default: flamegraph.speedscope.json or flamegraph.svg)")
+    diff = p.add_argument_group("compare two recordings")
+    diff.add_argument("--diff", nargs=2, metavar=("A", "B"),
+                      help="the baseline and the other recording(s): files, or comma-separated files per side (repeats)")  # fmt: skip
+    diff.add_argument("--requests", metavar="NA,NB",
+                      help="requests each side's recordings served (per recording with repeats: NA1;NA2,NB1;NB2): times per request")  # fmt: skip
+    diff.add_argument("--folded", metavar="FILE", help="with --diff: also write the stacks with both sides' weights ('stack A B')")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- then a command to launch and profile")
     p.set_defaults(run=run)
+
+
+def _requests(text: str | None, sides: list[list[str]]) -> list[list[float | None]]:
+    if text is None:
+        return [[None] * len(files) for files in sides]
+    try:
+        parsed = [[float(n) for n in part.split(";")] for part in text.split(",")]
+    except ValueError:
+        raise CliError(f"--requests {text!r}: give NA,NB (numbers), or per recording NA1;NA2,NB1;NB2") from None
+    if len(parsed) != 2 or any(len(p) not in (1, len(files)) or min(p) <= 0 for p, files in zip(parsed, sides)):
+        raise CliError(f"--requests {text!r}: one positive count per side, or one per recording of that side")
+    return [[p[0] / len(files)] * len(files) if len(p) == 1 else list(p) for p, files in zip(parsed, sides)]
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .._profile._diff import DiffError, diff, load_recording, render_diff, write_diff
+
+    sides = [[f for f in side.split(",") if f] for side in args.diff]
+    counts = _requests(args.requests, sides)
+    try:
+        recordings = [[load_recording(Path(f), n, args.rate) for f, n in zip(files, ns)] for files, ns in zip(sides, counts)]
+    except DiffError as exc:
+        raise CliError(str(exc)) from None
+    deltas, whole_a, whole_b = diff(recordings[0], recordings[1])
+    print(render_diff(deltas, whole_a, whole_b, "ms per request" if args.requests else "ms"))
+    out = Path(args.out) if args.out else None
+    write_diff(recordings[0], recordings[1], out, Path(args.folded) if args.folded else None)
+    for written in (args.out, args.folded):
+        if written:
+            print(f"written: {written}")
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
@@ -48,6 +95,12 @@ def run(args: argparse.Namespace) -> int:
 
     def action() -> int:
         command = args.command[1:] if args.command[:1] == ["--"] else args.command
+        if args.diff:
+            if args.pid is not None or command:
+                raise CliError("--diff compares two recordings; it does not record (no --pid, no command)")
+            return _diff(args)
+        if args.requests or args.folded:
+            raise CliError("--requests and --folded go with --diff A B")
         if (args.pid is None) == (not command):
             raise CliError("give either --pid PID or a command after -- (not both)")
         output = args.out or ("flamegraph.speedscope.json" if args.format == "speedscope" else "flamegraph.svg")
