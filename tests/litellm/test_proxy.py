@@ -282,3 +282,21 @@ def test_by_default_timings_go_only_to_loopback_and_holders_of_the_secret(tmp_pa
     assert plain.status_code == secret.status_code == 200
     assert "server-timing" not in plain.headers and "x-perfkit-overhead-ms" not in plain.headers
     assert "auth;dur=" in secret.headers["server-timing"] and float(secret.headers["x-perfkit-overhead-ms"]) > 0
+
+
+def test_fast_path_attributes_name_what_a_releases_capability_cache_lacks() -> None:
+    """Releases between the pinned ones (1.86-1.90) have a capability cache
+    without every field: perfkit names the missing ones instead of failing."""
+    script = (
+        "from types import SimpleNamespace\n"
+        "from litellm.proxy.utils import ProxyLogging\n"
+        "from litellm_perfkit._litellm._fastpath import FastPaths\n"
+        "caps = SimpleNamespace(has_iterator_override=False, iterator_overrides=(), has_streaming_chunk_override=False,\n"
+        "                       has_guardrail=False, has_pre_call_override=False, has_moderation_override=False)\n"
+        "ProxyLogging._callback_capabilities = staticmethod(lambda: caps)\n"
+        "attributes = FastPaths('1.90.2', '<1.103').attributes()\n"
+        "print(attributes['perfkit.litellm.fast_path_source'], attributes['perfkit.litellm.pre_call_hooks'])\n"
+    )
+    result = subprocess.run([str(litellm_python("1.103.0")), "-c", script], capture_output=True, text=True, env=litellm_env(), timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split()[-1] == "skipped" and "lacks has_content_enforcer" in result.stdout
