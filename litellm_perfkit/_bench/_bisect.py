@@ -68,8 +68,19 @@ class Change(TypedDict):
     fast_paths: dict[str, tuple[AttributeValue | None, AttributeValue | None]]
 
 
+class Drift(TypedDict):
+    """A range whose ends differ though neither half does: the metric moved
+    across it in steps each too small to tell from the noise."""
+
+    lower: str
+    upper: str
+    size: float
+    interval: tuple[float, float]
+
+
 class BisectResult(TypedDict):
     changes: list[Change]
+    drifts: list[Drift]
     unresolved: list[tuple[str, str, int]]  # (lower, upper, releases between): ranges not searched when the budget ran out
     measured: dict[str, tuple[float, float, int]]  # version -> (mean, half-width of its interval, samples)
     complete: bool
@@ -276,11 +287,14 @@ def bisect(
 
     found: list[tuple[str, str]] = []
     unresolved: list[tuple[str, str, int]] = []
+    outcome: dict[tuple[int, int], bool | None] = {}
+    split_at: dict[tuple[int, int], int] = {}
     work: list[tuple[int, int]] = [(0, len(versions) - 1)]
     while work:
         low, high = work.pop()
         lower, upper = versions[low], versions[high]
         moved = None if out_of_time else differ(lower, upper)
+        outcome[(low, high)] = moved
         if moved is None:
             unresolved.append((lower, upper, high - low - 1))
             continue
@@ -300,12 +314,18 @@ def bisect(
             # Both halves: each is searched only if its own ends differ, so a
             # regression in several steps is found step by step, and a half
             # whose ends are alike costs what it takes to show that.
+            split_at[(low, high)] = middle
             work += [(middle, high), (low, middle)]
     # Sized with every sample taken, also those taken after the release was named.
     changes = [stats.change(lower, upper) for lower, upper in sorted(found, key=lambda pair: versions.index(pair[1]))]
     measured = {v: (round(stats.mean(v), 4), round(stats.half_width(v), 4), len(stats.values(v))) for v in versions if stats.values(v)}
-    result: BisectResult = {"changes": changes, "unresolved": unresolved, "measured": measured, "complete": not unresolved,
-                            "unavailable": dict(journal.unavailable)}  # fmt: skip
+    drifts: list[Drift] = []
+    for (low, high), middle in sorted(split_at.items()):
+        if outcome.get((low, middle)) is False and outcome.get((middle, high)) is False:
+            moved_by = stats.change(versions[low], versions[high])
+            drifts.append({"lower": versions[low], "upper": versions[high], "size": moved_by["size"], "interval": moved_by["interval"]})
+    result: BisectResult = {"changes": changes, "drifts": drifts, "unresolved": unresolved, "measured": measured,
+                            "complete": not unresolved, "unavailable": dict(journal.unavailable)}  # fmt: skip
     journal.result = result
     journal.save()
     return result

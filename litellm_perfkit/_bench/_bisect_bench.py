@@ -79,8 +79,14 @@ def render_bisect(result: BisectResult, versions: list[str], metric: Metric, pac
         bar = "#" * max(1, round(40 * mean / top))
         lines.append(f"  {version:>14}  {mean:10.3f} +/- {half:<8.3f} ({n}x)  {bar}")
     lines.append("")
-    if not result["changes"] and not result["unresolved"]:
+    drifts = result.get("drifts", [])  # journals written before drifts were reported have none
+    if not result["changes"] and not result["unresolved"] and not drifts:
         lines.append(f"no release moved the metric by more than the noise between {versions[0]} and {versions[-1]}")
+    for drift in drifts:
+        low, high = drift["interval"]
+        lines.append(f"drifted from {package} {drift['lower']} to {drift['upper']}: {drift['size']:+.3f} {unit} (interval {low:+.3f} to "
+                     f"{high:+.3f}), in steps each too small to tell from the noise; more samples (--max-samples) or a lower "
+                     "--min-change may resolve them")  # fmt: skip
     for change in result["changes"]:
         low, high = change["interval"]
         relative = f" ({change['relative']:+.1%})" if change["relative"] is not None else ""
