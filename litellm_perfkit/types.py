@@ -35,7 +35,7 @@ HeaderMode = Literal["trusted", "on", "off"]
 (``x-perfkit-secret``, ``PERFKIT_HEADER_SECRET``); ``on``: to every request;
 ``off``: to none. Timings tell a client how long auth took: docs/headers.md."""
 
-ExporterName = Literal["otlp", "console", "jsonl", "none"]
+ExporterName = Literal["otlp", "console", "jsonl", "sdk", "none"]
 """Where finished requests go (``OTEL_TRACES_EXPORTER`` plus perfkit's ``jsonl``)."""
 
 ExportMode = Literal["process", "thread"]

@@ -37,8 +37,17 @@ def configure(
 
     ``mode`` (or ``PERFKIT_EXPORT_MODE``): ``process`` (default) builds and
     exports spans in a child process; ``thread`` does it in a thread here.
+
+    When the host has set an OpenTelemetry SDK tracer provider and no
+    exporter is chosen, spans go to it (exporter ``sdk``, in thread mode):
+    every span processor and exporter the host configured gets them.
     """
     global _pipeline
+    if exporter is None and not os.environ.get("OTEL_TRACES_EXPORTER") and not os.environ.get("PERFKIT_OTEL_TRACES_EXPORTER"):
+        from ._sdk import host_provider
+
+        if host_provider() is not None:
+            exporter = "sdk"
     settings = read_settings(
         service_name=service_name,
         exporter=exporter,
@@ -50,7 +59,9 @@ def configure(
     with _lock:
         if _pipeline is not None:
             _pipeline.shutdown()
-        _pipeline = Pipeline(settings, mode=mode or _mode_from_env()).start()
+        # The host's SDK lives in this process: its spans are built here.
+        chosen = "thread" if settings.exporter == "sdk" else mode or _mode_from_env()
+        _pipeline = Pipeline(settings, mode=chosen).start()
         return _pipeline
 
 

@@ -223,6 +223,14 @@ def _grpc_available() -> bool:
 def make_exporter(settings: ExportSettings) -> Exporter | None:
     if settings.exporter == "none":
         return None
+    if settings.exporter == "sdk":
+        from ._sdk import SdkExporter, host_provider
+
+        provider = host_provider()
+        if provider is None:
+            warn_once("export.sdk", "perfkit: OTEL_TRACES_EXPORTER=sdk, but no OpenTelemetry SDK tracer provider is set; spans are not exported")
+            return None
+        return SdkExporter(provider)
     if settings.exporter == "console":
         return LineExporter(lambda data: _write_and_flush(sys.stdout.buffer, data))
     if settings.exporter == "jsonl":

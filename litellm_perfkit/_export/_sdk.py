@@ -1,0 +1,69 @@
+"""The ``sdk`` exporter: perfkit's spans handed to the host's OpenTelemetry SDK.
+
+Every span processor of the host's tracer provider sees perfkit's spans as
+finished spans (``on_end``), with perfkit's ids, times and attributes, so
+any SpanExporter the host uses (console, a vendor's) exports them. The spans
+are built in the app process (thread mode), off the request path as always.
+The SDK keeps its processors in ``TracerProvider._active_span_processor``;
+there is no public way to reach them, so a provider without it is reported
+once and nothing is exported.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._core._guard import warn_once
+from .._version import __version__
+from ._metrics import MetricStore
+from ._spans import SPAN_KIND_SERVER, STATUS_ERROR, Span
+
+__all__ = ["SdkExporter", "host_provider"]
+
+
+def host_provider() -> Any | None:
+    """The host's SDK tracer provider, or None (no SDK, or only the API's default proxy)."""
+    try:
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+    except ImportError:
+        return None
+    provider = trace.get_tracer_provider()
+    return provider if isinstance(provider, TracerProvider) else None
+
+
+class SdkExporter:
+    def __init__(self, provider: Any) -> None:
+        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+        self._processor = getattr(provider, "_active_span_processor", None)
+        if self._processor is None:
+            warn_once("export.sdk", "perfkit: this OpenTelemetry SDK's tracer provider has no span processors perfkit can reach; "
+                                    "its spans are not exported (use OTEL_TRACES_EXPORTER=otlp)")  # fmt: skip
+        self._resource = provider.resource
+        self._scope = InstrumentationScope("litellm_perfkit", __version__)
+
+    def export_spans(self, spans: list[Span]) -> bool:
+        if self._processor is None:
+            return False
+        from opentelemetry.sdk.trace import ReadableSpan
+        from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
+        sampled = TraceFlags(TraceFlags.SAMPLED)
+        for trace_id, span_id, parent_id, name, kind, start, end, attributes, status, message in spans:
+            trace_number = int(trace_id, 16)
+            context = SpanContext(trace_number, int(span_id, 16), is_remote=False, trace_flags=sampled)
+            parent = SpanContext(trace_number, int(parent_id, 16), is_remote=False, trace_flags=sampled) if parent_id else None
+            self._processor.on_end(ReadableSpan(
+                name=name, context=context, parent=parent, resource=self._resource, attributes=dict(attributes),
+                kind=SpanKind.SERVER if kind == SPAN_KIND_SERVER else SpanKind.INTERNAL,
+                status=Status(StatusCode.ERROR, message or None) if status == STATUS_ERROR else Status(StatusCode.UNSET),
+                start_time=start, end_time=end, instrumentation_scope=self._scope,
+            ))  # fmt: skip
+        return True
+
+    def export_metrics(self, store: MetricStore, start_unix_ns: int, now_unix_ns: int) -> bool:
+        return True  # metrics stay perfkit's (OTLP or Prometheus); the host's MeterProvider is not fed
+
+    def close(self) -> None:
+        return None  # the host owns its provider and flushes it
