@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import random
+import signal
 import resource
 from collections.abc import Callable
 from dataclasses import dataclass
 from time import perf_counter_ns
 from typing import IO, Literal
 
-from .._stop import signal_name, stop_signals
+from .._stop import STOP_SIGNALS, signal_name, stop_signals
 from ._exchange import Exchange
 from ._http import Connection, connect
 from ._recorder import Recorder
@@ -234,13 +235,28 @@ def run_phase_sync(workload: Workload, plan: LoadPlan, jsonl_path: str | None = 
     out: dict[str, object] = {"stopped_by": None}
 
     async def main() -> None:
+        # A stop signal cancels the phase from the loop itself: raised from a
+        # plain signal handler it could land inside one of uvloop's callbacks,
+        # which logs it and runs on to the deadline.
+        loop, task = asyncio.get_running_loop(), asyncio.current_task()
+        assert task is not None
+
+        def stop(signum: int) -> None:
+            out["stopped_by"] = signal.Signals(signum).name
+            task.cancel()
+
+        for signum in STOP_SIGNALS:
+            loop.add_signal_handler(signum, stop, signum)
         await run_phase_logged(workload, plan, jsonl_path, started=phases.append)
 
-    with stop_signals():
+    with stop_signals():  # a signal before the loop runs
         try:
             run_fast(main())
-        except KeyboardInterrupt as stop:
-            out["stopped_by"] = signal_name(stop)
+        except KeyboardInterrupt as stopped:
+            out["stopped_by"] = signal_name(stopped)
+        except asyncio.CancelledError:
+            if out["stopped_by"] is None:
+                raise
     if not phases:
         raise RuntimeError("the phase did not start")
     result = phases[0].result()
