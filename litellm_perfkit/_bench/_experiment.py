@@ -164,13 +164,18 @@ def _target(children: Children, options: BenchOptions, target: str, version: str
     return flamegraph, idle
 
 
+def _records(jsonl: Path) -> list[dict[str, Any]]:
+    """The driver's per-request records of a phase (none when it wrote none)."""
+    return [orjson.loads(line) for line in jsonl.read_bytes().splitlines() if line] if jsonl.exists() else []
+
+
 def _idle(url: str, options: BenchOptions, receiver: SpanReceiver, workdir: Path) -> Idle:
     """What one request pays on a proxy with nothing else to do: one user, no queueing."""
     options.say(f"proxy, idle phase ({options.idle_s:g} s, 1 user)")
     receiver.take()
     jsonl = workdir / f"idle-{time.monotonic_ns()}.jsonl"
     result = _phase(url, False, options.idle_s, (min(1.0, options.idle_s), 0), options, str(jsonl), concurrency=1)
-    records = [orjson.loads(line) for line in jsonl.read_bytes().splitlines() if line] if jsonl.exists() else []
+    records = _records(jsonl)
     time.sleep(1.0)  # the export agents flush every 200 ms
     breakdown = stage_breakdown(receiver.take(), {r["trace_id"] for r in records})
     return {"summary": result["summary"], "breakdown": breakdown}
@@ -257,7 +262,7 @@ def _repeat(url: str, options: BenchOptions, receiver: SpanReceiver, workdir: Pa
         cpu_ms = cpu.per_request_ms(phases[name]["summary"]["requests"])
         if cpu_ms is not None:
             per_request[name] = cpu_ms
-        records = [orjson.loads(line) for line in jsonl.read_bytes().splitlines() if line] if jsonl.exists() else []
+        records = _records(jsonl)
         trace_ids |= {r["trace_id"] for r in records}
         ok = [r for r in records if r["error"] is None and r["end_ms"] is not None]
         if stream:
