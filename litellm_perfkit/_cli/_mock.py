@@ -14,8 +14,12 @@ if TYPE_CHECKING:
 HELP = "run the mock OpenAI-compatible provider (known TTFT, ITL, chunks, faults, quotas)"
 DESCRIPTION = """\
 A local OpenAI-compatible provider whose timing is known exactly, for measuring
-what a gateway adds. Endpoints: POST /v1/chat/completions, /v1/completions,
-/v1/embeddings (also without /v1), GET /v1/models, /health.
+what a gateway adds. Endpoints (POST, with or without /v1):
+  /chat/completions, /completions, /embeddings    OpenAI
+  /responses                                      OpenAI Responses API
+  /messages                                       Anthropic Messages
+  /openai/deployments/NAME/chat/completions?api-version=...   Azure OpenAI
+GET /v1/models and /health answer too.
 
 Every response and stream chunk carries the mock's send time in a "perfkit"
 field; see docs/mock.md.

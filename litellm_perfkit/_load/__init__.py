@@ -5,16 +5,18 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import multiprocessing
+import signal
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from typing import Any, Iterator, Literal
 
+from .._stop import Stopped, signal_name
 from ._locust_run import LocustError, run_locust
 from ._recorder import Recorder
 from ._report import SCHEMA, build_result, median_run, render_table, stopped
-from ._runner import Arrival, LoadPlan, Phase, run_phase_logged, run_phase_sync
+from ._runner import Arrival, LoadPlan, Phase, run_phase_logged, run_phase_sync, run_until_stopped
 from ._workload import Workload, WorkloadError, endpoint_url
 from ..types import LoadConfig, LoadResult
 
@@ -120,10 +122,7 @@ def run_load(
 def _run_here(workload: Workload, plan: LoadPlan, progress: ProgressMode, jsonl_path: str | None, config: LoadConfig) -> LoadResult:
     """One phase in this process. A stop signal (Ctrl-C, SIGTERM, SIGHUP) ends
     it early: the result then holds what was measured until then."""
-    from .._mock._server import run_fast
-
     phases: list[Phase] = []
-    stop: KeyboardInterrupt | None = None
     with _progress(progress, plan) as bar:
 
         def advance(n: int) -> None:
@@ -138,15 +137,12 @@ def _run_here(workload: Workload, plan: LoadPlan, progress: ProgressMode, jsonl_
                 if ticker:
                     ticker.cancel()
 
-        try:
-            run_fast(main())
-        except KeyboardInterrupt as exc:
-            if not phases:
-                raise
-            stop = exc
+        stopped_by = run_until_stopped(main())
+    if not phases:  # stopped before the phase began: nothing to report
+        raise KeyboardInterrupt if stopped_by in (None, "SIGINT") else Stopped(signal.Signals[stopped_by])
     phase = phases[0].result()
     result = build_result(phase.recorder, phase.duration_s, phase.cpu_s, phase.wall_s, 1, config)
-    return result if stop is None else stopped(result, stop)
+    return result if stopped_by is None else stopped(result, stopped_by)
 
 
 async def _tick(bar: Any) -> None:
@@ -182,4 +178,4 @@ def _run_processes(
     cpu = sum(float(o["cpu_s"]) for o in outputs)
     wall = max(float(o["wall_s"]) for o in outputs)
     result = build_result(recorder, duration, cpu, wall, processes, config)
-    return result if stop is None else stopped(result, stop)
+    return result if stop is None else stopped(result, signal_name(stop))

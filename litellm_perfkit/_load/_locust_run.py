@@ -14,6 +14,7 @@ from typing import Any, cast
 import orjson
 
 from .._executables import find_executable
+from .._stop import signal_name
 from ._report import stopped
 from ._runner import LoadPlan
 from ._workload import Workload, WorkloadError
@@ -129,7 +130,7 @@ def run_locust(workload: Workload, plan: LoadPlan, processes: int = 1, jsonl_pat
             raise LocustError(f"locust exited with code {process.returncode} and wrote no result; its log ends:\n{tail}")
         result = cast(LoadResult, orjson.loads(result_path.read_bytes()))
         if stop is not None:
-            result = stopped(result, stop)
+            result = stopped(result, signal_name(stop))
         result["locust"] = _entries(_master_stats(stdout.decode(errors="replace")))
         if jsonl_path is not None and jsonl_dir.exists():
             with open(jsonl_path, "ab") as out:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import statistics
 from typing import Any, cast
 
-from .._stop import signal_name
 from .._version import __version__
 from .._wire._names import LOAD_SCHEMA
 from ..types import GroundTruth, LoadConfig, LoadResult, LoadSummary, Percentiles
@@ -97,11 +96,11 @@ def median_run(results: list[LoadResult]) -> LoadResult:
     return chosen
 
 
-def stopped(result: LoadResult, stop: BaseException) -> LoadResult:
+def stopped(result: LoadResult, signal: str) -> LoadResult:
     """The result of a run a signal stopped: what was measured until then, marked."""
     result["complete"] = False
-    result["stopped_by"] = signal_name(stop)
-    result["summary"]["flags"].append(f"stopped by {signal_name(stop)}: the numbers cover the run until then")
+    result["stopped_by"] = signal
+    result["summary"]["flags"].append(f"stopped by {signal}: the numbers cover the run until then")
     return result
 
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import random
-import signal
 import resource
-from collections.abc import Callable
+import signal
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from time import perf_counter_ns
-from typing import IO, Literal
+from typing import IO, Any, Literal
 
 from .._stop import STOP_SIGNALS, signal_name, stop_signals
 from ._exchange import Exchange
@@ -226,40 +226,52 @@ async def run_phase_logged(
             jsonl.close()
 
 
-def run_phase_sync(workload: Workload, plan: LoadPlan, jsonl_path: str | None = None) -> dict[str, object]:
-    """For driver processes: run on the fastest loop, return a mergeable dict.
-    A stop signal ends the phase early: what it measured comes back, with the signal's name."""
+def run_until_stopped(main: Coroutine[Any, Any, object]) -> str | None:
+    """Run ``main`` on the fastest loop until it ends or a stop signal (Ctrl-C,
+    SIGTERM, SIGHUP) cancels it; the signal's name, or None when it ran to the end.
+
+    The loop itself cancels ``main``: a stop raised from a plain signal handler
+    could land inside one of uvloop's callbacks, which logs it and runs on to
+    the deadline."""
     from .._mock._server import run_fast
 
-    phases: list[Phase] = []
-    out: dict[str, object] = {"stopped_by": None}
+    stopped_by: list[str] = []
 
-    async def main() -> None:
-        # A stop signal cancels the phase from the loop itself: raised from a
-        # plain signal handler it could land inside one of uvloop's callbacks,
-        # which logs it and runs on to the deadline.
+    async def guarded() -> None:
         loop, task = asyncio.get_running_loop(), asyncio.current_task()
         assert task is not None
 
         def stop(signum: int) -> None:
-            out["stopped_by"] = signal.Signals(signum).name
+            stopped_by.append(signal.Signals(signum).name)
             task.cancel()
 
-        for signum in STOP_SIGNALS:
+        signals = (signal.SIGINT, *STOP_SIGNALS)
+        for signum in signals:
             loop.add_signal_handler(signum, stop, signum)
-        await run_phase_logged(workload, plan, jsonl_path, started=phases.append)
+        try:
+            await main
+        except asyncio.CancelledError:
+            if not stopped_by:
+                raise
+        finally:
+            for signum in signals:
+                loop.remove_signal_handler(signum)
 
     with stop_signals():  # a signal before the loop runs
         try:
-            run_fast(main())
+            run_fast(guarded())
         except KeyboardInterrupt as stopped:
-            out["stopped_by"] = signal_name(stopped)
-        except asyncio.CancelledError:
-            if out["stopped_by"] is None:
-                raise
+            return signal_name(stopped)
+    return stopped_by[0] if stopped_by else None
+
+
+def run_phase_sync(workload: Workload, plan: LoadPlan, jsonl_path: str | None = None) -> dict[str, object]:
+    """For driver processes: run on the fastest loop, return a mergeable dict.
+    A stop signal ends the phase early: what it measured comes back, with the signal's name."""
+    phases: list[Phase] = []
+    stopped_by = run_until_stopped(run_phase_logged(workload, plan, jsonl_path, started=phases.append))
     if not phases:
         raise RuntimeError("the phase did not start")
     result = phases[0].result()
-    out.update(recorder=result.recorder.to_dict(), duration_s=result.duration_s, cpu_s=result.cpu_s, wall_s=result.wall_s)
-    return out
-
+    return {"stopped_by": stopped_by, "recorder": result.recorder.to_dict(), "duration_s": result.duration_s,
+            "cpu_s": result.cpu_s, "wall_s": result.wall_s}  # fmt: skip
