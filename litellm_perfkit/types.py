@@ -23,6 +23,7 @@ __all__ = [
     "RequestRecord",
     "SamplerName",
     "SpeedupsMode",
+    "StepMode",
     "StageKind",
     "StageRecord",
 ]
@@ -45,6 +46,9 @@ host pays a few microseconds per request. ``thread``: all in a thread of the hos
 SpeedupsMode = Literal["on", "off"]
 """``PERFKIT_SPEEDUPS``: ``on`` runs the request path's C accelerator when it
 is built; ``off`` runs the pure-Python path (the reference)."""
+
+StepMode = Literal["on", "off"]
+"""Step accounting per request (CPU, event-loop queueing, I/O wait): on by default."""
 
 OtlpProtocol = Literal["http/protobuf", "http/json", "grpc"]
 """``OTEL_EXPORTER_OTLP_PROTOCOL`` values."""
@@ -123,6 +127,12 @@ class RequestRecord:
     gc_pause_ns: int = 0
     """Garbage-collector pause time inside the request's wall time (docs/telemetry.md).
     While the request runs, the timeline holds the collector's total at its start here."""
+    steps: list[int] = field(default_factory=list)
+    """The request's task steps (its own and the tasks it started), four
+    ``perf_counter_ns`` values each: early and late (the bounds of when the
+    step became ready to run), start, end (``_core/_steps.py``)."""
+    steps_dropped: int = 0
+    """Steps past ``_core._steps.MAX_STEPS``, not recorded: the time split then covers part of the request."""
     stages: tuple[StageRecord, ...] = field(default=(), metadata={"derived": True})
     """In the order they started; a stage still open at the end is left out."""
 

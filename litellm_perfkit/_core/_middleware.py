@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import hmac
 import os
+from asyncio.events import _get_running_loop  # None outside asyncio (trio, a test stepping by hand)
 from collections.abc import Iterable, Mapping
 from contextvars import Token
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, MutableMapping
 
-from ..types import AttributeValue, HeaderMode
+from ..types import AttributeValue, HeaderMode, StepMode
 from . import _sink
 from ._collector import closed_by_collector
 from ._guard import internal_error
@@ -19,6 +20,7 @@ from ._gcwatch import WATCH as _GC
 from ._gcwatch import install as watch_gc
 from .._wire._names import HEADER_SECRET_HEADER, OVERHEAD_HEADER, SERVER_TIMING_HEADER
 from ._sse import SseScanner
+from ._steps import StepClock, batches_for
 from ._timeline import TIMELINE, Timeline
 
 __all__ = ["PerfkitMiddleware", "OVERHEAD_HEADER"]
@@ -57,7 +59,8 @@ class PerfkitMiddleware:
     ``upstream_stages`` (see docs/headers.md, also for streams). Both are sent
     to ``trusted`` requests by default: from loopback, or carrying
     ``header_secret`` (default ``$PERFKIT_HEADER_SECRET``) in ``x-perfkit-secret``,
-    which the app then does not see.
+    which the app then does not see. ``steps``: split each request's time
+    and each stage's into CPU, event-loop queueing and I/O wait (``_steps``).
     """
 
     def __init__(
@@ -69,8 +72,10 @@ class PerfkitMiddleware:
         upstream_stages: Iterable[str] = ("upstream",),
         attributes: Callable[[], Mapping[str, AttributeValue]] | None = None,
         header_secret: str | None = None,
+        steps: StepMode = "on",
     ) -> None:
         self.app = app
+        self._steps = steps == "on"
         stages = frozenset(upstream_stages)
         # The settings for a trusted request, and for any other.
         self._loud = _HeaderSettings(server_timing != "off", overhead_header != "off", stages)
@@ -128,9 +133,14 @@ class PerfkitMiddleware:
         host = None
         if HOST_TRACING.active or (timeline.start_ns >= HOST_TRACING.next_check_ns and HOST_TRACING.refresh(timeline.start_ns)):
             host = HOST_TRACING.begin(timeline, scope["headers"])
+        call = self.app(scope, exchange.receive, exchange.send)
+        if self._steps:
+            loop = _get_running_loop()
+            if loop is not None:
+                call = StepClock(call, timeline.steps, batches_for(loop))
         token: Token[Timeline | None] | None = TIMELINE.set(timeline)
         try:
-            await self.app(scope, exchange.receive, exchange.send)
+            await call
         except BaseException as exc:
             if closed_by_collector(type(exc)):
                 token = None  # an abandoned request being collected: touch nothing (see _collector)

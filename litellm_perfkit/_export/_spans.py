@@ -13,6 +13,7 @@ from typing import Tuple
 from .._wire._headers import parse_traceparent
 from .._wire._names import Attr
 from ..types import AttributeValue, RequestRecord, SamplerName
+from ._split import Split, time_split
 
 __all__ = [
     "Attributes",
@@ -89,6 +90,16 @@ def reconcile(record: RequestRecord, own: list[int] | None = None) -> tuple[int,
     return total, upstream, attributed, overhead - attributed
 
 
+# In Split's order: cpu, queue, io, uncertain.
+_REQUEST_SPLIT = (Attr.CPU_MS, Attr.QUEUE_MS, Attr.IO_MS, Attr.UNCERTAIN_MS)
+_STAGE_SPLIT = (Attr.STAGE_CPU_MS, Attr.STAGE_QUEUE_MS, Attr.STAGE_IO_MS, Attr.STAGE_UNCERTAIN_MS)
+_REMAINDER_SPLIT = (Attr.REMAINDER_CPU_MS, Attr.REMAINDER_QUEUE_MS, Attr.REMAINDER_IO_MS, Attr.REMAINDER_UNCERTAIN_MS)
+
+
+def _split_attributes(keys: tuple[str, ...], split: Split) -> Attributes:
+    return [(key, ns / 1e6) for key, ns in zip(keys, split)]
+
+
 def _server_attributes(record: RequestRecord, own: list[int]) -> Attributes:
     total, upstream, attributed, unattributed = reconcile(record, own)
     start = record.start_ns
@@ -129,6 +140,12 @@ def record_to_spans(record: RequestRecord, trace_id: str, parent_span_id: str, a
     """The spans of one request; ``anchor_ns`` turns perf_counter_ns into Unix ns."""
     server_id = record.span_context[1] if record.span_context else f"{_bits(64):016x}"
     own = exclusive_ns(record)
+    split = time_split(record)
+    server_attributes = _server_attributes(record, own)
+    if split is not None:
+        server_attributes += _split_attributes(_REQUEST_SPLIT, split.request) + _split_attributes(_REMAINDER_SPLIT, split.remainder)
+        if record.steps_dropped:
+            server_attributes.append((Attr.STEPS_DROPPED, record.steps_dropped))
     failed = record.error is not None or record.status >= 500
     spans: list[Span] = [
         (
@@ -139,7 +156,7 @@ def record_to_spans(record: RequestRecord, trace_id: str, parent_span_id: str, a
             SPAN_KIND_SERVER,
             record.start_ns + anchor_ns,
             record.end_ns + anchor_ns,
-            _server_attributes(record, own),
+            server_attributes,
             STATUS_ERROR if failed else STATUS_UNSET,
             record.error or "",
         )
@@ -152,6 +169,9 @@ def record_to_spans(record: RequestRecord, trace_id: str, parent_span_id: str, a
             (Attr.STAGE_DURATION_MS, stage.duration_ns / 1e6),
             (Attr.STAGE_SELF_MS, own[n] / 1e6),
         ]
+        stage_split = split.stages[n] if split is not None else None
+        if stage_split is not None:
+            attributes += _split_attributes(_STAGE_SPLIT, stage_split)
         if stage.kind != "block":
             attributes.append((Attr.STAGE_KIND, stage.kind))
             attributes.append((Attr.STAGE_ITEMS, stage.items))

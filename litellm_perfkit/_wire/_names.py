@@ -69,6 +69,23 @@ class Attr:
     STAGE_SELF_MS = "perfkit.stage.self_ms"
     STAGE_KIND = "perfkit.stage.kind"
     STAGE_ITEMS = "perfkit.stage.items"
+    # CPU, event-loop queueing and I/O wait (they add up to the wall time):
+    # of the request, of each stage, and of the request outside every stage.
+    CPU_MS = "perfkit.cpu_ms"
+    QUEUE_MS = "perfkit.queue_ms"
+    IO_MS = "perfkit.io_ms"
+    STAGE_CPU_MS = "perfkit.stage.cpu_ms"
+    STAGE_QUEUE_MS = "perfkit.stage.queue_ms"
+    STAGE_IO_MS = "perfkit.stage.io_ms"
+    REMAINDER_CPU_MS = "perfkit.remainder.cpu_ms"
+    REMAINDER_QUEUE_MS = "perfkit.remainder.queue_ms"
+    REMAINDER_IO_MS = "perfkit.remainder.io_ms"
+    # Queueing and I/O wait are each exact to within this (half the time a
+    # step may or may not have been ready to run).
+    UNCERTAIN_MS = "perfkit.uncertain_ms"
+    STAGE_UNCERTAIN_MS = "perfkit.stage.uncertain_ms"
+    REMAINDER_UNCERTAIN_MS = "perfkit.remainder.uncertain_ms"
+    STEPS_DROPPED = "perfkit.steps_dropped"
     STREAM_MAX_GAP_MS = "perfkit.stream.max_gap_ms"
     STREAM_CHUNKS = "perfkit.stream.chunks"
     # Set (true) when perfkit could not measure a part of the request: an LLM

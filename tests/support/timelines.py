@@ -33,6 +33,8 @@ def _value(name: str, rng: random.Random) -> Any:
         return {"headers_sent": rng.randrange(10**15), "last_byte": rng.randrange(10**15)}
     if kind == "dict[str, AttributeValue]":
         return {"model": "gpt-x", "workers": 2, "ratio": 0.5, "fast": True}
+    if kind == "list[int]":
+        return [rng.randrange(10**15) for _ in range(4 * rng.randrange(1, 4))]
     if kind == "tuple[str, ...]":
         return ("llm_call", "upstream")
     if kind == "tuple[str, str] | None":

@@ -1,0 +1,178 @@
+"""Step accounting: when a request's code ran, when it was ready but waited
+for the event loop, and (the rest) when it waited on I/O, timers or locks.
+
+An asyncio task runs in steps: one ``send`` into its coroutine, until the
+coroutine suspends. ``StepClock`` drives the request's coroutine and records
+each step as ``perf_counter_ns`` values in ``Timeline.steps``.
+``start..end`` is the request's own code running (one thread runs the loop,
+so a step's wall time is its CPU time unless the thread is preempted).
+From when the step was ready to its start is event-loop queueing: it could
+have run but others held the loop.
+
+When a step became ready is not observable on uvloop (a future's completion
+schedules the wakeup from C). What is: the start of each batch of ready
+callbacks. A loop iteration runs the callbacks queued before it began, then
+polls for I/O; every wakeup that poll or a timer causes runs in the next
+batch. A marker callback (``_Batches.mark``) queued first in each batch while
+requests are running stamps the batch's start. A step that waited on a
+future therefore became ready between two bounds: ``early``, the later of its
+previous step's end and the start of the batch before its own (the event may
+have come in while the loop ran that batch), and ``late``, the start of its
+own batch. Each step records ``early, late, start, end``; the split counts
+``late..start`` as queueing, ``early..late`` half as queueing and half as I/O
+wait, and says how much was so estimated (docs/telemetry.md, "CPU and
+waiting"). The marker stops once a batch runs no request steps, so an idle
+loop still blocks in its poll, and a step after an idle loop was ready when
+it started.
+
+Tasks a request starts (``asyncio.create_task`` inside it copies its
+context) are clocked too: ``install_task_factory`` wraps their coroutines,
+and their steps go to the same list.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Coroutine, Generator
+from time import perf_counter_ns
+from typing import Any
+
+from ._context import TIMELINE
+from ._guard import internal_error
+
+__all__ = ["MAX_STEPS", "STEP_SIZE", "StepClock", "batches_for"]
+
+STEP_SIZE = 4
+"""Values per step in ``Timeline.steps``: early, late (the bounds of when it became ready), start, end."""
+MAX_STEPS = 2048
+"""Steps recorded per request; later steps are counted in ``Timeline.steps_dropped`` only."""
+
+
+class _Batches:
+    """One event loop's batch clock: when the current batch of ready callbacks began."""
+
+    __slots__ = ("loop", "start_ns", "previous_ns", "armed", "steps")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.start_ns = 0
+        self.previous_ns = 0  # the batch before
+        self.armed = False  # a marker is queued
+        self.steps = 0  # request steps since the marker was queued
+
+    def arm(self, now: int) -> None:
+        """A step ran while no marker was queued: a busy period begins, in a batch that started about now."""
+        self.armed = True
+        self.start_ns = self.previous_ns = now
+        self.steps = 0
+        self.loop.call_soon(self.mark)
+
+    def mark(self) -> None:
+        if self.steps:
+            self.previous_ns = self.start_ns
+            self.start_ns = perf_counter_ns()
+            self.steps = 0
+            self.loop.call_soon(self.mark)
+        else:
+            self.armed = False
+
+
+_BATCHES: dict[int, _Batches] = {}
+
+
+def batches_for(loop: asyncio.AbstractEventLoop) -> _Batches:
+    """The running loop's batch clock; the first call also clocks the tasks requests start on it."""
+    batches = _BATCHES.get(id(loop))
+    if batches is None or batches.loop is not loop:
+        batches = _BATCHES[id(loop)] = _Batches(loop)
+        install_task_factory(loop, batches)
+    return batches
+
+
+class StepClock:
+    """Drives one awaitable step by step, appending ``early, late, start, end`` per step to ``steps``."""
+
+    __slots__ = ("_awaitable", "_steps", "_batches", "_ready_ns")
+
+    def __init__(self, awaitable: Awaitable[Any], steps: list[int], batches: _Batches, ready_ns: int = 0) -> None:
+        self._awaitable = awaitable
+        self._steps = steps
+        self._batches = batches
+        self._ready_ns = ready_ns  # when the first step became ready, if known
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        iterator = self._awaitable.__await__()
+        send = iterator.send
+        steps, batches = self._steps, self._batches
+        previous = created = self._ready_ns  # a new task is ready when created
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            start = perf_counter_ns()
+            if batches.armed:
+                batches.steps += 1
+                late = previous if previous > batches.start_ns else batches.start_ns
+                early = previous if previous > batches.previous_ns else batches.previous_ns
+            else:
+                batches.arm(start)
+                early = late = start
+            if created:
+                early = late = created
+                created = 0
+            try:
+                if error is None:
+                    suspended_on = send(value)
+                else:
+                    suspended_on = iterator.throw(error)
+                    error = None
+            except StopIteration as stop:
+                _record(steps, early, late, start)
+                return stop.value
+            except BaseException:
+                _record(steps, early, late, start)
+                raise
+            previous = _record(steps, early, late, start)
+            try:
+                value = yield suspended_on
+            except GeneratorExit:
+                close = getattr(iterator, "close", None)
+                if close is not None:
+                    close()
+                raise
+            except BaseException as thrown:  # cancellation, thrown into the step
+                error = thrown
+                value = None
+
+
+def _record(steps: list[int], early: int, late: int, start: int) -> int:
+    end = perf_counter_ns()
+    if len(steps) < STEP_SIZE * MAX_STEPS:
+        steps += (early, late, start, end)
+    else:
+        timeline = TIMELINE.get()
+        if timeline is not None:
+            timeline.steps_dropped += 1
+    return end
+
+
+async def _clocked(coroutine: Awaitable[Any], steps: list[int], batches: _Batches, created_ns: int) -> Any:
+    return await StepClock(coroutine, steps, batches, created_ns)
+
+
+def install_task_factory(loop: asyncio.AbstractEventLoop, batches: _Batches) -> None:
+    """Clock the tasks requests start on ``loop``, keeping a task factory the host set."""
+    previous = loop.get_task_factory()
+
+    def factory(loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, Any], **kwargs: Any) -> asyncio.Future[Any]:
+        context = kwargs.get("context")
+        try:
+            timeline = TIMELINE.get() if context is None else context.get(TIMELINE)
+            if timeline is not None and asyncio.iscoroutine(coroutine):
+                coroutine = _clocked(coroutine, timeline.steps, batches, perf_counter_ns())
+        except Exception as exc:  # perfkit's bug must never become the app's
+            internal_error("steps.task_factory", exc)
+        if previous is not None:
+            return previous(loop, coroutine, **kwargs)
+        return asyncio.Task(coroutine, loop=loop, **kwargs)
+
+    loop.set_task_factory(factory)  # type: ignore[arg-type]  # typeshed's factory takes no keyword arguments

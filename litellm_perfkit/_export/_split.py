@@ -1,0 +1,129 @@
+"""A request's time and each stage's, split into CPU, event-loop queueing and I/O wait.
+
+From the steps the request path recorded (``RequestRecord.steps``, see
+``_core/_steps.py``): in any window, CPU is the time some step of the
+request ran; queueing is the time some step was surely ready and none ran,
+plus half the time one may have been; I/O wait is the rest. The three add
+up to the window's wall time. Runs on the export side only.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from typing import NamedTuple
+
+from .._core._steps import STEP_SIZE
+from ..types import RequestRecord
+
+__all__ = ["Split", "TimeSplit", "time_split"]
+
+
+class Split(NamedTuple):
+    cpu_ns: int
+    queue_ns: int
+    io_ns: int
+    uncertain_ns: int
+    """Queueing and I/O wait are each exact to within this: half the time a
+    step may or may not have been ready (``_core/_steps.py``)."""
+
+
+class TimeSplit(NamedTuple):
+    request: Split
+    stages: list[Split | None]
+    """By position in ``RequestRecord.stages``; None for a ``sum`` stage (summed waits have no interval)."""
+    remainder: Split
+    """The request's time outside every top-level block stage."""
+
+
+class _Intervals:
+    """Disjoint, sorted intervals, and the measure of their overlap with any window."""
+
+    __slots__ = ("starts", "ends", "before")
+
+    def __init__(self, intervals: list[tuple[int, int]]) -> None:
+        self.starts = [s for s, _ in intervals]
+        self.ends = [e for _, e in intervals]
+        total, self.before = 0, [0]
+        for s, e in intervals:
+            total += e - s
+            self.before.append(total)
+
+    def measure(self, a: int, b: int) -> int:
+        if b <= a or not self.starts:
+            return 0
+        first = max(0, bisect_right(self.ends, a))  # the first interval ending after a
+        last = bisect_right(self.starts, b)  # intervals starting before b
+        if first >= last:
+            return 0
+        inside = self.before[last] - self.before[first]
+        inside -= max(0, a - self.starts[first])
+        inside -= max(0, self.ends[last - 1] - b)
+        return inside
+
+
+def _union(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for s, e in sorted(intervals):
+        if e <= s:
+            continue
+        if merged and s <= merged[-1][1]:
+            if e > merged[-1][1]:
+                merged[-1] = (merged[-1][0], e)
+        else:
+            merged.append((s, e))
+    return merged
+
+
+def _minus(intervals: list[tuple[int, int]], removed: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``intervals`` less ``removed`` (both disjoint and sorted)."""
+    out: list[tuple[int, int]] = []
+    k = 0
+    for s, e in intervals:
+        while k < len(removed) and removed[k][1] <= s:
+            k += 1
+        j = k
+        while s < e and j < len(removed) and removed[j][0] < e:
+            if removed[j][0] > s:
+                out.append((s, removed[j][0]))
+            s = max(s, removed[j][1])
+            j += 1
+        if s < e:
+            out.append((s, e))
+    return out
+
+
+class _Splitter:
+    def __init__(self, steps: list[int]) -> None:
+        bounds = range(0, len(steps) - STEP_SIZE + 1, STEP_SIZE)
+        running = _union([(steps[i + 2], steps[i + 3]) for i in bounds])
+        queued = _minus(_union([(steps[i + 1], steps[i + 2]) for i in bounds]), running)
+        maybe = _minus(_minus(_union([(steps[i], steps[i + 1]) for i in bounds]), running), queued)
+        self.running, self.queued, self.maybe = _Intervals(running), _Intervals(queued), _Intervals(maybe)
+
+    def split(self, a: int, b: int) -> Split:
+        cpu, queue, maybe = self.running.measure(a, b), self.queued.measure(a, b), self.maybe.measure(a, b)
+        queue += maybe // 2
+        return Split(cpu, queue, max(0, b - a - cpu - queue), maybe - maybe // 2)
+
+
+def time_split(record: RequestRecord) -> TimeSplit | None:
+    """The split, or None when the request recorded no steps (step accounting off)."""
+    if not record.steps:
+        return None
+    splitter = _Splitter(record.steps)
+    request = splitter.split(record.start_ns, record.end_ns)
+    stages: list[Split | None] = []
+    top: list[tuple[int, int]] = []
+    for stage in record.stages:
+        if stage.kind == "block":
+            end = stage.end_ns or record.end_ns
+            stages.append(splitter.split(stage.start_ns, end))
+            if stage.parent < 0:
+                top.append((stage.start_ns, end))
+        elif stage.kind == "generator":
+            stages.append(Split(stage.self_ns, 0, 0, 0))  # its own time is its code running: CPU
+        else:
+            stages.append(None)
+    covered = [splitter.split(s, e) for s, e in _union(top)]
+    remainder = Split(*(max(0, total - sum(part[i] for part in covered)) for i, total in enumerate(request)))
+    return TimeSplit(request, stages, remainder)

@@ -1,0 +1,129 @@
+"""Step accounting against ground truth: a gateway whose stages burn known
+CPU and await known delays (tests/support/cpu_gateway.py), on uvloop, at 1
+and at 32 concurrent users."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from litellm_perfkit._bench._launch import Children, free_port, port_open
+from litellm_perfkit._wire._names import Attr
+from tests.support.cpu_gateway import COSTS_MS
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+LOADS = {1: 40, 32: 320}  # users: requests measured (after as many warming up)
+
+
+def _traceparent(users: int, n: int) -> str:
+    return f"00-{users:08x}{n:024x}-{n + 1:016x}-01"
+
+
+async def _drive(url: str, users: int, requests: int, first: int) -> None:
+    queue = iter(range(first, first + requests))
+    async with httpx.AsyncClient(base_url=url, timeout=60, limits=httpx.Limits(max_connections=users)) as client:
+
+        async def user() -> None:
+            for n in queue:
+                response = await client.post("/work", content=b"{}", headers={"traceparent": _traceparent(users, n)})
+                assert response.status_code == 200
+
+        await asyncio.gather(*(user() for _ in range(users)))
+
+
+def _wait_until_written(path: Path) -> None:
+    """Until the export agent has written everything: the file stops growing for a second."""
+    size, deadline = -1, time.monotonic() + 30
+    while time.monotonic() < deadline:
+        now = path.stat().st_size if path.exists() else 0
+        if now == size:
+            return
+        size = now
+        time.sleep(1.0)
+
+
+def _attrs(span: dict[str, Any]) -> dict[str, float]:
+    return {a["key"]: next(iter(a["value"].values())) for a in span["attributes"]}
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory: pytest.TempPathFactory) -> dict[int, dict[str, list[dict[str, float]]]]:
+    """Per load, per span name ("request" for the server span): each measured request's attributes."""
+    jsonl = tmp_path_factory.mktemp("steps") / "spans.jsonl"
+    port = free_port()
+    with Children() as children:
+        gateway = children.start("cpu_gateway", [sys.executable, "-m", "tests.support.cpu_gateway", "--port", str(port),
+                                                 "--jsonl", str(jsonl)], cwd=ROOT)  # fmt: skip
+        gateway.wait_ready(lambda: port_open(port), 30)
+        for users, requests in LOADS.items():
+            asyncio.run(_drive(f"http://127.0.0.1:{port}", users, requests, 0))  # warm-up, not measured
+            asyncio.run(_drive(f"http://127.0.0.1:{port}", users, requests, 1_000_000))
+        _wait_until_written(jsonl)
+        children.stop(gateway)
+    result: dict[int, dict[str, list[dict[str, float]]]] = {users: defaultdict(list) for users in LOADS}
+    for line in jsonl.read_bytes().splitlines():
+        span = orjson.loads(line)
+        users, n = int(span["traceId"][:8], 16), int(span["traceId"][8:], 16)
+        if users in result and n >= 1_000_000:
+            result[users]["request" if span["kind"] == 2 else span["name"]].append(_attrs(span))
+    for users, requests in LOADS.items():
+        assert len(result[users]["request"]) == requests, (users, len(result[users]["request"]))
+    return result
+
+
+def test_each_stage_cpu_is_the_injected_cpu_at_1_and_32_users(measured: dict[int, dict[str, list[dict[str, float]]]]) -> None:
+    failures = []
+    for users, spans in measured.items():
+        for name, (cpu_ms, _) in COSTS_MS.items():
+            cpu = statistics.median(s[Attr.STAGE_CPU_MS] for s in spans[name])
+            # a stage with no injected CPU still runs perfkit's stage bookkeeping and the awaits' own steps
+            if not (cpu_ms * 0.9 <= cpu <= cpu_ms * 1.1 if cpu_ms else cpu <= 0.1):
+                failures.append(f"{users} users, {name}: cpu {cpu:.3f} ms, injected {cpu_ms} ms")
+    assert not failures, "\n".join(failures)
+
+
+def test_the_three_parts_add_up_to_the_wall_time(measured: dict[int, dict[str, list[dict[str, float]]]]) -> None:
+    for spans in measured.values():
+        for name, group in spans.items():
+            for attrs in group:
+                if name == "request":
+                    parts, wall = (attrs[Attr.CPU_MS], attrs[Attr.QUEUE_MS], attrs[Attr.IO_MS]), attrs[Attr.TOTAL_MS]
+                else:
+                    parts, wall = (attrs[Attr.STAGE_CPU_MS], attrs[Attr.STAGE_QUEUE_MS], attrs[Attr.STAGE_IO_MS]), attrs[Attr.STAGE_DURATION_MS]
+                assert sum(parts) == pytest.approx(wall, abs=1e-5), (name, attrs)
+                assert min(parts) >= 0, (name, attrs)
+
+
+def test_queueing_grows_with_load_and_the_injected_waits_are_within_the_io_bounds(
+    measured: dict[int, dict[str, list[dict[str, float]]]],
+) -> None:
+    def median(users: int, name: str, key: str) -> float:
+        return statistics.median(s[key] for s in measured[users][name])
+
+    # One user: nothing waits for the loop; the awaited delays are I/O wait, exactly.
+    assert median(1, "request", Attr.QUEUE_MS) < 0.2 and median(1, "request", Attr.UNCERTAIN_MS) < 0.2
+    for name, (_, wait_ms) in COSTS_MS.items():
+        if wait_ms:
+            assert wait_ms <= median(1, name, Attr.STAGE_IO_MS) <= wait_ms + 1.5, name
+    # 32 users on one event loop: requests wait for each other's CPU. The
+    # I/O wait is known to within the reported uncertainty, and the
+    # injected delay lies inside it.
+    assert median(32, "request", Attr.QUEUE_MS) > max(5.0, 10 * median(1, "request", Attr.QUEUE_MS))
+    for name, (_, wait_ms) in COSTS_MS.items():
+        if wait_ms:
+            io, uncertain = median(32, name, Attr.STAGE_IO_MS), median(32, name, Attr.STAGE_UNCERTAIN_MS)
+            assert io - uncertain - 1.5 <= wait_ms <= io + uncertain + 1.5, (name, io, uncertain)
+            assert median(32, name, Attr.STAGE_QUEUE_MS) > 5.0, name
+    # The stages' CPU did not change with load (the test above); their wall time did.
+    assert median(32, "request", Attr.TOTAL_MS) > 3 * median(1, "request", Attr.TOTAL_MS)
