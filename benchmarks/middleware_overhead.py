@@ -19,6 +19,8 @@ the agent on core 1.
 
 - ``perfkit-noexport``: the middleware with no exporter, the request path
   alone; the difference to ``perfkit-process`` is what export costs the app.
+- ``perfkit-noexport-nosteps``: the same with step accounting off
+  (``steps="off"``); the difference is what the CPU/queueing/I/O split costs.
 - ``-py`` variants: perfkit's pure-Python path, which runs when the C
   accelerator is not built (no compiler) or ``PERFKIT_SPEEDUPS=off``.
 
@@ -69,7 +71,7 @@ from tests.support import backends  # noqa: E402
 
 CHUNK = b'data: {"choices":[{"index":0,"delta":{"content":"tok"}}]}\n\n'
 VARIANTS = [
-    "bare", "perfkit-process", "perfkit-thread", "perfkit-noexport",
+    "bare", "perfkit-process", "perfkit-thread", "perfkit-noexport", "perfkit-noexport-nosteps",
     "perfkit-process-py", "perfkit-noexport-py", "otel-asgi", "otel-asgi-exclude",
 ]  # fmt: skip
 WORKLOADS = (("json", "/json"), ("sse-20", "/stream"))
@@ -165,7 +167,7 @@ def open_variant(name: str, endpoint: str, pinned: bool) -> Variant:
         variant = Variant(name, app)
     elif name.startswith("perfkit-noexport"):
         # The request path alone: timelines go nowhere, so export costs nothing.
-        variant = Variant(name, middleware(app))
+        variant = Variant(name, middleware(app, steps="off" if name.endswith("-nosteps") else "on"))
     elif name.startswith("perfkit"):
         settings = read_settings(service_name=f"bench-{name}", exporter="otlp", protocol="http/protobuf", endpoint=endpoint)
         mode = "process" if "process" in name else "thread"

@@ -346,11 +346,17 @@ class BenchStage(TypedDict):
     share: Annotated[Optional[float], "of the mean server-side overhead; null for upstream stages"]
     requests: int
     upstream: bool
+    cpu_ms: Annotated[Optional[float], "own CPU per request, mean (the stage's code running); null without step accounting"]
+    queue_ms: Annotated[Optional[float], "own event-loop queueing per request, mean (ready to run, the loop busy)"]
+    io_ms: Annotated[Optional[float], "own I/O wait per request, mean (waiting on sockets, timers, locks)"]
 
 
 class Remainder(TypedDict):
     mean_ms: float
     share: Optional[float]
+    cpu_ms: Annotated[Optional[float], "CPU per request outside every stage, mean"]
+    queue_ms: Annotated[Optional[float], "event-loop queueing per request outside every stage, mean"]
+    io_ms: Annotated[Optional[float], "I/O wait per request outside every stage, mean"]
 
 
 class Unmeasured(TypedDict):

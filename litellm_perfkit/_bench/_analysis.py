@@ -71,6 +71,12 @@ def stage_breakdown(spans: list[dict[str, Any]], trace_ids: set[str]) -> Breakdo
     overhead = [server["attrs"].get(Attr.OVERHEAD_MS, 0.0) for server, _ in requests]
     remainder = [server["attrs"].get(Attr.UNATTRIBUTED_MS, 0.0) for server, _ in requests]
     gc_pause = [server["attrs"].get(Attr.GC_PAUSE_MS, 0.0) for server, _ in requests]
+    split_own: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])  # stage: summed own cpu, queue, io
+    split_requests = 0
+    split_remainder = [0.0, 0.0, 0.0]
+    for server, group in requests:
+        if _add_split(server, group, split_own, split_remainder):
+            split_requests += 1
     for number, (_, group) in enumerate(requests):
         per_request: dict[str, float] = defaultdict(float)
         for span in group:
@@ -93,6 +99,7 @@ def stage_breakdown(spans: list[dict[str, Any]], trace_ids: set[str]) -> Breakdo
             "share": None if upstream or not mean_overhead else round(own[name] / n / mean_overhead, 4),
             "requests": len(values),
             "upstream": upstream,
+            **_split_means(split_own.get(name), split_requests),  # type: ignore[typeddict-item]
         }
     first = requests[0][0]["attrs"]
     return {
@@ -102,6 +109,7 @@ def stage_breakdown(spans: list[dict[str, Any]], trace_ids: set[str]) -> Breakdo
         "remainder": {
             "mean_ms": round(sum(remainder) / n, 4),
             "share": round(sum(remainder) / n / mean_overhead, 4) if mean_overhead else None,
+            **_split_means(split_remainder if split_requests else None, split_requests),  # type: ignore[typeddict-item]
         },
         # Collector pauses overlap the stages and the remainder: a share of the
         # overhead to read beside them, not one more row of the 100%.
@@ -124,3 +132,34 @@ def stage_breakdown(spans: list[dict[str, Any]], trace_ids: set[str]) -> Breakdo
         },
     }
 
+
+
+_SPLIT_KEYS = (Attr.STAGE_CPU_MS, Attr.STAGE_QUEUE_MS, Attr.STAGE_IO_MS)
+
+
+def _add_split(server: dict[str, Any], group: list[dict[str, Any]], own: dict[str, list[float]], remainder: list[float]) -> bool:
+    """Adds one request's own CPU, queueing and I/O wait per stage (a stage's
+    minus its child stages') and outside every stage; False when its spans carry no split."""
+    attrs = server["attrs"]
+    if Attr.CPU_MS not in attrs:
+        return False
+    inclusive = {s["span_id"]: [s["attrs"].get(key, 0.0) for key in _SPLIT_KEYS] for s in group if s["kind"] == 1}
+    children: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+    for span in group:
+        if span["kind"] == 1 and span["parent"] in inclusive:
+            for i, value in enumerate(inclusive[span["span_id"]]):
+                children[span["parent"]][i] += value
+    for span in group:
+        if span["kind"] == 1:
+            for i, value in enumerate(inclusive[span["span_id"]]):
+                own[span["name"]][i] += max(0.0, value - children[span["span_id"]][i])
+    for i, key in enumerate((Attr.REMAINDER_CPU_MS, Attr.REMAINDER_QUEUE_MS, Attr.REMAINDER_IO_MS)):
+        remainder[i] += attrs.get(key, 0.0)
+    return True
+
+
+def _split_means(sums: list[float] | None, requests: int) -> dict[str, float | None]:
+    """cpu_ms, queue_ms, io_ms: means per request; None without step accounting."""
+    if not sums or not requests:
+        return {"cpu_ms": None, "queue_ms": None, "io_ms": None}
+    return {key: round(value / requests, 4) for key, value in zip(("cpu_ms", "queue_ms", "io_ms"), sums)}

@@ -72,6 +72,7 @@ def _run(run: BenchRun) -> list[str]:
         lines.append(f"| (unattributed) | | | {remainder['mean_ms']:.3f} | {remainder['share']:.1%} |")
         total = sum(s["share"] for s in stages.values() if s["share"] is not None) + (remainder["share"] or 0)
         lines.append(f"| total | | | {overhead['mean']:.3f} | {total:.1%} |")
+        lines += _cpu_table(run)
         paused = run.get("gc_pause_ms")
         if paused and paused["share"] is not None:
             lines += ["", f"collector pauses inside requests (they overlap the rows above): mean {paused['mean']:.3f} ms, "
@@ -85,6 +86,32 @@ def _run(run: BenchRun) -> list[str]:
     fast = run.get("fast_paths") or {}
     if fast:
         lines += ["", "fast paths: " + ", ".join(f"{k}={v}" for k, v in fast.items() if k not in ("version", "table", "callbacks"))]
+    return lines
+
+
+def _cpu_table(run: BenchRun) -> list[str]:
+    """The same overhead split into CPU per stage, event-loop queueing and other waits
+    (step accounting); nothing when the spans carry no split."""
+    stages, remainder, overhead = run["stages"], run["remainder"], run["server_overhead_ms"]
+    own = [(name, s) for name, s in stages.items() if not s["upstream"] and s.get("cpu_ms") is not None]
+    if not own or not remainder or remainder.get("cpu_ms") is None or not overhead or not overhead["mean"]:
+        return []
+    mean = overhead["mean"]
+    rows = sorted(((name, float(s["cpu_ms"] or 0.0)) for name, s in own), key=lambda row: -row[1])
+    rows.append(("(outside every stage)", float(remainder["cpu_ms"] or 0.0)))
+    queue = sum(float(s["queue_ms"] or 0.0) for _, s in own) + float(remainder["queue_ms"] or 0.0)
+    waits = sum(float(s["io_ms"] or 0.0) for _, s in own) + float(remainder["io_ms"] or 0.0)
+    cpu = sum(ms for _, ms in rows)
+    lines = ["", "the same overhead by CPU (the stage's own code running), event-loop queueing and other waits, means per request:", "",
+             "| stage | own CPU ms | share of overhead |", "|---|---:|---:|"]  # fmt: skip
+    lines += [f"| {name} | {ms:.3f} | {ms / mean:.1%} |" for name, ms in rows]
+    lines += [f"| CPU, all stages | {cpu:.3f} | {cpu / mean:.1%} |",
+              f"| event-loop queueing (ready, the loop busy with others) | {queue:.3f} | {queue / mean:.1%} |",
+              f"| I/O and other waits (not upstream) | {waits:.3f} | {waits / mean:.1%} |"]  # fmt: skip
+    per_request = (run.get("proxy") or {}).get("cpu_ms_per_request") or {}
+    if per_request:
+        process = ", ".join(f"{phase} {ms:.2f} ms" for phase, ms in per_request.items())
+        lines += ["", f"CPU per request in stages and outside them (steps): {cpu:.2f} ms; the proxy's process CPU per request: {process}"]
     return lines
 
 

@@ -1,0 +1,55 @@
+"""The CPU / queueing / I/O split of hand-made step records (times in ns)."""
+
+from __future__ import annotations
+
+from litellm_perfkit._export._split import Split, time_split
+from litellm_perfkit.types import RequestRecord, StageRecord
+
+
+def record(steps: list[int], stages: tuple[StageRecord, ...] = ()) -> RequestRecord:
+    return RequestRecord(start_ns=0, end_ns=100, steps=steps, stages=stages)
+
+
+def test_running_queued_and_waiting_add_up_to_the_wall_time() -> None:
+    # ran 0-10; waited on I/O 10-40; ready from 40 (surely), ran 50-60; ready 60, ran 90-100
+    steps = [0, 0, 0, 10, 40, 40, 50, 60, 60, 60, 90, 100]
+    split = time_split(record(steps))
+    assert split is not None
+    assert split.request == Split(cpu_ns=30, queue_ns=40, io_ns=30, uncertain_ns=0)
+    assert split.remainder == split.request
+
+
+def test_maybe_ready_counts_half_as_queueing_and_says_so() -> None:
+    # the event came in somewhere in 20-40 (the batch before), surely ready at 40
+    split = time_split(record([0, 0, 0, 10, 20, 40, 50, 100]))
+    assert split is not None
+    assert split.request == Split(cpu_ns=60, queue_ns=20, io_ns=20, uncertain_ns=10)
+
+
+def test_stages_get_the_part_of_each_interval_inside_them() -> None:
+    steps = [0, 0, 0, 10, 40, 40, 50, 60, 60, 60, 90, 100]
+    stages = (
+        StageRecord("auth", 5, 55, parent=-1),  # ran 5-10 and 50-55, waited on I/O 10-40, queued 40-50
+        StageRecord("db", 10, 40, parent=0),
+        StageRecord("stream.iterate", 60, 90, parent=-1, kind="generator", self_ns=7),
+        StageRecord("stream.upstream_wait", 60, 90, parent=-1, kind="sum", self_ns=20),
+    )
+    split = time_split(record(steps, stages))
+    assert split is not None
+    assert split.stages[0] == Split(10, 10, 30, 0)
+    assert split.stages[1] == Split(0, 0, 30, 0)
+    assert split.stages[2] == Split(7, 0, 0, 0)  # a generator's own time is its code running
+    assert split.stages[3] is None  # summed waits have no interval to split
+    # outside the top-level block stage auth (5-55): 0-5 and 55-100
+    assert split.remainder == Split(20, 30, 0, 0)
+
+
+def test_overlapping_tasks_count_once() -> None:
+    # two tasks of the request ready at once (0-20 and 10-30); one runs 20-30, the other 30-40
+    split = time_split(record([0, 0, 20, 30, 10, 10, 30, 40]))
+    assert split is not None
+    assert split.request.cpu_ns == 20 and split.request.queue_ns == 20
+
+
+def test_no_steps_no_split() -> None:
+    assert time_split(record([])) is None
