@@ -383,6 +383,11 @@ class ProxyUsage(TypedDict):
         "proxy process-tree CPU over each phase's measured part, per request sent in it, by phase (nonstream, stream); "
         "none with a warm-up in requests",
     ]
+    steps_cpu_ms_per_request: Annotated[
+        Optional[dict[str, float]],
+        "the requests' own CPU (step accounting: their tasks' steps), mean per request by phase; the rest of "
+        "cpu_ms_per_request ran outside any request's steps (the server's protocol work, the event loop, work after the response)",
+    ]
 
 
 class IdleOverhead(TypedDict):
@@ -416,6 +421,7 @@ class BenchSamples(TypedDict):
     stream_e2e_ms: list[list[float]]
     server_overhead_ms: list[list[float]]
     stage_self_ms: dict[str, list[list[float]]]
+    stage_cpu_ms: Annotated[dict[str, list[list[float]]], "each stage's own CPU per request (step accounting); empty without it"]
     rps_repeats: list[float]
     streams_per_s_repeats: list[float]
 

@@ -14,7 +14,7 @@ from typing import Any, TypedDict
 from .._wire._names import Attr
 from ..types import AttributeValue, BenchStage, GcPauses, MeanP50P95, Remainder, Unmeasured
 
-__all__ = ["Breakdown", "ServerSamples", "stage_breakdown", "percentile"]
+__all__ = ["Breakdown", "ServerSamples", "stage_breakdown", "steps_cpu_per_request", "percentile"]
 
 UPSTREAM = {"upstream", "stream.upstream_wait"}
 
@@ -22,6 +22,7 @@ UPSTREAM = {"upstream", "stream.upstream_wait"}
 class ServerSamples(TypedDict):
     server_overhead_ms: list[float]
     stage_self_ms: dict[str, list[float]]
+    stage_cpu_ms: dict[str, list[float]]
 
 
 class Breakdown(TypedDict):
@@ -47,6 +48,17 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[int(rank) - 1]
 
 
+def steps_cpu_per_request(spans: list[dict[str, Any]], phases: dict[str, set[str]]) -> dict[str, float] | None:
+    """Per phase, the mean CPU of its requests' own steps (``perfkit.cpu_ms``); None without step accounting."""
+    cpu: dict[str, list[float]] = defaultdict(list)
+    for span in spans:
+        if span["kind"] == 2 and Attr.CPU_MS in span["attrs"]:
+            for name, trace_ids in phases.items():
+                if span["trace_id"] in trace_ids:
+                    cpu[name].append(span["attrs"][Attr.CPU_MS])
+    return {name: round(sum(values) / len(values), 4) for name, values in cpu.items()} or None
+
+
 def stage_breakdown(spans: list[dict[str, Any]], trace_ids: set[str]) -> Breakdown:
     """Per-stage p50/p95 (inclusive, per request), share of the overhead, the
     remainder, the server-side overhead, and the fast-path attributes.
@@ -63,7 +75,7 @@ def stage_breakdown(spans: list[dict[str, Any]], trace_ids: set[str]) -> Breakdo
     requests = [(server, group) for server, group in joined if not server["attrs"].get(Attr.UPSTREAM_UNMEASURED)]
     if not requests:
         return {"joined_requests": 0, "unmeasured": unmeasured, "stages": {}, "remainder": None, "gc_pause_ms": None, "server_overhead_ms": None, "fast_paths": {},
-                "workers_seen": None, "samples": {"server_overhead_ms": [], "stage_self_ms": {}}}  # fmt: skip
+                "workers_seen": None, "samples": {"server_overhead_ms": [], "stage_self_ms": {}, "stage_cpu_ms": {}}}  # fmt: skip
     n = len(requests)
     durations: dict[str, list[float]] = defaultdict(list)
     own: dict[str, float] = defaultdict(float)
@@ -71,12 +83,12 @@ def stage_breakdown(spans: list[dict[str, Any]], trace_ids: set[str]) -> Breakdo
     overhead = [server["attrs"].get(Attr.OVERHEAD_MS, 0.0) for server, _ in requests]
     remainder = [server["attrs"].get(Attr.UNATTRIBUTED_MS, 0.0) for server, _ in requests]
     gc_pause = [server["attrs"].get(Attr.GC_PAUSE_MS, 0.0) for server, _ in requests]
-    split_own: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])  # stage: summed own cpu, queue, io
-    split_requests = 0
-    split_remainder = [0.0, 0.0, 0.0]
-    for server, group in requests:
-        if _add_split(server, group, split_own, split_remainder):
-            split_requests += 1
+    splits = [split for split in (_own_split(server, group) for server, group in requests) if split is not None]
+    split_requests = len(splits)
+    split_names = {name for own_parts, _ in splits for name in own_parts}
+    split_own = {name: [sum(own_parts.get(name, _ZERO)[i] for own_parts, _ in splits) for i in range(3)] for name in split_names}
+    split_remainder = [sum(outside[i] for _, outside in splits) for i in range(3)]
+    cpu_per_request = {name: [own_parts.get(name, _ZERO)[0] for own_parts, _ in splits] for name in split_names}
     for number, (_, group) in enumerate(requests):
         per_request: dict[str, float] = defaultdict(float)
         for span in group:
@@ -129,6 +141,7 @@ def stage_breakdown(spans: list[dict[str, Any]], trace_ids: set[str]) -> Breakdo
         "samples": {
             "server_overhead_ms": [round(v, 4) for v in overhead],
             "stage_self_ms": {name: [round(v, 4) for v in values] for name, values in own_per_request.items()},
+            "stage_cpu_ms": {name: [round(v, 4) for v in values] for name, values in cpu_per_request.items()},
         },
     }
 
@@ -137,25 +150,28 @@ def stage_breakdown(spans: list[dict[str, Any]], trace_ids: set[str]) -> Breakdo
 _SPLIT_KEYS = (Attr.STAGE_CPU_MS, Attr.STAGE_QUEUE_MS, Attr.STAGE_IO_MS)
 
 
-def _add_split(server: dict[str, Any], group: list[dict[str, Any]], own: dict[str, list[float]], remainder: list[float]) -> bool:
-    """Adds one request's own CPU, queueing and I/O wait per stage (a stage's
-    minus its child stages') and outside every stage; False when its spans carry no split."""
+_ZERO = (0.0, 0.0, 0.0)
+
+
+def _own_split(server: dict[str, Any], group: list[dict[str, Any]]) -> tuple[dict[str, list[float]], list[float]] | None:
+    """One request's own CPU, queueing and I/O wait per stage name (a stage's
+    minus its child stages'), and outside every stage; None when its spans carry no split."""
     attrs = server["attrs"]
     if Attr.CPU_MS not in attrs:
-        return False
+        return None
     inclusive = {s["span_id"]: [s["attrs"].get(key, 0.0) for key in _SPLIT_KEYS] for s in group if s["kind"] == 1}
     children: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
     for span in group:
         if span["kind"] == 1 and span["parent"] in inclusive:
             for i, value in enumerate(inclusive[span["span_id"]]):
                 children[span["parent"]][i] += value
+    own: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
     for span in group:
         if span["kind"] == 1:
             for i, value in enumerate(inclusive[span["span_id"]]):
                 own[span["name"]][i] += max(0.0, value - children[span["span_id"]][i])
-    for i, key in enumerate((Attr.REMAINDER_CPU_MS, Attr.REMAINDER_QUEUE_MS, Attr.REMAINDER_IO_MS)):
-        remainder[i] += attrs.get(key, 0.0)
-    return True
+    outside = [attrs.get(key, 0.0) for key in (Attr.REMAINDER_CPU_MS, Attr.REMAINDER_QUEUE_MS, Attr.REMAINDER_IO_MS)]
+    return own, outside
 
 
 def _split_means(sums: list[float] | None, requests: int) -> dict[str, float | None]:

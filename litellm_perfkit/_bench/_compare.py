@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..types import BenchRun
+from ..types import BenchResult, BenchRun
 
 __all__ = ["Delta", "compare", "render_compare", "CompareError", "ROUNDS"]
 
@@ -118,7 +118,31 @@ def compare(baseline: BenchRun, candidate: BenchRun, rounds: int = ROUNDS) -> li
     stages_a, stages_b = a.get("stage_self_ms", {}), b.get("stage_self_ms", {})
     for stage in sorted(set(stages_a) | set(stages_b), key=lambda s: -_mean(_pool(stages_a.get(s) or stages_b.get(s) or [[0.0]]))):
         rows.append(_delta(f"stage {stage} (mean self ms)", stages_a.get(stage, [[0.0]]), stages_b.get(stage, [[0.0]]), _mean, True, rounds))
+    # CPU per stage: far steadier under load than wall time, which mixes in queueing.
+    cpu_a, cpu_b = a.get("stage_cpu_ms") or {}, b.get("stage_cpu_ms") or {}
+    if cpu_a and cpu_b:
+        for stage in sorted(set(cpu_a) | set(cpu_b), key=lambda s: -_mean(_pool(cpu_a.get(s) or cpu_b.get(s) or [[0.0]]))):
+            rows.append(_delta(f"stage {stage} (mean own CPU ms)", cpu_a.get(stage, [[0.0]]), cpu_b.get(stage, [[0.0]]), _mean, True, rounds))
     return [row for row in rows if row is not None]
+
+
+def render_sweep(document: BenchResult) -> str | None:
+    """A sweep's comparisons (its first run, the baseline, against each other
+    run), or None when the document holds one run."""
+    runs = document.get("runs") or []
+    if len(runs) < 2:
+        return None
+    baseline = runs[0]
+    parts = []
+    for run in runs[1:]:
+        repeats = (len(baseline["samples"]["rps_repeats"]), len(run["samples"]["rps_repeats"]))
+        parts.append(render_compare(_label(baseline), _label(run), compare(baseline, run), repeats))
+    return "\n\n".join(parts)
+
+
+def _label(run: BenchRun) -> str:
+    version = run.get("litellm_version")
+    return run["target"] + (f" {version}" if version else "") + f" ({run['workers']} worker(s))"
 
 
 def _fmt(value: float | None, digits: int = 2) -> str:
@@ -144,12 +168,17 @@ def render_compare(label_a: str, label_b: str, deltas: list[Delta], repeats: tup
         relative = "n/a" if d.relative is None else f"{d.relative:+.1%}"
         interval = "n/a" if d.low is None else f"[{_fmt(d.low, 3)}, {_fmt(d.high, 3)}]"
         lines.append(f"| {d.metric} | {d.baseline:.3f} | {d.candidate:.3f} | {_fmt(d.change, 3)} | {relative} | {interval} | {d.verdict} |")
-    stages = [d for d in deltas if d.metric.startswith("stage ") and d.verdict == "worse"]
+    stages = [d for d in deltas if d.metric.endswith("(mean self ms)") and d.verdict == "worse"]
     total = next((d for d in deltas if d.metric.startswith("server overhead")), None)
     if stages and total is not None and total.change:
         lines += ["", "stages that explain the change in server overhead:"]
         for d in sorted(stages, key=lambda d: -d.change):
             lines.append(f"  {d.metric.removeprefix('stage ').removesuffix(' (mean self ms)')}: {d.change:+.3f} ms ({d.change / total.change:.0%} of the total change)")
+    cpu = [d for d in deltas if d.metric.endswith("(mean own CPU ms)") and d.verdict in ("worse", "better")]
+    if cpu:
+        lines += ["", "stages whose CPU per request changed (interval excludes 0):"]
+        for d in sorted(cpu, key=lambda d: -abs(d.change)):
+            lines.append(f"  {d.metric.removeprefix('stage ').removesuffix(' (mean own CPU ms)')}: {d.baseline:.3f} -> {d.candidate:.3f} ms ({d.change:+.3f} ms)")
     return "\n".join(lines)
 
 

@@ -28,7 +28,7 @@ from .._stop import Stopped, signal_name
 from .._profile import FlamegraphOptions, ProfileError, start_recording, stop_recording
 from .._version import __version__
 from ..types import BenchResult, BenchRun, LoadResult, LoadSummary
-from ._analysis import stage_breakdown
+from ._analysis import stage_breakdown, steps_cpu_per_request
 from ._heartbeat import Say
 from ._launch import Child, Children, free_port, port_open, start_litellm, start_mock, tree_usage
 from ._options import CANNOT_STREAM, MODEL, PROVIDERS, BenchError, BenchOptions, config_template
@@ -251,7 +251,7 @@ def _repeat(url: str, options: BenchOptions, receiver: SpanReceiver, workdir: Pa
     started = time.monotonic()
     phases: dict[str, LoadResult] = {}
     per_request: dict[str, float] = {}
-    trace_ids: set[str] = set()
+    phase_ids: dict[str, set[str]] = {}
     samples: Samples = {"nonstream_latency_ms": [], "stream_ttft_ms": [], "stream_e2e_ms": []}
     for name, stream in PHASES:
         jsonl = workdir / f"{name}-{time.monotonic_ns()}.jsonl"
@@ -263,7 +263,7 @@ def _repeat(url: str, options: BenchOptions, receiver: SpanReceiver, workdir: Pa
         if cpu_ms is not None:
             per_request[name] = cpu_ms
         records = _records(jsonl)
-        trace_ids |= {r["trace_id"] for r in records}
+        phase_ids[name] = {r["trace_id"] for r in records}
         ok = [r for r in records if r["error"] is None and r["end_ms"] is not None]
         if stream:
             samples["stream_ttft_ms"] += [r["first_token_ms"] for r in ok if r["first_token_ms"] is not None]
@@ -273,13 +273,15 @@ def _repeat(url: str, options: BenchOptions, receiver: SpanReceiver, workdir: Pa
     wall = time.monotonic() - started
     cpu_after, rss = tree_usage(proxy.process.pid) if proxy else (0.0, 0.0)
     time.sleep(1.0)  # the export agents flush every 200 ms
+    spans = receiver.take()
     return {
         "nonstream": phases["nonstream"],
         "stream": phases["stream"],
         "samples": samples,
         "proxy": {"cpu_percent": round((cpu_after - cpu_before) / wall * 100, 1) if proxy else None,
-                  "rss_mb": round(rss, 1) if proxy else None, "cpu_ms_per_request": per_request or None},  # fmt: skip
-        "breakdown": stage_breakdown(receiver.take(), trace_ids),
+                  "rss_mb": round(rss, 1) if proxy else None, "cpu_ms_per_request": per_request or None,
+                  "steps_cpu_ms_per_request": steps_cpu_per_request(spans, phase_ids)},  # fmt: skip
+        "breakdown": stage_breakdown(spans, set().union(*phase_ids.values())),
     }
 
 

@@ -108,10 +108,13 @@ def _cpu_table(run: BenchRun) -> list[str]:
     lines += [f"| CPU, all stages | {cpu:.3f} | {cpu / mean:.1%} |",
               f"| event-loop queueing (ready, the loop busy with others) | {queue:.3f} | {queue / mean:.1%} |",
               f"| I/O and other waits (not upstream) | {waits:.3f} | {waits / mean:.1%} |"]  # fmt: skip
-    per_request = (run.get("proxy") or {}).get("cpu_ms_per_request") or {}
-    if per_request:
-        process = ", ".join(f"{phase} {ms:.2f} ms" for phase, ms in per_request.items())
-        lines += ["", f"CPU per request in stages and outside them (steps): {cpu:.2f} ms; the proxy's process CPU per request: {process}"]
+    proxy = run.get("proxy") or {}
+    process, steps = proxy.get("cpu_ms_per_request") or {}, proxy.get("steps_cpu_ms_per_request") or {}
+    phases = [phase for phase in process if phase in steps and process[phase] > 0]
+    if phases:
+        lines += ["", "the requests' own CPU against the proxy's process CPU, per request: "
+                  + "; ".join(f"{phase} {steps[phase]:.2f} of {process[phase]:.2f} ms ({steps[phase] / process[phase]:.0%})" for phase in phases)
+                  + ". The rest ran outside the requests' steps: the server's protocol work, the event loop, work after the response."]  # fmt: skip
     return lines
 
 

@@ -57,12 +57,14 @@ def _samples(repeats: list[Repeat]) -> BenchSamples:
     runs, then requests, so run-to-run variation widens its intervals)."""
     server = [repeat["breakdown"]["samples"] for repeat in repeats]
     stages = sorted({name for s in server for name in s["stage_self_ms"]})
+    cpu_stages = sorted({name for s in server for name in s.get("stage_cpu_ms", {})})
     return {
         "nonstream_latency_ms": [r["samples"]["nonstream_latency_ms"] for r in repeats],
         "stream_ttft_ms": [r["samples"]["stream_ttft_ms"] for r in repeats],
         "stream_e2e_ms": [r["samples"]["stream_e2e_ms"] for r in repeats],
         "server_overhead_ms": [s["server_overhead_ms"] for s in server],
         "stage_self_ms": {name: [s["stage_self_ms"].get(name, [0.0]) for s in server] for name in stages},
+        "stage_cpu_ms": {name: [s.get("stage_cpu_ms", {}).get(name, [0.0]) for s in server] for name in cpu_stages},
         "rps_repeats": [r["nonstream"]["summary"]["rps"] for r in repeats],
         "streams_per_s_repeats": [r["stream"]["summary"]["rps"] for r in repeats],
     }

@@ -133,6 +133,9 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise CliError(f"cannot write --out {args.out}: {exc.strerror}") from None
         print(render_bench(document))
+        sweep = _sweep_comparison(document)
+        if sweep:
+            print("\n" + sweep)
         print(f"\nwritten: {args.out}")
         if not document["complete"]:
             stopped_by = document.get("stopped_by", "SIGINT")
@@ -141,3 +144,13 @@ def run(args: argparse.Namespace) -> int:
         return 0
 
     return run_command("bench", action)
+
+
+def _sweep_comparison(document: Any) -> str | None:
+    """A sweep ends with its comparison: the first run is the baseline."""
+    from .._bench._compare import CompareError, render_sweep
+
+    try:
+        return render_sweep(document)
+    except CompareError as exc:
+        return f"no comparison of the runs: {exc}"

@@ -14,9 +14,11 @@ if TYPE_CHECKING:
 HELP = "compare bench results: deltas with bootstrap 95%% intervals, noise or real"
 DESCRIPTION = """\
 Compares each result file with the first (the baseline): latency, TTFT, full
-stream, server-side overhead and every stage's time, each with a bootstrap
-95% interval of the difference. A difference whose interval contains zero is
-marked noise. RPS intervals come from --repeats of the bench.
+stream, server-side overhead, every stage's time and its CPU per request,
+each with a bootstrap 95% interval of the difference. A difference whose
+interval contains zero is marked noise. RPS intervals come from --repeats of
+the bench. One file of a sweep (several versions or worker counts) compares
+its runs, the first one the baseline.
 
 With --fail-above PCT the exit code is 1 when any metric got worse by more
 than PCT percent and the interval excludes zero: for CI.
@@ -24,12 +26,13 @@ than PCT percent and the interval excludes zero: for CI.
 examples:
   perfkit compare main.json my-branch.json
   perfkit compare main.json my-branch.json --fail-above 5
+  perfkit compare sweep.json        (perfkit bench --litellm-version 1.83.14,1.103.0)
 """
 
 
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("compare", help=HELP, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("results", nargs="+", help="perfkit bench result files; the first is the baseline")
+    p.add_argument("results", nargs="+", help="perfkit bench result files, the first the baseline; or one sweep's file")
     p.add_argument("--fail-above", type=non_negative, help="exit 1 when a metric got really worse by more than this percent")
     p.set_defaults(run=run)
 
@@ -44,12 +47,16 @@ def load_results(paths: list[str]) -> list[BenchResult]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .._bench._compare import CompareError, compare, regressions, render_compare
+    from .._bench._compare import CompareError, compare, regressions, render_compare, render_sweep
 
     def action() -> int:
-        if len(args.results) < 2:
-            raise CliError("give at least two result files: the baseline first")
         documents = load_results(args.results)
+        if len(documents) == 1:
+            sweep = render_sweep(documents[0])
+            if sweep is None:
+                raise CliError(f"{args.results[0]} holds one run: give a second result file to compare with (the baseline first)")
+            print(sweep)
+            return 0
         baseline = documents[0]
         failed = []
         for path, document in zip(args.results[1:], documents[1:]):

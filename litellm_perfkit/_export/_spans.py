@@ -169,9 +169,8 @@ def record_to_spans(record: RequestRecord, trace_id: str, parent_span_id: str, a
             (Attr.STAGE_DURATION_MS, stage.duration_ns / 1e6),
             (Attr.STAGE_SELF_MS, own[n] / 1e6),
         ]
-        stage_split = split.stages[n] if split is not None else None
-        if stage_split is not None:
-            attributes += _split_attributes(_STAGE_SPLIT, stage_split)
+        if split is not None:
+            attributes += _split_attributes(_STAGE_SPLIT, split.stages[n])
         if stage.kind != "block":
             attributes.append((Attr.STAGE_KIND, stage.kind))
             attributes.append((Attr.STAGE_ITEMS, stage.items))

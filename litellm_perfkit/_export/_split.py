@@ -29,8 +29,8 @@ class Split(NamedTuple):
 
 class TimeSplit(NamedTuple):
     request: Split
-    stages: list[Split | None]
-    """By position in ``RequestRecord.stages``; None for a ``sum`` stage (summed waits have no interval)."""
+    stages: list[Split]
+    """By position in ``RequestRecord.stages``."""
     remainder: Split
     """The request's time outside every top-level block stage."""
 
@@ -112,18 +112,23 @@ def time_split(record: RequestRecord) -> TimeSplit | None:
         return None
     splitter = _Splitter(record.steps)
     request = splitter.split(record.start_ns, record.end_ns)
-    stages: list[Split | None] = []
+    stages: list[Split] = []
     top: list[tuple[int, int]] = []
+    covered: list[Split] = []  # top-level stages that are not intervals
     for stage in record.stages:
         if stage.kind == "block":
             end = stage.end_ns or record.end_ns
             stages.append(splitter.split(stage.start_ns, end))
             if stage.parent < 0:
                 top.append((stage.start_ns, end))
-        elif stage.kind == "generator":
-            stages.append(Split(stage.self_ns, 0, 0, 0))  # its own time is its code running: CPU
+            continue
+        if stage.kind == "generator":
+            split = Split(stage.self_ns, 0, 0, 0)  # its own time is its code running: CPU
         else:
-            stages.append(None)
-    covered = [splitter.split(s, e) for s, e in _union(top)]
+            split = Split(0, 0, stage.self_ns, 0)  # summed waits (the upstream's body): I/O wait
+        stages.append(split)
+        if stage.parent < 0:
+            covered.append(split)
+    covered += [splitter.split(s, e) for s, e in _union(top)]
     remainder = Split(*(max(0, total - sum(part[i] for part in covered)) for i, total in enumerate(request)))
     return TimeSplit(request, stages, remainder)

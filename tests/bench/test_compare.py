@@ -38,6 +38,8 @@ def fake_result(seed: int, slowdown: float = 1.0, auth_slowdown: float = 1.0, la
             "streams_per_s_repeats": [20 / slowdown * rng.uniform(0.95, 1.05) for _ in range(repeats)],
             "server_overhead_ms": [r["overhead"] for r in runs],
             "stage_self_ms": {"auth": [r["auth"] for r in runs], "route": [r["route"] for r in runs]},
+            # own CPU: auth's CPU is most of its time, and slows with it
+            "stage_cpu_ms": {"auth": [[v * 0.8 for v in r["auth"]] for r in runs], "route": [[v * 0.5 for v in r["route"]] for r in runs]},
         },
     }
 
@@ -96,3 +98,21 @@ def test_cli_exit_code_for_ci(tmp_path: Path) -> None:
     assert slower.returncode == 1 and "regression beyond 5%" in slower.stdout
     bad = subprocess.run([sys.executable, "-m", "litellm_perfkit._cli", "compare", str(a), "/nope.json"], capture_output=True, text=True)
     assert bad.returncode == 2 and "cannot read /nope.json" in bad.stderr
+
+
+def test_a_sweep_file_compares_its_runs_and_names_the_stage_whose_cpu_changed(tmp_path: Path) -> None:
+    baseline, candidate = fake_result(1), fake_result(2, auth_slowdown=1.3)
+    sweep = {**baseline, "runs": [{**baseline, "target": "litellm", "litellm_version": "1.83.14", "workers": 1},
+                                  {**candidate, "target": "litellm", "litellm_version": "1.103.0", "workers": 1}]}  # fmt: skip
+    path = tmp_path / "sweep.json"
+    path.write_bytes(orjson.dumps(sweep))
+    done = subprocess.run([sys.executable, "-m", "litellm_perfkit._cli", "compare", str(path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "litellm 1.103.0 (1 worker(s)) vs litellm 1.83.14 (1 worker(s))" in done.stdout
+    assert "| stage auth (mean own CPU ms) |" in done.stdout
+    cpu_lines = done.stdout.split("stages whose CPU per request changed (interval excludes 0):\n")[1].splitlines()
+    assert cpu_lines[0].strip().startswith("auth: 1.645 -> 2.146 ms"), done.stdout
+    single = tmp_path / "one.json"
+    single.write_bytes(orjson.dumps(baseline))
+    lone = subprocess.run([sys.executable, "-m", "litellm_perfkit._cli", "compare", str(single)], capture_output=True, text=True, timeout=120)
+    assert lone.returncode == 2 and "holds one run" in lone.stderr

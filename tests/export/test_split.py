@@ -39,9 +39,10 @@ def test_stages_get_the_part_of_each_interval_inside_them() -> None:
     assert split.stages[0] == Split(10, 10, 30, 0)
     assert split.stages[1] == Split(0, 0, 30, 0)
     assert split.stages[2] == Split(7, 0, 0, 0)  # a generator's own time is its code running
-    assert split.stages[3] is None  # summed waits have no interval to split
-    # outside the top-level block stage auth (5-55): 0-5 and 55-100
-    assert split.remainder == Split(20, 30, 0, 0)
+    assert split.stages[3] == Split(0, 0, 20, 0)  # summed waits count as I/O wait
+    # outside the top-level stages: 0-5 and 55-100, less the generator's 7 ms
+    # of CPU and the summed waits' 20 ms (more than the 0 I/O left: none)
+    assert split.remainder == Split(13, 30, 0, 0)
 
 
 def test_overlapping_tasks_count_once() -> None:
