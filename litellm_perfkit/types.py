@@ -89,6 +89,8 @@ class StageRecord:
     kind: StageKind = "block"
     self_ns: int = 0
     items: int = 0
+    intervals: tuple[int, ...] = ()
+    """A ``sum`` stage's calls: start and end of each, flat."""
 
     @property
     def duration_ns(self) -> int:

@@ -142,7 +142,8 @@ def render_sweep(document: BenchResult) -> str | None:
 
 def _label(run: BenchRun) -> str:
     version = run.get("litellm_version")
-    return run["target"] + (f" {version}" if version else "") + f" ({run['workers']} worker(s))"
+    named = run["target"] + (f" {version}" if version and version not in run["target"] else "")
+    return f"{named} ({run['workers']} worker(s))"
 
 
 def _fmt(value: float | None, digits: int = 2) -> str:

@@ -91,23 +91,48 @@ def _histogram(chart_id: str, series: list[tuple[str, list[float]]], x_label: st
     return _svg(chart_id, _axis(x_max, "requests (scaled)", x_label) + "".join(bars) + _legend([s[0] for s in series]))
 
 
+_QUEUE_COLOR, _IO_COLOR = "#d62728", "#bbbbbb"
+
+
 def _waterfall(chart_id: str, run: BenchRun) -> str:
+    """Each stage's own time in turn; with step accounting, each bar is its
+    CPU (the stage's color), event-loop queueing (red) and other waits (grey)."""
     stages = [(n, s) for n, s in (run.get("stages") or {}).items() if not s["upstream"]]
     remainder = run.get("remainder")
-    rows = [(n, s["mean_self_ms"]) for n, s in stages] + [("(unattributed)", remainder["mean_ms"] if remainder else 0.0)]
-    total = sum(v for _, v in rows) or 1.0
-    height = 24 * len(rows) + PAD
+    rows: list[tuple[str, float, tuple[float, float, float] | None]] = []
+    for name, part in [*stages, ("(unattributed)", remainder)]:
+        if part is None:
+            rows.append((name, 0.0, None))
+            continue
+        wall = float(part["mean_self_ms"] if "mean_self_ms" in part else part["mean_ms"])  # type: ignore[typeddict-item]
+        cpu = part.get("cpu_ms")
+        split = None if cpu is None else (float(cpu), float(part.get("queue_ms") or 0.0), float(part.get("io_ms") or 0.0))
+        rows.append((name, wall, split))
+    total = sum(wall for _, wall, _ in rows) or 1.0
+    height = 24 * len(rows) + PAD + (16 if any(split for _, _, split in rows) else 0)
     bars, start = [], 0.0
-    for i, (name, value) in enumerate(rows):
+    for i, (name, value, split) in enumerate(rows):
         x = 170 + (W - 190) * start / total
         width = max(1.0, (W - 190) * value / total)
-        bars.append(
-            f'<text x="164" y="{22 + 24 * i}" font-size="11" text-anchor="end">{html.escape(name)}</text>'
-            f'<rect class="bar" x="{x:.1f}" y="{10 + 24 * i}" width="{width:.1f}" height="16" fill="{COLORS[i % len(COLORS)]}"/>'
-            f'<text x="{x + width + 4:.1f}" y="{22 + 24 * i}" font-size="10">{value:.2f} ms</text>'
-        )
+        bars.append(f'<text x="164" y="{22 + 24 * i}" font-size="11" text-anchor="end">{html.escape(name)}</text>')
+        if split is None or not sum(split):
+            bars.append(f'<rect class="bar" x="{x:.1f}" y="{10 + 24 * i}" width="{width:.1f}" height="16" fill="{COLORS[i % len(COLORS)]}"/>')
+            label = f"{value:.2f} ms"
+        else:
+            offset = x
+            for ms, color in zip(split, (COLORS[i % len(COLORS)], _QUEUE_COLOR, _IO_COLOR)):
+                piece = (W - 190) * ms / total
+                bars.append(f'<rect class="bar" x="{offset:.1f}" y="{10 + 24 * i}" width="{piece:.1f}" height="16" fill="{color}"/>')
+                offset += piece
+            label = f"{value:.2f} ms (CPU {split[0]:.2f}, queued {split[1]:.2f}, waiting {split[2]:.2f})"
+        bars.append(f'<text x="{x + width + 4:.1f}" y="{22 + 24 * i}" font-size="10">{label}</text>')
         start += value
-    return f'<svg class="chart" id="{chart_id}" width="{W + 80}" height="{height}" xmlns="http://www.w3.org/2000/svg">{"".join(bars)}</svg>'
+    if height > 24 * len(rows) + PAD:
+        y = 24 * len(rows) + 20
+        bars.append(f'<rect x="170" y="{y - 9}" width="10" height="10" fill="{_QUEUE_COLOR}"/><text x="184" y="{y}" font-size="10">event-loop queueing</text>'
+                    f'<rect x="310" y="{y - 9}" width="10" height="10" fill="{_IO_COLOR}"/><text x="324" y="{y}" font-size="10">I/O and other waits</text>'
+                    f'<text x="460" y="{y}" font-size="10">the rest of each bar: CPU</text>')  # fmt: skip
+    return f'<svg class="chart" id="{chart_id}" width="{W + 300}" height="{height}" xmlns="http://www.w3.org/2000/svg">{"".join(bars)}</svg>'
 
 
 def _ab_bars(chart_id: str, runs: list[tuple[str, BenchRun]]) -> str:
@@ -138,13 +163,18 @@ def _share(stage: BenchStage) -> str:
     return "upstream" if stage["upstream"] else f"{stage['share']:.1%}"
 
 
+def _ms(value: float | None) -> str:
+    return "" if value is None else f"{value:.3f}"
+
+
 def _table(run: BenchRun) -> str:
     rows = "".join(
         f"<tr><td>{html.escape(name)}</td><td>{s['p50_ms']:.3f}</td><td>{s['p95_ms']:.3f}</td><td>{s['mean_self_ms']:.3f}</td>"
-        f"<td>{_share(s)}</td></tr>"
+        f"<td>{_share(s)}</td><td>{_ms(s.get('cpu_ms'))}</td><td>{_ms(s.get('queue_ms'))}</td><td>{_ms(s.get('io_ms'))}</td></tr>"
         for name, s in (run.get("stages") or {}).items()
     )
-    return f"<table><tr><th>stage</th><th>p50 ms</th><th>p95 ms</th><th>mean self ms</th><th>share</th></tr>{rows}</table>"
+    return ("<table><tr><th>stage</th><th>p50 ms</th><th>p95 ms</th><th>mean self ms</th><th>share</th>"
+            f"<th>own CPU ms</th><th>queued ms</th><th>waiting ms</th></tr>{rows}</table>")  # fmt: skip
 
 
 def _flamegraph_link(run: BenchRun, base: Path | None) -> str:

@@ -47,8 +47,9 @@ CONSTRUCTOR = ("start_ns", "method", "path")
 
 FINISHED = ("index", "name", "start_ns", "end_ns", "parent")
 """A finished block stage in ``Timeline.finished``: a tuple of these."""
-GENERATOR = ("index", "first_ns", "last_ns", "parent", "self_ns", "items", "kind")
-"""A generator or sum stage in ``Timeline.generators[name]``: a list of these."""
+GENERATOR = ("index", "first_ns", "last_ns", "parent", "self_ns", "items", "kind", "intervals")
+"""A generator or sum stage in ``Timeline.generators[name]``: a list of these
+(``intervals``: a sum stage's calls, start and end each, flat)."""
 
 
 def _kind(annotation: str) -> tuple[Kind, bool]:

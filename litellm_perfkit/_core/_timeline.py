@@ -13,6 +13,7 @@ methods here on top of either.
 
 from __future__ import annotations
 
+import dataclasses
 import marshal
 import operator
 from time import perf_counter_ns
@@ -87,12 +88,14 @@ class Timeline(_TimelineFields):
         if entry is None:
             enclosing = OPEN_STAGE.get()
             parent = -1 if enclosing is None else enclosing.index
-            self.generators[name] = [self.next_index, first_ns, now, parent, self_ns, items, kind]
+            self.generators[name] = [self.next_index, first_ns, now, parent, self_ns, items, kind, [first_ns, now] if kind == "sum" else []]
             self.next_index += 1
         else:
             entry[2] = now
             entry[4] += self_ns
             entry[5] += items
+            if kind == "sum":
+                entry[7] += (first_ns, now)
 
     # -- export side --------------------------------------------------------
     def encode(self) -> bytes:
@@ -131,16 +134,13 @@ def stage_records(finished: list[Finished], generators: dict[str, list[Any]]) ->
         (index, StageRecord(name=name, start_ns=start, end_ns=end, parent=parent)) for index, name, start, end, parent in finished
     ]
     entries += [
-        (index, StageRecord(name=name, start_ns=first, end_ns=last, parent=parent, kind=kind, self_ns=own, items=items))
-        for name, (index, first, last, parent, own, items, kind) in generators.items()
+        (index, StageRecord(name=name, start_ns=first, end_ns=last, parent=parent, kind=kind, self_ns=own, items=items, intervals=tuple(intervals)))
+        for name, (index, first, last, parent, own, items, kind, intervals) in generators.items()
     ]
     entries.sort(key=lambda entry: entry[0])
     position = {index: n for n, (index, _) in enumerate(entries)}
     return tuple(
-        record if record.parent < 0 else StageRecord(
-            name=record.name, start_ns=record.start_ns, end_ns=record.end_ns, parent=position.get(record.parent, -1),
-            kind=record.kind, self_ns=record.self_ns, items=record.items,
-        )  # fmt: skip
+        record if record.parent < 0 else dataclasses.replace(record, parent=position.get(record.parent, -1))
         for _, record in entries
     )
 

@@ -92,6 +92,10 @@ def _minus(intervals: list[tuple[int, int]], removed: list[tuple[int, int]]) -> 
     return out
 
 
+def _inside(a: int, b: int, intervals: list[tuple[int, int]]) -> bool:
+    return any(s <= a and b <= e for s, e in intervals)
+
+
 class _Splitter:
     def __init__(self, steps: list[int]) -> None:
         bounds = range(0, len(steps) - STEP_SIZE + 1, STEP_SIZE)
@@ -114,21 +118,22 @@ def time_split(record: RequestRecord) -> TimeSplit | None:
     request = splitter.split(record.start_ns, record.end_ns)
     stages: list[Split] = []
     top: list[tuple[int, int]] = []
-    covered: list[Split] = []  # top-level stages that are not intervals
     for stage in record.stages:
         if stage.kind == "block":
             end = stage.end_ns or record.end_ns
             stages.append(splitter.split(stage.start_ns, end))
             if stage.parent < 0:
                 top.append((stage.start_ns, end))
-            continue
-        if stage.kind == "generator":
-            split = Split(stage.self_ns, 0, 0, 0)  # its own time is its code running: CPU
+        elif stage.kind == "generator":
+            stages.append(Split(stage.self_ns, 0, 0, 0))  # its own time is its code running: CPU
         else:
-            split = Split(0, 0, stage.self_ns, 0)  # summed waits (the upstream's body): I/O wait
-        stages.append(split)
-        if stage.parent < 0:
-            covered.append(split)
-    covered += [splitter.split(s, e) for s, e in _union(top)]
+            calls = [splitter.split(stage.intervals[i], stage.intervals[i + 1]) for i in range(0, len(stage.intervals) - 1, 2)]
+            stages.append(Split(*map(sum, zip(*calls))) if calls else Split(0, 0, stage.self_ns, 0))
+    blocks = _union(top)
+    # Outside every top-level block stage: the request's time less those
+    # stages' and less the generator and sum stages that ran outside them
+    # (a stream's loop after the LLM call returned).
+    covered = [splitter.split(s, e) for s, e in blocks]
+    covered += [split for stage, split in zip(record.stages, stages) if stage.kind != "block" and not _inside(stage.start_ns, stage.end_ns, blocks)]
     remainder = Split(*(max(0, total - sum(part[i] for part in covered)) for i, total in enumerate(request)))
     return TimeSplit(request, stages, remainder)

@@ -95,6 +95,8 @@ def test_bench_flamegraph_of_the_gateway_is_linked_from_the_report(tmp_path: Pat
     assert any(f.get("file", "").endswith("delay_gateway.py") for f in profile["shared"]["frames"])
     page = render_html([("bench", document)], base=tmp_path)
     assert f'<a href="{path.name}">' in page
+    # The waterfall splits each stage into CPU, queueing and waits (the injected delays are sleeps: CPU to perfkit).
+    assert "event-loop queueing" in page and "(CPU " in page
 
 
 def test_collector_pauses_are_summarised_beside_the_breakdown_not_in_it() -> None:

@@ -54,3 +54,13 @@ def test_overlapping_tasks_count_once() -> None:
 
 def test_no_steps_no_split() -> None:
     assert time_split(record([])) is None
+
+
+def test_a_sum_stage_is_split_over_its_calls_and_leaves_the_remainder() -> None:
+    # ran 0-10, waited 10-40 (surely ready from 30), ran 40-50, waited 50-100 on I/O
+    steps = [0, 0, 0, 10, 30, 30, 40, 50]
+    waits = StageRecord("stream.upstream_wait", 10, 100, parent=-1, kind="sum", self_ns=80, intervals=(10, 40, 50, 100))
+    split = time_split(record(steps, (waits,)))
+    assert split is not None
+    assert split.stages[0] == Split(0, 10, 70, 0)
+    assert split.remainder == Split(20, 0, 0, 0)

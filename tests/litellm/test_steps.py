@@ -1,0 +1,73 @@
+"""CPU versus waiting on the real LiteLLM proxy: at 1 user and at 32, auth's
+own CPU per request stays about the same while its wall time does not."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import httpx
+import pytest
+
+from litellm_perfkit._wire._names import Attr
+from tests.support.litellm_env import VERSIONS
+from tests.support.mock_server import mock_process
+from tests.support.proxy import litellm_proxy
+from tests.support.receiver import otlp_receiver, spans_of
+
+pytestmark = [pytest.mark.integration, pytest.mark.litellm]
+
+RUN = time.time_ns() & 0xFFFFFFFF
+LOADS = {1: 60, 32: 600}  # users: requests measured (after as many warming up)
+BODY = {"model": "fake-openai-endpoint", "messages": [{"role": "user", "content": "hi"}]}
+
+
+def _trace_id(users: int, n: int) -> str:
+    return f"{RUN:08x}{users:08x}{n:016x}"
+
+
+async def _drive(url: str, users: int, requests: int, first: int) -> None:
+    numbers = iter(range(first, first + requests))
+    async with httpx.AsyncClient(base_url=url, timeout=120, limits=httpx.Limits(max_connections=users),
+                                 headers={"authorization": "Bearer sk-1234"}) as client:  # fmt: skip
+
+        async def user() -> None:
+            for n in numbers:
+                response = await client.post("/chat/completions", json=BODY, headers={"traceparent": f"00-{_trace_id(users, n)}-{n + 1:016x}-01"})
+                assert response.status_code == 200, response.text
+
+        await asyncio.gather(*(user() for _ in range(users)))
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_auth_cpu_per_request_is_the_same_at_1_and_32_users(version: str, tmp_path: Path) -> None:
+    with mock_process("--chunks", "3") as upstream, otlp_receiver() as (endpoint, received):
+        with litellm_proxy(version, upstream, tmp_path, perfkit_args=("--endpoint", endpoint, "--protocol", "http/json")) as url:
+            for users, requests in LOADS.items():
+                asyncio.run(_drive(url, users, requests, 0))  # warm-up
+                asyncio.run(_drive(url, users, requests, 1 << 40))
+            wanted = {_trace_id(users, (1 << 40) + n) for users, requests in LOADS.items() for n in range(requests)}
+            deadline = time.monotonic() + 30
+            while True:
+                spans = [s for s in spans_of(received) if s["traceId"] in wanted]
+                servers = {s["traceId"] for s in spans if s["kind"] == 2}
+                if servers == wanted or time.monotonic() > deadline:
+                    break
+                time.sleep(0.5)
+    assert servers == wanted, f"{len(wanted - servers)} requests have no server span"
+    auth: dict[int, dict[str, list[float]]] = {users: defaultdict(list) for users in LOADS}
+    for span in spans:
+        if span["name"] == "auth":
+            users = int(span["traceId"][8:16], 16)
+            attrs = {a["key"]: next(iter(a["value"].values())) for a in span["attributes"]}
+            auth[users]["cpu"].append(float(attrs[Attr.STAGE_CPU_MS]))
+            auth[users]["wall"].append(float(attrs[Attr.STAGE_DURATION_MS]))
+    cpu = {users: statistics.median(values["cpu"]) for users, values in auth.items()}
+    wall = {users: statistics.median(values["wall"]) for users, values in auth.items()}
+    summary = f"LiteLLM {version}: auth cpu {cpu} ms, wall {wall} ms (medians per request)"
+    print(summary)
+    assert cpu[32] == pytest.approx(cpu[1], rel=0.25), summary
+    assert wall[32] > 3 * wall[1] and wall[32] > 3 * cpu[32], summary
