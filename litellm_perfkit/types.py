@@ -382,8 +382,8 @@ class ProxyUsage(TypedDict):
     rss_mb: Optional[float]
     cpu_ms_per_request: Annotated[
         Optional[dict[str, float]],
-        "proxy process-tree CPU over each phase's measured part, per request sent in it, by phase (nonstream, stream); "
-        "none with a warm-up in requests",
+        "proxy process-tree CPU over each phase's measured part (perfkit's export agents left out), per request sent in it, "
+        "by phase (nonstream, stream); none with a warm-up in requests",
     ]
     steps_cpu_ms_per_request: Annotated[
         Optional[dict[str, float]],

@@ -14,9 +14,11 @@ from typing import Any, TypedDict
 from .._wire._names import Attr
 from ..types import AttributeValue, BenchStage, GcPauses, MeanP50P95, Remainder, Unmeasured
 
-__all__ = ["Breakdown", "ServerSamples", "stage_breakdown", "steps_cpu_per_request", "percentile"]
+__all__ = ["OUTSIDE_STAGES", "Breakdown", "ServerSamples", "stage_breakdown", "steps_cpu_per_request", "percentile"]
 
 UPSTREAM = {"upstream", "stream.upstream_wait"}
+OUTSIDE_STAGES = "(outside every stage)"
+"""The name the remainder goes by where it sits among the stages (CPU samples, tables)."""
 
 
 class ServerSamples(TypedDict):
@@ -89,6 +91,8 @@ def stage_breakdown(spans: list[dict[str, Any]], trace_ids: set[str]) -> Breakdo
     split_own = {name: [sum(own_parts.get(name, _ZERO)[i] for own_parts, _ in splits) for i in range(3)] for name in split_names}
     split_remainder = [sum(outside[i] for _, outside in splits) for i in range(3)]
     cpu_per_request = {name: [own_parts.get(name, _ZERO)[0] for own_parts, _ in splits] for name in split_names}
+    if splits:
+        cpu_per_request[OUTSIDE_STAGES] = [outside[0] for _, outside in splits]
     for number, (_, group) in enumerate(requests):
         per_request: dict[str, float] = defaultdict(float)
         for span in group:

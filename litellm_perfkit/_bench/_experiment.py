@@ -234,7 +234,7 @@ class _PhaseCpu:
 
     def _mark(self) -> None:
         assert self._pid is not None
-        self._at_warmup_end = tree_usage(self._pid)[0]
+        self._at_warmup_end = tree_usage(self._pid, agents="exclude")[0]
 
     def per_request_ms(self, requests: int) -> float | None:
         if self._timer is None or self._pid is None:
@@ -242,7 +242,7 @@ class _PhaseCpu:
         self._timer.cancel()
         if self._at_warmup_end is None or not requests:
             return None
-        return round((tree_usage(self._pid)[0] - self._at_warmup_end) * 1000 / requests, 4)
+        return round((tree_usage(self._pid, agents="exclude")[0] - self._at_warmup_end) * 1000 / requests, 4)
 
 
 def _repeat(url: str, options: BenchOptions, receiver: SpanReceiver, workdir: Path, proxy: Child | None) -> Repeat:

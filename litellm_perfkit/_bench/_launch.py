@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Literal
 
+from .._wire._names import AGENT_MODULE
 from ._heartbeat import Say, waiting
 from ._venvs import OFFLINE_ENV
 
@@ -176,13 +177,16 @@ def _tree(root: int) -> list[int]:
     return tree
 
 
-def tree_usage(root: int) -> tuple[float, float]:
-    """(CPU seconds, RSS MiB) of a process tree (Linux /proc; zeros elsewhere)."""
+def tree_usage(root: int, agents: Literal["include", "exclude"] = "include") -> tuple[float, float]:
+    """(CPU seconds, RSS MiB) of a process tree (Linux /proc; zeros elsewhere),
+    with or without perfkit's export agents."""
     ticks = os.sysconf("SC_CLK_TCK")
     page = os.sysconf("SC_PAGE_SIZE")
     cpu = rss = 0.0
     for pid in _tree(root):
         try:
+            if agents == "exclude" and AGENT_MODULE.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                continue
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..types import BenchResult, BenchRun, Unmeasured
+from ._analysis import OUTSIDE_STAGES
 
 __all__ = ["render_bench", "unmeasured_warning"]
 
@@ -98,7 +99,7 @@ def _cpu_table(run: BenchRun) -> list[str]:
         return []
     mean = overhead["mean"]
     rows = sorted(((name, float(s["cpu_ms"] or 0.0)) for name, s in own), key=lambda row: -row[1])
-    rows.append(("(outside every stage)", float(remainder["cpu_ms"] or 0.0)))
+    rows.append((OUTSIDE_STAGES, float(remainder["cpu_ms"] or 0.0)))
     queue = sum(float(s["queue_ms"] or 0.0) for _, s in own) + float(remainder["queue_ms"] or 0.0)
     waits = sum(float(s["io_ms"] or 0.0) for _, s in own) + float(remainder["io_ms"] or 0.0)
     cpu = sum(ms for _, ms in rows)

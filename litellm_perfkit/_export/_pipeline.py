@@ -42,6 +42,7 @@ from .._core._guard import internal_error, logger, warn_once
 from .._core._backend import ACTIVE, Backend
 from .._core._sink import set_sink
 from .._core._timeline import Timeline
+from .._wire._names import AGENT_MODULE
 from ..types import ExportMode, RequestRecord
 from ._metrics import MetricStore
 from ._settings import ExportSettings
@@ -190,7 +191,7 @@ class _Agent:
             "PERFKIT_APP_PID": str(os.getpid()),
         }
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "litellm_perfkit._export._agent"],
+            [sys.executable, "-m", AGENT_MODULE],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,

@@ -93,3 +93,6 @@ class Attr:
     UPSTREAM_UNMEASURED = "perfkit.upstream_unmeasured"
     AUTH_UNMEASURED = "perfkit.auth_unmeasured"
     LITELLM_PREFIX = "perfkit.litellm."
+
+AGENT_MODULE = "litellm_perfkit._export._agent"
+"""The export agent's module: its process runs ``python -m`` this (the bench leaves it out of the proxy's CPU per request)."""
