@@ -253,7 +253,8 @@ def test_an_unwrapped_client_is_flagged_and_the_bench_warns(proxy: Proxy) -> Non
         server = next(s for s in spans[raw] if s["kind"] == 2)["attrs"]
         assert server.get("perfkit.upstream_unmeasured") is True, server
         assert server["perfkit.overhead_ms"] >= UPSTREAM_MS  # what perfkit cannot split, and says so
-    breakdown = stage_breakdown([s | {"trace_id": s["traceId"]} for group in spans.values() for s in group], trace_ids | {trace_id})
+    as_bench = [s | {"trace_id": s["traceId"], "span_id": s["spanId"], "parent": s.get("parentSpanId", "")} for group in spans.values() for s in group]
+    breakdown = stage_breakdown(as_bench, trace_ids | {trace_id})
     assert breakdown["unmeasured"] == {"upstream": 4, "auth": 0}
     assert breakdown["joined_requests"] == 1  # the flagged requests are kept out of the headline
     warning = unmeasured_warning(breakdown["unmeasured"], 5)
