@@ -101,7 +101,9 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--duration", type=float, default=15.0)
     parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--modes", default="plain,perfkit", help="interleaved: plain, perfkit, perfkit-nosteps (PERFKIT_STEPS=off)")
     args = parser.parse_args()
+    modes = args.modes.split(",")
     results: dict[tuple[str, str], list[dict[str, float]]] = {}
     # The driver (this process) and what it starts, Jaeger and the mock, on
     # core 1; the proxy is started with taskset on core 0.
@@ -109,12 +111,15 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp, jaeger_process(Path(tmp)) as jaeger, mock_process("--chunks", "20") as upstream:
         exporter = ("--endpoint", jaeger.otlp_http, "--protocol", "http/protobuf", "--service-name", "bench-litellm")
         for repeat in range(args.repeats):
-            order = ["plain", "perfkit"] if repeat % 2 == 0 else ["perfkit", "plain"]
+            order = modes if repeat % 2 == 0 else modes[::-1]
             for mode in order:
                 gc_log = Path(tmp) / f"gc-{repeat}-{mode}"
                 env = {"PYTHONPATH": str(GC_PROBE), "PERFKIT_BENCH_GC_LOG": str(gc_log)}
+                if mode == "perfkit-nosteps":
+                    env["PERFKIT_STEPS"] = "off"
                 pids: list[int] = []
-                with litellm_proxy(args.version, upstream, Path(tmp), mode=mode, perfkit_args=exporter, pin_cpu="0", env=env, pids=pids) as url:  # type: ignore[arg-type]
+                proxy_mode = "plain" if mode == "plain" else "perfkit"
+                with litellm_proxy(args.version, upstream, Path(tmp), mode=proxy_mode, perfkit_args=exporter, pin_cpu="0", env=env, pids=pids) as url:
                     for workload in ("json", "stream"):
                         proxy, agents = pids[0], children(pids[0])
                         cpu_before = cpu_seconds(proxy), sum(map(cpu_seconds, agents))
@@ -129,18 +134,20 @@ def main() -> int:
     print(f"\nLiteLLM {args.version}, 1 worker on core 0 (with perfkit's agent), mock + driver + Jaeger on core 1; "
           f"{args.repeats} interleaved repeats x {args.duration:g} s, {args.concurrency} users; medians")  # fmt: skip
     print(f"spans stored in Jaeger (last 1000 traces shown by its API): {spans}\n")
-    print("| workload | metric | plain | perfkit | perfkit / plain |")
-    print("|---|---|---:|---:|---:|")
+    others = [m for m in modes if m != "plain"]
+    print("| workload | metric | plain | " + " | ".join(others) + " | " + " | ".join(f"{m} / plain" for m in others) + " |")
+    print("|---|---|" + "---:|" * (1 + 2 * len(others)))
     for workload in ("json", "stream"):
-        for run in results[(workload, "plain")] + results[(workload, "perfkit")]:
-            run["rps_outside_gc"] = run["rps"] * args.duration / max(1e-9, args.duration - run["gc_s"])
+        for mode in modes:
+            for run in results[(workload, mode)]:
+                run["rps_outside_gc"] = run["rps"] * args.duration / max(1e-9, args.duration - run["gc_s"])
         for metric in LABELS:
             plain = statistics.median(r[metric] for r in results[(workload, "plain")])
-            ours = statistics.median(r[metric] for r in results[(workload, "perfkit")])
-            label = LABELS[metric]
-            ratio = f"{ours / plain:.3f}" if plain else "-"
+            ours = [statistics.median(r[metric] for r in results[(workload, m)]) for m in others]
             digits = 3 if metric.endswith("_ms") else 1
-            print(f"| {workload} | {label} | {plain:.{digits}f} | {ours:.{digits}f} | {ratio} |")
+            values = " | ".join(f"{v:.{digits}f}" for v in ours)
+            ratios = " | ".join(f"{v / plain:.3f}" if plain else "-" for v in ours)
+            print(f"| {workload} | {LABELS[metric]} | {plain:.{digits}f} | {values} | {ratios} |")
     return 0
 
 

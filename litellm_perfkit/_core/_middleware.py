@@ -20,7 +20,7 @@ from ._gcwatch import WATCH as _GC
 from ._gcwatch import install as watch_gc
 from .._wire._names import HEADER_SECRET_HEADER, OVERHEAD_HEADER, SERVER_TIMING_HEADER
 from ._sse import SseScanner
-from ._steps import StepClock, batches_for
+from ._steps import StepClock, batches_for, steps_mode
 from ._timeline import TIMELINE, Timeline
 
 __all__ = ["PerfkitMiddleware", "OVERHEAD_HEADER"]
@@ -60,7 +60,8 @@ class PerfkitMiddleware:
     to ``trusted`` requests by default: from loopback, or carrying
     ``header_secret`` (default ``$PERFKIT_HEADER_SECRET``) in ``x-perfkit-secret``,
     which the app then does not see. ``steps``: split each request's time
-    and each stage's into CPU, event-loop queueing and I/O wait (``_steps``).
+    and each stage's into CPU, event-loop queueing and I/O wait (``_steps``;
+    default ``$PERFKIT_STEPS``, else on).
     """
 
     def __init__(
@@ -72,10 +73,10 @@ class PerfkitMiddleware:
         upstream_stages: Iterable[str] = ("upstream",),
         attributes: Callable[[], Mapping[str, AttributeValue]] | None = None,
         header_secret: str | None = None,
-        steps: StepMode = "on",
+        steps: StepMode | None = None,
     ) -> None:
         self.app = app
-        self._steps = steps == "on"
+        self._steps = (steps or steps_mode()) == "on"
         stages = frozenset(upstream_stages)
         # The settings for a trusted request, and for any other.
         self._loud = _HeaderSettings(server_timing != "off", overhead_header != "off", stages)

@@ -33,19 +33,30 @@ and their steps go to the same list.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Awaitable, Coroutine, Generator
 from time import perf_counter_ns
 from typing import Any
 
+from ..types import StepMode
 from ._context import TIMELINE
-from ._guard import internal_error
+from ._guard import internal_error, warn_once
 
-__all__ = ["MAX_STEPS", "STEP_SIZE", "StepClock", "batches_for"]
+__all__ = ["MAX_STEPS", "STEP_SIZE", "StepClock", "batches_for", "steps_mode"]
 
 STEP_SIZE = 4
 """Values per step in ``Timeline.steps``: early, late (the bounds of when it became ready), start, end."""
 MAX_STEPS = 2048
 """Steps recorded per request; later steps are counted in ``Timeline.steps_dropped`` only."""
+
+
+def steps_mode() -> StepMode:
+    """``PERFKIT_STEPS``: ``on`` (default) or ``off``; anything else warns and means ``on``."""
+    value = os.environ.get("PERFKIT_STEPS", "on").strip().lower()
+    if value in ("on", "off"):
+        return value  # type: ignore[return-value]
+    warn_once("steps", "perfkit: PERFKIT_STEPS=%r is not 'on' or 'off'; using 'on'", value)
+    return "on"
 
 
 class _Batches:

@@ -8,7 +8,7 @@ plain tuples (see ``Span``) built straight from the timeline, because on a
 from __future__ import annotations
 
 import random
-from typing import Tuple
+from typing import Literal, Tuple
 
 from .._wire._headers import parse_traceparent
 from .._wire._names import Attr
@@ -96,8 +96,11 @@ _STAGE_SPLIT = (Attr.STAGE_CPU_MS, Attr.STAGE_QUEUE_MS, Attr.STAGE_IO_MS, Attr.S
 _REMAINDER_SPLIT = (Attr.REMAINDER_CPU_MS, Attr.REMAINDER_QUEUE_MS, Attr.REMAINDER_IO_MS, Attr.REMAINDER_UNCERTAIN_MS)
 
 
-def _split_attributes(keys: tuple[str, ...], split: Split) -> Attributes:
-    return [(key, ns / 1e6) for key, ns in zip(keys, split)]
+def _split_attributes(keys: tuple[str, ...], split: Split, zeros: Literal["keep", "drop"]) -> Attributes:
+    # A stage's zero parts are left out (a missing part is 0): most stages
+    # never queue or wait, and every attribute costs the export agent CPU on
+    # the proxy's core. The request's are all kept: they say the split is there.
+    return [(key, ns / 1e6) for key, ns in zip(keys, split) if ns or zeros == "keep"]
 
 
 def _server_attributes(record: RequestRecord, own: list[int]) -> Attributes:
@@ -143,7 +146,7 @@ def record_to_spans(record: RequestRecord, trace_id: str, parent_span_id: str, a
     split = time_split(record)
     server_attributes = _server_attributes(record, own)
     if split is not None:
-        server_attributes += _split_attributes(_REQUEST_SPLIT, split.request) + _split_attributes(_REMAINDER_SPLIT, split.remainder)
+        server_attributes += _split_attributes(_REQUEST_SPLIT, split.request, "keep") + _split_attributes(_REMAINDER_SPLIT, split.remainder, "keep")
         if record.steps_dropped:
             server_attributes.append((Attr.STEPS_DROPPED, record.steps_dropped))
     failed = record.error is not None or record.status >= 500
@@ -170,7 +173,7 @@ def record_to_spans(record: RequestRecord, trace_id: str, parent_span_id: str, a
             (Attr.STAGE_SELF_MS, own[n] / 1e6),
         ]
         if split is not None:
-            attributes += _split_attributes(_STAGE_SPLIT, split.stages[n])
+            attributes += _split_attributes(_STAGE_SPLIT, split.stages[n], "drop")
         if stage.kind != "block":
             attributes.append((Attr.STAGE_KIND, stage.kind))
             attributes.append((Attr.STAGE_ITEMS, stage.items))

@@ -1,8 +1,8 @@
 """Senders for encoded OTLP payloads: HTTP (JSON or protobuf) and gRPC.
 
-They run in the export thread. A failure returns False; the pipeline counts
-what was dropped. Nothing here retries: a slow backend must never make the
-queue back up into the request path.
+They run in the export agent (or thread). A failure returns False; the
+pipeline counts what was dropped. A busy backend is tried again within the
+export's timeout (``_retry``); the request path never waits for it.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from .._core._guard import warn_once
 from .._version import __version__
 from ..types import OtlpProtocol
 from ._metrics import MetricStore
+from ._retry import RETRYABLE_HTTP_STATUSES, Busy, RetryPolicy, retry_after_s
 from ._otlp import metrics_json, metrics_protobuf, span_json, spans_json, spans_protobuf
 from ._settings import ExportSettings
 from ._spans import Span
@@ -53,14 +54,18 @@ class _HttpPost:
         self._conn: http.client.HTTPConnection | None = None
         self.url = url
 
-    def post(self, body: bytes) -> None:
-        """Raises OSError or http.client errors; RuntimeError on a non-2xx answer."""
+    def post(self, body: bytes, timeout_s: float | None = None) -> None:
+        """Raises OSError or http.client errors; ``Busy`` when the backend asks
+        to be tried again, RuntimeError on any other non-2xx answer."""
         if self._gzip:
             body = gzip.compress(body)
+        timeout = self._timeout if timeout_s is None else min(self._timeout, timeout_s)
         for attempt in (1, 2):  # a kept-alive connection may have been closed by the peer
             if self._conn is None:
                 factory = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
-                self._conn = factory(self._host, self._port, timeout=self._timeout)
+                self._conn = factory(self._host, self._port, timeout=timeout)
+            elif self._conn.sock is not None:
+                self._conn.sock.settimeout(timeout)
             try:
                 self._conn.request("POST", self._path, body=body, headers=self._headers)
                 response = self._conn.getresponse()
@@ -73,6 +78,8 @@ class _HttpPost:
             except BaseException:
                 self.close()
                 raise
+            if response.status in RETRYABLE_HTTP_STATUSES:
+                raise Busy(f"HTTP {response.status}: {answer[:200]!r}", retry_after_s(response.getheader("Retry-After")))
             if not 200 <= response.status < 300:
                 raise RuntimeError(f"HTTP {response.status}: {answer[:200]!r}")
             return
@@ -114,13 +121,14 @@ class OtlpHttpExporter:
         gz = settings.compression == "gzip"
         self._traces = _HttpPost(settings.traces_endpoint, settings.headers, settings.timeout_s, gz, content_type)
         self._metrics = _HttpPost(settings.metrics_endpoint, settings.headers, settings.timeout_s, gz, content_type)
+        self._retry = RetryPolicy(settings.timeout_s)
 
     def export_spans(self, spans: list[Span]) -> bool:
         s = self._settings
         try:
             encode = spans_protobuf if self._protobuf else spans_json
             body = encode(spans, s.service_name, s.resource_attributes)
-            self._traces.post(body)
+            self._retry.run(lambda left: self._traces.post(body, left))
             return True
         except Exception as exc:
             return _failed("spans", self._traces.url, exc)
@@ -130,7 +138,7 @@ class OtlpHttpExporter:
         try:
             encode = metrics_protobuf if self._protobuf else metrics_json
             body = encode(store, s.service_name, s.resource_attributes, start_unix_ns, now_unix_ns)
-            self._metrics.post(body)
+            self._retry.run(lambda left: self._metrics.post(body, left))
             return True
         except Exception as exc:
             return _failed("metrics", self._metrics.url, exc)
@@ -161,12 +169,31 @@ class OtlpGrpcExporter:
         self._export_metrics = self._channel.unary_unary(self._METRICS)
         self._metadata = [(k.lower(), v) for k, v in settings.headers.items()]
         self._target = target
+        self._retry = RetryPolicy(settings.timeout_s)
+        busy = grpc.StatusCode
+        # The OTLP/gRPC specification's retryable codes; RESOURCE_EXHAUSTED
+        # only when the server says when to retry (RetryInfo).
+        self._busy_codes = {busy.CANCELLED, busy.DEADLINE_EXCEEDED, busy.ABORTED, busy.OUT_OF_RANGE, busy.UNAVAILABLE, busy.DATA_LOSS}
+
+    def _call(self, method: Any, request: bytes) -> None:
+        import grpc
+
+        def send(left: float) -> None:
+            try:
+                method(request, timeout=left, metadata=self._metadata)
+            except grpc.RpcError as exc:
+                code = exc.code() if hasattr(exc, "code") else None
+                trailing = dict(exc.trailing_metadata() or ()) if hasattr(exc, "trailing_metadata") else {}
+                if code in self._busy_codes or (code == grpc.StatusCode.RESOURCE_EXHAUSTED and "google.rpc.retryinfo-bin" in trailing):
+                    raise Busy(f"gRPC {code}") from exc
+                raise
+
+        self._retry.run(send)
 
     def export_spans(self, spans: list[Span]) -> bool:
         s = self._settings
         try:
-            request = spans_protobuf(spans, s.service_name, s.resource_attributes)
-            self._export_traces(request, timeout=s.timeout_s, metadata=self._metadata)
+            self._call(self._export_traces, spans_protobuf(spans, s.service_name, s.resource_attributes))
             return True
         except Exception as exc:
             return _failed("spans", self._target, exc)
@@ -174,8 +201,7 @@ class OtlpGrpcExporter:
     def export_metrics(self, store: MetricStore, start_unix_ns: int, now_unix_ns: int) -> bool:
         s = self._settings
         try:
-            request = metrics_protobuf(store, s.service_name, s.resource_attributes, start_unix_ns, now_unix_ns)
-            self._export_metrics(request, timeout=s.timeout_s, metadata=self._metadata)
+            self._call(self._export_metrics, metrics_protobuf(store, s.service_name, s.resource_attributes, start_unix_ns, now_unix_ns))
             return True
         except Exception as exc:
             return _failed("metrics", self._target, exc)
