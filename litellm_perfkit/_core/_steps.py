@@ -112,6 +112,8 @@ class StepClock:
         self._ready_ns = ready_ns  # when the first step became ready, if known
 
     def __await__(self) -> Generator[Any, Any, Any]:
+        # The same send/throw/close driving as _stage._Timed, written out: a
+        # shared driver would cost a call or a generator per step of every request.
         iterator = self._awaitable.__await__()
         send = iterator.send
         steps, batches = self._steps, self._batches
