@@ -52,7 +52,7 @@ class Sample(TypedDict):
     """One measurement of one version."""
 
     value: float
-    stages: dict[str, float]  # mean self time per request (ms), per stage
+    stages: dict[str, float]  # own CPU per request (ms) per stage; self time without step accounting
     fast_paths: dict[str, AttributeValue]
 
 
@@ -64,7 +64,7 @@ class Change(TypedDict):
     size: float  # metric(release) - metric(before)
     interval: tuple[float, float]
     relative: float | None  # size / metric(before)
-    stages: list[tuple[str, float]]  # stages whose self time moved most, ms per request
+    stages: list[tuple[str, float]]  # stages whose own CPU (or self time) moved most, ms per request
     fast_paths: dict[str, tuple[AttributeValue | None, AttributeValue | None]]
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Literal
 
 from ..types import BenchRun
+from ._analysis import OUTSIDE_STAGES
 from ._bisect import BisectResult, Sample, Unavailable
 from ._options import BenchError, BenchOptions
 from ._releases import release
@@ -60,10 +61,22 @@ def measure_with_bench(options: BenchOptions, package: str, metric: Metric, pip_
         value = read(run)
         if value is None:
             raise BenchError(f"{package} {version}: the bench gave no {METRICS[metric][0]}")
-        return {"value": float(value), "stages": {name: s["mean_self_ms"] for name, s in run["stages"].items() if not s["upstream"]},
-                "fast_paths": run["fast_paths"]}  # fmt: skip
+        return {"value": float(value), "stages": _stage_costs(run), "fast_paths": run["fast_paths"]}
 
     return measure
+
+
+def _stage_costs(run: BenchRun) -> dict[str, float]:
+    """Each stage's own CPU per request (and outside every stage), steadier
+    than its wall time; its self time when the proxy has no step accounting."""
+    stages = {name: s for name, s in run["stages"].items() if not s["upstream"]}
+    if not stages or any(s.get("cpu_ms") is None for s in stages.values()):
+        return {name: s["mean_self_ms"] for name, s in stages.items()}
+    costs = {name: float(s["cpu_ms"] or 0.0) for name, s in stages.items()}
+    remainder = run["remainder"]
+    if remainder is not None and remainder.get("cpu_ms") is not None:
+        costs[OUTSIDE_STAGES] = float(remainder["cpu_ms"] or 0.0)
+    return costs
 
 
 def render_bisect(result: BisectResult, versions: list[str], metric: Metric, package: str) -> str:
@@ -96,7 +109,7 @@ def render_bisect(result: BisectResult, versions: list[str], metric: Metric, pac
         lines.append(f"changed in {package} {where}: {change['size']:+.3f} {unit}{relative}, interval {low:+.3f} to {high:+.3f}")
         moved = ", ".join(f"{name} {delta:+.3f} ms" for name, delta in change["stages"] if delta)
         if moved:
-            lines.append(f"  stages (self time per request): {moved}")
+            lines.append(f"  stages (own CPU per request, or self time without step accounting): {moved}")
         for key, (before, after) in change["fast_paths"].items():
             lines.append(f"  fast path {key}: {before} -> {after}")
         if package == "litellm":

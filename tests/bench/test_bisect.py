@@ -216,7 +216,7 @@ def test_bisect_names_the_releases_that_added_cpu_and_their_stage(tmp_path: Path
     for change in changes:
         (stage, ms), = steps_at[change["release"]].items()  # fmt: skip
         assert change["stages"][0][0] == stage, change
-        assert 3.0 <= change["stages"][0][1] <= 5.5, change  # 4 ms of CPU, as self time per request
+        assert 3.0 <= change["stages"][0][1] <= 5.5, change  # 4 ms of CPU, as own CPU per request
         assert 3.0 <= change["size"] <= 5.5, change  # CPU per request grew by about as much
     assert f"changed in fakegw {changes[0]['release']}" in result.stdout
     # A rerun finds the answer in the journal: nothing is measured again.
