@@ -138,7 +138,10 @@ class PerfkitMiddleware:
         if self._steps:
             loop = _get_running_loop()
             if loop is not None:
-                call = StepClock(call, timeline.steps, batches_for(loop))
+                try:
+                    call = StepClock(call, timeline.steps, batches_for(loop))
+                except Exception as exc:  # the request runs unclocked
+                    internal_error("middleware.steps", exc)
         token: Token[Timeline | None] | None = TIMELINE.set(timeline)
         try:
             await call
