@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import random
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -115,15 +115,23 @@ def compare(baseline: BenchRun, candidate: BenchRun, rounds: int = ROUNDS) -> li
         _delta("streams/s", [a["streams_per_s_repeats"]], [b["streams_per_s_repeats"]], median, False, rounds),
         _delta("server overhead mean ms", a.get("server_overhead_ms", []), b.get("server_overhead_ms", []), _mean, True, rounds),
     ]
-    stages_a, stages_b = a.get("stage_self_ms", {}), b.get("stage_self_ms", {})
-    for stage in sorted(set(stages_a) | set(stages_b), key=lambda s: -_mean(_pool(stages_a.get(s) or stages_b.get(s) or [[0.0]]))):
-        rows.append(_delta(f"stage {stage} (mean self ms)", stages_a.get(stage, [[0.0]]), stages_b.get(stage, [[0.0]]), _mean, True, rounds))
+    rows += _stage_deltas(a.get("stage_self_ms", {}), b.get("stage_self_ms", {}), "mean self ms", rounds)
     # CPU per stage: far steadier under load than wall time, which mixes in queueing.
     cpu_a, cpu_b = a.get("stage_cpu_ms") or {}, b.get("stage_cpu_ms") or {}
     if cpu_a and cpu_b:
-        for stage in sorted(set(cpu_a) | set(cpu_b), key=lambda s: -_mean(_pool(cpu_a.get(s) or cpu_b.get(s) or [[0.0]]))):
-            rows.append(_delta(f"stage {stage} (mean own CPU ms)", cpu_a.get(stage, [[0.0]]), cpu_b.get(stage, [[0.0]]), _mean, True, rounds))
+        rows += _stage_deltas(cpu_a, cpu_b, "mean own CPU ms", rounds)
     return [row for row in rows if row is not None]
+
+
+def _stage_deltas(a: Mapping[str, Runs], b: Mapping[str, Runs], what: str, rounds: int) -> list[Delta | None]:
+    """One row per stage on either side, the largest first; a stage one side lacks counts as 0 there."""
+    order = sorted(set(a) | set(b), key=lambda s: -_mean(_pool(a.get(s) or b.get(s) or [[0.0]])))
+    return [_delta(f"stage {stage} ({what})", a.get(stage, [[0.0]]), b.get(stage, [[0.0]]), _mean, True, rounds) for stage in order]
+
+
+def repeat_counts(baseline: BenchRun | BenchResult, candidate: BenchRun | BenchResult) -> tuple[int, int]:
+    """How many bench repeats each side's samples hold."""
+    return len(baseline["samples"].get("rps_repeats", [])), len(candidate["samples"].get("rps_repeats", []))
 
 
 def render_sweep(document: BenchResult) -> str | None:
@@ -135,8 +143,7 @@ def render_sweep(document: BenchResult) -> str | None:
     baseline = runs[0]
     parts = []
     for run in runs[1:]:
-        repeats = (len(baseline["samples"]["rps_repeats"]), len(run["samples"]["rps_repeats"]))
-        parts.append(render_compare(_label(baseline), _label(run), compare(baseline, run), repeats))
+        parts.append(render_compare(_label(baseline), _label(run), compare(baseline, run), repeat_counts(baseline, run)))
     return "\n\n".join(parts)
 
 

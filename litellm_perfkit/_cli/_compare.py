@@ -47,7 +47,7 @@ def load_results(paths: list[str]) -> list[BenchResult]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .._bench._compare import CompareError, compare, regressions, render_compare, render_sweep
+    from .._bench._compare import CompareError, compare, regressions, render_compare, render_sweep, repeat_counts
 
     def action() -> int:
         documents = load_results(args.results)
@@ -64,8 +64,7 @@ def run(args: argparse.Namespace) -> int:
                 deltas = compare(baseline, document)
             except CompareError as exc:
                 raise CliError(f"{path}: {exc}") from None
-            repeats = (len(baseline["samples"].get("rps_repeats", [])), len(document["samples"].get("rps_repeats", [])))
-            print(render_compare(baseline.get("label", args.results[0]), document.get("label", path), deltas, repeats))
+            print(render_compare(baseline.get("label", args.results[0]), document.get("label", path), deltas, repeat_counts(baseline, document)))
             print()
             if args.fail_above is not None:
                 failed += regressions(deltas, args.fail_above / 100)
