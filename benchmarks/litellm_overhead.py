@@ -47,6 +47,7 @@ from litellm_perfkit._load import LoadPlan, Workload, run_load  # noqa: E402
 from tests.support.litellm_env import VERSIONS  # noqa: E402
 from tests.support.mock_server import mock_process  # noqa: E402
 from tests.support.proxy import litellm_proxy  # noqa: E402
+from litellm_perfkit._bench._launch import ProxyMode  # noqa: E402
 from tests.support.servers import jaeger_process  # noqa: E402
 
 
@@ -95,13 +96,42 @@ def collector_pauses(log_prefix: Path, start_ns: int, end_ns: int) -> dict[str, 
     return {"gc_s": pause_ns / 1e9, "full_collections": full, "young_collections": young, "young_pause_ms": young_ns / max(1, young) / 1e6}
 
 
+BOOTSTRAP = Path(__file__).resolve().parents[1] / "litellm_perfkit" / "_litellm" / "_bootstrap"
+MODES = {
+    "plain": "the proxy alone",
+    "bootstrap": "plain, with perfkit's sitecustomize first on PYTHONPATH (PERFKIT_RUN unset: it does nothing)",
+    "perfkit": "under perfkit run, every span exported to Jaeger",
+    "perfkit-nosteps": "PERFKIT_STEPS=off",
+    "perfkit-noexport": "perfkit run --exporter none (no export agent)",
+}
+
+
+def mode_settings(mode: str, exporter: tuple[str, ...]) -> tuple[ProxyMode, dict[str, str], tuple[str, ...]]:
+    """(plain or perfkit, environment, perfkit run's arguments) of a mode."""
+    if mode == "plain":
+        return "plain", {}, ()
+    if mode == "bootstrap":
+        return "plain", {"PYTHONPATH": os.pathsep.join(map(str, (BOOTSTRAP, BOOTSTRAP.parents[2], GC_PROBE)))}, ()
+    if mode == "perfkit":
+        return "perfkit", {}, exporter
+    if mode == "perfkit-nosteps":
+        return "perfkit", {"PERFKIT_STEPS": "off"}, exporter
+    if mode == "perfkit-noexport":
+        return "perfkit", {}, ("--exporter", "none")
+    if mode.startswith("perfkit-without-"):
+        return "perfkit", {"PERFKIT_LEAVE_OUT": mode.removeprefix("perfkit-without-")}, exporter
+    raise SystemExit(f"unknown mode {mode!r}: use {', '.join(MODES)} or perfkit-without-PART")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", default=VERSIONS[-1], choices=VERSIONS)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--duration", type=float, default=15.0)
     parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--modes", default="plain,perfkit", help="interleaved: plain, perfkit, perfkit-nosteps (PERFKIT_STEPS=off)")
+    parser.add_argument("--modes", default="plain,perfkit", help="interleaved, comma-separated: " + "; ".join(MODES) +
+                        "; perfkit-without-PART (PERFKIT_LEAVE_OUT=PART: points, middleware, gcwatch, shutdown, profiles, point:STAGE)")
+    parser.add_argument("--workloads", default="json,stream", help="json, stream or both")
     args = parser.parse_args()
     modes = args.modes.split(",")
     results: dict[tuple[str, str], list[dict[str, float]]] = {}
@@ -114,13 +144,11 @@ def main() -> int:
             order = modes if repeat % 2 == 0 else modes[::-1]
             for mode in order:
                 gc_log = Path(tmp) / f"gc-{repeat}-{mode}"
-                env = {"PYTHONPATH": str(GC_PROBE), "PERFKIT_BENCH_GC_LOG": str(gc_log)}
-                if mode == "perfkit-nosteps":
-                    env["PERFKIT_STEPS"] = "off"
+                proxy_mode, extra_env, perfkit_args = mode_settings(mode, exporter)
+                env = {"PYTHONPATH": str(GC_PROBE), "PERFKIT_BENCH_GC_LOG": str(gc_log), **extra_env}
                 pids: list[int] = []
-                proxy_mode = "plain" if mode == "plain" else "perfkit"
-                with litellm_proxy(args.version, upstream, Path(tmp), mode=proxy_mode, perfkit_args=exporter, pin_cpu="0", env=env, pids=pids) as url:
-                    for workload in ("json", "stream"):
+                with litellm_proxy(args.version, upstream, Path(tmp), mode=proxy_mode, perfkit_args=perfkit_args, pin_cpu="0", env=env, pids=pids) as url:
+                    for workload in args.workloads.split(","):
                         proxy, agents = pids[0], children(pids[0])
                         cpu_before = cpu_seconds(proxy), sum(map(cpu_seconds, agents))
                         result = measure(url, workload == "stream", args.duration, args.concurrency)
@@ -137,7 +165,7 @@ def main() -> int:
     others = [m for m in modes if m != "plain"]
     print("| workload | metric | plain | " + " | ".join(others) + " | " + " | ".join(f"{m} / plain" for m in others) + " |")
     print("|---|---|" + "---:|" * (1 + 2 * len(others)))
-    for workload in ("json", "stream"):
+    for workload in args.workloads.split(","):
         for mode in modes:
             for run in results[(workload, mode)]:
                 run["rps_outside_gc"] = run["rps"] * args.duration / max(1e-9, args.duration - run["gc_s"])

@@ -48,6 +48,9 @@ WATCH = GcWatch()
 
 
 def install() -> None:
-    """Start watching (idempotent; the middleware calls it)."""
-    if WATCH not in gc.callbacks:
+    """Start watching (idempotent; the middleware calls it), unless
+    ``PERFKIT_LEAVE_OUT`` names ``gcwatch``: requests then report no pauses."""
+    from ._leave_out import leave_out
+
+    if WATCH not in gc.callbacks and "gcwatch" not in leave_out():
         gc.callbacks.append(WATCH)

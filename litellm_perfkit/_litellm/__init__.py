@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._core._guard import logger
+from .._core._leave_out import leave_out
 from .._core import PerfkitMiddleware
 from ..types import HeaderMode
 from ._fastpath import FastPaths
@@ -180,16 +181,18 @@ def instrument(
         app = proxy_server.app
     report = InstrumentReport(version=version, table=table)
     applied = _Instrumentation(app, report)
+    left_out = leave_out()
     for point in (*points, *extra_points()):
-        applied.apply(point)
-    fast_paths = FastPaths(version, table)
-    app.add_middleware(
-        PerfkitMiddleware,
-        server_timing=server_timing,
-        overhead_header=overhead_header,
-        upstream_stages=UPSTREAM_STAGES,
-        attributes=fast_paths.attributes,
-    )
+        if "points" not in left_out and f"point:{point.stage}" not in left_out:
+            applied.apply(point)
+    if "middleware" not in left_out:
+        app.add_middleware(
+            PerfkitMiddleware,
+            server_timing=server_timing,
+            overhead_header=overhead_header,
+            upstream_stages=UPSTREAM_STAGES,
+            attributes=FastPaths(version, table).attributes,
+        )
     if report.missing:
         logger.warning(
             "perfkit: LiteLLM %s (table %s): %d instrumentation point(s) not found, their stages are not measured: %s",

@@ -18,6 +18,7 @@ from types import ModuleType
 from typing import Any, cast, get_args
 
 from ..types import HeaderMode
+from .._core._leave_out import leave_out
 
 TARGET = "litellm.proxy.proxy_server"
 
@@ -61,10 +62,13 @@ def _on_import(module: ModuleType) -> None:
         from .._core._lifespan import OnShutdown
         from .._profile._setup import from_environment
 
-        from_environment(module.app)
-        # Flush the last spans when the worker shuts down: atexit never runs
-        # after uvicorn re-raises SIGTERM.
-        module.app.add_middleware(OnShutdown, callback=litellm_perfkit.shutdown)
+        left_out = leave_out()
+        if "profiles" not in left_out:
+            from_environment(module.app)
+        if "shutdown" not in left_out:
+            # Flush the last spans when the worker shuts down: atexit never
+            # runs after uvicorn re-raises SIGTERM.
+            module.app.add_middleware(OnShutdown, callback=litellm_perfkit.shutdown)
     except Exception as exc:  # never stop the proxy from starting
         logger.warning("perfkit: could not instrument the LiteLLM proxy (%s: %s); it runs uninstrumented", type(exc).__name__, exc)
 
