@@ -118,6 +118,8 @@ def mode_settings(mode: str, exporter: tuple[str, ...]) -> tuple[ProxyMode, dict
         return "perfkit", {"PERFKIT_STEPS": "off"}, exporter
     if mode == "perfkit-noexport":
         return "perfkit", {}, ("--exporter", "none")
+    if mode.startswith("perfkit-record-"):
+        return "perfkit", {"PERFKIT_RECORD_RATIO": mode.removeprefix("perfkit-record-")}, exporter
     if mode.startswith("perfkit-without-"):
         return "perfkit", {"PERFKIT_LEAVE_OUT": mode.removeprefix("perfkit-without-")}, exporter
     raise SystemExit(f"unknown mode {mode!r}: use {', '.join(MODES)} or perfkit-without-PART")
@@ -130,7 +132,7 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=15.0)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--modes", default="plain,perfkit", help="interleaved, comma-separated: " + "; ".join(MODES) +
-                        "; perfkit-without-PART (PERFKIT_LEAVE_OUT=PART: points, middleware, gcwatch, shutdown, profiles, point:STAGE)")
+                        "; perfkit-record-R (PERFKIT_RECORD_RATIO=R); perfkit-without-PART (PERFKIT_LEAVE_OUT=PART: points, middleware, gcwatch, shutdown, profiles, point:STAGE)")
     parser.add_argument("--workloads", default="json,stream", help="json, stream or both")
     args = parser.parse_args()
     modes = args.modes.split(",")

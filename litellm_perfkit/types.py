@@ -20,6 +20,7 @@ __all__ = [
     "HeaderMode",
     "Mark",
     "OtlpProtocol",
+    "PerturbationResult",
     "RequestRecord",
     "SamplerName",
     "SpeedupsMode",
@@ -475,3 +476,50 @@ class BenchResult(_BenchResultFields, total=False):
     locust: Annotated[dict[str, list[LocustEntry]], "with the Locust driver: its entries per phase"]
     runs: list[BenchRun]
     stopped_by: Annotated[str, "the signal that stopped an incomplete bench"]
+
+
+class PerturbationSide(TypedDict):
+    rps: float
+    cpu_ms_per_request: Annotated[float | None, "the proxy's process tree over the measured requests, perfkit's export agent included"]
+    agent_cpu_ms_per_request: Annotated[float | None, "perfkit's export agents alone (0 for the plain proxy)"]
+
+
+class PerturbationPair(TypedDict):
+    order: Annotated[list[Literal["plain", "perfkit"]], "which side ran first (pairs alternate: ABBA)"]
+    nonstream: dict[Literal["plain", "perfkit"], PerturbationSide]
+    stream: dict[Literal["plain", "perfkit"], PerturbationSide]
+
+
+class Ratio(TypedDict):
+    geometric_mean: Annotated[float, "perfkit / plain: the geometric mean of the pairs' ratios"]
+    low: Annotated[float, "its 95% interval (bootstrap over the pairs)"]
+    high: float
+    median: Annotated[float, "the median of the pairs' ratios"]
+    pairs: int
+
+
+class PerturbationPhase(TypedDict):
+    cpu_ratio: Annotated[Ratio | None, "CPU per request, perfkit / plain (null without /proc)"]
+    rps_ratio: Ratio
+
+
+class _PerturbationResultFields(TypedDict):
+    schema: Literal["perfkit.perturbation/1"]
+    complete: Annotated[bool, "false when a signal stopped it: the pairs finished until then"]
+    tool: ToolInfo
+    created_unix: int
+    duration_s: float
+    litellm_version: str | None
+    workers: int
+    config: dict[str, Any]
+    pairs: list[PerturbationPair]
+    nonstream: PerturbationPhase | None
+    stream: PerturbationPhase | None
+
+
+class PerturbationResult(_PerturbationResultFields, total=False):
+    """``perfkit bench --perturbation --out`` (schema ``perfkit.perturbation/1``):
+    the same proxy and config plain and under ``perfkit run``, in interleaved
+    pairs; docs/bench.md."""
+
+    stopped_by: Annotated[str, "the signal that stopped it"]

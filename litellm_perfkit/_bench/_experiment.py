@@ -30,7 +30,7 @@ from .._version import __version__
 from ..types import BenchResult, BenchRun, LoadResult, LoadSummary
 from ._analysis import stage_breakdown, steps_cpu_per_request
 from ._heartbeat import Say
-from ._launch import Child, Children, free_port, port_open, start_litellm, start_mock, tree_usage
+from ._launch import Agents, Child, Children, free_port, port_open, start_litellm, start_mock, tree_usage
 from ._options import CANNOT_STREAM, MODEL, PROVIDERS, BenchError, BenchOptions, config_template
 from ._receiver import SpanReceiver
 from ._summary import Idle, Repeat, Samples, summarize
@@ -52,7 +52,7 @@ def preflight(options: BenchOptions) -> None:
     if options.provider in CANNOT_STREAM:
         options.say(f"note: LiteLLM cannot stream through {options.provider}; the streaming phase will count its errors")
     if not (options.proxy_url or options.proxy_command or options.litellm_versions):
-        _proxy_bin(None)
+        proxy_bin(None)
 
 
 def run_bench(options: BenchOptions) -> BenchResult:
@@ -101,7 +101,7 @@ def run_bench(options: BenchOptions) -> BenchResult:
     return document
 
 
-def _phase(url: str, stream: bool, duration: float, warmup: tuple[float, int], options: BenchOptions, jsonl: str | None = None,
+def phase(url: str, stream: bool, duration: float, warmup: tuple[float, int], options: BenchOptions, jsonl: str | None = None,
            concurrency: int | None = None) -> LoadResult:  # fmt: skip
     workload = Workload(url=url, models=((MODEL, 1.0),), stream=stream, prompt_repeats=options.prompt_repeats)
     if concurrency is None:
@@ -121,7 +121,7 @@ def _direct(upstream: str, options: BenchOptions) -> dict[str, LoadSummary]:
     direct = {}
     for name, stream in PHASES:
         options.say(f"direct to the mock, {name} ({options.direct_duration_s:g} s)")
-        direct[name] = _phase(upstream, stream, options.direct_duration_s, (min(1.0, options.direct_duration_s), 0), options)["summary"]
+        direct[name] = phase(upstream, stream, options.direct_duration_s, (min(1.0, options.direct_duration_s), 0), options)["summary"]
     return direct
 
 
@@ -174,14 +174,14 @@ def _idle(url: str, options: BenchOptions, receiver: SpanReceiver, workdir: Path
     options.say(f"proxy, idle phase ({options.idle_s:g} s, 1 user)")
     receiver.take()
     jsonl = workdir / f"idle-{time.monotonic_ns()}.jsonl"
-    result = _phase(url, False, options.idle_s, (min(1.0, options.idle_s), 0), options, str(jsonl), concurrency=1)
+    result = phase(url, False, options.idle_s, (min(1.0, options.idle_s), 0), options, str(jsonl), concurrency=1)
     records = _records(jsonl)
     time.sleep(1.0)  # the export agents flush every 200 ms
     breakdown = stage_breakdown(receiver.take(), {r["trace_id"] for r in records})
     return {"summary": result["summary"], "breakdown": breakdown}
 
 
-def _proxy_bin(version: str | None, say: Say | None = None) -> tuple[Path, Path]:
+def proxy_bin(version: str | None, say: Say | None = None) -> tuple[Path, Path]:
     """(litellm executable, perfkit executable) for a version, or the installed one."""
     if version is not None:
         try:
@@ -211,7 +211,7 @@ def _start_proxy(children: Children, options: BenchOptions, version: str | None,
         proxy = children.start("proxy", command, {**os.environ, **OFFLINE_ENV, **env}, workdir)
         proxy.wait_ready(lambda: port_open(port), timeout_s=180)
         return f"http://127.0.0.1:{port}", proxy
-    litellm, perfkit = _proxy_bin(version, options.say)
+    litellm, perfkit = proxy_bin(version, options.say)
     template = Path(options.config).read_text() if options.config else config_template(options.provider)
     started = start_litellm(children, litellm, perfkit, template.replace("{upstream}", upstream), workdir, workers=workers,
                             perfkit_args=("--endpoint", receiver.endpoint, "--protocol", "http/json",
@@ -219,13 +219,14 @@ def _start_proxy(children: Children, options: BenchOptions, version: str | None,
     return started.url, started.child
 
 
-class _PhaseCpu:
+class PhaseCpu:
     """The proxy's CPU over a phase's measured part: read when the warm-up
     ends (a timer; the driver starts within milliseconds) and when the phase
     returns, so it is charged to the requests that phase counted."""
 
-    def __init__(self, proxy: Child | None, warmup: tuple[float, int]) -> None:
+    def __init__(self, proxy: Child | None, warmup: tuple[float, int], agents: Agents = "exclude") -> None:
         self._pid = proxy.process.pid if proxy is not None and not warmup[1] else None
+        self._agents = agents
         self._at_warmup_end: float | None = None
         self._timer = threading.Timer(warmup[0], self._mark) if self._pid is not None else None
         if self._timer is not None:
@@ -234,7 +235,7 @@ class _PhaseCpu:
 
     def _mark(self) -> None:
         assert self._pid is not None
-        self._at_warmup_end = tree_usage(self._pid, agents="exclude")[0]
+        self._at_warmup_end = tree_usage(self._pid, self._agents)[0]
 
     def per_request_ms(self, requests: int) -> float | None:
         if self._timer is None or self._pid is None:
@@ -242,7 +243,7 @@ class _PhaseCpu:
         self._timer.cancel()
         if self._at_warmup_end is None or not requests:
             return None
-        return round((tree_usage(self._pid, agents="exclude")[0] - self._at_warmup_end) * 1000 / requests, 4)
+        return round((tree_usage(self._pid, self._agents)[0] - self._at_warmup_end) * 1000 / requests, 4)
 
 
 def _repeat(url: str, options: BenchOptions, receiver: SpanReceiver, workdir: Path, proxy: Child | None) -> Repeat:
@@ -257,8 +258,8 @@ def _repeat(url: str, options: BenchOptions, receiver: SpanReceiver, workdir: Pa
         jsonl = workdir / f"{name}-{time.monotonic_ns()}.jsonl"
         options.say(f"proxy, {name} phase ({options.duration_s:g} s, {options.stream_concurrency if stream else options.concurrency} users)")
         warmup = (options.warmup_s, options.warmup_requests)
-        cpu = _PhaseCpu(proxy, warmup)
-        phases[name] = _phase(url, stream, options.duration_s, warmup, options, str(jsonl))
+        cpu = PhaseCpu(proxy, warmup)
+        phases[name] = phase(url, stream, options.duration_s, warmup, options, str(jsonl))
         cpu_ms = cpu.per_request_ms(phases[name]["summary"]["requests"])
         if cpu_ms is not None:
             per_request[name] = cpu_ms

@@ -27,6 +27,7 @@ from ._heartbeat import Say, waiting
 from ._venvs import OFFLINE_ENV
 
 __all__ = [
+    "Agents",
     "Child",
     "Children",
     "LiteLLMProxy",
@@ -41,6 +42,8 @@ __all__ = [
 ]
 
 ProxyMode = Literal["perfkit", "plain"]
+Agents = Literal["include", "exclude", "only"]
+"""Which processes of a proxy's tree count: perfkit's export agents too, all but them, or them alone."""
 
 
 class StartError(RuntimeError):
@@ -177,15 +180,15 @@ def _tree(root: int) -> list[int]:
     return tree
 
 
-def tree_usage(root: int, agents: Literal["include", "exclude"] = "include") -> tuple[float, float]:
+def tree_usage(root: int, agents: Agents = "include") -> tuple[float, float]:
     """(CPU seconds, RSS MiB) of a process tree (Linux /proc; zeros elsewhere),
-    with or without perfkit's export agents."""
+    with or without perfkit's export agents, or theirs alone."""
     ticks = os.sysconf("SC_CLK_TCK")
     page = os.sysconf("SC_PAGE_SIZE")
     cpu = rss = 0.0
     for pid in _tree(root):
         try:
-            if agents == "exclude" and AGENT_MODULE.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+            if agents != "include" and (AGENT_MODULE.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()) != (agents == "only"):
                 continue
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import signal
 import sys
 from pathlib import Path
@@ -38,6 +39,7 @@ examples:
   perfkit bench --workers 1,2 --driver locust --processes 2
   perfkit bench --flamegraph speedscope     # then: perfkit report perfkit-bench.json --out report.html
   perfkit bench --proxy-command "python my_gateway.py --port {port} --upstream {upstream}"
+  perfkit bench --perturbation --litellm-version 1.103.0 --out perturbation.json
 """
 
 
@@ -63,7 +65,8 @@ def add_load_arguments(p: argparse.ArgumentParser, duration_default: float, conc
     load.add_argument("--duration", type=duration, default=duration_default,
                       help=f"how long each proxy phase measures: 20, 20s, 1m (default: {duration_default:g}s)")  # fmt: skip
     load.add_argument("--warmup", type=warmup, default=(5.0, 0), help="sent but not counted, before each phase: a duration (5s) or requests (100r) (default: 5s)")
-    load.add_argument("--repeats", type=positive_int, default=1, help="repeat the phases; the median run is reported with the spread")
+    load.add_argument("--repeats", type=positive_int,
+                      help="repeat the phases; the median run is reported with the spread (default: 1; with --perturbation, the pairs: 8)")  # fmt: skip
     load.add_argument("--prompt-repeats", type=positive_int, default=150, help="sentence repeats per prompt, as LiteLLM's load tests (default: 150)")
     load.add_argument("--driver", choices=["perfkit", "locust"], default="perfkit",
                       help="load client: perfkit's own (default) or Locust with perfkit's user; its entries are folded into the result")  # fmt: skip
@@ -77,7 +80,7 @@ def add_load_arguments(p: argparse.ArgumentParser, duration_default: float, conc
 def load_options(args: argparse.Namespace) -> dict[str, Any]:
     """BenchOptions' fields from add_load_arguments' options."""
     return dict(concurrency=args.concurrency, stream_concurrency=args.stream_concurrency, duration_s=args.duration,
-                warmup_s=args.warmup[0], warmup_requests=args.warmup[1], repeats=args.repeats, prompt_repeats=args.prompt_repeats,
+                warmup_s=args.warmup[0], warmup_requests=args.warmup[1], repeats=args.repeats or 1, prompt_repeats=args.prompt_repeats,
                 ttft_ms=args.ttft_ms, itl_ms=args.itl_ms, chunks=args.chunks, driver=args.driver, processes=args.processes,
                 progress=args.progress)  # fmt: skip
 
@@ -96,6 +99,10 @@ def add_parser(subparsers: Any) -> None:
                         help="after the repeats, one user for this long: the overhead a request pays on an idle proxy, "
                              "without queueing (default: 5s; 0 skips it)")  # fmt: skip
     target.add_argument("--workers", type=_list(int, "worker counts like 1,2"), default=(1,), help="proxy workers; a list sweeps them (default: 1)")
+    target.add_argument("--perturbation", action="store_true",
+                        help="instead: what perfkit costs the proxy. The same proxy and config plain and under perfkit run, "
+                             "in interleaved pairs (--repeats, default 8): CPU per request and RPS, perfkit / plain, with "
+                             "95%% intervals (schema perfkit.perturbation/1)")  # fmt: skip
     add_load_arguments(p, duration_default=20.0, concurrency_default=20)
     out = p.add_argument_group("output")
     out.add_argument("--label", default="bench", help="a name for this run (shown by compare)")
@@ -124,26 +131,52 @@ def run(args: argparse.Namespace) -> int:
             config=args.config, provider=args.provider or "openai", workers=args.workers, idle_s=args.idle, label=args.label, flamegraph=args.flamegraph,
             flamegraph_prefix=str(Path(args.out).with_suffix("")), **load_options(args),
         )  # fmt: skip
+        if args.perturbation:
+            return _perturbation(dataclasses.replace(options, repeats=args.repeats or 8), args.out)
         try:
             document = run_bench(options)
         except (BenchError, StartError) as exc:
             raise CliError(str(exc)) from None
-        try:
-            Path(args.out).write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
-        except OSError as exc:
-            raise CliError(f"cannot write --out {args.out}: {exc.strerror}") from None
+        _write(args.out, document)
         print(render_bench(document))
         sweep = _sweep_comparison(document)
         if sweep:
             print("\n" + sweep)
         print(f"\nwritten: {args.out}")
-        if not document["complete"]:
-            stopped_by = document.get("stopped_by", "SIGINT")
-            print(f"perfkit bench: stopped by {stopped_by}; {args.out} holds the runs finished until then", file=sys.stderr)
-            return 128 + int(signal.Signals[stopped_by])
-        return 0
+        return _incomplete(document, args.out)
 
     return run_command("bench", action)
+
+
+def _perturbation(options: BenchOptions, out: str) -> int:
+    from .._bench import BenchError
+    from .._bench._launch import StartError
+    from .._bench._perturbation import render_perturbation, run_perturbation
+
+    try:
+        document = run_perturbation(options)
+    except (BenchError, StartError) as exc:
+        raise CliError(str(exc)) from None
+    _write(out, document)
+    print(render_perturbation(document))
+    print(f"\nwritten: {out}")
+    return _incomplete(document, out)
+
+
+def _write(out: str, document: Any) -> None:
+    try:
+        Path(out).write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
+    except OSError as exc:
+        raise CliError(f"cannot write --out {out}: {exc.strerror}") from None
+
+
+def _incomplete(document: Any, out: str) -> int:
+    """0, or for a document a signal cut short: say so, and exit as that signal asks."""
+    if document["complete"]:
+        return 0
+    stopped_by = document.get("stopped_by", "SIGINT")
+    print(f"perfkit bench: stopped by {stopped_by}; {out} holds what was finished until then", file=sys.stderr)
+    return 128 + int(signal.Signals[stopped_by])
 
 
 def _sweep_comparison(document: Any) -> str | None:

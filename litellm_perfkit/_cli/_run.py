@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .._wire._names import PROMETHEUS_DIR_VARIABLE
-from ._common import CliError, positive_int, run_command
+from ._common import CliError, positive_int, ratio, run_command
 
 HELP = "run a command (the LiteLLM proxy) with perfkit loaded in every process"
 DESCRIPTION = """\
@@ -38,6 +38,9 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--protocol", choices=["http/protobuf", "http/json", "grpc"], help="OTEL_EXPORTER_OTLP_PROTOCOL")
     p.add_argument("--sampler", help="OTEL_TRACES_SAMPLER, e.g. parentbased_traceidratio (with --sampler-arg)")
     p.add_argument("--sampler-arg", help="OTEL_TRACES_SAMPLER_ARG, e.g. 0.1")
+    p.add_argument("--record-ratio", type=ratio,
+                   help="record this share of requests, drawn when each starts (PERFKIT_RECORD_RATIO, default 1): the others "
+                        "pass through untouched, so perfkit's cost falls in proportion; spans and metrics describe the sample")  # fmt: skip
     p.add_argument("--spans-out", metavar="FILE", help="with --exporter jsonl: the file of spans, one OTLP/JSON request per line (PERFKIT_JSONL_PATH)")
     p.add_argument("--server-timing", choices=["trusted", "on", "off"], default="trusted",
                    help="the Server-Timing response header: to loopback clients and requests with $PERFKIT_HEADER_SECRET "
@@ -75,6 +78,7 @@ def environment(args: argparse.Namespace, base: dict[str, str]) -> dict[str, str
         ("protocol", "OTEL_EXPORTER_OTLP_PROTOCOL"),
         ("sampler", "OTEL_TRACES_SAMPLER"),
         ("sampler_arg", "OTEL_TRACES_SAMPLER_ARG"),
+        ("record_ratio", "PERFKIT_RECORD_RATIO"),
         ("spans_out", "PERFKIT_JSONL_PATH"),
         ("export_mode", "PERFKIT_EXPORT_MODE"),
         ("stage_profile", "PERFKIT_STAGE_PROFILE_DIR"),
@@ -84,7 +88,7 @@ def environment(args: argparse.Namespace, base: dict[str, str]) -> dict[str, str
         value = getattr(args, option)
         if value is not None:
             # Directories absolute: workers may change directory before they write.
-            env[variable] = os.path.abspath(value) if option in ("stage_profile", "profile_dir") else value
+            env[variable] = os.path.abspath(value) if option in ("stage_profile", "profile_dir") else str(value)
     return env
 
 

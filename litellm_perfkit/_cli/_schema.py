@@ -10,7 +10,7 @@ import orjson
 from .._wire._schema import DOCUMENTS, json_schema
 from ._common import run_command
 
-HELP = "print the JSON Schema of a result document (perfkit load --out, perfkit bench --out)"
+HELP = "print the JSON Schema of a result document (perfkit load --out, perfkit bench --out, perfkit bench --perturbation --out)"
 DESCRIPTION = """\
 Prints the JSON Schema (draft 2020-12) that perfkit's result documents follow,
 generated from their declarations (litellm_perfkit.types.LoadResult and
@@ -24,7 +24,7 @@ examples:
 
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("schema", help=HELP, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("document", choices=sorted(DOCUMENTS), help="which document: load (perfkit.load/1) or bench (perfkit.bench/1)")
+    p.add_argument("document", choices=sorted(DOCUMENTS), help="which document: load (perfkit.load/1), bench (perfkit.bench/1) or perturbation (perfkit.perturbation/1)")
     p.set_defaults(run=run)
 
 

@@ -21,6 +21,8 @@ from ._gcwatch import install as watch_gc
 from .._wire._names import HEADER_SECRET_HEADER, OVERHEAD_HEADER, SERVER_TIMING_HEADER
 from ._sse import SseScanner
 from ._steps import StepClock, batches_for, steps_mode
+from ._sampling import draw as _draw
+from ._sampling import record_ratio_from_env
 from ._timeline import TIMELINE, Timeline
 
 __all__ = ["PerfkitMiddleware", "OVERHEAD_HEADER"]
@@ -61,7 +63,11 @@ class PerfkitMiddleware:
     ``header_secret`` (default ``$PERFKIT_HEADER_SECRET``) in ``x-perfkit-secret``,
     which the app then does not see. ``steps``: split each request's time
     and each stage's into CPU, event-loop queueing and I/O wait (``_steps``;
-    default ``$PERFKIT_STEPS``, else on).
+    default ``$PERFKIT_STEPS``, else on). ``record_ratio``: the share of
+    requests recorded at all, drawn at random when each starts (default
+    ``$PERFKIT_RECORD_RATIO``, else 1): the others pass through untouched, so
+    perfkit's cost per request falls in proportion, and spans, metrics and
+    headers describe the recorded sample.
     """
 
     def __init__(
@@ -74,9 +80,13 @@ class PerfkitMiddleware:
         attributes: Callable[[], Mapping[str, AttributeValue]] | None = None,
         header_secret: str | None = None,
         steps: StepMode | None = None,
+        record_ratio: float | None = None,
     ) -> None:
         self.app = app
         self._steps = (steps or steps_mode()) == "on"
+        ratio = record_ratio_from_env() if record_ratio is None else record_ratio
+        # None: every request is recorded (no draw on the hot path).
+        self._record_ratio = None if ratio >= 1.0 else max(0.0, ratio)
         stages = frozenset(upstream_stages)
         # The settings for a trusted request, and for any other.
         self._loud = _HeaderSettings(server_timing != "off", overhead_header != "off", stages)
@@ -114,7 +124,7 @@ class PerfkitMiddleware:
     _exchange_class: type[_PyExchange]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or (self._record_ratio is not None and _draw() >= self._record_ratio):
             await self.app(scope, receive, send)
             return
         timeline = self._timeline_class(perf_counter_ns(), scope["method"], scope["path"])

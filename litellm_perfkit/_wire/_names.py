@@ -11,6 +11,7 @@ __all__ = [
     "HEADER_SECRET_HEADER",
     "LITELLM_OVERHEAD_HEADER",
     "LOAD_SCHEMA",
+    "PERTURBATION_SCHEMA",
     "MOCK_PROCESSING_HEADER",
     "MOCK_RECEIVED_HEADER",
     "OVERHEAD_HEADER",
@@ -46,6 +47,7 @@ CAPTURED_HEADERS = (*OVERHEAD_HEADERS, SERVER_TIMING_HEADER, MOCK_RECEIVED_HEADE
 # -- result documents ----------------------------------------------------------
 LOAD_SCHEMA = "perfkit.load/1"
 BENCH_SCHEMA = "perfkit.bench/1"
+PERTURBATION_SCHEMA = "perfkit.perturbation/1"
 
 
 # perfkit run --prometheus-port: where every worker's pipeline writes its

@@ -12,13 +12,14 @@ import typing
 from typing import Any, Literal, Union
 
 from .. import types as perfkit_types
-from ._names import BENCH_SCHEMA, LOAD_SCHEMA
+from ._names import BENCH_SCHEMA, LOAD_SCHEMA, PERTURBATION_SCHEMA
 
 __all__ = ["DOCUMENTS", "json_schema"]
 
 DOCUMENTS: dict[str, tuple[str, Any]] = {
     "load": (LOAD_SCHEMA, perfkit_types.LoadResult),
     "bench": (BENCH_SCHEMA, perfkit_types.BenchResult),
+    "perturbation": (PERTURBATION_SCHEMA, perfkit_types.PerturbationResult),
 }
 
 _SCALARS: dict[Any, dict[str, Any]] = {

@@ -362,3 +362,33 @@ def test_summed_upstream_waits_before_the_headers_are_subtracted(backend: Backen
     assert record.upstream_ns >= 19_000_000
     assert overhead == pytest.approx((record.marks["headers_sent"] - record.start_ns - record.upstream_ns) / 1e6, abs=0.002)
     assert overhead < 5
+
+
+def test_record_ratio_records_that_share_and_leaves_the_rest_untouched(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    from litellm_perfkit._core import _middleware
+
+    draws = iter([0.05, 0.5, 0.9, 0.2, 0.99, 0.1] * 2)
+    monkeypatch.setattr(_middleware, "_draw", lambda: next(draws))
+    app = backend.middleware(apps.make_app(backend.stage), record_ratio=0.25)
+    with capture_records() as records, uvicorn_server(app) as url:
+        responses = [httpx.post(f"{url}/v1/chat/completions", json={"messages": []}) for _ in range(6)]
+        wait_for(records, 3)
+        time.sleep(0.2)
+    assert [r.status_code for r in responses] == [200] * 6
+    # Drawn below 0.25: recorded, with their headers; the others answered without a trace of perfkit.
+    assert len(records) == 3
+    assert [OVERHEAD_HEADER in r.headers for r in responses] == [True, False, False, True, False, True]
+    assert all("server-timing" not in r.headers for n, r in enumerate(responses) if n in (1, 2, 4))
+
+
+def test_record_ratio_from_the_environment(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    from litellm_perfkit._core import _guard
+    from litellm_perfkit._core._sampling import record_ratio_from_env
+
+    monkeypatch.setenv("PERFKIT_RECORD_RATIO", "0.1")
+    assert record_ratio_from_env() == 0.1
+    monkeypatch.setattr(_guard, "_warned", set())
+    for bad in ("2", "a tenth"):
+        monkeypatch.setenv("PERFKIT_RECORD_RATIO", bad)
+        assert record_ratio_from_env() == 1.0
+    assert "PERFKIT_RECORD_RATIO='2' is not a number from 0 to 1" in caplog.text

@@ -1,0 +1,155 @@
+"""``perfkit bench --perturbation``: what perfkit costs the proxy it measures.
+
+The same proxy and config, plain and under ``perfkit run`` (spans exported
+to the bench's receiver), started fresh for each side of each pair; pairs
+alternate their order (ABBA), so drift over the session (a warming machine,
+another process) falls on both sides alike. Each side runs the bench's
+non-streaming and streaming phases; its CPU per request is the proxy's
+process tree over the measured requests, perfkit's export agents included.
+A pair's ratio is perfkit / plain; the result is the geometric mean of the
+pairs' ratios with a 95% bootstrap interval over the pairs, and their median.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Literal
+
+from .._stop import signal_name
+from .._version import __version__
+from ..types import PerturbationPair, PerturbationPhase, PerturbationResult, PerturbationSide, Ratio
+from ._experiment import PHASES, PhaseCpu, phase, proxy_bin
+from ._launch import Children, start_litellm, start_mock
+from ._options import BenchError, BenchOptions, config_template
+from ._receiver import SpanReceiver
+
+__all__ = ["ratio", "render_perturbation", "run_perturbation"]
+
+Side = Literal["plain", "perfkit"]
+PhaseName = Literal["nonstream", "stream"]
+PHASE_NAMES: tuple[PhaseName, ...] = ("nonstream", "stream")
+ROUNDS = 2000
+
+
+def ratio(pairs: list[tuple[float, float]], rounds: int = ROUNDS, seed: int = 1) -> Ratio:
+    """perfkit / plain over (plain, perfkit) pairs: the geometric mean of
+    the pairs' ratios, its 95% interval (the pairs resampled), their median."""
+    logs = [math.log(b / a) for a, b in pairs]
+    rng = random.Random(seed)
+    means = sorted(statistics.fmean(rng.choices(logs, k=len(logs))) for _ in range(rounds))
+    return {
+        "geometric_mean": round(math.exp(statistics.fmean(logs)), 4),
+        "low": round(math.exp(means[int(0.025 * rounds)]), 4),
+        "high": round(math.exp(means[int(0.975 * rounds) - 1]), 4),
+        "median": round(math.exp(statistics.median(logs)), 4),
+        "pairs": len(pairs),
+    }
+
+
+def _side(options: BenchOptions, children: Children, side: Side, receiver: SpanReceiver, upstream: str, workdir: Path,
+          version: str | None, workers: int) -> dict[str, PerturbationSide]:  # fmt: skip
+    """One fresh proxy, both phases; then stopped."""
+    litellm, perfkit = proxy_bin(version, options.say)
+    template = Path(options.config).read_text() if options.config else config_template(options.provider)
+    options.say(f"starting the proxy {'under perfkit run' if side == 'perfkit' else 'plain'}")
+    proxy = start_litellm(children, litellm, perfkit, template.replace("{upstream}", upstream), workdir, workers=workers, mode=side,
+                          perfkit_args=("--endpoint", receiver.endpoint, "--protocol", "http/json"), say=options.say)  # fmt: skip
+    measured: dict[str, PerturbationSide] = {}
+    for name, stream in PHASES:
+        options.say(f"{side}, {name} phase ({options.duration_s:g} s)")
+        cpu = PhaseCpu(proxy.child, (options.warmup_s, options.warmup_requests), agents="include")
+        agent = PhaseCpu(proxy.child, (options.warmup_s, options.warmup_requests), agents="only")
+        summary = phase(proxy.url, stream, options.duration_s, (options.warmup_s, options.warmup_requests), options)["summary"]
+        requests = summary["requests"]
+        measured[name] = {"rps": summary["rps"], "cpu_ms_per_request": cpu.per_request_ms(requests),
+                          "agent_cpu_ms_per_request": agent.per_request_ms(requests)}  # fmt: skip
+        receiver.take()
+    children.stop(proxy.child)
+    return measured
+
+
+def _phase_ratios(pairs: list[PerturbationPair], name: PhaseName) -> PerturbationPhase | None:
+    rps = [(p[name]["plain"]["rps"], p[name]["perfkit"]["rps"]) for p in pairs]
+    if not rps or not all(a > 0 and b > 0 for a, b in rps):
+        return None
+    cpu = [(p[name]["plain"]["cpu_ms_per_request"], p[name]["perfkit"]["cpu_ms_per_request"]) for p in pairs]
+    known = [(a, b) for a, b in cpu if a and b]
+    return {"cpu_ratio": ratio(known) if len(known) == len(cpu) else None, "rps_ratio": ratio(rps)}
+
+
+def run_perturbation(options: BenchOptions) -> PerturbationResult:
+    """``options.repeats`` pairs. A stop signal ends it early: the document
+    then holds the pairs finished until then, marked incomplete."""
+    if options.proxy_url or options.proxy_command:
+        raise BenchError("--perturbation starts the LiteLLM proxy plain and under perfkit run itself: "
+                         "drop --proxy-url and --proxy-command (use --litellm-version or --config)")  # fmt: skip
+    if len(options.litellm_versions) > 1 or len(options.workers) > 1:
+        raise BenchError("--perturbation measures one proxy: give one --litellm-version and one --workers")
+    version = options.litellm_versions[0] if options.litellm_versions else None
+    workers = options.workers[0]
+    started = time.time()
+    pairs: list[PerturbationPair] = []
+    stop: KeyboardInterrupt | None = None
+    with tempfile.TemporaryDirectory(prefix="perfkit-perturbation-") as tmp, Children() as children, SpanReceiver() as receiver:
+        upstream = start_mock(children, "--ttft-ms", str(options.ttft_ms), "--itl-ms", str(options.itl_ms), "--chunks", str(options.chunks))
+        for number in range(options.repeats):
+            order: list[Side] = ["plain", "perfkit"] if number % 2 == 0 else ["perfkit", "plain"]
+            options.say(f"pair {number + 1} of {options.repeats}")
+            try:
+                sides = {side: _side(options, children, side, receiver, upstream, Path(tmp), version, workers) for side in order}
+            except KeyboardInterrupt as exc:
+                stop = exc
+                break
+            pairs.append({"order": order, "nonstream": {s: sides[s]["nonstream"] for s in order},
+                          "stream": {s: sides[s]["stream"] for s in order}})  # fmt: skip
+    if not pairs and stop is not None:
+        raise stop
+    document: PerturbationResult = {
+        "schema": "perfkit.perturbation/1",
+        "complete": stop is None,
+        "tool": {"name": "perfkit bench --perturbation", "version": __version__},
+        "created_unix": int(started),
+        "duration_s": round(time.time() - started, 1),
+        "litellm_version": version,
+        "workers": workers,
+        "config": {k: v for k, v in options.__dict__.items() if k not in ("log", "progress")},
+        "pairs": pairs,
+        "nonstream": _phase_ratios(pairs, "nonstream"),
+        "stream": _phase_ratios(pairs, "stream"),
+    }
+    if stop is not None:
+        document["stopped_by"] = signal_name(stop)
+    return document
+
+
+def _fmt(value: Ratio | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value['geometric_mean']:.3f} [{value['low']:.3f}, {value['high']:.3f}] (median {value['median']:.3f})"
+
+
+def render_perturbation(document: PerturbationResult) -> str:
+    """Each phase's medians per side and the ratios with their intervals."""
+    version = document["litellm_version"] or "installed"
+    lines = [f"perturbation: LiteLLM {version}, {document['workers']} worker(s), {len(document['pairs'])} interleaved pairs "
+             "(perfkit run vs plain; spans exported)", ""]  # fmt: skip
+    lines.append(f"{'phase':<10} {'metric':<24} {'plain':>9} {'perfkit':>9}  perfkit / plain, 95% interval")
+    for name in PHASE_NAMES:
+        result = document[name]
+        if result is None:
+            continue
+        sides = [[p[name][side] for p in document["pairs"]] for side in ("plain", "perfkit")]
+        rps = [statistics.median(s["rps"] for s in measured) for measured in sides]
+        cpu = [statistics.median(s["cpu_ms_per_request"] or 0.0 for s in measured) for measured in sides]
+        agent = statistics.median(s["agent_cpu_ms_per_request"] or 0.0 for s in sides[1])
+        lines.append(f"{name:<10} {'req/s':<24} {rps[0]:>9.1f} {rps[1]:>9.1f}  {_fmt(result['rps_ratio'])}")
+        lines.append(f"{name:<10} {'CPU ms per request':<24} {cpu[0]:>9.3f} {cpu[1]:>9.3f}  {_fmt(result['cpu_ratio'])}")
+        lines.append(f"{name:<10} {'  of which export agent':<24} {'':>9} {agent:>9.3f}")
+    if len(document["pairs"]) < 4:
+        lines.append("\nfewer than 4 pairs: the intervals cannot see run-to-run noise well; use --repeats 8")
+    return "\n".join(lines)
