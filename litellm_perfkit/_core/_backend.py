@@ -28,6 +28,7 @@ from ._context import OPEN_STAGE, TIMELINE
 from ._fields import layout
 from ._gcwatch import WATCH
 from ._guard import internal_error, warn_once
+from ._hosttrace import HOST_TRACING
 from ._middleware import PerfkitMiddleware, _PyExchange
 from ._stage import Stage, _PyStage
 from ._timeline import Timeline, _PyTimelineFields
@@ -74,6 +75,8 @@ def _load_speedups() -> ModuleType | None:
         sink_module=_sink,
         default_clock=perf_counter_ns,
         timeline_defaults=tuple((f.factory, f.default) for f in layout(RequestRecord).fields if f.kind == "object"),
+        host_stage_enter=HOST_TRACING.enter_stage,
+        host_stage_exit=HOST_TRACING.exit_stage,
     )
     _speedups = module
     return _speedups
@@ -95,7 +98,10 @@ def _assemble(name: BackendName, speedups: ModuleType | None) -> Backend:
     fields = _PyTimelineFields if speedups is None else speedups.Timeline
     stage_core = _PyStage if speedups is None else speedups.Stage
     exchange_core = _PyExchange if speedups is None else speedups.Exchange
-    timeline = type("Timeline", (Timeline, fields), {"__slots__": (), "__module__": Timeline.__module__})
+    timeline_methods: dict[str, Any] = {"__slots__": (), "__module__": Timeline.__module__}
+    if speedups is not None:
+        timeline_methods["_untrack"] = staticmethod(speedups.untrack)
+    timeline = type("Timeline", (Timeline, fields), timeline_methods)
     stage = type("Stage", (Stage, stage_core), {"__slots__": (), "__module__": Stage.__module__, "__doc__": Stage.__doc__})
     # receive is a coroutine: the C core has none, so it is Python's in both.
     exchange = type("_Exchange", (exchange_core,), {"__slots__": (), "receive": _PyExchange.receive})

@@ -9,8 +9,10 @@ context with the configured propagators, tracestate and baggage included)
 or, when there is none, from the request's headers through the configured
 propagators (``OTEL_PROPAGATORS``); chooses the request span's ids now; and
 makes that span current while the app runs, so that spans the app opens
-(LiteLLM's ``otel`` callback's among them) are its children. Without a
-provider, a request costs one integer comparison here.
+(LiteLLM's ``otel`` callback's among them) are its children; each block
+stage is then the current span while it is open (``enter_stage``), under
+the id the exporter gives it (``stage_span_id``). Without a provider, a
+request costs one integer comparison here, and a stage one comparison.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import sys
 from contextvars import Token
 from typing import Any
 
-from .._wire._headers import format_traceparent
+from .._wire._headers import format_traceparent, stage_span_id
 from ._guard import internal_error
 
 __all__ = ["HOST_TRACING"]
@@ -80,6 +82,27 @@ class _HostTracing:
             context.detach(token)
         except Exception as exc:
             internal_error("hosttrace.end", exc)
+
+
+    def enter_stage(self, stage: Any) -> Token[Any] | None:
+        """A stage opened in a request the host traces (its ``span_context``
+        is set): make the stage the current span, under the id the exporter
+        will give it, so that spans opened inside are its children."""
+        try:
+            from opentelemetry import context, trace
+
+            timeline = stage._timeline
+            enclosing = trace.get_current_span().get_span_context()
+            span_id = int(stage_span_id(timeline.span_context[1], stage.name, stage.start_ns), 16)
+            own = trace.SpanContext(int(timeline.span_context[0], 16), span_id, is_remote=False,
+                                    trace_flags=enclosing.trace_flags, trace_state=enclosing.trace_state)  # fmt: skip
+            return context.attach(trace.set_span_in_context(trace.NonRecordingSpan(own)))
+        except Exception as exc:
+            internal_error("hosttrace.stage", exc)
+            return None
+
+    def exit_stage(self, token: Token[Any]) -> None:
+        self.end(token)
 
 
 HOST_TRACING = _HostTracing()

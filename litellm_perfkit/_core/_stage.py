@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from .._wire._names import Attr
 from ._collector import closed_by_collector
 from ._guard import internal_error
+from ._hosttrace import HOST_TRACING
 from ._timeline import OPEN_STAGE, TIMELINE, Timeline
 
 __all__ = ["Stage", "_PyStage", "open_stage"]
@@ -35,7 +36,7 @@ _S = TypeVar("_S", bound="_PyStage")
 class _PyStage:
     """``Stage``'s recording core in Python: the reference for the C one."""
 
-    __slots__ = ("name", "index", "start_ns", "_timeline", "_parent", "_token")
+    __slots__ = ("name", "index", "start_ns", "_timeline", "_parent", "_token", "_host")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -54,6 +55,8 @@ class _PyStage:
                 self.index = index
                 self.start_ns = perf_counter_ns()
                 self._timeline = timeline
+                # The host traces this request: the stage is its current span while open.
+                self._host = None if timeline.span_context is None else HOST_TRACING.enter_stage(self)
             except Exception as exc:  # perfkit's bug must never become the app's
                 internal_error("stage.enter", exc)
         return self
@@ -74,6 +77,10 @@ class _PyStage:
                 timeline.finished.append((self.index, self.name, self.start_ns, perf_counter_ns(), self._parent))
             except Exception as exc:
                 internal_error("stage.exit", exc)
+            host = getattr(self, "_host", None)
+            if host is not None:
+                HOST_TRACING.exit_stage(host)
+                self._host = None
             try:  # the enclosing stage is open again, recorded or not
                 OPEN_STAGE.reset(token)
             except ValueError:  # exited in another context (a generator moved between tasks)

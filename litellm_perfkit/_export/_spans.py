@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from typing import Literal, Tuple
 
-from .._wire._headers import parse_traceparent
+from .._wire._headers import parse_traceparent, stage_span_id
 from .._wire._names import Attr
 from ..types import AttributeValue, RequestRecord, SamplerName
 from ._split import Split, time_split
@@ -165,8 +165,10 @@ def record_to_spans(record: RequestRecord, trace_id: str, parent_span_id: str, a
         )
     ]
     stage_ids: list[str] = []
+    chosen_while_running = record.span_context is not None
     for n, stage in enumerate(record.stages):
-        span_id = f"{_bits(64):016x}"
+        # A stage was the current span under this id while it ran (a host that traces).
+        span_id = stage_span_id(server_id, stage.name, stage.start_ns) if chosen_while_running and stage.kind == "block" else f"{_bits(64):016x}"
         stage_ids.append(span_id)
         attributes: Attributes = [
             (Attr.STAGE_DURATION_MS, stage.duration_ns / 1e6),

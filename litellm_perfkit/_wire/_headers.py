@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 
-__all__ = ["ENTRY_PREFIXES", "THOUSANDTHS", "entry_prefix", "format_ms", "format_server_timing", "format_traceparent", "metric_name", "parse_server_timing", "parse_traceparent", "server_timing_entry"]
+__all__ = ["ENTRY_PREFIXES", "THOUSANDTHS", "entry_prefix", "format_ms", "format_server_timing", "format_traceparent", "metric_name", "stage_span_id", "parse_server_timing", "parse_traceparent", "server_timing_entry"]
 
 _NOT_TCHAR = re.compile(r"[^!#$%&'*+\-.^_`|~0-9A-Za-z]")
 _SERVER_TIMING_DUR = re.compile(r"([!#$%&'*+\-.^_`|~0-9A-Za-z]+)[^,]*?;\s*dur=([0-9.]+)")
@@ -66,6 +67,15 @@ def parse_server_timing(value: str) -> dict[str, float]:
 def format_traceparent(trace_id: str, span_id: str, flags: int = 1) -> str:
     """A W3C traceparent (version 00) from hex ids; ``parse_traceparent`` reads it back."""
     return f"00-{trace_id}-{span_id}-{flags:02x}"
+
+
+def stage_span_id(request_span_id: str, name: str, start_ns: int) -> str:
+    """A stage span's id, as hex, when its request's span id was chosen while
+    it ran (a host that traces): the recorder makes the stage the current
+    span under this id, and the exporter gives its span the same one,
+    without the id travelling in the record."""
+    digest = hashlib.blake2b(f"{request_span_id}:{name}:{start_ns}".encode(), digest_size=8).hexdigest()
+    return digest if digest != "0" * 16 else "0" * 15 + "1"
 
 
 def parse_traceparent(value: str | None) -> tuple[str, str, int] | None:

@@ -95,7 +95,7 @@ pk_format_ms(char *out, int64_t duration_ns)
     apply(timeline_var) apply(open_stage_var) apply(internal_error) apply(closed_by_collector)          \
     apply(gc_watch) apply(entry_prefixes) apply(entry_prefix) apply(data_has_token) apply(token_hints)  \
     apply(chat_output_keys)                                                                           \
-    apply(sink_module) apply(default_clock) apply(timeline_defaults)
+    apply(sink_module) apply(default_clock) apply(timeline_defaults) apply(host_stage_enter) apply(host_stage_exit)
 
 static PyObject *
 setup(PyObject *module, PyObject *args, PyObject *kwargs)
@@ -109,11 +109,11 @@ setup(PyObject *module, PyObject *args, PyObject *kwargs)
     }
     PkHooks hooks = {0};
     if (!PyArg_ParseTupleAndKeywords(
-            args, kwargs, "$OOOOOO!OOO!O!OOO!:setup", keywords, &hooks.timeline_var, &hooks.open_stage_var,
+            args, kwargs, "$OOOOOO!OOO!O!OOO!OO:setup", keywords, &hooks.timeline_var, &hooks.open_stage_var,
             &hooks.internal_error, &hooks.closed_by_collector, &hooks.gc_watch, &PyDict_Type,
             &hooks.entry_prefixes, &hooks.entry_prefix, &hooks.data_has_token, &PyTuple_Type, &hooks.token_hints,
             &PyTuple_Type, &hooks.chat_output_keys, &hooks.sink_module,
-            &hooks.default_clock, &PyTuple_Type, &hooks.timeline_defaults)) {
+            &hooks.default_clock, &PyTuple_Type, &hooks.timeline_defaults, &hooks.host_stage_enter, &hooks.host_stage_exit)) {
         return NULL;
     }
     if (!PyContextVar_CheckExact(hooks.timeline_var) || !PyContextVar_CheckExact(hooks.open_stage_var)) {
@@ -152,6 +152,15 @@ setup(PyObject *module, PyObject *args, PyObject *kwargs)
     HOOKS(KEEP)
 #undef KEEP
     pk_hooks = hooks;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+untrack(PyObject *module, PyObject *value)
+{
+    if (PyList_CheckExact(value) || PyDict_CheckExact(value)) {
+        PyObject_GC_UnTrack(value);
+    }
     Py_RETURN_NONE;
 }
 
@@ -225,6 +234,7 @@ static PyMethodDef methods[] = {
     {"setup", (PyCFunction)(void (*)(void))setup, METH_VARARGS | METH_KEYWORDS,
      "setup(*, timeline_var, open_stage_var, ...): hand over the Python side (once, from _backend.py)."},
     {"set_clock", set_clock, METH_O, "set_clock(clock | None) -> previous: a fake clock for tests."},
+    {"untrack", untrack, METH_O, "untrack(list | dict) -> None: it leaves cycle collection (it must hold no cycle)."},
     {"now_ns", now_ns, METH_NOARGS, "now_ns() -> int: the clock the C side reads."},
     {"format_ms", format_ms, METH_O, "format_ms(ns) -> str: as _headers.format_ms."},
     {"encode_record", encode_record, METH_O, "encode_record(timeline) -> bytes | None: the hand-off's record (None: declined)."},

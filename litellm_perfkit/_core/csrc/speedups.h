@@ -34,6 +34,8 @@ typedef struct {
     PyObject *sink_module;         /* its .sink(timeline) takes finished timelines */
     PyObject *default_clock;       /* time.perf_counter_ns, where C has no equal clock */
     PyObject *timeline_defaults;   /* per PK_TIMELINE_OBJECTS field: (factory: bool, value) */
+    PyObject *host_stage_enter;    /* host_stage_enter(stage) -> token | None: the stage as the host's current span */
+    PyObject *host_stage_exit;     /* host_stage_exit(token) */
     PyObject *clock;               /* a test's fake clock, or NULL */
 } PkHooks;
 

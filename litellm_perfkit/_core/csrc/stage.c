@@ -12,6 +12,7 @@ typedef struct {
     PyObject *index;     /* -1 until recorded; kept after, so tasks started inside nest under it */
     PyObject *parent;    /* the enclosing stage's index, -1 for none */
     PyObject *enclosing; /* the enclosing stage (OPEN_STAGE's value before), while open */
+    PyObject *host;      /* while open in a request the host traces: host_stage_enter's token */
     long long start;
 } StageObject;
 
@@ -43,6 +44,7 @@ stage_close(StageObject *self)
     Py_CLEAR(self->token);
     Py_CLEAR(self->parent);
     Py_CLEAR(self->enclosing);
+    Py_CLEAR(self->host);
 }
 
 static PyObject *
@@ -85,6 +87,14 @@ stage_enter(StageObject *self, PyObject *Py_UNUSED(ignored))
     Py_XSETREF(self->parent, parent);
     Py_XSETREF(self->enclosing, enclosing != NULL ? enclosing : Py_NewRef(Py_None));
     Py_XSETREF(self->token, token);
+    if (fields->span_context != NULL && fields->span_context != Py_None) {
+        /* The host traces this request: the stage is its current span while open. */
+        PyObject *host = PyObject_CallOneArg(pk_hooks.host_stage_enter, (PyObject *)self);
+        if (host == NULL) {
+            pk_report("stage.host");
+        }
+        Py_XSETREF(self->host, host);
+    }
     return Py_NewRef(self);
 
 fail:
@@ -118,6 +128,7 @@ record_stage(StageObject *self)
     PyTuple_SET_ITEM(record, PK_FINISHED_START_NS, start);
     PyTuple_SET_ITEM(record, PK_FINISHED_END_NS, stop);
     PyTuple_SET_ITEM(record, PK_FINISHED_PARENT, Py_NewRef(self->parent));
+    PyObject_GC_UnTrack(record); /* numbers and a string: no cycle, and no promotion (see timeline.c) */
     PyObject *finished = ((PkTimelineObject *)self->timeline)->finished; /* checked at enter */
     int result = finished != NULL && PyList_Check(finished) ? PyList_Append(finished, record) : -2;
     if (result == -2) {
@@ -152,6 +163,13 @@ stage_exit(StageObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (record_stage(self) < 0) {
         pk_report("stage.exit"); /* clears the exception before the context is touched */
     }
+    if (self->host != NULL && self->host != Py_None) {
+        PyObject *result = PyObject_CallOneArg(pk_hooks.host_stage_exit, self->host);
+        if (result == NULL) {
+            pk_report("stage.host");
+        }
+        Py_XDECREF(result);
+    }
     /* The enclosing stage is open again, recorded or not. */
     if (PyContextVar_Reset(pk_hooks.open_stage_var, self->token) < 0) {
         if (PyErr_ExceptionMatches(PyExc_ValueError)) {
@@ -177,6 +195,7 @@ stage_traverse(StageObject *self, visitproc visit, void *arg)
     Py_VISIT(self->index);
     Py_VISIT(self->parent);
     Py_VISIT(self->enclosing);
+    Py_VISIT(self->host);
     return 0;
 }
 

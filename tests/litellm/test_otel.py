@@ -1,0 +1,78 @@
+"""LiteLLM's own ``otel`` callback on, under ``perfkit run``: one trace per request, in a real Jaeger.
+
+LiteLLM sets an OpenTelemetry SDK tracer provider when its callback loads;
+perfkit sees it (within a second), makes its request span and then each
+stage the current span, and LiteLLM's spans, which take the active span as
+their parent, nest under perfkit's stages.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import openai
+import pytest
+
+from litellm_perfkit._bench import CONFIG_TEMPLATE
+from tests.support.litellm_env import VERSIONS, litellm_python
+from tests.support.mock_server import mock_process
+from tests.support.proxy import litellm_proxy
+from tests.support.servers import Jaeger
+
+pytestmark = [pytest.mark.integration, pytest.mark.litellm]
+
+PERFKIT_SERVICE = "perfkit-with-litellm-otel"
+LITELLM_SERVICE = "litellm-otel-callback"
+
+
+def with_otel_sdk(version: str) -> None:
+    """The OpenTelemetry SDK and its OTLP/HTTP exporter in the version's venv
+    (LiteLLM's otel callback needs them; litellm[proxy] brings only the API),
+    at the API's version; installed once into the cached venv."""
+    python = litellm_python(version)
+    check = subprocess.run([str(python), "-c", "import opentelemetry.sdk, opentelemetry.exporter.otlp.proto.http"], capture_output=True)
+    if check.returncode == 0:
+        return
+    api = subprocess.run([str(python), "-c", "import importlib.metadata as m; print(m.version('opentelemetry-api'))"],
+                         capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", f"opentelemetry-sdk=={api}",
+                    f"opentelemetry-exporter-otlp-proto-http=={api}"], check=True, capture_output=True)  # fmt: skip
+
+
+def test_litellm_spans_and_perfkits_share_one_trace_per_request(tmp_path: Path, jaeger: Jaeger) -> None:
+    version = VERSIONS[-1]
+    with_otel_sdk(version)
+    config = CONFIG_TEMPLATE.replace("general_settings:", 'litellm_settings:\n  callbacks: ["otel"]\ngeneral_settings:')
+    env = {"OTEL_EXPORTER": "otlp_http", "OTEL_ENDPOINT": f"{jaeger.otlp_http}/v1/traces", "OTEL_SERVICE_NAME": LITELLM_SERVICE}
+    args = ("--endpoint", jaeger.otlp_http, "--protocol", "http/protobuf", "--service-name", PERFKIT_SERVICE)
+    with mock_process("--chunks", "3") as upstream, litellm_proxy(version, upstream, tmp_path, perfkit_args=args, env=env, config=config) as url:
+        with openai.OpenAI(base_url=f"{url}/v1", api_key="sk-1234", max_retries=0) as client:
+            client.chat.completions.create(model="fake-openai-endpoint", messages=[{"role": "user", "content": "hi"}])
+            time.sleep(1.5)  # perfkit notices LiteLLM's tracer provider within a second
+            for _ in range(3):  # no traceparent, as the OpenAI SDK sends none
+                client.chat.completions.create(model="fake-openai-endpoint", messages=[{"role": "user", "content": "hi"}])
+        traces = jaeger.wait_for_spans(LITELLM_SERVICE, count=3, timeout_s=30)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            joined = [t for t in jaeger.traces(PERFKIT_SERVICE) if {p["serviceName"] for p in t["processes"].values()} >= {PERFKIT_SERVICE, LITELLM_SERVICE}]
+            if len(joined) >= 3:
+                break
+            time.sleep(0.5)
+    assert len(joined) >= 3, f"{len(joined)} traces hold both services' spans; LiteLLM's traces: {len(traces)}"
+    for found in joined:
+        spans = {s["spanID"]: s for s in found["spans"]}
+        service_of = {i: found["processes"][s["processID"]]["serviceName"] for i, s in spans.items()}
+        roots = [s for s in spans.values() if not s["references"]]
+        assert len(roots) == 1 and service_of[roots[0]["spanID"]] == PERFKIT_SERVICE, [s["operationName"] for s in roots]
+        # Every LiteLLM span hangs under one of perfkit's spans: its stages are the current spans while they run.
+        for span_id, span in spans.items():
+            if service_of[span_id] != LITELLM_SERVICE:
+                continue
+            chain = span
+            while service_of[chain["spanID"]] == LITELLM_SERVICE and chain["references"]:
+                chain = spans.get(chain["references"][0]["spanID"], chain)
+                if chain is span:
+                    break
+            assert service_of[chain["spanID"]] == PERFKIT_SERVICE, (span["operationName"], chain["operationName"])
