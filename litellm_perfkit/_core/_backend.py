@@ -98,10 +98,7 @@ def _assemble(name: BackendName, speedups: ModuleType | None) -> Backend:
     fields = _PyTimelineFields if speedups is None else speedups.Timeline
     stage_core = _PyStage if speedups is None else speedups.Stage
     exchange_core = _PyExchange if speedups is None else speedups.Exchange
-    timeline_methods: dict[str, Any] = {"__slots__": (), "__module__": Timeline.__module__}
-    if speedups is not None:
-        timeline_methods["_untrack"] = staticmethod(speedups.untrack)
-    timeline = type("Timeline", (Timeline, fields), timeline_methods)
+    timeline = type("Timeline", (Timeline, fields), {"__slots__": (), "__module__": Timeline.__module__})
     stage = type("Stage", (Stage, stage_core), {"__slots__": (), "__module__": Stage.__module__, "__doc__": Stage.__doc__})
     # receive is a coroutine: the C core has none, so it is Python's in both.
     exchange = type("_Exchange", (exchange_core,), {"__slots__": (), "receive": _PyExchange.receive})

@@ -75,11 +75,6 @@ class Timeline(_TimelineFields):
 
     __slots__ = ()
 
-    @staticmethod
-    def _untrack(value: list[Any]) -> None:
-        """Take a list or dict of numbers out of cycle collection: the C
-        backend's does (see timeline.c, why); the pure-Python one cannot."""
-
     # -- hot path -----------------------------------------------------------
     def mark(self, name: str, at_ns: int | None = None) -> None:
         if name not in self.marks:
@@ -93,12 +88,7 @@ class Timeline(_TimelineFields):
         if entry is None:
             enclosing = OPEN_STAGE.get()
             parent = -1 if enclosing is None else enclosing.index
-            intervals = [first_ns, now] if kind == "sum" else []
-            entry = [self.next_index, first_ns, now, parent, self_ns, items, kind, intervals]
-            self.generators[name] = entry
-            self._untrack(intervals)
-            self._untrack(entry)
-            self._untrack(self.generators)  # a dict starts tracking again when a list goes in
+            self.generators[name] = [self.next_index, first_ns, now, parent, self_ns, items, kind, [first_ns, now] if kind == "sum" else []]
             self.next_index += 1
         else:
             entry[2] = now

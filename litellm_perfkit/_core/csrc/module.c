@@ -156,15 +156,6 @@ setup(PyObject *module, PyObject *args, PyObject *kwargs)
 }
 
 static PyObject *
-untrack(PyObject *module, PyObject *value)
-{
-    if (PyList_CheckExact(value) || PyDict_CheckExact(value)) {
-        PyObject_GC_UnTrack(value);
-    }
-    Py_RETURN_NONE;
-}
-
-static PyObject *
 set_clock(PyObject *module, PyObject *clock)
 {
     /* Returns the previous clock (None: the real one). */
@@ -234,7 +225,6 @@ static PyMethodDef methods[] = {
     {"setup", (PyCFunction)(void (*)(void))setup, METH_VARARGS | METH_KEYWORDS,
      "setup(*, timeline_var, open_stage_var, ...): hand over the Python side (once, from _backend.py)."},
     {"set_clock", set_clock, METH_O, "set_clock(clock | None) -> previous: a fake clock for tests."},
-    {"untrack", untrack, METH_O, "untrack(list | dict) -> None: it leaves cycle collection (it must hold no cycle)."},
     {"now_ns", now_ns, METH_NOARGS, "now_ns() -> int: the clock the C side reads."},
     {"format_ms", format_ms, METH_O, "format_ms(ns) -> str: as _headers.format_ms."},
     {"encode_record", encode_record, METH_O, "encode_record(timeline) -> bytes | None: the hand-off's record (None: declined)."},

@@ -128,7 +128,6 @@ record_stage(StageObject *self)
     PyTuple_SET_ITEM(record, PK_FINISHED_START_NS, start);
     PyTuple_SET_ITEM(record, PK_FINISHED_END_NS, stop);
     PyTuple_SET_ITEM(record, PK_FINISHED_PARENT, Py_NewRef(self->parent));
-    PyObject_GC_UnTrack(record); /* numbers and a string: no cycle, and no promotion (see timeline.c) */
     PyObject *finished = ((PkTimelineObject *)self->timeline)->finished; /* checked at enter */
     int result = finished != NULL && PyList_Check(finished) ? PyList_Append(finished, record) : -2;
     if (result == -2) {

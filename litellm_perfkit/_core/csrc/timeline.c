@@ -90,15 +90,6 @@ timeline_init(PkTimelineObject *self, PyObject *args, PyObject *kwargs)
     }
     PK_TIMELINE_OBJECTS(DEFAULT)
 #undef DEFAULT
-    /* Nothing a timeline holds can reach it back (numbers, strings, lists
-     * and dicts of them), so it and its lists need no cycle collection.
-     * Tracked, they would be promoted to the oldest generation by the young
-     * collections a request lives through under load, and bring the next
-     * full collection of the host's heap nearer. */
-#define UNTRACK(field, position, member)                                                                     if (PyList_CheckExact(self->field)) {                                                                      PyObject_GC_UnTrack(self->field);                                                                  }
-    PK_TIMELINE_OBJECTS(UNTRACK)
-#undef UNTRACK
-    PyObject_GC_UnTrack(self);
     int64_t number;
     int position = 0;
 #define GIVEN(field, kind)                                                                               \
