@@ -32,12 +32,12 @@ BOOTSTRAP = Path(__file__).resolve().parents[1] / "_litellm" / "_bootstrap"
 
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("run", help=HELP, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--service-name", help="OTEL_SERVICE_NAME (default: litellm-proxy)")
-    p.add_argument("--exporter", choices=["otlp", "console", "jsonl", "none"], help="OTEL_TRACES_EXPORTER (default: otlp)")
-    p.add_argument("--endpoint", help="OTEL_EXPORTER_OTLP_ENDPOINT (default: http://localhost:4318)")
-    p.add_argument("--protocol", choices=["http/protobuf", "http/json", "grpc"], help="OTEL_EXPORTER_OTLP_PROTOCOL")
-    p.add_argument("--sampler", help="OTEL_TRACES_SAMPLER, e.g. parentbased_traceidratio (with --sampler-arg)")
-    p.add_argument("--sampler-arg", help="OTEL_TRACES_SAMPLER_ARG, e.g. 0.1")
+    p.add_argument("--service-name", help="perfkit's service name (PERFKIT_OTEL_SERVICE_NAME, over OTEL_SERVICE_NAME; default: litellm-proxy)")
+    p.add_argument("--exporter", choices=["otlp", "console", "jsonl", "none"], help="PERFKIT_OTEL_TRACES_EXPORTER, over OTEL_TRACES_EXPORTER (default: otlp)")
+    p.add_argument("--endpoint", help="PERFKIT_OTEL_EXPORTER_OTLP_ENDPOINT, over OTEL_EXPORTER_OTLP_ENDPOINT (default: http://localhost:4318)")
+    p.add_argument("--protocol", choices=["http/protobuf", "http/json", "grpc"], help="PERFKIT_OTEL_EXPORTER_OTLP_PROTOCOL, over OTEL_EXPORTER_OTLP_PROTOCOL")
+    p.add_argument("--sampler", help="PERFKIT_OTEL_TRACES_SAMPLER, over OTEL_TRACES_SAMPLER, e.g. parentbased_traceidratio (with --sampler-arg)")
+    p.add_argument("--sampler-arg", help="PERFKIT_OTEL_TRACES_SAMPLER_ARG, e.g. 0.1")
     p.add_argument("--record-ratio", type=ratio,
                    help="record this share of requests, drawn when each starts (PERFKIT_RECORD_RATIO, default 1): the others "
                         "pass through untouched, so perfkit's cost falls in proportion; spans and metrics describe the sample")  # fmt: skip
@@ -71,13 +71,15 @@ def environment(args: argparse.Namespace, base: dict[str, str]) -> dict[str, str
         env[PROMETHEUS_DIR_VARIABLE] = tempfile.mkdtemp(prefix="perfkit-prometheus-")  # every worker's snapshots
     env["PERFKIT_SERVER_TIMING"] = args.server_timing
     env["PERFKIT_OVERHEAD_HEADER"] = args.overhead_header
+    # The export flags are perfkit's alone (PERFKIT_OTEL_*): the command's own
+    # OpenTelemetry (LiteLLM's otel callback) keeps reading OTEL_* as set.
     for option, variable in (
-        ("service_name", "OTEL_SERVICE_NAME"),
-        ("exporter", "OTEL_TRACES_EXPORTER"),
-        ("endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT"),
-        ("protocol", "OTEL_EXPORTER_OTLP_PROTOCOL"),
-        ("sampler", "OTEL_TRACES_SAMPLER"),
-        ("sampler_arg", "OTEL_TRACES_SAMPLER_ARG"),
+        ("service_name", "PERFKIT_OTEL_SERVICE_NAME"),
+        ("exporter", "PERFKIT_OTEL_TRACES_EXPORTER"),
+        ("endpoint", "PERFKIT_OTEL_EXPORTER_OTLP_ENDPOINT"),
+        ("protocol", "PERFKIT_OTEL_EXPORTER_OTLP_PROTOCOL"),
+        ("sampler", "PERFKIT_OTEL_TRACES_SAMPLER"),
+        ("sampler_arg", "PERFKIT_OTEL_TRACES_SAMPLER_ARG"),
         ("record_ratio", "PERFKIT_RECORD_RATIO"),
         ("spans_out", "PERFKIT_JSONL_PATH"),
         ("export_mode", "PERFKIT_EXPORT_MODE"),

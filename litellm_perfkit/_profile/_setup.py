@@ -16,7 +16,7 @@ def from_environment(app: Any) -> None:
     """Per-request profiles, per-stage profiles and pyroscope, each only when its
     variable is set; a failure is one warning and the proxy runs unprofiled."""
     env = os.environ
-    service = env.get("OTEL_SERVICE_NAME") or "litellm-proxy"
+    service = env.get("PERFKIT_OTEL_SERVICE_NAME") or env.get("OTEL_SERVICE_NAME") or "litellm-proxy"
     if env.get("PERFKIT_PROFILE_SECRET"):
         _try("per-request profiles", lambda: _request_profiles(app, env))
     if env.get("PERFKIT_STAGE_PROFILE_DIR"):
