@@ -18,7 +18,7 @@ from ._hosttrace import HOST_TRACING
 from .._wire._headers import ENTRY_PREFIXES, THOUSANDTHS, entry_prefix, format_ms, server_timing_entry
 from ._gcwatch import WATCH as _GC
 from ._gcwatch import install as watch_gc
-from .._wire._names import HEADER_SECRET_HEADER, OVERHEAD_HEADER, SERVER_TIMING_HEADER
+from .._wire._names import HEADER_SECRET_HEADER, OVERHEAD_HEADER, SERVER_TIMING_HEADER, SemConv
 from ._sse import SseScanner
 from ._steps import StepClock, batches_for, steps_mode
 from ._sampling import draw as _draw
@@ -165,7 +165,26 @@ class PerfkitMiddleware:
                 TIMELINE.reset(token)
                 if host is not None:
                     HOST_TRACING.end(host)
+                try:
+                    _describe(timeline.attributes, scope)
+                except Exception as exc:
+                    internal_error("middleware.describe", exc)
                 exchange.finish()
+
+
+def _describe(attributes: dict[str, AttributeValue], scope: Scope) -> None:
+    """The request's semantic-convention attributes the scope holds once the
+    app has run: the matched route's template (the router sets
+    ``scope["route"]``), the scheme, and the address the server listens on."""
+    route = getattr(scope.get("route"), "path", None)
+    if route:
+        attributes[SemConv.HTTP_ROUTE] = route
+    attributes[SemConv.URL_SCHEME] = scope.get("scheme", "http")
+    server = scope.get("server")
+    if server:
+        attributes[SemConv.SERVER_ADDRESS] = server[0]
+        if server[1] is not None:
+            attributes[SemConv.SERVER_PORT] = server[1]
 
 
 class _PyExchange:

@@ -10,10 +10,10 @@ from __future__ import annotations
 import threading
 from bisect import bisect_left
 
-from .._wire._names import Attr
+from .._wire._names import Attr, SemConv, gen_ai_operation
 from ..types import AttributeValue, RequestRecord
 
-__all__ = ["Histogram", "MetricStore", "BOUNDARIES_NS", "DESCRIPTIONS"]
+__all__ = ["Histogram", "MetricStore", "BOUNDARIES_NS", "DESCRIPTIONS", "LLM_REQUEST_DURATION", "REQUEST_DURATION", "TIME_TO_FIRST_TOKEN"]
 
 # Fine at the low end: gateway stages take tens of microseconds.
 BOUNDARIES_NS: tuple[int, ...] = tuple(
@@ -24,16 +24,22 @@ BOUNDARIES_NS: tuple[int, ...] = tuple(
     )  # fmt: skip
 )
 
+# The OTel conventions' http.server.request.duration and the gen_ai.server.*
+# metrics are also emitted by LiteLLM's otel callback and by the FastAPI
+# instrumentation, with other definitions: perfkit's are its own, so that
+# series of one name never mix in a backend.
+REQUEST_DURATION = "perfkit.request.duration"
+LLM_REQUEST_DURATION = "perfkit.llm_request.duration"
+TIME_TO_FIRST_TOKEN = "perfkit.time_to_first_token"
+
 DESCRIPTIONS: dict[str, str] = {
-    "http.server.request.duration": "Request received to last response byte.",
-    "gen_ai.server.time_to_first_token": "Request received to the first content token sent (streams).",
-    "gen_ai.server.request.duration": "Request received to last response byte, generative-AI endpoints.",
+    REQUEST_DURATION: "Request received to last response byte.",
+    TIME_TO_FIRST_TOKEN: "Request received to the first content token sent (streams).",
+    LLM_REQUEST_DURATION: "Request received to last response byte, generative-AI endpoints.",
     "perfkit.stage.duration": "Duration of one named stage (generator stages: their own time).",
     "perfkit.gc.pause": "Garbage-collector pause time inside one request's wall time (0 when none).",
     "perfkit.request.overhead": "The gateway's own time in one request: its duration minus its upstream stages, generative-AI endpoints.",
 }
-
-_GEN_AI_SUFFIXES = ("/completions", "/embeddings", "/responses", "/messages")
 
 MetricKey = tuple[str, tuple[tuple[str, AttributeValue], ...]]
 
@@ -93,15 +99,15 @@ class MetricStore:
     def observe(self, record: RequestRecord) -> None:
         duration = record.duration_ns
         self._histogram(
-            "http.server.request.duration",
-            (("http.request.method", record.method), ("http.response.status_code", record.status)),
+            REQUEST_DURATION,
+            ((SemConv.HTTP_REQUEST_METHOD, record.method), (SemConv.HTTP_RESPONSE_STATUS_CODE, record.status)),
         ).record(duration)
-        if record.path.endswith(_GEN_AI_SUFFIXES):
-            self._histogram("gen_ai.server.request.duration", ((Attr.STREAMING, record.streaming),)).record(duration)
+        if gen_ai_operation(record.path) is not None:
+            self._histogram(LLM_REQUEST_DURATION, ((Attr.STREAMING, record.streaming),)).record(duration)
             self._histogram("perfkit.request.overhead", ((Attr.STREAMING, record.streaming),)).record(record.overhead_ns)
             ttft = record.ttft_ns
             if ttft is not None:
-                self._histogram("gen_ai.server.time_to_first_token", ()).record(ttft)
+                self._histogram(TIME_TO_FIRST_TOKEN, ()).record(ttft)
         self._gc_pause.record(record.gc_pause_ns)
         if record.attributes:
             attributes = record.attributes

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import os
 import struct
+import uuid
 from typing import Any
 
 import orjson
@@ -27,6 +28,8 @@ __all__ = ["spans_json", "spans_protobuf", "span_json", "metrics_json", "metrics
 _SCOPE_NAME = "litellm_perfkit"
 # The app's process, not the export agent's (the agent is its child).
 _PARENT_PID = int(os.environ.get("PERFKIT_APP_PID", os.getpid()))
+# One per worker: each worker has its own export pipeline (thread or agent).
+_INSTANCE_ID = str(uuid.uuid4())
 
 # -- JSON --------------------------------------------------------------------
 
@@ -70,10 +73,12 @@ def span_json(span: Span) -> str:
 
 
 def _resource_attributes(service_name: str, extra: dict[str, str]) -> Attributes:
-    """One value per key: ``OTEL_RESOURCE_ATTRIBUTES`` first, then what perfkit
-    knows better (the service name chosen from OTEL_SERVICE_NAME first, as
-    the spec says; the process)."""
+    """One value per key: ``OTEL_RESOURCE_ATTRIBUTES`` over perfkit's
+    ``service.instance.id`` (one per worker), then what perfkit knows better
+    (the service name chosen from OTEL_SERVICE_NAME first, as the spec says;
+    the process)."""
     attributes: dict[str, AttributeValue] = {
+        "service.instance.id": _INSTANCE_ID,
         **extra,
         "service.name": service_name,
         "process.pid": _PARENT_PID,

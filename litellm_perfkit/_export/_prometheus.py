@@ -25,16 +25,13 @@ from ._metrics import BOUNDARIES_NS, DESCRIPTIONS, MetricStore
 
 __all__ = ["SnapshotWriter", "render", "serve_prometheus"]
 
-# perfkit's metric -> its Prometheus family. All carry the perfkit_ prefix:
-# LiteLLM's own /metrics and the OTel conventions use other definitions.
-FAMILIES = {
-    "perfkit.stage.duration": "perfkit_stage_duration_seconds",
-    "perfkit.request.overhead": "perfkit_request_overhead_seconds",
-    "gen_ai.server.time_to_first_token": "perfkit_time_to_first_token_seconds",
-    "gen_ai.server.request.duration": "perfkit_llm_request_duration_seconds",
-    "http.server.request.duration": "perfkit_request_duration_seconds",
-    "perfkit.gc.pause": "perfkit_gc_pause_seconds",
-}
+def _label(name: str) -> str:
+    return re.sub(r"[^a-zA-Z0-9_]", "_", name)
+
+
+# perfkit's metric -> its Prometheus family: every metric is perfkit.-named
+# (LiteLLM's own /metrics and the OTel conventions use other definitions).
+FAMILIES = {name: _label(name) + "_seconds" for name in DESCRIPTIONS}
 
 
 class SnapshotWriter:
@@ -51,10 +48,6 @@ class SnapshotWriter:
         with os.fdopen(handle, "wb") as out:
             out.write(document)
         os.replace(temporary, self.path)
-
-
-def _label(name: str) -> str:
-    return re.sub(r"[^a-zA-Z0-9_]", "_", name)
 
 
 def _escape(value: object) -> str:

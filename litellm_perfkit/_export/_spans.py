@@ -11,7 +11,7 @@ import random
 from typing import Literal, Tuple
 
 from .._wire._headers import parse_traceparent, stage_span_id
-from .._wire._names import Attr
+from .._wire._names import Attr, SemConv, gen_ai_operation
 from ..types import AttributeValue, RequestRecord, SamplerName
 from ._split import Split, time_split
 
@@ -107,9 +107,9 @@ def _server_attributes(record: RequestRecord, own: list[int]) -> Attributes:
     total, upstream, attributed, unattributed = reconcile(record, own)
     start = record.start_ns
     attributes: Attributes = [
-        ("http.request.method", record.method),
-        ("url.path", record.path),
-        ("http.response.status_code", record.status),
+        (SemConv.HTTP_REQUEST_METHOD, record.method),
+        (SemConv.URL_PATH, record.path),
+        (SemConv.HTTP_RESPONSE_STATUS_CODE, record.status),
         (Attr.STREAMING, record.streaming),
         (Attr.CHUNKS, record.chunks),
         (Attr.BODY_BYTES, record.body_bytes),
@@ -123,11 +123,20 @@ def _server_attributes(record: RequestRecord, own: list[int]) -> Attributes:
         attributes.append((f"perfkit.{mark}_ms", (at - start) / 1e6))
     if record.gc_pause_ns > 0:
         attributes.append((Attr.GC_PAUSE_MS, record.gc_pause_ns / 1e6))
+    operation = gen_ai_operation(record.path)
+    if operation is not None:
+        attributes.append((SemConv.GEN_AI_OPERATION_NAME, operation))
     if record.error:
-        attributes.append(("error.type", record.error))
+        attributes.append((SemConv.ERROR_TYPE, record.error))
     if record.attributes:
         attributes.extend(record.attributes.items())
     return attributes
+
+
+def span_name(record: RequestRecord) -> str:
+    """``{method} {http.route}`` as the conventions name a server span; the path when no route matched."""
+    route = record.attributes.get(SemConv.HTTP_ROUTE)
+    return f"{record.method} {route if isinstance(route, str) else record.path}"
 
 
 def trace_context(record: RequestRecord) -> tuple[str, str, int | None]:
@@ -155,7 +164,7 @@ def record_to_spans(record: RequestRecord, trace_id: str, parent_span_id: str, a
             trace_id,
             server_id,
             parent_span_id,
-            f"{record.method} {record.path}",
+            span_name(record),
             SPAN_KIND_SERVER,
             record.start_ns + anchor_ns,
             record.end_ns + anchor_ns,

@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 from .._core import Stage
 from .._core._guard import internal_error
 from .._core._timeline import OPEN_STAGE, TIMELINE, Timeline
-from .._wire._names import Attr
+from .._wire._names import Attr, SemConv
 from ._points import AUTH, LLM_CALL, OUTBOUND, STREAM_WAIT, UPSTREAM
 
 __all__ = ["awaited_stage", "body_stream", "body_wait", "outbound"]
@@ -150,6 +150,13 @@ def awaited_stage(original: Callable[..., Awaitable[Any]], name: str) -> Callabl
         timeline = TIMELINE.get()
         if timeline is None:
             return await original(*args, **kwargs)
+        try:
+            data = kwargs["data"] if "data" in kwargs else args[0]
+            model = data.get("model") if isinstance(data, dict) else None
+            if isinstance(model, str):
+                timeline.attributes[SemConv.GEN_AI_REQUEST_MODEL] = model
+        except Exception as exc:  # perfkit's bug must never become the app's
+            internal_error("transport.model", exc)
         with Stage(name):
             call = await original(*args, **kwargs)
         return _llm_call(call, timeline) if inspect.iscoroutine(call) else call
@@ -167,9 +174,33 @@ async def _llm_call(call: Awaitable[T], timeline: Timeline) -> T:
         _IN_LLM_CALL.reset(token)
     try:
         _check_coverage(timeline, first)
+        provider = _provider(result)
+        if provider is not None:
+            timeline.attributes[SemConv.GEN_AI_PROVIDER_NAME] = provider
     except Exception as exc:
         internal_error("transport.coverage", exc)
     return result
+
+
+# LiteLLM's provider names whose convention name differs (gen_ai.provider.name's well-known values).
+_PROVIDER_NAMES = {"azure": "azure.ai.openai", "azure_ai": "azure.ai.inference", "bedrock": "aws.bedrock",
+                   "vertex_ai": "gcp.vertex_ai", "gemini": "gcp.gemini", "mistral": "mistral_ai", "xai": "x_ai"}  # fmt: skip
+
+
+def _provider(result: Any) -> str | None:
+    """The provider LiteLLM's router sent the call to: a response's hidden
+    parameters (the provider, or the deployment's ``provider/model``), or a
+    stream wrapper's attribute."""
+    hidden = getattr(result, "_hidden_params", None)
+    name = None
+    if isinstance(hidden, dict):
+        name = hidden.get("custom_llm_provider")
+        deployed = hidden.get("litellm_model_name")  # "anthropic/claude-...": some handlers set only this
+        if name is None and isinstance(deployed, str) and "/" in deployed:
+            name = deployed.split("/", 1)[0]
+    if name is None:
+        name = getattr(result, "custom_llm_provider", None)
+    return _PROVIDER_NAMES.get(name, name) if isinstance(name, str) and name else None
 
 
 def _check_coverage(timeline: Timeline, first_index: int) -> None:

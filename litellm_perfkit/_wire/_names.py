@@ -21,6 +21,9 @@ __all__ = [
     "SERVER_TIMING_HEADER",
     "TRACEPARENT_HEADER",
     "Attr",
+    "GEN_AI_OPERATIONS",
+    "SemConv",
+    "gen_ai_operation",
 ]
 
 # -- HTTP headers (lowercase, as ASGI and HTTP/2 carry them) ------------------
@@ -53,6 +56,40 @@ PERTURBATION_SCHEMA = "perfkit.perturbation/1"
 # perfkit run --prometheus-port: where every worker's pipeline writes its
 # metrics, and what the Prometheus server reads (_export/_prometheus.py).
 PROMETHEUS_DIR_VARIABLE = "PERFKIT_PROMETHEUS_DIR"
+
+
+class SemConv:
+    """OpenTelemetry semantic-convention attribute keys perfkit writes (docs/telemetry.md)."""
+
+    HTTP_REQUEST_METHOD = "http.request.method"
+    HTTP_RESPONSE_STATUS_CODE = "http.response.status_code"
+    HTTP_ROUTE = "http.route"
+    URL_PATH = "url.path"
+    URL_SCHEME = "url.scheme"
+    SERVER_ADDRESS = "server.address"
+    SERVER_PORT = "server.port"
+    ERROR_TYPE = "error.type"
+    GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
+    GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
+    GEN_AI_PROVIDER_NAME = "gen_ai.provider.name"
+
+
+# A generative-AI endpoint (the path's ending) -> its gen_ai.operation.name.
+GEN_AI_OPERATIONS = (
+    ("/chat/completions", "chat"),
+    ("/completions", "text_completion"),
+    ("/embeddings", "embeddings"),
+    ("/messages", "chat"),
+    ("/responses", "chat"),
+)
+
+
+def gen_ai_operation(path: str) -> str | None:
+    """The gen_ai.operation.name of a request path, None for any other endpoint."""
+    for ending, operation in GEN_AI_OPERATIONS:
+        if path.endswith(ending):
+            return operation
+    return None
 
 
 class Attr:

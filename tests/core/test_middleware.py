@@ -392,3 +392,24 @@ def test_record_ratio_from_the_environment(monkeypatch: pytest.MonkeyPatch, capl
         monkeypatch.setenv("PERFKIT_RECORD_RATIO", bad)
         assert record_ratio_from_env() == 1.0
     assert "PERFKIT_RECORD_RATIO='2' is not a number from 0 to 1" in caplog.text
+
+
+def test_the_route_template_scheme_and_server_are_on_the_record(backend: Backend) -> None:
+    from starlette.applications import Starlette
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+
+    async def item(request: Any) -> PlainTextResponse:
+        return PlainTextResponse("ok")
+
+    app = backend.middleware(Starlette(routes=[Route("/openai/deployments/{name}/chat/completions", item, methods=["POST"])]))
+    with capture_records() as records, uvicorn_server(app) as url:
+        port = int(url.rsplit(":", 1)[1])
+        assert httpx.post(f"{url}/openai/deployments/gpt/chat/completions").status_code == 200
+        assert httpx.get(f"{url}/nowhere").status_code == 404
+        wait_for(records, 2)
+    matched, unmatched = sorted(records, key=lambda r: r.status)
+    assert matched.attributes["http.route"] == "/openai/deployments/{name}/chat/completions"
+    assert {k: matched.attributes[k] for k in ("url.scheme", "server.address", "server.port")} == {
+        "url.scheme": "http", "server.address": "127.0.0.1", "server.port": port}  # fmt: skip
+    assert "http.route" not in unmatched.attributes  # no route matched: the span is named by its path

@@ -49,6 +49,10 @@ def test_protobuf_and_json_encodings_decode_to_the_same_request() -> None:
     assert from_protobuf == from_json
     resource = {a.key: a.value.string_value for a in from_protobuf.resource_spans[0].resource.attributes}
     assert resource["service.name"] == "svc" and resource["deployment.environment"] == "t"
+    assert len(resource["service.instance.id"]) == 36  # one per worker, a UUID
+    overridden = spans_protobuf(spans, "svc", {"service.instance.id": "pod-7"})
+    assert {a.key: a.value.string_value for a in ExportTraceServiceRequest.FromString(overridden).resource_spans[0].resource.attributes}[
+        "service.instance.id"] == "pod-7"  # OTEL_RESOURCE_ATTRIBUTES wins  # fmt: skip
     server, auth, iterate = from_protobuf.resource_spans[0].scope_spans[0].spans
     assert server.status.code == 2 and server.status.message == "RuntimeError"
     assert server.parent_span_id.hex() == "cd" * 8 and auth.parent_span_id == server.span_id

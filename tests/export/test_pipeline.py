@@ -228,9 +228,9 @@ def test_metrics_cover_every_request_even_unsampled(tmp_path: Any) -> None:
                 total += int(point["count"])
         return total
 
-    assert count("http.server.request.duration") == 3
-    assert count("gen_ai.server.request.duration") == 3
-    assert count("gen_ai.server.time_to_first_token") == 1
+    assert count("perfkit.request.duration") == 3
+    assert count("perfkit.llm_request.duration") == 3
+    assert count("perfkit.time_to_first_token") == 1
     assert count("perfkit.stage.duration", stage="auth") == 3
     assert count("perfkit.stage.duration", stage="stream.iterate") == 1
     assert count("perfkit.gc.pause") == 3  # every request, most with 0

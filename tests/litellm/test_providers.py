@@ -170,7 +170,15 @@ def test_every_provider_reports_the_true_overhead_and_a_100_ms_upstream(proxy: P
             failures.append(f"{label}: Server-Timing upstream {in_header:.2f} ms, not about {UPSTREAM_MS}")
         if flagged:
             failures.append(f"{label}: {len(flagged)} requests flagged upstream_unmeasured")
+        described = {(server(t).get("gen_ai.provider.name"), server(t).get("gen_ai.request.model")) for t, _ in slow}
+        if described != {(PROVIDER_NAMES.get(name, name), f"{name}-slow")}:
+            failures.append(f"{label}: gen_ai.provider.name and gen_ai.request.model {described}")
     assert not failures, "\n".join(failures)
+
+
+# gen_ai.provider.name: the conventions' name where it differs from LiteLLM's.
+PROVIDER_NAMES = {"azure": "azure.ai.openai"}
+OPERATIONS = {"chat/completions": "chat", "completions": "text_completion", "responses": "chat", "messages": "chat", "embeddings": "embeddings"}
 
 
 def _openai(proxy: Proxy, base: str, n: int) -> openai.OpenAI:
@@ -233,6 +241,13 @@ def test_every_endpoint_has_auth_upstream_and_server_side_ttft(proxy: Proxy) -> 
             failures.append(f"{label}: flagged unmeasured")
         if not about_upstream(server["perfkit.upstream_ms"], stream, server["perfkit.overhead_ms"]):
             failures.append(f"{label}: upstream {server['perfkit.upstream_ms']:.2f} ms")
+        server_span = next(s for s in spans[trace_id] if s["kind"] == 2)
+        semconv = (server_span["name"], server.get("http.route"), server.get("gen_ai.operation.name"), server.get("url.scheme"),
+                   server.get("server.address"), server.get("gen_ai.request.model"))  # fmt: skip
+        expected = (f"POST {what}", what, OPERATIONS[what.rsplit("/v1/", 1)[-1].lstrip("/")], "http", "127.0.0.1",
+                    "anthropic-slow" if what == "/v1/messages" else "openai-slow")  # fmt: skip
+        if semconv != expected:
+            failures.append(f"{label}: name, http.route, gen_ai.operation.name, url.scheme, server.address, gen_ai.request.model {semconv}")
         if stream:
             ttft = server.get("perfkit.first_token_ms")
             # the first token left the mock 100 ms after the request; the proxy adds its overhead

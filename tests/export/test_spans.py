@@ -1,0 +1,36 @@
+"""A request record's spans: the server span's name and semantic-convention attributes."""
+
+from __future__ import annotations
+
+from litellm_perfkit._export._spans import record_to_spans
+from litellm_perfkit.types import RequestRecord, StageRecord
+
+
+def server_span(**fields: object) -> tuple:  # type: ignore[type-arg]
+    record = RequestRecord(start_ns=1_000, end_ns=2_000_000, method="POST", status=200, **fields)  # type: ignore[arg-type]
+    return record_to_spans(record, "ab" * 16, "", 0)[0]
+
+
+def test_the_server_span_is_named_by_its_route_template() -> None:
+    routed = server_span(path="/openai/deployments/gpt/chat/completions", attributes={"http.route": "/openai/deployments/{model}/chat/completions"})
+    assert routed[3] == "POST /openai/deployments/{model}/chat/completions"
+    assert server_span(path="/nowhere")[3] == "POST /nowhere"  # no route matched
+
+
+def test_generative_ai_endpoints_carry_their_operation() -> None:
+    for path, operation in (("/v1/chat/completions", "chat"), ("/completions", "text_completion"), ("/v1/embeddings", "embeddings"),
+                            ("/v1/messages", "chat"), ("/responses", "chat"), ("/health", None)):  # fmt: skip
+        attributes = dict(server_span(path=path)[7])
+        assert attributes.get("gen_ai.operation.name") == operation, path
+
+
+def test_stage_span_ids_chosen_while_running_are_the_exported_ones() -> None:
+    from litellm_perfkit._wire._headers import stage_span_id
+
+    stages = (StageRecord("auth", 10_000, 20_000, -1), StageRecord("lookup", 12_000, 15_000, 0))
+    spans = record_to_spans(RequestRecord(start_ns=1_000, end_ns=50_000, method="POST", path="/v1/chat/completions",
+                                          span_context=("ab" * 16, "cd" * 8), stages=stages), "ab" * 16, "", 0)  # fmt: skip
+    server, auth, lookup = spans
+    assert server[1] == "cd" * 8
+    assert auth[1] == stage_span_id("cd" * 8, "auth", 10_000) and auth[2] == server[1]
+    assert lookup[1] == stage_span_id("cd" * 8, "lookup", 12_000) and lookup[2] == auth[1]
