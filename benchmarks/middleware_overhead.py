@@ -23,6 +23,11 @@ the agent on core 1.
   (``steps="off"``); the difference is what the CPU/queueing/I/O split costs.
 - ``-py`` variants: perfkit's pure-Python path, which runs when the C
   accelerator is not built (no compiler) or ``PERFKIT_SPEEDUPS=off``.
+- ``--host-provider on``: the process sets an OpenTelemetry SDK tracer
+  provider, as a host that traces does: every perfkit variant then joins
+  its trace (the request span and each stage made current). ``perfkit-sdk``
+  (only then) hands perfkit's spans to that provider's span processors
+  instead of perfkit's own OTLP path.
 
 **Instructions** (``--measure instructions``): each variant runs under
 valgrind (cachegrind) twice, with N and 4N requests; the difference of the
@@ -72,7 +77,7 @@ from tests.support import backends  # noqa: E402
 CHUNK = b'data: {"choices":[{"index":0,"delta":{"content":"tok"}}]}\n\n'
 VARIANTS = [
     "bare", "perfkit-process", "perfkit-thread", "perfkit-noexport", "perfkit-noexport-nosteps",
-    "perfkit-process-py", "perfkit-noexport-py", "otel-asgi", "otel-asgi-exclude",
+    "perfkit-process-py", "perfkit-noexport-py", "perfkit-sdk", "otel-asgi", "otel-asgi-exclude",
 ]  # fmt: skip
 WORKLOADS = (("json", "/json"), ("sse-20", "/stream"))
 APP_CORE, EXPORT_CORE = {0}, {1}
@@ -169,7 +174,9 @@ def open_variant(name: str, endpoint: str, pinned: bool) -> Variant:
         # The request path alone: timelines go nowhere, so export costs nothing.
         variant = Variant(name, middleware(app, steps="off" if name.endswith("-nosteps") else "on"))
     elif name.startswith("perfkit"):
-        settings = read_settings(service_name=f"bench-{name}", exporter="otlp", protocol="http/protobuf", endpoint=endpoint)
+        # perfkit-sdk: spans handed to the host's SDK tracer provider (--host-provider on), built in a thread.
+        exporter = "sdk" if name == "perfkit-sdk" else "otlp"
+        settings = read_settings(service_name=f"bench-{name}", exporter=exporter, protocol="http/protobuf", endpoint=endpoint)
         mode = "process" if "process" in name else "thread"
         pipeline = Pipeline(settings, mode=mode, backend=PYTHON if python_path else ACTIVE).start()
         agent = getattr(pipeline, "_agent", None)
@@ -311,6 +318,19 @@ def print_instructions(per_request: dict[tuple[str, str], float], args: argparse
             print(f"| {workload} | {variant} | {total:,.0f} | {added:+,.0f} | {ratio} | {total / bare:.2f}x |")
 
 
+def set_host_provider(endpoint: str) -> None:
+    """A host that traces: the OpenTelemetry SDK's provider, batching to Jaeger."""
+    from opentelemetry import trace
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    provider = TracerProvider(resource=Resource.create({"service.name": "bench-host"}))
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces"), max_queue_size=100_000))
+    trace.set_tracer_provider(provider)
+
+
 def main() -> int:
     os.environ.setdefault("OTEL_METRICS_EXPORTER", "none")  # Jaeger takes traces only; histograms are still kept
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -320,6 +340,9 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=200, help="instructions: N (default 200; streams N/2)")
     parser.add_argument("--variants", default=",".join(VARIANTS), help="time: a comma-separated subset (bare is always run)")
     parser.add_argument("--pin", choices=["on", "off"], default="on", help="time: app on core 0, Jaeger and the agent on core 1 (default: on)")
+    parser.add_argument("--host-provider", choices=["on", "off"], default="off",
+                        help="time: the process sets an OpenTelemetry SDK tracer provider (a host that traces, exporting to the "
+                             "same Jaeger), so perfkit joins its trace on every request; needed by perfkit-sdk")  # fmt: skip
     parser.add_argument("--child", nargs=4, metavar=("VARIANT", "PATH", "N", "ENDPOINT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -334,11 +357,16 @@ def main() -> int:
     if args.measure == "instructions" and shutil.which("valgrind") is None:
         print("error: --measure instructions needs valgrind on PATH (apt-get install valgrind)", file=sys.stderr)
         return 2
+    if "perfkit-sdk" in names and args.host_provider == "off":
+        print("error: perfkit-sdk hands spans to the host's tracer provider: add --host-provider on", file=sys.stderr)
+        return 2
     args.pinned = args.pin == "on" and args.measure == "time" and len(os.sched_getaffinity(0)) >= 2
     with tempfile.TemporaryDirectory() as workdir, jaeger_process(Path(workdir)) as jaeger:
         if args.pinned:
             pin(os.getpid(), APP_CORE)
             pin(jaeger.pid, EXPORT_CORE)
+        if args.host_provider == "on":
+            set_host_provider(jaeger.otlp_http)
         if args.measure == "instructions":
             print_instructions(count_instructions(jaeger.otlp_http, args.requests), args)
             return 0
