@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import get_args
+from typing import Any, get_args
 from urllib.parse import unquote, urlsplit
 
 from .._core._guard import logger
@@ -33,9 +33,19 @@ class ExportSettings:
     endpoint: str = "http://localhost:4318"
     traces_endpoint: str = "http://localhost:4318/v1/traces"
     metrics_endpoint: str = "http://localhost:4318/v1/metrics"
+    # Per signal: OTEL_EXPORTER_OTLP_TRACES_* or _METRICS_* over OTEL_EXPORTER_OTLP_*.
     headers: dict[str, str] = field(default_factory=dict)
     timeout_s: float = 10.0
     compression: str = "none"
+    certificate: str | None = None  # a CA bundle (PEM) to verify the backend with; None: the system's
+    client_key: str | None = None  # with client_certificate: mutual TLS
+    client_certificate: str | None = None
+    metrics_headers: dict[str, str] = field(default_factory=dict)
+    metrics_timeout_s: float = 10.0
+    metrics_compression: str = "none"
+    metrics_certificate: str | None = None
+    metrics_client_key: str | None = None
+    metrics_client_certificate: str | None = None
     sampler: SamplerName = "parentbased_always_on"
     sampler_ratio: float = 1.0
     schedule_delay_s: float = 0.2
@@ -139,6 +149,33 @@ def effective_env(env: Mapping[str, str]) -> dict[str, str]:
     return merged
 
 
+def _signals(env: Mapping[str, str]) -> dict[str, Any]:
+    """Each signal's headers, timeout, compression and TLS files: its own
+    variable (``OTEL_EXPORTER_OTLP_TRACES_TIMEOUT``) over the general one
+    (each variable read, and warned about, once)."""
+    general = "OTEL_EXPORTER_OTLP_"
+    timeout = _number(env, general + "TIMEOUT", 10.0, 0.001, scale=0.001)
+    compression = _choice(env, general + "COMPRESSION", None, ("gzip", "none"), "none")
+    files = {name: _file(env, general + name) for name in ("CERTIFICATE", "CLIENT_KEY", "CLIENT_CERTIFICATE")}
+    values: dict[str, Any] = {}
+    for signal, prefix in (("TRACES", ""), ("METRICS", "metrics_")):
+        own = f"{general}{signal}_"
+        values[prefix + "headers"] = {**_key_values(env, general + "HEADERS"), **_key_values(env, own + "HEADERS")}
+        values[prefix + "timeout_s"] = _number(env, own + "TIMEOUT", timeout, 0.001, scale=0.001)
+        values[prefix + "compression"] = _choice(env, own + "COMPRESSION", None, ("gzip", "none"), compression)
+        for name, path in files.items():
+            values[prefix + name.lower()] = _file(env, own + name) or path
+    return values
+
+
+def _file(env: Mapping[str, str], variable: str) -> str | None:
+    path = env.get(variable, "").strip()
+    if path and not os.path.isfile(path):
+        _warn(variable, path, "no such file", None)
+        return None
+    return path or None
+
+
 def read_settings(
     env: Mapping[str, str] | None = None,
     *,
@@ -191,9 +228,7 @@ def read_settings(
         endpoint=base,
         traces_endpoint=traces,
         metrics_endpoint=metrics,
-        headers={**_key_values(env, "OTEL_EXPORTER_OTLP_HEADERS"), **_key_values(env, "OTEL_EXPORTER_OTLP_TRACES_HEADERS")},
-        timeout_s=_number(env, "OTEL_EXPORTER_OTLP_TIMEOUT", 10.0, 0.001, scale=0.001),
-        compression=_choice(env, "OTEL_EXPORTER_OTLP_COMPRESSION", None, ("gzip", "none"), "none"),
+        **_signals(env),
         sampler=sampler_value,  # type: ignore[arg-type]
         sampler_ratio=ratio,
         schedule_delay_s=_number(env, "OTEL_BSP_SCHEDULE_DELAY", 0.2, 0.001, scale=0.001),

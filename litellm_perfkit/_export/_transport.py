@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import gzip
 import http.client
+import ssl
 import sys
 from collections.abc import Callable
-from dataclasses import replace
-from typing import IO, Any, Protocol
+from dataclasses import dataclass, fields, replace
+from typing import IO, Any, Literal, Protocol
 from urllib.parse import urlsplit
 
 from .._core._guard import warn_once
@@ -36,9 +37,12 @@ class Exporter(Protocol):
 class _HttpPost:
     """One keep-alive connection to one URL."""
 
-    def __init__(self, url: str, headers: dict[str, str], timeout_s: float, gzip_body: bool, content_type: str) -> None:
+    def __init__(self, url: str, signal: Signal, content_type: str) -> None:
         parts = urlsplit(url)
         self._https = parts.scheme == "https"
+        self._signal = signal
+        self._tls: ssl.SSLContext | None = None  # built at the first connection: a bad file is an export failure, not the app's
+        headers, timeout_s, gzip_body = signal.headers, signal.timeout_s, signal.compression == "gzip"
         self._host = parts.hostname or "localhost"
         self._port = parts.port or (443 if self._https else 80)
         self._path = parts.path or "/"
@@ -62,8 +66,12 @@ class _HttpPost:
         timeout = self._timeout if timeout_s is None else min(self._timeout, timeout_s)
         for attempt in (1, 2):  # a kept-alive connection may have been closed by the peer
             if self._conn is None:
-                factory = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
-                self._conn = factory(self._host, self._port, timeout=timeout)
+                if self._https:
+                    if self._tls is None:
+                        self._tls = _ssl_context(self._signal)
+                    self._conn = http.client.HTTPSConnection(self._host, self._port, timeout=timeout, context=self._tls)
+                else:
+                    self._conn = http.client.HTTPConnection(self._host, self._port, timeout=timeout)
             elif self._conn.sock is not None:
                 self._conn.sock.settimeout(timeout)
             try:
@@ -88,6 +96,38 @@ class _HttpPost:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+@dataclass(frozen=True)
+class Signal:
+    """One signal's (traces' or metrics') connection settings."""
+
+    headers: dict[str, str]
+    timeout_s: float
+    compression: str
+    certificate: str | None
+    client_key: str | None
+    client_certificate: str | None
+
+    @classmethod
+    def of(cls, settings: ExportSettings, signal: Literal["traces", "metrics"]) -> Signal:
+        prefix = "metrics_" if signal == "metrics" else ""
+        return cls(*(getattr(settings, prefix + f.name) for f in fields(cls)))
+
+
+def _ssl_context(signal: Signal) -> ssl.SSLContext:
+    """The system's trust store, or the CA bundle given; a client certificate for mutual TLS."""
+    context = ssl.create_default_context(cafile=signal.certificate)
+    if signal.client_certificate:
+        context.load_cert_chain(signal.client_certificate, signal.client_key)
+    return context
+
+
+def _read(path: str | None) -> bytes | None:
+    if path is None:
+        return None
+    with open(path, "rb") as file:
+        return file.read()
 
 
 def _failed(kind: str, target: str, exc: BaseException) -> bool:
@@ -118,10 +158,11 @@ class OtlpHttpExporter:
         self._settings = settings
         self._protobuf = encoding == "http/protobuf"
         content_type = "application/x-protobuf" if self._protobuf else "application/json"
-        gz = settings.compression == "gzip"
-        self._traces = _HttpPost(settings.traces_endpoint, settings.headers, settings.timeout_s, gz, content_type)
-        self._metrics = _HttpPost(settings.metrics_endpoint, settings.headers, settings.timeout_s, gz, content_type)
-        self._retry = RetryPolicy(settings.timeout_s)
+        traces, metrics = Signal.of(settings, "traces"), Signal.of(settings, "metrics")
+        self._traces = _HttpPost(settings.traces_endpoint, traces, content_type)
+        self._metrics = _HttpPost(settings.metrics_endpoint, metrics, content_type)
+        self._retry = RetryPolicy(traces.timeout_s)
+        self._metrics_retry = RetryPolicy(metrics.timeout_s)
 
     def export_spans(self, spans: list[Span]) -> bool:
         s = self._settings
@@ -138,7 +179,7 @@ class OtlpHttpExporter:
         try:
             encode = metrics_protobuf if self._protobuf else metrics_json
             body = encode(store, s.service_name, s.resource_attributes, start_unix_ns, now_unix_ns)
-            self._retry.run(lambda left: self._metrics.post(body, left))
+            self._metrics_retry.run(lambda left: self._metrics.post(body, left))
             return True
         except Exception as exc:
             return _failed("metrics", self._metrics.url, exc)
@@ -160,27 +201,35 @@ class OtlpGrpcExporter:
 
         self._settings = settings
         parts = urlsplit(settings.endpoint)
-        target = f"{parts.hostname}:{parts.port or 4317}"
-        if parts.scheme == "https":
-            self._channel = grpc.secure_channel(target, grpc.ssl_channel_credentials())
-        else:
-            self._channel = grpc.insecure_channel(target)
-        self._export_traces = self._channel.unary_unary(self._TRACES)
-        self._export_metrics = self._channel.unary_unary(self._METRICS)
-        self._metadata = [(k.lower(), v) for k, v in settings.headers.items()]
-        self._target = target
-        self._retry = RetryPolicy(settings.timeout_s)
+        self._target = f"{parts.hostname}:{parts.port or 4317}"
+        self._secure = parts.scheme == "https"
         busy = grpc.StatusCode
         # The OTLP/gRPC specification's retryable codes; RESOURCE_EXHAUSTED
         # only when the server says when to retry (RetryInfo).
         self._busy_codes = {busy.CANCELLED, busy.DEADLINE_EXCEEDED, busy.ABORTED, busy.OUT_OF_RANGE, busy.UNAVAILABLE, busy.DATA_LOSS}
+        self._channels: list[Any] = []
+        self._export_traces = self._sender(self._TRACES, Signal.of(settings, "traces"))
+        self._export_metrics = self._sender(self._METRICS, Signal.of(settings, "metrics"))
 
-    def _call(self, method: Any, request: bytes) -> None:
+    def _sender(self, method: str, signal: Signal) -> Callable[[bytes], None]:
+        """Sends one signal's requests on a channel of its own (its TLS files,
+        headers, timeout and compression), retrying a busy backend."""
         import grpc
 
-        def send(left: float) -> None:
+        if self._secure:
+            credentials = grpc.ssl_channel_credentials(_read(signal.certificate), _read(signal.client_key), _read(signal.client_certificate))
+            channel = grpc.secure_channel(self._target, credentials)
+        else:
+            channel = grpc.insecure_channel(self._target)
+        self._channels.append(channel)
+        call = channel.unary_unary(method)
+        metadata = [(k.lower(), v) for k, v in signal.headers.items()]
+        compression = grpc.Compression.Gzip if signal.compression == "gzip" else grpc.Compression.NoCompression
+        retry = RetryPolicy(signal.timeout_s)
+
+        def send_once(request: bytes, left: float) -> None:
             try:
-                method(request, timeout=left, metadata=self._metadata)
+                call(request, timeout=left, metadata=metadata, compression=compression)
             except grpc.RpcError as exc:
                 code = exc.code() if hasattr(exc, "code") else None
                 trailing = dict(exc.trailing_metadata() or ()) if hasattr(exc, "trailing_metadata") else {}
@@ -188,12 +237,12 @@ class OtlpGrpcExporter:
                     raise Busy(f"gRPC {code}") from exc
                 raise
 
-        self._retry.run(send)
+        return lambda request: retry.run(lambda left: send_once(request, left))
 
     def export_spans(self, spans: list[Span]) -> bool:
         s = self._settings
         try:
-            self._call(self._export_traces, spans_protobuf(spans, s.service_name, s.resource_attributes))
+            self._export_traces(spans_protobuf(spans, s.service_name, s.resource_attributes))
             return True
         except Exception as exc:
             return _failed("spans", self._target, exc)
@@ -201,13 +250,14 @@ class OtlpGrpcExporter:
     def export_metrics(self, store: MetricStore, start_unix_ns: int, now_unix_ns: int) -> bool:
         s = self._settings
         try:
-            self._call(self._export_metrics, metrics_protobuf(store, s.service_name, s.resource_attributes, start_unix_ns, now_unix_ns))
+            self._export_metrics(metrics_protobuf(store, s.service_name, s.resource_attributes, start_unix_ns, now_unix_ns))
             return True
         except Exception as exc:
             return _failed("metrics", self._target, exc)
 
     def close(self) -> None:
-        self._channel.close()
+        for channel in self._channels:
+            channel.close()
 
 
 def _write_and_flush(stream: IO[bytes], data: bytes) -> None:
