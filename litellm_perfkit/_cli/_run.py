@@ -65,10 +65,12 @@ def environment(args: argparse.Namespace, base: dict[str, str]) -> dict[str, str
     env["PERFKIT_RUN"] = "1"
     env["PERFKIT_RUN_PID"] = str(os.getpid())  # exec keeps the pid: the command's own process
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(BOOTSTRAP), str(BOOTSTRAP.parents[2]), base.get("PYTHONPATH")]))
+    # Every worker's metric snapshots: for --prometheus-port's server, and for
+    # LiteLLM's own /metrics when its prometheus callback serves one.
+    env[PROMETHEUS_DIR_VARIABLE] = tempfile.mkdtemp(prefix="perfkit-prometheus-")
     if args.prometheus_port is not None:
         env["PERFKIT_PROMETHEUS_PORT"] = str(args.prometheus_port)
         env["PERFKIT_PROMETHEUS_HOST"] = args.prometheus_host
-        env[PROMETHEUS_DIR_VARIABLE] = tempfile.mkdtemp(prefix="perfkit-prometheus-")  # every worker's snapshots
     env["PERFKIT_SERVER_TIMING"] = args.server_timing
     env["PERFKIT_OVERHEAD_HEADER"] = args.overhead_header
     # The export flags are perfkit's alone (PERFKIT_OTEL_*): the command's own

@@ -16,6 +16,7 @@ import tempfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -23,7 +24,7 @@ import orjson
 from .._wire._names import PROMETHEUS_DIR_VARIABLE
 from ._metrics import BOUNDARIES_NS, DESCRIPTIONS, MetricStore
 
-__all__ = ["SnapshotWriter", "render", "serve_prometheus"]
+__all__ = ["Collector", "SnapshotWriter", "add_to_registry", "merged", "render", "serve_prometheus"]
 
 def _label(name: str) -> str:
     return re.sub(r"[^a-zA-Z0-9_]", "_", name)
@@ -54,8 +55,11 @@ def _escape(value: object) -> str:
     return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
-def render(directory: str) -> str:
-    """The text exposition of every snapshot in ``directory``, summed."""
+Series = list[tuple[tuple[tuple[str, Any], ...], list[Any]]]  # (attributes, [bucket counts, count, total ns])
+
+
+def merged(directory: str) -> tuple[dict[str, Series], dict[str, int]]:
+    """Every snapshot in ``directory``, summed: each family's series, and the counters."""
     histograms: dict[tuple[str, tuple[tuple[str, Any], ...]], list[Any]] = {}
     counters: dict[str, int] = {}
     for path in sorted(Path(directory).glob("*.json")):
@@ -71,13 +75,22 @@ def render(directory: str) -> str:
             merged[2] += total_ns
         for name, value in snapshot["counters"].items():
             counters[name] = counters.get(name, 0) + value
-    lines: list[str] = []
-    by_family: dict[str, list[tuple[tuple[tuple[str, Any], ...], list[Any]]]] = {}
-    for (name, attributes), merged in sorted(histograms.items(), key=lambda item: (item[0][0], str(item[0][1]))):
+    by_family: dict[str, Series] = {}
+    for (name, attributes), sums in sorted(histograms.items(), key=lambda item: (item[0][0], str(item[0][1]))):
         family = FAMILIES.get(name)
         if family is not None:
-            by_family.setdefault(family, []).append((attributes, merged))
-    names = {family: name for name, family in FAMILIES.items()}
+            by_family.setdefault(family, []).append((attributes, sums))
+    return by_family, counters
+
+
+_NAMES = {family: name for name, family in FAMILIES.items()}
+
+
+def render(directory: str) -> str:
+    """The text exposition of every snapshot in ``directory``, summed."""
+    by_family, counters = merged(directory)
+    names = _NAMES
+    lines: list[str] = []
     for family, series in by_family.items():
         lines.append(f"# HELP {family} {_escape(DESCRIPTIONS.get(names[family], names[family]))}")
         lines.append(f"# TYPE {family} histogram")
@@ -95,6 +108,44 @@ def render(directory: str) -> str:
         family = _label(name) + "_total"
         lines += [f"# TYPE {family} counter", f"{family} {value}"]
     return "\n".join(lines) + "\n"
+
+
+class Collector:
+    """perfkit's families for a ``prometheus_client`` registry (LiteLLM's own
+    ``/metrics``): every worker's snapshots in ``directory``, summed, as the
+    server of ``serve_prometheus`` gives them."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+
+        by_family, counters = merged(self.directory)
+        for family, series in by_family.items():
+            labels = [_label(k) for k, _ in series[0][0]]
+            metric = HistogramMetricFamily(family, DESCRIPTIONS.get(_NAMES[family], family), labels=labels)
+            for attributes, (counts, _count, total_ns) in series:
+                cumulative, buckets = 0, []
+                for bound, bucket in zip([*BOUNDARIES_NS, None], counts):
+                    cumulative += bucket
+                    buckets.append(("+Inf" if bound is None else repr(bound / 1e9), cumulative))
+                metric.add_metric([str(v) for _, v in attributes], buckets, total_ns / 1e9)
+            yield metric
+        for name, value in sorted(counters.items()):
+            yield CounterMetricFamily(_label(name), name, value=value)
+
+
+def add_to_registry(registry: Any) -> None:
+    """Put perfkit's families in a ``prometheus_client`` registry (None: its
+    default one), once, when the process's pipelines write snapshots."""
+    directory = os.environ.get(PROMETHEUS_DIR_VARIABLE)
+    if not directory:
+        return
+    if registry is None:
+        from prometheus_client import REGISTRY as registry
+    if not any(isinstance(c, Collector) for c in getattr(registry, "_collector_to_names", {})):
+        registry.register(Collector(directory))
 
 
 def serve_prometheus(port: int, host: str = "127.0.0.1", directory: str | None = None) -> ThreadingHTTPServer:

@@ -23,6 +23,7 @@ from .._core import PerfkitMiddleware
 from ..types import HeaderMode
 from ._fastpath import FastPaths
 from ._points import UPSTREAM_STAGES, Point, table_for
+from ._autoload import on_import
 from ._wrap import apply_point, make_wrapper
 
 __all__ = ["InstrumentReport", "instrument", "uninstrument", "extra_points"]
@@ -131,6 +132,7 @@ class _Instrumentation:
         try:
             if point.when == "loaded" and point.module not in sys.modules:
                 self.waiting.append(point)
+                on_import(point.module, lambda module: self.imported(point))
                 return
             if point.kind == "dependency":
                 original = getattr(importlib.import_module(point.module), point.attribute)
@@ -152,6 +154,12 @@ class _Instrumentation:
         else:
             self.restores.append(result[1])
             report.instrumented.append(f"{point.stage}: {point.target}")
+
+    def imported(self, point: Point) -> None:
+        """A waiting point's module has been imported: apply it (once)."""
+        if point in self.waiting:
+            self.waiting.remove(point)
+            self.apply(point)
 
     def routes_added(self) -> None:
         """After a feature added its routes: wrap their auth, apply the points waiting for its module."""

@@ -2,7 +2,8 @@
 
 A post-import hook on ``sys.meta_path``: when the module has finished
 executing (its app and routes exist, no request served yet), perfkit starts
-exporting and instruments it. It runs in every process that imports the
+exporting and instruments it. The same hook applies the points of modules
+LiteLLM loads later (``on_import``). It runs in every process that imports the
 proxy, so in every uvicorn worker, which are spawned and so never inherit
 patches from their parent.
 """
@@ -15,6 +16,7 @@ import importlib.util
 import os
 import sys
 from types import ModuleType
+from collections.abc import Callable
 from typing import Any, cast, get_args
 
 from ..types import HeaderMode
@@ -22,15 +24,18 @@ from .._core._leave_out import leave_out
 
 TARGET = "litellm.proxy.proxy_server"
 
-__all__ = ["install", "TARGET"]
+__all__ = ["install", "on_import", "TARGET"]
 
 
 class _PostImportFinder(importlib.abc.MetaPathFinder):
+    """Calls a module's callbacks once it has finished executing (``on_import``)."""
+
     def __init__(self) -> None:
         self._busy = False
+        self.callbacks: dict[str, list[Callable[[ModuleType], None]]] = {}
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
-        if fullname != TARGET or self._busy:
+        if fullname not in self.callbacks or self._busy:
             return None
         self._busy = True
         try:
@@ -44,7 +49,13 @@ class _PostImportFinder(importlib.abc.MetaPathFinder):
 
         def exec_module(module: ModuleType) -> None:
             original(module)
-            _on_import(module)
+            for callback in self.callbacks.pop(fullname, []):
+                try:
+                    callback(module)
+                except Exception as exc:  # perfkit's bug must never break the host's import
+                    from .._core._guard import internal_error
+
+                    internal_error("litellm.on_import", exc)
 
         loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec
@@ -84,8 +95,19 @@ def _header_mode(variable: str) -> HeaderMode:
     return "trusted"
 
 
+def on_import(name: str, callback: Callable[[ModuleType], None]) -> None:
+    """Call ``callback(module)`` once module ``name`` has been imported: now
+    if it has been, else when its code has run (before ``from name import
+    x`` reads it)."""
+    if name in sys.modules:
+        callback(sys.modules[name])
+        return
+    finder = next((f for f in sys.meta_path if isinstance(f, _PostImportFinder)), None)
+    if finder is None:
+        finder = _PostImportFinder()
+        sys.meta_path.insert(0, finder)
+    finder.callbacks.setdefault(name, []).append(callback)
+
+
 def install() -> None:
-    if not any(isinstance(f, _PostImportFinder) for f in sys.meta_path):
-        sys.meta_path.insert(0, _PostImportFinder())
-    if TARGET in sys.modules:  # already imported (perfkit loaded late)
-        _on_import(sys.modules[TARGET])
+    on_import(TARGET, _on_import)

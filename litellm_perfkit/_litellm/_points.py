@@ -16,7 +16,7 @@ from typing import Literal
 
 __all__ = ["Point", "PointKind", "TABLES", "table_for", "UPSTREAM_STAGES", "AUTH", "LLM_CALL", "OUTBOUND", "STREAM_WAIT", "UPSTREAM"]
 
-PointKind = Literal["call", "dependency", "stream", "sum", "route", "outbound", "body_wait", "body_stream", "routes_added"]
+PointKind = Literal["call", "dependency", "stream", "sum", "route", "outbound", "body_wait", "body_stream", "routes_added", "metrics_app"]
 """``call``: one stage per call (async or sync function, or method).
 ``dependency``: a FastAPI dependency of the proxy's routes.
 ``stream``: the proxy's streaming generator: ``stream.iterate`` (its own
@@ -27,11 +27,15 @@ time), and the stream's chunk count and longest gap.
 wait for more of a response's body, a generator over the body (_transport).
 ``routes_added``: registers routes after start-up (a lazily loaded feature);
 when it returns, the new routes get the auth wrapper and the points waiting
-for their module (``when="loaded"``) are applied."""
+for their module (``when="loaded"``) are applied.
+``metrics_app``: builds the ASGI app of LiteLLM's ``/metrics`` from a
+``prometheus_client`` registry (its first argument, or the default one):
+perfkit's families are added to that registry. Not a stage."""
 
 When = Literal["now", "loaded"]
 """``now``: at instrument time (the module is imported if need be).
-``loaded``: once something else has imported the module: a feature LiteLLM
+``loaded``: once something else has imported the module (when its code has
+run, or when a lazily loaded feature adds its routes): a feature LiteLLM
 loads on first use is not loaded early by perfkit."""
 
 # The stage names the instrumentation itself reasons about.
@@ -96,6 +100,8 @@ TABLES: dict[str, tuple[Point, ...]] = {
     "<1.103": _COMMON
     + (
         Point("callbacks.check", f"{_CRP}:ProxyBaseLLMRequestProcessing._has_post_call_guardrails", "sum"),
+        # The prometheus callback mounts /metrics with prometheus_client's own app.
+        Point("metrics", "prometheus_client:make_asgi_app", "metrics_app", when="loaded"),
     ),
     # The capability cache (ProxyLogging._callback_capabilities), the direct
     # stream fast path and the fast chunk serializer.
@@ -108,6 +114,7 @@ TABLES: dict[str, tuple[Point, ...]] = {
         Point("callbacks.check", f"{_UTILS}:ProxyLogging._callback_capabilities", "sum"),
         Point("callbacks.check", f"{_CRP}:ProxyBaseLLMRequestProcessing._has_post_call_guardrails", "sum"),
         Point("stream.serialize", f"{_PS}:_serialize_streaming_chunk", "sum"),
+        Point("metrics", "litellm.integrations.prometheus_metrics_endpoint:make_metrics_asgi_app", "metrics_app", when="loaded"),
     ),
 }
 

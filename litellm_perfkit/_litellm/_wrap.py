@@ -47,6 +47,8 @@ def make_wrapper(point: Point, original: Callable[..., Any], then: Callable[[], 
         wrapper = _TRANSPORT_KINDS[point.kind](original)
     elif point.kind == "route":
         wrapper = awaited_stage(original, stage)
+    elif point.kind == "metrics_app":
+        wrapper = _with_perfkit_metrics(original)
     elif point.kind == "sum":
         if inspect.iscoroutinefunction(original):
 
@@ -79,6 +81,19 @@ def make_wrapper(point: Point, original: Callable[..., Any], then: Callable[[], 
     functools.update_wrapper(wrapper, original)
     wrapper.__perfkit_original__ = original  # type: ignore[attr-defined]
     return wrapper
+
+
+def _with_perfkit_metrics(original: Callable[..., Any]) -> Callable[..., Any]:
+    def make_app(*args: Any, **kwargs: Any) -> Any:
+        try:
+            from .._export._prometheus import add_to_registry
+
+            add_to_registry(args[0] if args else kwargs.get("registry"))
+        except Exception as exc:  # LiteLLM's /metrics is served without perfkit's families
+            internal_error("litellm.metrics", exc)
+        return original(*args, **kwargs)
+
+    return make_app
 
 
 def _then(timed: Callable[..., Any], then: Callable[[], None]) -> Callable[..., Any]:

@@ -8,7 +8,6 @@ their parent, nest under perfkit's stages.
 
 from __future__ import annotations
 
-import subprocess
 import time
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import openai
 import pytest
 
 from litellm_perfkit._bench import CONFIG_TEMPLATE
-from tests.support.litellm_env import VERSIONS, litellm_python
+from tests.support.litellm_env import VERSIONS, with_packages
 from tests.support.mock_server import mock_process
 from tests.support.proxy import litellm_proxy
 from tests.support.servers import Jaeger
@@ -27,23 +26,10 @@ PERFKIT_SERVICE = "perfkit-with-litellm-otel"
 LITELLM_SERVICE = "litellm-otel-callback"
 
 
-def with_otel_sdk(version: str) -> None:
-    """The OpenTelemetry SDK and its OTLP/HTTP exporter in the version's venv
-    (LiteLLM's otel callback needs them; litellm[proxy] brings only the API),
-    at the API's version; installed once into the cached venv."""
-    python = litellm_python(version)
-    check = subprocess.run([str(python), "-c", "import opentelemetry.sdk, opentelemetry.exporter.otlp.proto.http"], capture_output=True)
-    if check.returncode == 0:
-        return
-    api = subprocess.run([str(python), "-c", "import importlib.metadata as m; print(m.version('opentelemetry-api'))"],
-                         capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", f"opentelemetry-sdk=={api}",
-                    f"opentelemetry-exporter-otlp-proto-http=={api}"], check=True, capture_output=True)  # fmt: skip
-
-
 def test_litellm_spans_and_perfkits_share_one_trace_per_request(tmp_path: Path, jaeger: Jaeger) -> None:
     version = VERSIONS[-1]
-    with_otel_sdk(version)
+    # LiteLLM's otel callback needs the SDK and its OTLP/HTTP exporter; litellm[proxy] brings only the API.
+    with_packages(version, {"opentelemetry.sdk": "opentelemetry-sdk=={api}", "opentelemetry.exporter.otlp.proto.http": "opentelemetry-exporter-otlp-proto-http=={api}"})
     config = CONFIG_TEMPLATE.replace("general_settings:", 'litellm_settings:\n  callbacks: ["otel"]\ngeneral_settings:')
     env = {"OTEL_EXPORTER": "otlp_http", "OTEL_ENDPOINT": f"{jaeger.otlp_http}/v1/traces", "OTEL_SERVICE_NAME": LITELLM_SERVICE}
     args = ("--endpoint", jaeger.otlp_http, "--protocol", "http/protobuf", "--service-name", PERFKIT_SERVICE)

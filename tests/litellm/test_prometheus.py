@@ -14,6 +14,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from litellm_perfkit._bench._launch import free_port
 from tests.support.mock_server import mock_process
 from tests.support.proxy import litellm_proxy
+from tests.support.litellm_env import with_packages
+from litellm_perfkit._bench import CONFIG_TEMPLATE
 
 pytestmark = [pytest.mark.integration, pytest.mark.litellm]
 
@@ -53,3 +55,26 @@ def test_the_auth_stage_count_over_both_workers_is_the_request_count(tmp_path: P
     assert missing.status_code == 404
     assert "perfkit_time_to_first_token_seconds" not in families  # no stream was sent
     assert len(writers) >= 2, writers  # both workers' counts are in the sum
+
+
+@pytest.mark.parametrize(("version", "workers"), [("1.83.14", 1), ("1.103.0", 2)])
+def test_perfkits_families_in_litellms_own_metrics(tmp_path: Path, version: str, workers: int) -> None:
+    """LiteLLM's prometheus callback serves /metrics (its default registry with 1 worker, its
+    multiprocess collector with 2): perfkit's families are there too, summed over the workers."""
+    with_packages(version, {"prometheus_client": "prometheus_client"})
+    config = CONFIG_TEMPLATE.replace("general_settings:", 'litellm_settings:\n  callbacks: ["prometheus"]\ngeneral_settings:')
+    requests = 20
+    with mock_process("--ttft-ms", "1", "--chunks", "3") as upstream, \
+            litellm_proxy(version, upstream, tmp_path, workers=workers, perfkit_args=("--exporter", "none"), config=config) as url:  # fmt: skip
+        for _ in range(requests):
+            with openai.OpenAI(base_url=f"{url}/v1", api_key="sk-1234", max_retries=0) as client:
+                client.chat.completions.create(model="fake-openai-endpoint", messages=[{"role": "user", "content": "hi"}])
+        deadline = time.monotonic() + 15
+        while True:
+            text = httpx.get(f"{url}/metrics/", headers={"authorization": "Bearer sk-1234"}, timeout=5, follow_redirects=True).text
+            if auth_count(text) >= requests or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+    families = {family.name for family in text_string_to_metric_families(text)}
+    assert auth_count(text) == requests, sorted(families)
+    assert any(name.startswith("litellm_") for name in families), sorted(families)  # LiteLLM's own are still there
