@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 from litellm_perfkit._export._split import Split, time_split
 from litellm_perfkit.types import RequestRecord, StageRecord
 
@@ -64,3 +66,28 @@ def test_a_sum_stage_is_split_over_its_calls_and_leaves_the_remainder() -> None:
     assert split is not None
     assert split.stages[0] == Split(0, 10, 70, 0)
     assert split.remainder == Split(20, 0, 0, 0)
+
+
+def test_the_c_split_is_the_python_one() -> None:
+    """Random steps (overlapping, out of order, empty, ready before the previous end) and windows:
+    the accelerator's split_windows gives what the reference gives, window by window."""
+    from litellm_perfkit._core import _speedups  # type: ignore[attr-defined]
+    from litellm_perfkit._export._split import _split_python
+
+    rng = random.Random(7)
+    for _ in range(300):
+        steps: list[int] = []
+        clock = rng.randrange(0, 1000)
+        for _ in range(rng.randrange(0, 40)):
+            early = clock + rng.randrange(-50, 50)
+            late = early + rng.randrange(0, 80)
+            start = late + rng.randrange(-10, 60)
+            end = start + rng.randrange(-5, 90)
+            steps += (early, late, start, end)
+            clock = end + rng.randrange(-30, 100)
+        windows: list[int] = []
+        for _ in range(rng.randrange(1, 12)):
+            a = rng.randrange(-100, clock + 200)
+            windows += (a, a + rng.randrange(-20, 600))
+        expected = [tuple(part) for part in _split_python(steps, windows)]
+        assert _speedups.split_windows(steps, windows) == expected, (steps, windows)

@@ -229,6 +229,8 @@ static PyMethodDef methods[] = {
     {"format_ms", format_ms, METH_O, "format_ms(ns) -> str: as _headers.format_ms."},
     {"encode_record", encode_record, METH_O, "encode_record(timeline) -> bytes | None: the hand-off's record (None: declined)."},
     {"json_has_token", json_has_token, METH_O, "json_has_token(data) -> bool | None: the C reader's answer (None: undecided)."},
+    {"split_windows", (PyCFunction)(void (*)(void))pk_split_windows, METH_FASTCALL,
+     "split_windows(steps, windows) -> [(cpu, queue, io, uncertain)]: _export/_split.py's split of each (start, end) window."},
     {NULL, NULL, 0, NULL},
 };
 

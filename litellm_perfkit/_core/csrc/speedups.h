@@ -60,6 +60,9 @@ int pk_now(int64_t *out);
  * -1 with OverflowError or TypeError set. */
 int pk_as_int64(PyObject *value, int64_t *out);
 
+/* split_windows(steps, windows) -> [(cpu, queue, io, uncertain)] per window (split.c). */
+PyObject *pk_split_windows(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+
 /* Report the exception being raised to internal_error(where) and clear it. */
 void pk_report(const char *where);
 
