@@ -107,7 +107,14 @@ MODES = {
 
 
 def mode_settings(mode: str, exporter: tuple[str, ...]) -> tuple[ProxyMode, dict[str, str], tuple[str, ...]]:
-    """(plain or perfkit, environment, perfkit run's arguments) of a mode."""
+    """(plain or perfkit, environment, perfkit run's arguments) of a mode;
+    ``A+B`` is perfkit mode A with B's environment too (``perfkit-record-0.1+perfkit-nosteps``)."""
+    if "+" in mode:
+        first, *more = mode.split("+")
+        proxy_mode, env, args = mode_settings(first, exporter)
+        for other in more:
+            env = {**env, **mode_settings(other, exporter)[1]}
+        return proxy_mode, env, args
     if mode == "plain":
         return "plain", {}, ()
     if mode == "bootstrap":
