@@ -47,9 +47,14 @@ def _openssl(*args: str, cwd: Path) -> None:
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     assert shutil.which("openssl"), "these tests make their certificates with the openssl command: apt-get install openssl"
     d = tmp_path_factory.mktemp("pki")
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "1", "-subj", "/CN=perfkit test CA", cwd=d)
+    # The extensions Python 3.13's strict verification (VERIFY_X509_STRICT) asks of a CA and its leaves.
+    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "1", "-subj", "/CN=perfkit test CA",
+             "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+             "-addext", "subjectKeyIdentifier=hash", cwd=d)  # fmt: skip
+    leaf = "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nauthorityKeyIdentifier=keyid,issuer\n"
     for name in ("server", "client"):
-        (d / f"{name}.ext").write_text("subjectAltName=IP:127.0.0.1\n" if name == "server" else "extendedKeyUsage=clientAuth\n")
+        usage = "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n" if name == "server" else "extendedKeyUsage=clientAuth\n"
+        (d / f"{name}.ext").write_text(leaf + usage)
         _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}", cwd=d)
         _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", f"{name}.pem",
                  "-days", "1", "-extfile", f"{name}.ext", cwd=d)  # fmt: skip
