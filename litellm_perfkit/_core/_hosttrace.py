@@ -83,7 +83,6 @@ class _HostTracing:
         except Exception as exc:
             internal_error("hosttrace.end", exc)
 
-
     def enter_stage(self, stage: Any) -> Token[Any] | None:
         """A stage opened in a request the host traces (its ``span_context``
         is set): make the stage the current span, under the id the exporter

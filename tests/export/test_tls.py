@@ -9,11 +9,9 @@ import logging
 import shutil
 import ssl
 import subprocess
-import threading
 from collections.abc import Iterator
 from concurrent import futures
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +24,7 @@ from litellm_perfkit._export._settings import read_settings
 from litellm_perfkit._export._transport import OtlpGrpcExporter, OtlpHttpExporter
 from litellm_perfkit.types import RequestRecord
 from litellm_perfkit._export._spans import record_to_spans
+from tests.support.receiver import Received, otlp_receiver
 
 SPANS = record_to_spans(RequestRecord(start_ns=1, end_ns=2_000_000, method="POST", path="/v1/chat/completions", status=200), "ab" * 16, "", 0)
 
@@ -62,35 +61,13 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 
 
 @pytest.fixture
-def https_receiver(pki: Pki) -> Iterator[tuple[str, list[tuple[str, dict[str, str], bytes]]]]:
+def https_receiver(pki: Pki) -> Iterator[tuple[str, Received]]:
     """An OTLP/HTTP receiver that only talks to clients with a certificate from the test CA."""
-    received: list[tuple[str, dict[str, str], bytes]] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def do_POST(self) -> None:  # noqa: N802
-            body = self.rfile.read(int(self.headers.get("content-length", 0)))
-            received.append((self.path, {k.lower(): v for k, v in self.headers.items()}, body))
-            self.send_response(200)
-            self.send_header("content-length", "0")
-            self.end_headers()
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(pki.ca))
     context.verify_mode = ssl.CERT_REQUIRED
     context.load_cert_chain(pki.server_cert, pki.server_key)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"https://127.0.0.1:{server.server_address[1]}", received
-    finally:
-        server.shutdown()
-        server.server_close()
+    with otlp_receiver(tls=context) as (endpoint, received):
+        yield endpoint, received
 
 
 def tls_env(pki: Pki, endpoint: str, protocol: str) -> dict[str, str]:
@@ -123,7 +100,7 @@ def test_a_missing_certificate_file_is_one_warning(pki: Pki, caplog: pytest.LogC
     assert "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE='/nonexistent/ca.pem' is not valid (no such file)" in caplog.text
 
 
-def test_https_with_a_private_ca_and_a_client_certificate(pki: Pki, https_receiver: tuple[str, list[Any]]) -> None:
+def test_https_with_a_private_ca_and_a_client_certificate(pki: Pki, https_receiver: tuple[str, Received]) -> None:
     endpoint, received = https_receiver
     exporter = OtlpHttpExporter(read_settings(env=tls_env(pki, endpoint, "http/json")), "http/json")
     try:
@@ -131,14 +108,13 @@ def test_https_with_a_private_ca_and_a_client_certificate(pki: Pki, https_receiv
         assert exporter.export_metrics(MetricStore(), 0, 1) is True
     finally:
         exporter.close()
-    (traces_path, traces_headers, _), (metrics_path, metrics_headers, metrics_body) = received
-    assert (traces_path, traces_headers["x-signal"], traces_headers["x-both"]) == ("/v1/traces", "traces", "1")
-    assert "content-encoding" not in traces_headers
-    assert (metrics_path, metrics_headers["x-signal"], metrics_headers["content-encoding"]) == ("/v1/metrics", "metrics", "gzip")
-    assert gzip.decompress(metrics_body).startswith(b"{")
+    traces_headers, metrics_headers = ({k.lower(): v for k, v in h.items()} for h in received.headers)
+    assert (traces_headers["x-signal"], traces_headers["x-both"]) == ("traces", "1") and "content-encoding" not in traces_headers
+    assert (metrics_headers["x-signal"], metrics_headers["content-encoding"]) == ("metrics", "gzip")
+    assert len(received.bodies["/v1/traces"]) == 1 and gzip.decompress(received.bodies["/v1/metrics"][0]).startswith(b"{")
 
 
-def test_without_the_ca_the_backend_is_not_trusted(pki: Pki, https_receiver: tuple[str, list[Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_the_ca_the_backend_is_not_trusted(pki: Pki, https_receiver: tuple[str, Received], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_guard, "_warned", set())
     endpoint, received = https_receiver
     env = {k: v for k, v in tls_env(pki, endpoint, "http/json").items() if k != "OTEL_EXPORTER_OTLP_CERTIFICATE"}
@@ -147,7 +123,7 @@ def test_without_the_ca_the_backend_is_not_trusted(pki: Pki, https_receiver: tup
         assert exporter.export_spans(SPANS) is False  # dropped and counted, never raised into the app
     finally:
         exporter.close()
-    assert received == []
+    assert received.bodies == {}
 
 
 def test_grpc_with_a_private_ca_a_client_certificate_and_per_signal_metadata(pki: Pki) -> None:

@@ -4,6 +4,7 @@ and the spans in what it received (OTLP/JSON)."""
 from __future__ import annotations
 
 import contextlib
+import ssl
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -20,7 +21,8 @@ class Received:
 
 
 @contextlib.contextmanager
-def otlp_receiver() -> Iterator[tuple[str, Received]]:
+def otlp_receiver(tls: ssl.SSLContext | None = None) -> Iterator[tuple[str, Received]]:
+    """Yields its URL (https with ``tls``, a server-side context) and what it received."""
     received = Received()
 
     class Handler(BaseHTTPRequestHandler):
@@ -38,10 +40,12 @@ def otlp_receiver() -> Iterator[tuple[str, Received]]:
             return None
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", received
+        yield f"{'https' if tls else 'http'}://127.0.0.1:{server.server_address[1]}", received
     finally:
         server.shutdown()
         server.server_close()

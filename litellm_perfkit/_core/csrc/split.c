@@ -6,6 +6,7 @@
  * and encoding all its spans. Needs nothing from setup(). */
 #include "speedups.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 
 typedef struct {
@@ -92,6 +93,24 @@ set_init(Set *set, Interval *v, Py_ssize_t n)
     return 0;
 }
 
+/* How many of the set's intervals have their field (start or end, at
+ * ``offset``) at most ``bound``: bisect_right over that sorted field. */
+static Py_ssize_t
+count_at_most(const Set *set, size_t offset, int64_t bound)
+{
+    Py_ssize_t lo = 0, hi = set->n;
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi) / 2;
+        if (*(const int64_t *)((const char *)&set->v[mid] + offset) <= bound) {
+            lo = mid + 1;
+        }
+        else {
+            hi = mid;
+        }
+    }
+    return lo;
+}
+
 /* The length of [a, b) inside the set. */
 static int64_t
 measure(const Set *set, int64_t a, int64_t b)
@@ -99,28 +118,8 @@ measure(const Set *set, int64_t a, int64_t b)
     if (b <= a || set->n == 0) {
         return 0;
     }
-    Py_ssize_t lo = 0, hi = set->n; /* first interval ending after a */
-    while (lo < hi) {
-        Py_ssize_t mid = (lo + hi) / 2;
-        if (set->v[mid].e <= a) {
-            lo = mid + 1;
-        }
-        else {
-            hi = mid;
-        }
-    }
-    Py_ssize_t first = lo;
-    lo = 0, hi = set->n; /* intervals starting at or before b */
-    while (lo < hi) {
-        Py_ssize_t mid = (lo + hi) / 2;
-        if (set->v[mid].s <= b) {
-            lo = mid + 1;
-        }
-        else {
-            hi = mid;
-        }
-    }
-    Py_ssize_t last = lo;
+    Py_ssize_t first = count_at_most(set, offsetof(Interval, e), a); /* the first interval ending after a */
+    Py_ssize_t last = count_at_most(set, offsetof(Interval, s), b);  /* intervals starting at or before b */
     if (first >= last) {
         return 0;
     }
