@@ -86,20 +86,25 @@ def merged(directory: str) -> tuple[dict[str, Series], dict[str, int]]:
 _NAMES = {family: name for name, family in FAMILIES.items()}
 
 
+def _buckets(counts: list[int]) -> list[tuple[str, int]]:
+    """(le in seconds, cumulative count) per bucket, +Inf last."""
+    cumulative, buckets = 0, []
+    for bound, bucket in zip([*BOUNDARIES_NS, None], counts):
+        cumulative += bucket
+        buckets.append(("+Inf" if bound is None else repr(bound / 1e9), cumulative))
+    return buckets
+
+
 def render(directory: str) -> str:
     """The text exposition of every snapshot in ``directory``, summed."""
     by_family, counters = merged(directory)
-    names = _NAMES
     lines: list[str] = []
     for family, series in by_family.items():
-        lines.append(f"# HELP {family} {_escape(DESCRIPTIONS.get(names[family], names[family]))}")
+        lines.append(f"# HELP {family} {_escape(DESCRIPTIONS.get(_NAMES[family], _NAMES[family]))}")
         lines.append(f"# TYPE {family} histogram")
         for attributes, (counts, count, total_ns) in series:
             labels = ",".join(f'{_label(k)}="{_escape(v)}"' for k, v in attributes)
-            cumulative = 0
-            for bound, bucket in zip([*BOUNDARIES_NS, None], counts):
-                cumulative += bucket
-                le = "+Inf" if bound is None else repr(bound / 1e9)
+            for le, cumulative in _buckets(counts):
                 lines.append(f'{family}_bucket{{{labels + "," if labels else ""}le="{le}"}} {cumulative}')
             braces = f"{{{labels}}}" if labels else ""
             lines.append(f"{family}_sum{braces} {total_ns / 1e9!r}")
@@ -126,11 +131,7 @@ class Collector:
             labels = [_label(k) for k, _ in series[0][0]]
             metric = HistogramMetricFamily(family, DESCRIPTIONS.get(_NAMES[family], family), labels=labels)
             for attributes, (counts, _count, total_ns) in series:
-                cumulative, buckets = 0, []
-                for bound, bucket in zip([*BOUNDARIES_NS, None], counts):
-                    cumulative += bucket
-                    buckets.append(("+Inf" if bound is None else repr(bound / 1e9), cumulative))
-                metric.add_metric([str(v) for _, v in attributes], buckets, total_ns / 1e9)
+                metric.add_metric([str(v) for _, v in attributes], _buckets(counts), total_ns / 1e9)
             yield metric
         for name, value in sorted(counters.items()):
             yield CounterMetricFamily(_label(name), name, value=value)

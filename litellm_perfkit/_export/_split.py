@@ -97,17 +97,11 @@ def _inside(a: int, b: int, intervals: list[tuple[int, int]]) -> bool:
     return any(s <= a and b <= e for s, e in intervals)
 
 
-def _disjoint(starts: list[int], ends: list[int]) -> bool:
-    """Whether the intervals are sorted, non-empty and apart (a request's steps
-    run one at a time on one loop, in order: the usual case)."""
-    return all(s < e for s, e in zip(starts, ends)) and all(e <= s for e, s in zip(ends, starts[1:]))
-
-
 class _Splitter:
     def __init__(self, steps: list[int]) -> None:
         steps = steps[: len(steps) - len(steps) % STEP_SIZE]
         early, late, start, end = (steps[k::STEP_SIZE] for k in range(STEP_SIZE))
-        running = list(zip(start, end)) if _disjoint(start, end) else _union(list(zip(start, end)))
+        running = _union(list(zip(start, end)))
         queued = _minus(_union(list(zip(late, start))), running)
         maybe = _minus(_minus(_union(list(zip(early, late))), running), queued)
         self.running, self.queued, self.maybe = _Intervals(running), _Intervals(queued), _Intervals(maybe)

@@ -125,14 +125,12 @@ class _Instrumentation:
         self.app, self.report = app, report
         self.restores: list[Restore] = []
         self.dependencies: list[tuple[Point, Any, Any]] = []  # (point, original, its one wrapper)
-        self.waiting: list[Point] = []
 
     def apply(self, point: Point) -> None:
         report = self.report
         try:
             if point.when == "loaded" and point.module not in sys.modules:
-                self.waiting.append(point)
-                on_import(point.module, lambda module: self.imported(point))
+                on_import(point.module, lambda module: self.apply(point))
                 return
             if point.kind == "dependency":
                 original = getattr(importlib.import_module(point.module), point.attribute)
@@ -155,19 +153,11 @@ class _Instrumentation:
             self.restores.append(result[1])
             report.instrumented.append(f"{point.stage}: {point.target}")
 
-    def imported(self, point: Point) -> None:
-        """A waiting point's module has been imported: apply it (once)."""
-        if point in self.waiting:
-            self.waiting.remove(point)
-            self.apply(point)
-
     def routes_added(self) -> None:
-        """After a feature added its routes: wrap their auth, apply the points waiting for its module."""
+        """After a feature added its routes: wrap their auth (the points of its
+        module were applied when it was imported, ``on_import``)."""
         for _, original, wrapper in self.dependencies:
             self.restores += _wrap_dependency(self.app, original, wrapper)[1]
-        waiting, self.waiting = self.waiting, []
-        for point in waiting:
-            self.apply(point)
 
 
 def instrument(

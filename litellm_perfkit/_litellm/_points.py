@@ -26,8 +26,7 @@ time), and the stream's chunk count and longest gap.
 ``outbound``, ``body_wait``, ``body_stream``: an HTTP client's request, a
 wait for more of a response's body, a generator over the body (_transport).
 ``routes_added``: registers routes after start-up (a lazily loaded feature);
-when it returns, the new routes get the auth wrapper and the points waiting
-for their module (``when="loaded"``) are applied.
+when it returns, the new routes get the auth wrapper.
 ``metrics_app``: builds the ASGI app of LiteLLM's ``/metrics`` from a
 ``prometheus_client`` registry (its first argument, or the default one):
 perfkit's families are added to that registry. Not a stage."""
@@ -35,8 +34,7 @@ perfkit's families are added to that registry. Not a stage."""
 When = Literal["now", "loaded"]
 """``now``: at instrument time (the module is imported if need be).
 ``loaded``: once something else has imported the module (when its code has
-run, or when a lazily loaded feature adds its routes): a feature LiteLLM
-loads on first use is not loaded early by perfkit."""
+run): a feature LiteLLM loads on first use is not loaded early by perfkit."""
 
 # The stage names the instrumentation itself reasons about.
 AUTH = "auth"
