@@ -31,6 +31,7 @@ from ._guard import internal_error, warn_once
 from ._hosttrace import HOST_TRACING
 from ._middleware import PerfkitMiddleware, _PyExchange
 from ._stage import Stage, _PyStage
+from ._steps import MAX_STEPS, PYTHON_STEPS, STEP_SIZE, StepAccounting
 from ._timeline import Timeline, _PyTimelineFields
 
 __all__ = ["ACTIVE", "Backend", "BackendName", "backend", "speedups_mode"]
@@ -77,6 +78,7 @@ def _load_speedups() -> ModuleType | None:
         timeline_defaults=tuple((f.factory, f.default) for f in layout(RequestRecord).fields if f.kind == "object"),
         host_stage_enter=HOST_TRACING.enter_stage,
         host_stage_exit=HOST_TRACING.exit_stage,
+        step_values=STEP_SIZE * MAX_STEPS,
     )
     _speedups = module
     return _speedups
@@ -98,13 +100,14 @@ def _assemble(name: BackendName, speedups: ModuleType | None) -> Backend:
     fields = _PyTimelineFields if speedups is None else speedups.Timeline
     stage_core = _PyStage if speedups is None else speedups.Stage
     exchange_core = _PyExchange if speedups is None else speedups.Exchange
+    steps = PYTHON_STEPS if speedups is None else StepAccounting(speedups.Batches, speedups.StepClock)
     timeline = type("Timeline", (Timeline, fields), {"__slots__": (), "__module__": Timeline.__module__})
     stage = type("Stage", (Stage, stage_core), {"__slots__": (), "__module__": Stage.__module__, "__doc__": Stage.__doc__})
     # receive is a coroutine: the C core has none, so it is Python's in both.
     exchange = type("_Exchange", (exchange_core,), {"__slots__": (), "receive": _PyExchange.receive})
     middleware = type("PerfkitMiddleware", (PerfkitMiddleware,), {
         "__module__": PerfkitMiddleware.__module__, "__doc__": PerfkitMiddleware.__doc__,
-        "_timeline_class": timeline, "_exchange_class": exchange,
+        "_timeline_class": timeline, "_exchange_class": exchange, "_step_accounting": steps,
     })  # fmt: skip
     return Backend(name, timeline, stage, middleware, None if speedups is None else speedups.Handoff, speedups)
 

@@ -20,7 +20,7 @@ from ._gcwatch import WATCH as _GC
 from ._gcwatch import install as watch_gc
 from .._wire._names import HEADER_SECRET_HEADER, OVERHEAD_HEADER, SERVER_TIMING_HEADER, SemConv
 from ._sse import SseScanner
-from ._steps import StepClock, batches_for, steps_mode
+from ._steps import PYTHON_STEPS, StepAccounting, steps_mode
 from ._sampling import draw as _draw
 from ._sampling import record_ratio_from_env
 from ._timeline import TIMELINE, Timeline
@@ -83,7 +83,7 @@ class PerfkitMiddleware:
         record_ratio: float | None = None,
     ) -> None:
         self.app = app
-        self._steps = (steps or steps_mode()) == "on"
+        self._clock_steps = (steps or steps_mode()) == "on"
         ratio = record_ratio_from_env() if record_ratio is None else record_ratio
         # None: every request is recorded (no draw on the hot path).
         self._record_ratio = None if ratio >= 1.0 else max(0.0, ratio)
@@ -122,6 +122,7 @@ class PerfkitMiddleware:
     # the running backend's subclass, which sets them.
     _timeline_class: type[Timeline]
     _exchange_class: type[_PyExchange]
+    _step_accounting: StepAccounting = PYTHON_STEPS
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or (self._record_ratio is not None and _draw() >= self._record_ratio):
@@ -145,11 +146,11 @@ class PerfkitMiddleware:
         if HOST_TRACING.active or (timeline.start_ns >= HOST_TRACING.next_check_ns and HOST_TRACING.refresh(timeline.start_ns)):
             host = HOST_TRACING.begin(timeline, scope["headers"])
         call = self.app(scope, exchange.receive, exchange.send)
-        if self._steps:
+        if self._clock_steps:
             loop = _get_running_loop()
             if loop is not None:
                 try:
-                    call = StepClock(call, timeline.steps, batches_for(loop))
+                    call = self._step_accounting.clock(call, timeline.steps, loop)
                 except Exception as exc:  # the request runs unclocked
                     internal_error("middleware.steps", exc)
         token: Token[Timeline | None] | None = TIMELINE.set(timeline)

@@ -42,7 +42,7 @@ from ..types import StepMode
 from ._context import TIMELINE
 from ._guard import internal_error, warn_once
 
-__all__ = ["MAX_STEPS", "STEP_SIZE", "StepClock", "batches_for", "steps_mode"]
+__all__ = ["MAX_STEPS", "PYTHON_STEPS", "STEP_SIZE", "StepAccounting", "StepClock", "steps_mode"]
 
 STEP_SIZE = 4
 """Values per step in ``Timeline.steps``: early, late (the bounds of when it became ready), start, end."""
@@ -86,18 +86,6 @@ class _Batches:
             self.loop.call_soon(self.mark)
         else:
             self.armed = False
-
-
-_BATCHES: dict[int, _Batches] = {}
-
-
-def batches_for(loop: asyncio.AbstractEventLoop) -> _Batches:
-    """The running loop's batch clock; the first call also clocks the tasks requests start on it."""
-    batches = _BATCHES.get(id(loop))
-    if batches is None or batches.loop is not loop:
-        batches = _BATCHES[id(loop)] = _Batches(loop)
-        install_task_factory(loop, batches)
-    return batches
 
 
 class StepClock:
@@ -168,11 +156,43 @@ def _record(steps: list[int], early: int, late: int, start: int) -> int:
     return end
 
 
-async def _clocked(coroutine: Awaitable[Any], steps: list[int], batches: _Batches, created_ns: int) -> Any:
-    return await StepClock(coroutine, steps, batches, created_ns)
+class StepAccounting:
+    """One backend's step accounting: its batch clock per event loop, and the clock that drives coroutines.
+
+    ``clock_class`` is ``StepClock`` here and ``_speedups.StepClock`` in C
+    (``_backend.py``), with ``_Batches`` or ``_speedups.Batches`` beside it.
+    """
+
+    __slots__ = ("clock_class", "_batches_class", "_by_loop")
+
+    def __init__(self, batches_class: type[Any], clock_class: type[Any]) -> None:
+        self.clock_class = clock_class
+        self._batches_class = batches_class
+        self._by_loop: dict[int, Any] = {}
+
+    def batches_for(self, loop: asyncio.AbstractEventLoop) -> Any:
+        """The running loop's batch clock; the first call also clocks the tasks requests start on it."""
+        batches = self._by_loop.get(id(loop))
+        if batches is None or batches.loop is not loop:
+            batches = self._by_loop[id(loop)] = self._batches_class(loop)
+            install_task_factory(loop, batches, self.clock_class)
+        return batches
+
+    def clock(self, awaitable: Awaitable[Any], steps: list[int], loop: asyncio.AbstractEventLoop) -> Awaitable[Any]:
+        """``awaitable``, clocked step by step into ``steps``."""
+        return self.clock_class(awaitable, steps, self.batches_for(loop))  # type: ignore[no-any-return]
 
 
-def install_task_factory(loop: asyncio.AbstractEventLoop, batches: _Batches) -> None:
+PYTHON_STEPS = StepAccounting(_Batches, StepClock)
+
+
+async def _clocked(clock_class: type[Any], coroutine: Awaitable[Any], steps: list[int], batches: Any, created_ns: int) -> Any:
+    # A native coroutine around the clock: code that inspects a task's
+    # coroutine (anyio reads cr_frame) finds one.
+    return await clock_class(coroutine, steps, batches, created_ns)
+
+
+def install_task_factory(loop: asyncio.AbstractEventLoop, batches: Any, clock_class: type[Any]) -> None:
     """Clock the tasks requests start on ``loop``, keeping a task factory the host set."""
     previous = loop.get_task_factory()
 
@@ -181,7 +201,7 @@ def install_task_factory(loop: asyncio.AbstractEventLoop, batches: _Batches) -> 
         try:
             timeline = TIMELINE.get() if context is None else context.get(TIMELINE)
             if timeline is not None and asyncio.iscoroutine(coroutine):
-                coroutine = _clocked(coroutine, timeline.steps, batches, perf_counter_ns())
+                coroutine = _clocked(clock_class, coroutine, timeline.steps, batches, perf_counter_ns())
         except Exception as exc:  # perfkit's bug must never become the app's
             internal_error("steps.task_factory", exc)
         if previous is not None:

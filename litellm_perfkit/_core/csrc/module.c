@@ -95,7 +95,8 @@ pk_format_ms(char *out, int64_t duration_ns)
     apply(timeline_var) apply(open_stage_var) apply(internal_error) apply(closed_by_collector)          \
     apply(gc_watch) apply(entry_prefixes) apply(entry_prefix) apply(data_has_token) apply(token_hints)  \
     apply(chat_output_keys)                                                                           \
-    apply(sink_module) apply(default_clock) apply(timeline_defaults) apply(host_stage_enter) apply(host_stage_exit)
+    apply(sink_module) apply(default_clock) apply(timeline_defaults) apply(host_stage_enter) apply(host_stage_exit) \
+    apply(step_values)
 
 static PyObject *
 setup(PyObject *module, PyObject *args, PyObject *kwargs)
@@ -109,11 +110,12 @@ setup(PyObject *module, PyObject *args, PyObject *kwargs)
     }
     PkHooks hooks = {0};
     if (!PyArg_ParseTupleAndKeywords(
-            args, kwargs, "$OOOOOO!OOO!O!OOO!OO:setup", keywords, &hooks.timeline_var, &hooks.open_stage_var,
+            args, kwargs, "$OOOOOO!OOO!O!OOO!OOO!:setup", keywords, &hooks.timeline_var, &hooks.open_stage_var,
             &hooks.internal_error, &hooks.closed_by_collector, &hooks.gc_watch, &PyDict_Type,
             &hooks.entry_prefixes, &hooks.entry_prefix, &hooks.data_has_token, &PyTuple_Type, &hooks.token_hints,
             &PyTuple_Type, &hooks.chat_output_keys, &hooks.sink_module,
-            &hooks.default_clock, &PyTuple_Type, &hooks.timeline_defaults, &hooks.host_stage_enter, &hooks.host_stage_exit)) {
+            &hooks.default_clock, &PyTuple_Type, &hooks.timeline_defaults, &hooks.host_stage_enter, &hooks.host_stage_exit,
+            &PyLong_Type, &hooks.step_values)) {
         return NULL;
     }
     if (!PyContextVar_CheckExact(hooks.timeline_var) || !PyContextVar_CheckExact(hooks.open_stage_var)) {
@@ -148,6 +150,14 @@ setup(PyObject *module, PyObject *args, PyObject *kwargs)
             return NULL;
         }
     }
+    Py_ssize_t step_values = PyLong_AsSsize_t(hooks.step_values);
+    if (step_values < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_ValueError, "setup: step_values must be >= 0");
+        }
+        return NULL;
+    }
+    pk_step_values = step_values;
 #define KEEP(hook) Py_INCREF(hooks.hook);
     HOOKS(KEEP)
 #undef KEEP
@@ -274,7 +284,7 @@ PyInit__speedups(void)
 {
     if (intern_names() < 0 || PyType_Ready(&PkTimeline_Type) < 0 || PyType_Ready(&PkStage_Type) < 0 ||
         PyType_Ready(&PkExchange_Type) < 0 ||
-        PyType_Ready(&PkHandoff_Type) < 0) {
+        PyType_Ready(&PkHandoff_Type) < 0 || pk_steps_ready() < 0) {
         return NULL;
     }
     PyObject *module = PyModule_Create(&module_def);
@@ -284,7 +294,9 @@ PyInit__speedups(void)
     if (PyModule_AddObjectRef(module, "Timeline", (PyObject *)&PkTimeline_Type) < 0 ||
         PyModule_AddObjectRef(module, "Stage", (PyObject *)&PkStage_Type) < 0 ||
         PyModule_AddObjectRef(module, "Exchange", (PyObject *)&PkExchange_Type) < 0 ||
-        PyModule_AddObjectRef(module, "Handoff", (PyObject *)&PkHandoff_Type) < 0) {
+        PyModule_AddObjectRef(module, "Handoff", (PyObject *)&PkHandoff_Type) < 0 ||
+        PyModule_AddObjectRef(module, "Batches", (PyObject *)&PkBatches_Type) < 0 ||
+        PyModule_AddObjectRef(module, "StepClock", (PyObject *)&PkStepClock_Type) < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -36,6 +36,7 @@ typedef struct {
     PyObject *timeline_defaults;   /* per PK_TIMELINE_OBJECTS field: (factory: bool, value) */
     PyObject *host_stage_enter;    /* host_stage_enter(stage) -> token | None: the stage as the host's current span */
     PyObject *host_stage_exit;     /* host_stage_exit(token) */
+    PyObject *step_values;         /* int: _steps.STEP_SIZE * MAX_STEPS */
     PyObject *clock;               /* a test's fake clock, or NULL */
 } PkHooks;
 
@@ -94,6 +95,13 @@ PkTimelineObject *pk_timeline(PyObject *object);
 int pk_encode_timeline(PkTimelineObject *timeline, char *out, Py_ssize_t room, Py_ssize_t *len);
 
 extern PyTypeObject PkStage_Type;
+extern PyTypeObject PkBatches_Type;
+extern PyTypeObject PkStepClock_Type;
+
+/* Values a request's steps list holds at most (setup()'s step_values: _steps.STEP_SIZE * MAX_STEPS). */
+extern Py_ssize_t pk_step_values;
+/* Step accounting's names and types ready (steps.c); -1 with an exception set. */
+int pk_steps_ready(void);
 extern PyTypeObject PkExchange_Type;
 extern PyTypeObject PkHandoff_Type;
 

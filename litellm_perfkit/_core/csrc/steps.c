@@ -1,0 +1,545 @@
+/* Step accounting: Batches (one event loop's batch clock) and StepClock
+ * (drives one awaitable step by step), the C counterparts of _steps._Batches
+ * and _steps.StepClock, which are the specification and the fallback.
+ *
+ * StepClock is an iterator with am_send, so the awaiting frame's SEND and
+ * the Task's step reach it without a method lookup, and a step costs two
+ * clock reads and four appends. */
+#include "speedups.h"
+
+#include <structmember.h>
+
+Py_ssize_t pk_step_values;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *loop;
+    PyObject *call_soon; /* loop.call_soon, bound once */
+    PyObject *mark;      /* self.mark, bound once (a cycle the collector sees) */
+    int64_t start_ns;    /* when the current batch of ready callbacks began */
+    int64_t previous_ns; /* when the batch before it began */
+    int64_t steps;       /* request steps since the marker was queued */
+    int armed;           /* a marker is queued */
+} BatchesObject;
+
+static PyObject *name_mark, *name_call_soon, *name_throw, *name_close, *name_steps_dropped, *one;
+
+/* A step ran while no marker was queued: a busy period begins, in a batch that started about now. */
+static int
+batches_arm(BatchesObject *self, int64_t now)
+{
+    self->armed = 1;
+    self->start_ns = self->previous_ns = now;
+    self->steps = 0;
+    PyObject *handle = PyObject_CallOneArg(self->call_soon, self->mark);
+    if (handle == NULL) {
+        self->armed = 0; /* the next step tries again */
+        return -1;
+    }
+    Py_DECREF(handle);
+    return 0;
+}
+
+static PyObject *
+batches_mark(BatchesObject *self, PyObject *Py_UNUSED(ignored))
+{
+    if (!self->steps) {
+        self->armed = 0;
+        Py_RETURN_NONE;
+    }
+    int64_t now;
+    if (pk_now(&now) < 0) {
+        pk_report("steps.mark");
+        self->armed = 0;
+        Py_RETURN_NONE;
+    }
+    self->previous_ns = self->start_ns;
+    self->start_ns = now;
+    self->steps = 0;
+    PyObject *handle = PyObject_CallOneArg(self->call_soon, self->mark);
+    if (handle == NULL) {
+        pk_report("steps.mark");
+        self->armed = 0;
+    }
+    Py_XDECREF(handle);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+batches_arm_method(BatchesObject *self, PyObject *arg)
+{
+    int64_t now;
+    if (pk_as_int64(arg, &now) < 0 || batches_arm(self, now) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static int
+batches_init(BatchesObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"loop", NULL};
+    PyObject *loop;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O:Batches", keywords, &loop)) {
+        return -1;
+    }
+    PyObject *call_soon = PyObject_GetAttr(loop, name_call_soon);
+    PyObject *mark = call_soon == NULL ? NULL : PyObject_GetAttr((PyObject *)self, name_mark);
+    if (mark == NULL) {
+        Py_XDECREF(call_soon);
+        return -1;
+    }
+    Py_XSETREF(self->loop, Py_NewRef(loop));
+    Py_XSETREF(self->call_soon, call_soon);
+    Py_XSETREF(self->mark, mark);
+    self->start_ns = self->previous_ns = self->steps = 0;
+    self->armed = 0;
+    return 0;
+}
+
+static int
+batches_traverse(BatchesObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->loop);
+    Py_VISIT(self->call_soon);
+    Py_VISIT(self->mark);
+    return 0;
+}
+
+static int
+batches_clear(BatchesObject *self)
+{
+    Py_CLEAR(self->loop);
+    Py_CLEAR(self->call_soon);
+    Py_CLEAR(self->mark);
+    return 0;
+}
+
+static void
+batches_dealloc(BatchesObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    batches_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef batches_methods[] = {
+    {"mark", (PyCFunction)batches_mark, METH_NOARGS, "The marker callback: stamps the start of each batch."},
+    {"arm", (PyCFunction)batches_arm_method, METH_O, "arm(now): a busy period begins."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef batches_members[] = {
+    {"loop", T_OBJECT, offsetof(BatchesObject, loop), READONLY, "the event loop"},
+    {"start_ns", T_LONGLONG, offsetof(BatchesObject, start_ns), 0, "when the current batch began"},
+    {"previous_ns", T_LONGLONG, offsetof(BatchesObject, previous_ns), 0, "when the batch before began"},
+    {"steps", T_LONGLONG, offsetof(BatchesObject, steps), 0, "request steps since the marker was queued"},
+    {"armed", T_BOOL, offsetof(BatchesObject, armed), 0, "a marker is queued"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+PyTypeObject PkBatches_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "litellm_perfkit._core._speedups.Batches",
+    .tp_basicsize = sizeof(BatchesObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "One event loop's batch clock (see _steps._Batches).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)batches_init,
+    .tp_dealloc = (destructor)batches_dealloc,
+    .tp_traverse = (traverseproc)batches_traverse,
+    .tp_clear = (inquiry)batches_clear,
+    .tp_methods = batches_methods,
+    .tp_members = batches_members,
+};
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *awaitable;     /* until the first step */
+    PyObject *iterator;      /* its iterator, from the first step until it finishes */
+    PyObject *steps;         /* the timeline's list */
+    BatchesObject *batches;
+    int64_t previous;        /* when the last step ended, or the first became ready */
+    int64_t created;         /* when the first step became ready, if known; 0 after it */
+} StepClockObject;
+
+static int
+clock_init(StepClockObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"awaitable", "steps", "batches", "ready_ns", NULL};
+    PyObject *awaitable, *steps, *batches;
+    long long ready = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO!O!|L:StepClock", keywords, &awaitable, &PyList_Type, &steps,
+                                     &PkBatches_Type, &batches, &ready)) {
+        return -1;
+    }
+    Py_XSETREF(self->awaitable, Py_NewRef(awaitable));
+    Py_CLEAR(self->iterator);
+    Py_XSETREF(self->steps, Py_NewRef(steps));
+    Py_XSETREF(self->batches, (BatchesObject *)Py_NewRef(batches));
+    self->previous = self->created = ready;
+    return 0;
+}
+
+/* The awaitable's iterator, as `await` finds it. */
+static PyObject *
+awaitable_iterator(PyObject *awaitable)
+{
+    if (PyCoro_CheckExact(awaitable)) {
+        return Py_NewRef(awaitable);
+    }
+    PyAsyncMethods *async = Py_TYPE(awaitable)->tp_as_async;
+    if (async == NULL || async->am_await == NULL) {
+        PyErr_Format(PyExc_TypeError, "StepClock: %.100s can't be awaited", Py_TYPE(awaitable)->tp_name);
+        return NULL;
+    }
+    PyObject *iterator = async->am_await(awaitable);
+    if (iterator != NULL && !PyIter_Check(iterator)) {
+        PyErr_Format(PyExc_TypeError, "__await__() returned non-iterator of type '%.100s'", Py_TYPE(iterator)->tp_name);
+        Py_CLEAR(iterator);
+    }
+    return iterator;
+}
+
+/* Append a finished step, keeping the exception the step raised, if any. */
+static void
+record_step(StepClockObject *self, int64_t early, int64_t late, int64_t start)
+{
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    int64_t end;
+    if (pk_now(&end) < 0) {
+        pk_report("steps.record");
+        goto done;
+    }
+    self->previous = end;
+    if (PyList_GET_SIZE(self->steps) < pk_step_values) {
+        int64_t values[4] = {early, late, start, end};
+        for (int i = 0; i < 4; i++) {
+            PyObject *number = PyLong_FromLongLong(values[i]);
+            if (number == NULL || PyList_Append(self->steps, number) < 0) {
+                Py_XDECREF(number);
+                pk_report("steps.record");
+                goto done;
+            }
+            Py_DECREF(number);
+        }
+    }
+    else {
+        PyObject *timeline = NULL;
+        if (PyContextVar_Get(pk_hooks.timeline_var, NULL, &timeline) == 0 && timeline != NULL && timeline != Py_None) {
+            PyObject *dropped = PyObject_GetAttr(timeline, name_steps_dropped);
+            PyObject *more = dropped == NULL ? NULL : PyNumber_Add(dropped, one);
+            if (more == NULL || PyObject_SetAttr(timeline, name_steps_dropped, more) < 0) {
+                pk_report("steps.record");
+            }
+            Py_XDECREF(dropped);
+            Py_XDECREF(more);
+        }
+        else if (PyErr_Occurred()) {
+            pk_report("steps.record");
+        }
+        Py_XDECREF(timeline);
+    }
+done:
+    PyErr_Restore(type, value, traceback);
+}
+
+/* throw(exc) into the iterator, as a send result. */
+static PySendResult
+throw_into(PyObject *iterator, PyObject *exc, PyObject **result)
+{
+    PyObject *throw = PyObject_GetAttr(iterator, name_throw);
+    if (throw == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            return PYGEN_ERROR;
+        }
+        PyErr_Clear(); /* an iterator without throw: the exception is raised here, as `yield from` does */
+        PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+        *result = NULL;
+        return PYGEN_ERROR;
+    }
+    *result = PyObject_CallOneArg(throw, exc);
+    Py_DECREF(throw);
+    if (*result != NULL) {
+        return PYGEN_NEXT;
+    }
+    if (!PyErr_ExceptionMatches(PyExc_StopIteration)) {
+        return PYGEN_ERROR;
+    }
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    *result = value == NULL ? NULL : PyObject_GetAttrString(value, "value");
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(traceback);
+    return *result == NULL ? PYGEN_ERROR : PYGEN_RETURN;
+}
+
+/* One step: send value (or throw exc) into the awaitable, clocked. */
+static PySendResult
+clock_step(StepClockObject *self, PyObject *value, PyObject *exc, PyObject **result)
+{
+    *result = NULL;
+    if (self->iterator == NULL) {
+        if (self->awaitable == NULL) {
+            PyErr_SetString(PyExc_RuntimeError, "cannot reuse already awaited StepClock");
+            return PYGEN_ERROR;
+        }
+        self->iterator = awaitable_iterator(self->awaitable);
+        Py_CLEAR(self->awaitable);
+        if (self->iterator == NULL) {
+            return PYGEN_ERROR;
+        }
+    }
+    int64_t start, early = 0, late = 0;
+    int clocked = pk_now(&start) == 0;
+    if (!clocked) {
+        pk_report("steps.clock"); /* this step goes unrecorded */
+    }
+    else {
+        BatchesObject *batches = self->batches;
+        int64_t previous = self->previous;
+        if (batches->armed) {
+            batches->steps++;
+            late = previous > batches->start_ns ? previous : batches->start_ns;
+            early = previous > batches->previous_ns ? previous : batches->previous_ns;
+        }
+        else {
+            if (batches_arm(batches, start) < 0) {
+                pk_report("steps.arm");
+            }
+            early = late = start;
+        }
+        if (self->created) {
+            early = late = self->created;
+            self->created = 0;
+        }
+    }
+    PySendResult status = exc == NULL ? PyIter_Send(self->iterator, value, result) : throw_into(self->iterator, exc, result);
+    if (clocked) {
+        record_step(self, early, late, start);
+    }
+    if (status != PYGEN_NEXT) {
+        Py_CLEAR(self->iterator);
+    }
+    return status;
+}
+
+/* A send result as an iterator's: the yielded value, or NULL with StopIteration(value) or the error. */
+static PyObject *
+as_iteration(PySendResult status, PyObject *result)
+{
+    if (status != PYGEN_RETURN) {
+        return result;
+    }
+    if (result == Py_None) {
+        PyErr_SetNone(PyExc_StopIteration);
+    }
+    else {
+        PyObject *stop = PyObject_CallOneArg(PyExc_StopIteration, result);
+        if (stop != NULL) {
+            PyErr_SetObject(PyExc_StopIteration, stop);
+            Py_DECREF(stop);
+        }
+    }
+    Py_DECREF(result);
+    return NULL;
+}
+
+static PySendResult
+clock_am_send(StepClockObject *self, PyObject *value, PyObject **result)
+{
+    return clock_step(self, value, NULL, result);
+}
+
+static PyObject *
+clock_iternext(StepClockObject *self)
+{
+    PyObject *result;
+    PySendResult status = clock_step(self, Py_None, NULL, &result);
+    if (status == PYGEN_RETURN && result == Py_None) {
+        Py_DECREF(result);
+        return NULL; /* StopIteration without an object */
+    }
+    return as_iteration(status, result);
+}
+
+static PyObject *
+clock_send(StepClockObject *self, PyObject *value)
+{
+    PyObject *result;
+    PySendResult status = clock_step(self, value, NULL, &result);
+    return as_iteration(status, result);
+}
+
+/* Close the iterator (or the awaitable never started), as a generator closes what it delegates to. */
+static int
+close_inner(StepClockObject *self)
+{
+    PyObject *inner = self->iterator != NULL ? self->iterator : self->awaitable;
+    if (inner == NULL) {
+        return 0;
+    }
+    Py_INCREF(inner);
+    Py_CLEAR(self->iterator);
+    Py_CLEAR(self->awaitable);
+    PyObject *close = PyObject_GetAttr(inner, name_close);
+    Py_DECREF(inner);
+    if (close == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            PyErr_Clear();
+            return 0;
+        }
+        return -1;
+    }
+    PyObject *result = PyObject_CallNoArgs(close);
+    Py_DECREF(close);
+    Py_XDECREF(result);
+    return result == NULL ? -1 : 0;
+}
+
+static PyObject *
+clock_throw(StepClockObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 1 || nargs > 3) {
+        PyErr_SetString(PyExc_TypeError, "throw() takes 1 to 3 arguments");
+        return NULL;
+    }
+    PyObject *type = args[0];
+    PyObject *value = nargs > 1 && args[1] != Py_None ? args[1] : NULL;
+    PyObject *traceback = nargs > 2 && args[2] != Py_None ? args[2] : NULL;
+    PyObject *exc;
+    if (PyExceptionInstance_Check(type)) {
+        if (value != NULL) {
+            PyErr_SetString(PyExc_TypeError, "instance exception may not have a separate value");
+            return NULL;
+        }
+        exc = Py_NewRef(type);
+    }
+    else if (PyExceptionClass_Check(type)) {
+        if (value != NULL && PyObject_TypeCheck(value, (PyTypeObject *)type)) {
+            exc = Py_NewRef(value);
+        }
+        else {
+            exc = value == NULL ? PyObject_CallNoArgs(type) : PyObject_CallOneArg(type, value);
+            if (exc == NULL) {
+                return NULL;
+            }
+        }
+    }
+    else {
+        PyErr_SetString(PyExc_TypeError, "exceptions must be classes or instances deriving from BaseException");
+        return NULL;
+    }
+    if (traceback != NULL && PyException_SetTraceback(exc, traceback) < 0) {
+        Py_DECREF(exc);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    if (self->iterator == NULL || PyErr_GivenExceptionMatches(exc, PyExc_GeneratorExit)) {
+        /* Not started (a generator raises at once) or closing: close what it drives, then raise. */
+        if (close_inner(self) == 0) {
+            PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+        }
+    }
+    else {
+        PySendResult status = clock_step(self, NULL, exc, &result);
+        result = as_iteration(status, result);
+    }
+    Py_DECREF(exc);
+    return result;
+}
+
+static PyObject *
+clock_close(StepClockObject *self, PyObject *Py_UNUSED(ignored))
+{
+    if (close_inner(self) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+clock_await(StepClockObject *self)
+{
+    return Py_NewRef(self);
+}
+
+static int
+clock_traverse(StepClockObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->awaitable);
+    Py_VISIT(self->iterator);
+    Py_VISIT(self->steps);
+    Py_VISIT(self->batches);
+    return 0;
+}
+
+static int
+clock_clear(StepClockObject *self)
+{
+    Py_CLEAR(self->awaitable);
+    Py_CLEAR(self->iterator);
+    Py_CLEAR(self->steps);
+    Py_CLEAR(self->batches);
+    return 0;
+}
+
+static void
+clock_dealloc(StepClockObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    clock_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyAsyncMethods clock_async = {
+    .am_await = (unaryfunc)clock_await,
+    .am_send = (sendfunc)clock_am_send,
+};
+
+static PyMethodDef clock_methods[] = {
+    {"send", (PyCFunction)clock_send, METH_O, NULL},
+    {"throw", (PyCFunction)(void (*)(void))clock_throw, METH_FASTCALL, NULL},
+    {"close", (PyCFunction)clock_close, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+PyTypeObject PkStepClock_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "litellm_perfkit._core._speedups.StepClock",
+    .tp_basicsize = sizeof(StepClockObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Drives one awaitable step by step, appending early, late, start, end per step (see _steps.StepClock).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)clock_init,
+    .tp_dealloc = (destructor)clock_dealloc,
+    .tp_traverse = (traverseproc)clock_traverse,
+    .tp_clear = (inquiry)clock_clear,
+    .tp_as_async = &clock_async,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)clock_iternext,
+    .tp_methods = clock_methods,
+};
+
+int
+pk_steps_ready(void)
+{
+    struct {
+        PyObject **slot;
+        const char *text;
+    } table[] = {
+        {&name_mark, "mark"}, {&name_call_soon, "call_soon"}, {&name_throw, "throw"},
+        {&name_close, "close"}, {&name_steps_dropped, "steps_dropped"},
+    };
+    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+        *table[i].slot = PyUnicode_InternFromString(table[i].text);
+        if (*table[i].slot == NULL) {
+            return -1;
+        }
+    }
+    one = PyLong_FromLong(1);
+    return one == NULL || PyType_Ready(&PkBatches_Type) < 0 || PyType_Ready(&PkStepClock_Type) < 0 ? -1 : 0;
+}

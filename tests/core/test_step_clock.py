@@ -1,0 +1,199 @@
+"""The step clock on both backends, with a fake clock: what each step
+records, and that driving a coroutine through it changes nothing the
+coroutine sees (values, exceptions, cancellation, the tasks it starts)."""
+
+from __future__ import annotations
+
+import asyncio
+import collections.abc
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Any
+
+import pytest
+import uvloop
+
+from litellm_perfkit._core._backend import Backend
+from litellm_perfkit._core._context import TIMELINE
+from litellm_perfkit._core._steps import MAX_STEPS, STEP_SIZE
+from tests.support.clock import FakeClock, installed
+
+LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
+
+
+@pytest.fixture
+def clock() -> Iterator[FakeClock]:
+    with installed() as clock:
+        yield clock
+
+
+@pytest.fixture(params=sorted(LOOPS))
+def loop(request: pytest.FixtureRequest) -> Iterator[asyncio.AbstractEventLoop]:
+    loop = LOOPS[request.param]()
+    yield loop
+    loop.close()
+
+
+def _steps(values: list[int]) -> list[tuple[int, ...]]:
+    assert len(values) % STEP_SIZE == 0
+    return [tuple(values[i : i + STEP_SIZE]) for i in range(0, len(values), STEP_SIZE)]
+
+
+def _run(backend: Backend, loop: asyncio.AbstractEventLoop, make: Callable[[], Coroutine[Any, Any, Any]]) -> tuple[Any, list[int]]:
+    steps: list[int] = []
+    timeline = backend.timeline(0, "POST", "/x")
+    timeline.steps = steps
+
+    async def request() -> Any:
+        TIMELINE.set(timeline)
+        return await backend.middleware._step_accounting.clock(make(), steps, loop)
+
+    return loop.run_until_complete(request()), steps
+
+
+def _scenario(clock: FakeClock, loop: asyncio.AbstractEventLoop) -> Callable[[], Coroutine[Any, Any, Any]]:
+    async def work() -> int:
+        clock.advance_ms(1)  # the first step's CPU
+        await asyncio.sleep(0)
+        clock.advance_ms(2)
+        future: asyncio.Future[int] = loop.create_future()
+
+        def complete() -> None:
+            clock.advance_ms(5)  # another callback holds the loop
+            future.set_result(7)
+
+        loop.call_soon(complete)
+        value = await future
+        clock.advance_ms(3)
+        return value
+
+    return work
+
+
+def test_each_step_records_when_it_ran_and_the_bounds_of_when_it_was_ready(
+    clock: FakeClock, backend: Backend, loop: asyncio.AbstractEventLoop
+) -> None:
+    start = clock.now
+    result, values = _run(backend, loop, _scenario(clock, loop))
+    assert result == 7
+    steps = _steps(values)
+    assert len(steps) == 3
+    ms = 1_000_000
+    # The first step runs when armed, so it was ready when it started; it ran 1 ms.
+    assert steps[0] == (start, start, start, start + 1 * ms)
+    # Every step's end is after its start, and ready bounds never pass the start.
+    for early, late, begin, end in steps:
+        assert early <= late <= begin <= end
+    assert steps[1][3] - steps[1][2] == 2 * ms
+    assert steps[2][3] - steps[2][2] == 3 * ms
+    # The last step waited for the callback that held the loop 5 ms: it could not start before that ended.
+    assert steps[2][2] - steps[1][3] == 5 * ms
+
+
+def test_both_backends_record_the_same_steps(clock: FakeClock, loop: asyncio.AbstractEventLoop) -> None:
+    from tests.support import backends
+
+    recorded = []
+    for name in backends.NAMES:
+        clock.now = 1_000_000_000
+        recorded.append(_run(backends.load(name), loop, _scenario(clock, loop)))
+    assert recorded[0] == recorded[1]
+
+
+def test_an_exception_goes_through_and_its_step_is_recorded(clock: FakeClock, backend: Backend, loop: asyncio.AbstractEventLoop) -> None:
+    async def failing() -> None:
+        await asyncio.sleep(0)
+        clock.advance_ms(2)
+        raise ValueError("the app's")
+
+    with pytest.raises(ValueError, match="the app's"):
+        _run(backend, loop, failing)
+    # _run's list is lost with the exception: run again and look at it.
+    steps: list[int] = []
+
+    async def request() -> None:
+        try:
+            await backend.middleware._step_accounting.clock(failing(), steps, loop)
+        except ValueError:
+            pass
+
+    loop.run_until_complete(request())
+    assert len(_steps(steps)) == 2
+    assert steps[-1] - steps[-2] == 2_000_000
+
+
+def test_cancellation_reaches_the_coroutine(clock: FakeClock, backend: Backend, loop: asyncio.AbstractEventLoop) -> None:
+    seen: list[str] = []
+
+    async def waits() -> None:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+
+    async def main() -> None:
+        steps: list[int] = []
+
+        async def clocked() -> None:
+            await backend.middleware._step_accounting.clock(waits(), steps, loop)
+
+        task = loop.create_task(clocked())
+        await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert len(_steps(steps)) == 2  # the first step, and the one that received the cancellation
+
+    loop.run_until_complete(main())
+    assert seen == ["cancelled"]
+
+
+def test_tasks_a_request_starts_are_clocked_into_its_steps(clock: FakeClock, backend: Backend, loop: asyncio.AbstractEventLoop) -> None:
+    async def child() -> str:
+        clock.advance_ms(4)
+        await asyncio.sleep(0)
+        return "child"
+
+    async def parent() -> str:
+        return await asyncio.create_task(child())
+
+    result, values = _run(backend, loop, parent)
+    assert result == "child"
+    cpu = sorted(end - start for _, _, start, end in _steps(values))
+    assert 4_000_000 in cpu
+    assert len(cpu) >= 4  # the parent's two steps and the child's two
+
+
+def test_steps_past_the_limit_are_counted_not_recorded(clock: FakeClock, backend: Backend, loop: asyncio.AbstractEventLoop) -> None:
+    timeline = backend.timeline(0, "POST", "/x")
+    timeline.steps = [0] * (STEP_SIZE * MAX_STEPS)
+
+    async def request() -> None:
+        TIMELINE.set(timeline)
+        await backend.middleware._step_accounting.clock(asyncio.sleep(0), timeline.steps, loop)
+
+    loop.run_until_complete(request())
+    assert len(timeline.steps) == STEP_SIZE * MAX_STEPS
+    assert timeline.steps_dropped == 2
+
+
+def test_the_c_clock_is_a_coroutine_that_closes_what_it_drives(loop: asyncio.AbstractEventLoop) -> None:
+    """The Python clock is an awaitable; the C one also has a coroutine's methods (the awaiting frame calls them)."""
+    from tests.support import backends
+
+    backend = backends.load("c")
+    closed: list[str] = []
+
+    async def inner() -> None:
+        try:
+            await asyncio.sleep(0)
+        finally:
+            closed.append("closed")
+
+    clock_ = backend.middleware._step_accounting.clock(inner(), [], loop)
+    assert isinstance(clock_, collections.abc.Coroutine)
+    clock_.send(None)
+    clock_.close()
+    assert closed == ["closed"]
+    with pytest.raises(RuntimeError, match="reuse"):
+        clock_.send(None)
