@@ -14,10 +14,12 @@ import math
 import os
 import struct
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 
+from .._core._backend import ACTIVE
 from .._version import __version__
 from ..types import AttributeValue
 from ._metrics import BOUNDARIES_NS, DESCRIPTIONS, MetricStore
@@ -210,10 +212,31 @@ def _span_protobuf(span: Span) -> bytes:
     return _field(2, body)  # ScopeSpans.spans
 
 
+def _spans_protobuf_python(spans: list[Span]) -> bytes:
+    return b"".join(map(_span_protobuf, spans))
+
+
+def _spans_encoder() -> Callable[[list[Span]], bytes]:
+    """The C encoder when the accelerator is built (the Python one where it declines), else Python's."""
+    speedups = ACTIVE.speedups
+    if speedups is None:
+        return _spans_protobuf_python
+    encode = speedups.encode_spans
+
+    def encode_spans(spans: list[Span]) -> bytes:
+        encoded: bytes | None = encode(spans)
+        return _spans_protobuf_python(spans) if encoded is None else encoded
+
+    return encode_spans
+
+
+_encode_spans = _spans_encoder()
+
+
 def spans_protobuf(spans: list[Span], service_name: str, resource: dict[str, str]) -> bytes:
     """A serialized ExportTraceServiceRequest."""
     scope = _field(1, _field(1, _SCOPE_NAME.encode()) + _field(2, __version__.encode()))
-    scope_spans = _field(2, scope + b"".join(map(_span_protobuf, spans)))
+    scope_spans = _field(2, scope + _encode_spans(spans))
     resource_msg = _field(1, _pattributes(_resource_attributes(service_name, resource), field_number=1))
     return _field(1, resource_msg + scope_spans)
 

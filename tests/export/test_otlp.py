@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import time
 
 import orjson
@@ -63,3 +64,35 @@ def test_protobuf_and_json_encodings_decode_to_the_same_request() -> None:
     assert attributes["perfkit.litellm.version"].string_value == 'x"1\n'
     assert attributes["perfkit.gc_pause_ms"].double_value == 380.5
     assert {a.key: a.value.int_value for a in iterate.attributes}["perfkit.stage.items"] == 21
+
+
+def test_the_c_span_encoder_writes_what_the_python_one_writes() -> None:
+    from litellm_perfkit._export._otlp import _spans_protobuf_python
+    from tests.support import backends
+
+    encode = backends.load("c").speedups.encode_spans  # type: ignore[union-attr]
+    spans = sample_spans()
+    assert encode(spans) == _spans_protobuf_python(spans)
+    rng = random.Random(7)
+    values: list[object] = [True, False, 0, -1, 127, 128, -(1 << 63), (1 << 63) - 1, 0.0, -2.5, 1e300, "", "é" * 70, "x" * 200]
+    for _ in range(300):
+        attributes = [(rng.choice(["a", "perfkit.stage.cpu_ms", "k" * 130]), rng.choice(values)) for _ in range(rng.randrange(0, 12))]
+        span = (
+            f"{rng.getrandbits(128):032x}", f"{rng.getrandbits(64):016x}", rng.choice(["", f"{rng.getrandbits(64):016X}"]),
+            rng.choice(["auth", "POST /chat/completions", "n" * 140]), rng.randrange(0, 6),
+            rng.getrandbits(63), rng.getrandbits(63), attributes, rng.choice([0, 2]), rng.choice(["", "RuntimeError", "m" * 150]),
+        )  # fmt: skip
+        assert encode([span]) == _spans_protobuf_python([span]), span  # type: ignore[list-item]
+    assert encode([]) == b""
+
+
+def test_the_c_span_encoder_declines_what_it_does_not_write() -> None:
+    from tests.support import backends
+
+    encode = backends.load("c").speedups.encode_spans  # type: ignore[union-attr]
+    span = sample_spans()[0]
+    for attribute in (("big", 1 << 64), ("none", None), ("list", [1])):
+        assert encode([(*span[:7], [attribute], *span[8:])]) is None
+    assert encode([("xyz", *span[1:])]) is None  # not a hex trace id
+    # And spans_protobuf then encodes them in Python.
+    assert ExportTraceServiceRequest.FromString(spans_protobuf([(*span[:7], [("big", 1 << 64)], *span[8:])], "svc", {}))

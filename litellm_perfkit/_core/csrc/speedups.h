@@ -64,6 +64,9 @@ int pk_as_int64(PyObject *value, int64_t *out);
 /* split_windows(steps, windows) -> [(cpu, queue, io, uncertain)] per window (split.c). */
 PyObject *pk_split_windows(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
+/* encode_spans(spans) -> bytes | None: _otlp._span_protobuf of each span, concatenated (otlp.c). */
+PyObject *pk_encode_spans(PyObject *module, PyObject *spans);
+
 /* Report the exception being raised to internal_error(where) and clear it. */
 void pk_report(const char *where);
 

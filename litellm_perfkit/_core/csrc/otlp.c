@@ -1,0 +1,317 @@
+/* encode_spans(spans) -> bytes | None: the export agent's OTLP protobuf
+ * encoding of spans, the counterpart of _export/_otlp._span_protobuf (the
+ * specification, and what runs when this declines). Each span is the
+ * _spans.Span tuple; the result is the spans as ScopeSpans.spans fields
+ * (field 2), concatenated. None when a value is one this does not write (an
+ * attribute that is not bool, int, float or str, an int past 64 bits, an id
+ * that is not hex of its size): Python then encodes the batch. */
+#include "speedups.h"
+
+#include <string.h>
+
+typedef struct {
+    char *data;
+    size_t len, cap;
+} Buffer;
+
+static int
+reserve(Buffer *buffer, size_t more)
+{
+    if (buffer->len + more <= buffer->cap) {
+        return 0;
+    }
+    size_t cap = buffer->cap ? buffer->cap : 4096;
+    while (cap < buffer->len + more) {
+        cap *= 2;
+    }
+    char *data = PyMem_Realloc(buffer->data, cap);
+    if (data == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    buffer->data = data;
+    buffer->cap = cap;
+    return 0;
+}
+
+static size_t
+varint_size(uint64_t value)
+{
+    size_t size = 1;
+    while (value > 0x7F) {
+        value >>= 7;
+        size++;
+    }
+    return size;
+}
+
+/* Callers reserve first; these only write. */
+static void
+put_varint(Buffer *buffer, uint64_t value)
+{
+    while (value > 0x7F) {
+        buffer->data[buffer->len++] = (char)((value & 0x7F) | 0x80);
+        value >>= 7;
+    }
+    buffer->data[buffer->len++] = (char)value;
+}
+
+static void
+put_bytes(Buffer *buffer, const char *data, size_t size)
+{
+    memcpy(buffer->data + buffer->len, data, size);
+    buffer->len += size;
+}
+
+static void
+put_fixed64(Buffer *buffer, uint64_t value)
+{
+    for (int i = 0; i < 8; i++) {
+        buffer->data[buffer->len++] = (char)(value >> (8 * i));
+    }
+}
+
+#define DECLINED 1
+
+/* A length-delimited field: tag, length, bytes. */
+static int
+put_field(Buffer *buffer, int number, const char *data, size_t size)
+{
+    if (reserve(buffer, 2 + 10 + size) < 0) {
+        return -1;
+    }
+    put_varint(buffer, (uint64_t)number << 3 | 2);
+    put_varint(buffer, size);
+    put_bytes(buffer, data, size);
+    return 0;
+}
+
+static int
+hex_digit(int c)
+{
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    if (c >= 'a' && c <= 'f') {
+        return c - 'a' + 10;
+    }
+    if (c >= 'A' && c <= 'F') {
+        return c - 'A' + 10;
+    }
+    return -1;
+}
+
+/* An id as tag, size and its bytes from hex; DECLINED unless it is `size` bytes of hex. */
+static int
+put_id(Buffer *buffer, char tag, PyObject *hex, size_t size)
+{
+    Py_ssize_t length;
+    const char *text = PyUnicode_Check(hex) ? PyUnicode_AsUTF8AndSize(hex, &length) : NULL;
+    if (text == NULL) {
+        return PyErr_Occurred() ? -1 : DECLINED;
+    }
+    if ((size_t)length != 2 * size || reserve(buffer, 2 + size) < 0) {
+        return PyErr_Occurred() ? -1 : DECLINED;
+    }
+    buffer->data[buffer->len++] = tag;
+    buffer->data[buffer->len++] = (char)size;
+    for (size_t i = 0; i < size; i++) {
+        int high = hex_digit((unsigned char)text[2 * i]), low = hex_digit((unsigned char)text[2 * i + 1]);
+        if (high < 0 || low < 0) {
+            return DECLINED;
+        }
+        buffer->data[buffer->len++] = (char)(high << 4 | low);
+    }
+    return 0;
+}
+
+/* One KeyValue as Span.attributes (field 9). */
+static int
+put_attribute(Buffer *buffer, PyObject *pair)
+{
+    if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 || !PyUnicode_Check(PyTuple_GET_ITEM(pair, 0))) {
+        return DECLINED;
+    }
+    PyObject *value = PyTuple_GET_ITEM(pair, 1);
+    Py_ssize_t key_size;
+    const char *key = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(pair, 0), &key_size);
+    if (key == NULL) {
+        return -1;
+    }
+    /* AnyValue: bool_value (2, varint), int_value (3, varint), double_value (4, fixed64), string_value (1). */
+    char scalar[11];
+    size_t scalar_size = 0;
+    const char *text = NULL;
+    Py_ssize_t text_size = 0;
+    uint64_t bits = 0;
+    if (PyBool_Check(value)) {
+        scalar[0] = 0x10;
+        scalar[1] = value == Py_True;
+        scalar_size = 2;
+    }
+    else if (PyLong_CheckExact(value)) {
+        int overflow;
+        long long number = PyLong_AsLongLongAndOverflow(value, &overflow);
+        if (overflow) {
+            return DECLINED;
+        }
+        if (number == -1 && PyErr_Occurred()) {
+            return -1;
+        }
+        Buffer small = {scalar, 1, sizeof(scalar)};
+        scalar[0] = 0x18;
+        put_varint(&small, (uint64_t)number); /* int64 as two's complement */
+        scalar_size = small.len;
+    }
+    else if (PyFloat_CheckExact(value)) {
+        double number = PyFloat_AS_DOUBLE(value);
+        memcpy(&bits, &number, 8);
+        scalar[0] = 0x21;
+        for (int i = 0; i < 8; i++) {
+            scalar[1 + i] = (char)(bits >> (8 * i));
+        }
+        scalar_size = 9;
+    }
+    else if (PyUnicode_CheckExact(value)) {
+        text = PyUnicode_AsUTF8AndSize(value, &text_size);
+        if (text == NULL) {
+            return -1;
+        }
+        scalar_size = 1 + varint_size((uint64_t)text_size) + (size_t)text_size;
+    }
+    else {
+        return DECLINED;
+    }
+    size_t key_field = 1 + varint_size((uint64_t)key_size) + (size_t)key_size;
+    size_t value_field = 1 + varint_size(scalar_size) + scalar_size;
+    size_t pair_size = key_field + value_field;
+    if (reserve(buffer, 1 + 10 + pair_size) < 0) {
+        return -1;
+    }
+    buffer->data[buffer->len++] = 9 << 3 | 2;
+    put_varint(buffer, pair_size);
+    buffer->data[buffer->len++] = 1 << 3 | 2;
+    put_varint(buffer, (uint64_t)key_size);
+    put_bytes(buffer, key, (size_t)key_size);
+    buffer->data[buffer->len++] = 2 << 3 | 2;
+    put_varint(buffer, scalar_size);
+    if (text != NULL) {
+        buffer->data[buffer->len++] = 1 << 3 | 2;
+        put_varint(buffer, (uint64_t)text_size);
+        put_bytes(buffer, text, (size_t)text_size);
+    }
+    else {
+        put_bytes(buffer, scalar, scalar_size);
+    }
+    return 0;
+}
+
+static int
+as_uint64(PyObject *value, uint64_t *out)
+{
+    if (!PyLong_Check(value)) {
+        return DECLINED;
+    }
+    int64_t number;
+    if (pk_as_int64(value, &number) < 0) {
+        if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            PyErr_Clear();
+            return DECLINED;
+        }
+        return -1;
+    }
+    *out = (uint64_t)number;
+    return 0;
+}
+
+/* One span's body (the Span message's fields) into body. */
+static int
+put_span_body(Buffer *body, PyObject *span)
+{
+    if (!PyTuple_Check(span) || PyTuple_GET_SIZE(span) != 10) {
+        return DECLINED;
+    }
+    PyObject *parent = PyTuple_GET_ITEM(span, 2), *name = PyTuple_GET_ITEM(span, 3);
+    PyObject *attributes = PyTuple_GET_ITEM(span, 7), *message = PyTuple_GET_ITEM(span, 9);
+    uint64_t kind, start, end, code;
+    int result;
+    if ((result = as_uint64(PyTuple_GET_ITEM(span, 4), &kind)) || (result = as_uint64(PyTuple_GET_ITEM(span, 5), &start)) ||
+        (result = as_uint64(PyTuple_GET_ITEM(span, 6), &end)) || (result = as_uint64(PyTuple_GET_ITEM(span, 8), &code))) {
+        return result;
+    }
+    if (!PyUnicode_Check(name) || !PyUnicode_Check(message) || !PyList_Check(attributes)) {
+        return DECLINED;
+    }
+    if ((result = put_id(body, 0x0A, PyTuple_GET_ITEM(span, 0), 16)) || (result = put_id(body, 0x12, PyTuple_GET_ITEM(span, 1), 8))) {
+        return result;
+    }
+    int has_parent = PyObject_IsTrue(parent);
+    if (has_parent < 0) {
+        return -1;
+    }
+    if (has_parent && (result = put_id(body, 0x22, parent, 8))) {
+        return result;
+    }
+    Py_ssize_t name_size, message_size;
+    const char *name_text = PyUnicode_AsUTF8AndSize(name, &name_size);
+    const char *message_text = name_text == NULL ? NULL : PyUnicode_AsUTF8AndSize(message, &message_size);
+    if (message_text == NULL || put_field(body, 5, name_text, (size_t)name_size) < 0 || reserve(body, 1 + 10 + 2 * 9) < 0) {
+        return -1;
+    }
+    body->data[body->len++] = 0x30;
+    put_varint(body, kind);
+    body->data[body->len++] = 0x39;
+    put_fixed64(body, start);
+    body->data[body->len++] = 0x41;
+    put_fixed64(body, end);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(attributes); i++) {
+        if ((result = put_attribute(body, PyList_GET_ITEM(attributes, i)))) {
+            return result;
+        }
+    }
+    /* Status (15): message (2) if any, code (3) if not unset; always present, maybe empty. */
+    size_t message_field = message_size ? 1 + varint_size((uint64_t)message_size) + (size_t)message_size : 0;
+    size_t status_size = message_field + (code ? 1 + varint_size(code) : 0);
+    if (reserve(body, 1 + 10 + status_size) < 0) {
+        return -1;
+    }
+    body->data[body->len++] = (char)(15 << 3 | 2);
+    put_varint(body, status_size);
+    if (message_size) {
+        body->data[body->len++] = 2 << 3 | 2;
+        put_varint(body, (uint64_t)message_size);
+        put_bytes(body, message_text, (size_t)message_size);
+    }
+    if (code) {
+        body->data[body->len++] = 0x18;
+        put_varint(body, code);
+    }
+    return 0;
+}
+
+PyObject *
+pk_encode_spans(PyObject *module, PyObject *spans)
+{
+    if (!PyList_Check(spans)) {
+        PyErr_SetString(PyExc_TypeError, "encode_spans: a list of spans");
+        return NULL;
+    }
+    Buffer out = {0}, body = {0};
+    PyObject *result = NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(spans); i++) {
+        body.len = 0;
+        int status = put_span_body(&body, PyList_GET_ITEM(spans, i));
+        if (status == 0) {
+            status = put_field(&out, 2, body.data, body.len);
+        }
+        if (status) {
+            result = status == DECLINED ? Py_NewRef(Py_None) : NULL;
+            goto done;
+        }
+    }
+    result = PyBytes_FromStringAndSize(out.data, (Py_ssize_t)out.len);
+done:
+    PyMem_Free(out.data);
+    PyMem_Free(body.data);
+    return result;
+}
