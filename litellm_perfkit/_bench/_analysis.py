@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, TypedDict
 
-from .._wire._names import Attr
+from .._wire._names import AFTER_RESPONSE_STAGE, Attr
 from ..types import AttributeValue, BenchStage, GcPauses, MeanP50P95, Remainder, Unmeasured
 
 __all__ = ["OUTSIDE_STAGES", "Breakdown", "ServerSamples", "stage_breakdown", "steps_cpu_per_request", "percentile"]
@@ -52,12 +52,20 @@ def percentile(values: list[float], p: float) -> float:
 
 def steps_cpu_per_request(spans: list[dict[str, Any]], phases: dict[str, set[str]]) -> dict[str, float] | None:
     """Per phase, the mean CPU of its requests' own steps (``perfkit.cpu_ms``); None without step accounting."""
-    cpu: dict[str, list[float]] = defaultdict(list)
+    # A request's own CPU: its steps while it ran (the server span's split),
+    # and those of its tasks after the response (the after_response stage).
+    by_trace: dict[str, float] = {}
+    after: dict[str, float] = defaultdict(float)
     for span in spans:
         if span["kind"] == 2 and Attr.CPU_MS in span["attrs"]:
-            for name, trace_ids in phases.items():
-                if span["trace_id"] in trace_ids:
-                    cpu[name].append(span["attrs"][Attr.CPU_MS])
+            by_trace[span["trace_id"]] = span["attrs"][Attr.CPU_MS]
+        elif span["kind"] == 1 and span["name"] == AFTER_RESPONSE_STAGE:
+            after[span["trace_id"]] += span["attrs"].get(Attr.STAGE_CPU_MS, 0.0)
+    cpu: dict[str, list[float]] = defaultdict(list)
+    for trace_id, own in by_trace.items():
+        for name, trace_ids in phases.items():
+            if trace_id in trace_ids:
+                cpu[name].append(own + after.get(trace_id, 0.0))
     return {name: round(sum(values) / len(values), 4) for name, values in cpu.items()} or None
 
 
@@ -112,7 +120,8 @@ def stage_breakdown(spans: list[dict[str, Any]], trace_ids: set[str]) -> Breakdo
             "p50_ms": round(percentile(values, 50), 4),
             "p95_ms": round(percentile(values, 95), 4),
             "mean_self_ms": round(own[name] / n, 4),
-            "share": None if upstream or not mean_overhead else round(own[name] / n / mean_overhead, 4),
+            # The work after the response is outside the request's overhead.
+            "share": None if upstream or name == AFTER_RESPONSE_STAGE or not mean_overhead else round(own[name] / n / mean_overhead, 4),
             "requests": len(values),
             "upstream": upstream,
             **_split_means(split_own.get(name), split_requests),  # type: ignore[typeddict-item]

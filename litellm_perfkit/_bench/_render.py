@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from .._wire._names import AFTER_RESPONSE_STAGE
 from ..types import BenchResult, BenchRun, Unmeasured
 from ._analysis import OUTSIDE_STAGES
 
@@ -68,7 +69,7 @@ def _run(run: BenchRun) -> list[str]:
         lines += ["", f"where the server-side overhead went ({run['joined_requests']} requests joined by trace id):", "",
                   "| stage | p50 ms | p95 ms | mean self ms | share of overhead |", "|---|---:|---:|---:|---:|"]  # fmt: skip
         for name, stage in stages.items():
-            share = "upstream" if stage["upstream"] else f"{stage['share']:.1%}"
+            share = "upstream" if stage["upstream"] else "after the response" if stage["share"] is None else f"{stage['share']:.1%}"
             lines.append(f"| {name} | {stage['p50_ms']:.3f} | {stage['p95_ms']:.3f} | {stage['mean_self_ms']:.3f} | {share} |")
         lines.append(f"| (unattributed) | | | {remainder['mean_ms']:.3f} | {remainder['share']:.1%} |")
         total = sum(s["share"] for s in stages.values() if s["share"] is not None) + (remainder["share"] or 0)
@@ -100,8 +101,10 @@ def _cpu_table(run: BenchRun) -> list[str]:
     mean = overhead["mean"]
     rows = sorted(((name, float(s["cpu_ms"] or 0.0)) for name, s in own), key=lambda row: -row[1])
     rows.append((OUTSIDE_STAGES, float(remainder["cpu_ms"] or 0.0)))
-    queue = sum(float(s["queue_ms"] or 0.0) for _, s in own) + float(remainder["queue_ms"] or 0.0)
-    waits = sum(float(s["io_ms"] or 0.0) for _, s in own) + float(remainder["io_ms"] or 0.0)
+    # Waiting after the response is no part of the overhead; that work's CPU is in the rows, as the proxy's.
+    during = [s for name, s in own if name != AFTER_RESPONSE_STAGE]
+    queue = sum(float(s["queue_ms"] or 0.0) for s in during) + float(remainder["queue_ms"] or 0.0)
+    waits = sum(float(s["io_ms"] or 0.0) for s in during) + float(remainder["io_ms"] or 0.0)
     cpu = sum(ms for _, ms in rows)
     lines = ["", "the same overhead by CPU (the stage's own code running), event-loop queueing and other waits, means per request:", "",
              "| stage | own CPU ms | share of overhead |", "|---|---:|---:|"]  # fmt: skip
@@ -115,7 +118,7 @@ def _cpu_table(run: BenchRun) -> list[str]:
     if phases:
         lines += ["", "the requests' own CPU against the proxy's process CPU, per request: "
                   + "; ".join(f"{phase} {steps[phase]:.2f} of {process[phase]:.2f} ms ({steps[phase] / process[phase]:.0%})" for phase in phases)
-                  + ". The rest ran outside the requests' steps: the server's protocol work, the event loop, work after the response."]  # fmt: skip
+                  + ". The rest ran outside the requests' steps: the server's protocol work, the event loop, the collector outside any step."]  # fmt: skip
     return lines
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from ._after import deferring
+
 if TYPE_CHECKING:
     from ._timeline import Timeline
 
@@ -23,5 +25,6 @@ sink: Sink = _discard
 
 
 def set_sink(new: Sink | None) -> None:
+    """Finished requests go to ``new`` (None: nowhere), each once the tasks it started have ended (``_after``)."""
     global sink
-    sink = _discard if new is None else new
+    sink = _discard if new is None else deferring(new)

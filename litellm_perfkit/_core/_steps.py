@@ -39,6 +39,7 @@ from time import perf_counter_ns
 from typing import Any
 
 from ..types import StepMode
+from ._after import claim, hold, release, release_task
 from ._context import TIMELINE
 from ._guard import internal_error, warn_once
 
@@ -198,14 +199,27 @@ def install_task_factory(loop: asyncio.AbstractEventLoop, batches: Any, clock_cl
 
     def factory(loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, Any], **kwargs: Any) -> asyncio.Future[Any]:
         context = kwargs.get("context")
+        timeline = queued_by = None
         try:
+            queued_by = claim(coroutine)
             timeline = TIMELINE.get() if context is None else context.get(TIMELINE)
             if timeline is not None and asyncio.iscoroutine(coroutine):
                 coroutine = _clocked(clock_class, coroutine, timeline.steps, batches, perf_counter_ns())
+            else:
+                timeline = None
         except Exception as exc:  # perfkit's bug must never become the app's
             internal_error("steps.task_factory", exc)
-        if previous is not None:
-            return previous(loop, coroutine, **kwargs)
-        return asyncio.Task(coroutine, loop=loop, **kwargs)
+        task = previous(loop, coroutine, **kwargs) if previous is not None else asyncio.Task(coroutine, loop=loop, **kwargs)
+        try:
+            # The request's hand-off waits for the task (_after); a task
+            # started for a coroutine the request queued takes its hold over.
+            if timeline is not None:
+                hold(timeline)
+                task.add_done_callback(release_task(timeline))
+            if queued_by is not None:
+                release(queued_by)
+        except Exception as exc:
+            internal_error("steps.task_factory", exc)
+        return task
 
     loop.set_task_factory(factory)  # type: ignore[arg-type]  # typeshed's factory takes no keyword arguments

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from .._core._steps import STEP_SIZE
+from .._wire._names import AFTER_RESPONSE_STAGE
 from ..types import RequestRecord
 
 __all__ = ["Split", "TimeSplit", "time_split"]
@@ -148,7 +149,7 @@ def time_split(record: RequestRecord) -> TimeSplit | None:
         if stage.kind == "block":
             end = stage.end_ns or record.end_ns
             windows += (stage.start_ns, end)
-            if stage.parent < 0:
+            if stage.parent < 0 and stage.name != AFTER_RESPONSE_STAGE:  # outside the request's window
                 top.append((stage.start_ns, end))
         elif stage.kind == "sum":
             windows += stage.intervals[: len(stage.intervals) // 2 * 2]

@@ -14,9 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from .._wire._names import AFTER_RESPONSE_STAGE
+
 __all__ = ["Point", "PointKind", "TABLES", "table_for", "UPSTREAM_STAGES", "AUTH", "LLM_CALL", "OUTBOUND", "STREAM_WAIT", "UPSTREAM"]
 
-PointKind = Literal["call", "dependency", "stream", "sum", "route", "outbound", "body_wait", "body_stream", "routes_added", "metrics_app"]
+PointKind = Literal[
+    "call", "dependency", "stream", "sum", "route", "outbound", "body_wait", "body_stream", "routes_added", "metrics_app", "deferred", "detached"
+]
 """``call``: one stage per call (async or sync function, or method).
 ``dependency``: a FastAPI dependency of the proxy's routes.
 ``stream``: the proxy's streaming generator: ``stream.iterate`` (its own
@@ -29,7 +33,12 @@ wait for more of a response's body, a generator over the body (_transport).
 when it returns, the new routes get the auth wrapper.
 ``metrics_app``: builds the ASGI app of LiteLLM's ``/metrics`` from a
 ``prometheus_client`` registry (its first argument, or the default one):
-perfkit's families are added to that registry. Not a stage."""
+perfkit's families are added to that registry. Not a stage.
+``deferred``: queues a coroutine (its argument) for a worker task to run
+later: the request's hand-off waits for that task, whose steps after the
+response are the ``after_response`` stage (_core/_after.py).
+``detached``: starts a long-lived task (a queue's worker): it runs outside
+the request's context, so no request is charged for it."""
 
 When = Literal["now", "loaded"]
 """``now``: at instrument time (the module is imported if need be).
@@ -63,6 +72,7 @@ class Point:
 _PS = "litellm.proxy.proxy_server"
 _CRP = "litellm.proxy.common_request_processing"
 _UTILS = "litellm.proxy.utils"
+_LOGGING_WORKER = "litellm.litellm_core_utils.logging_worker:LoggingWorker"
 
 # Every provider's bytes pass through httpx or aiohttp (_transport).
 _TRANSPORT: tuple[Point, ...] = (
@@ -90,6 +100,10 @@ _COMMON: tuple[Point, ...] = _TRANSPORT + (
     Point("stream", f"{_CRP}:ProxyBaseLLMRequestProcessing.async_streaming_data_generator", "stream"),
     Point("stream.hooks", f"{_UTILS}:ProxyLogging.async_post_call_streaming_hook", "sum"),
     Point("stream.cleanup", "litellm.litellm_core_utils.streaming_handler:CustomStreamWrapper.aclose", "sum"),
+    # Success logging runs after the response, in a task the logging worker
+    # starts per request in that request's context.
+    Point(AFTER_RESPONSE_STAGE, f"{_LOGGING_WORKER}.enqueue", "deferred"),
+    Point(AFTER_RESPONSE_STAGE, f"{_LOGGING_WORKER}.start", "detached"),
 )
 
 TABLES: dict[str, tuple[Point, ...]] = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import importlib
 import inspect
@@ -10,6 +11,7 @@ from time import perf_counter_ns
 from typing import Any
 
 from .._core import Stage
+from .._core._after import expect
 from .._core._guard import internal_error
 from .._core._stage import _timed_generator
 from .._core._timeline import TIMELINE
@@ -49,6 +51,10 @@ def make_wrapper(point: Point, original: Callable[..., Any], then: Callable[[], 
         wrapper = awaited_stage(original, stage)
     elif point.kind == "metrics_app":
         wrapper = _with_perfkit_metrics(original)
+    elif point.kind == "deferred":
+        wrapper = _deferred(original)
+    elif point.kind == "detached":
+        wrapper = _detached(original)
     elif point.kind == "sum":
         if inspect.iscoroutinefunction(original):
 
@@ -94,6 +100,38 @@ def _with_perfkit_metrics(original: Callable[..., Any]) -> Callable[..., Any]:
         return original(*args, **kwargs)
 
     return make_app
+
+
+def _deferred(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Queues a coroutine for a worker task: the request's hand-off waits for that task (_core/_after.py)."""
+
+    def queue(*args: Any, **kwargs: Any) -> Any:
+        timeline = TIMELINE.get()
+        if timeline is not None:
+            try:
+                coroutine = next((a for a in (*args, *kwargs.values()) if asyncio.iscoroutine(a)), None)
+                if coroutine is not None:
+                    expect(timeline, coroutine)
+            except Exception as exc:  # perfkit's bug must never become the app's
+                internal_error("litellm.deferred", exc)
+        return original(*args, **kwargs)
+
+    return queue
+
+
+def _detached(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Starts a long-lived task: outside the request's context, so that it is not clocked into the first request."""
+
+    def start(*args: Any, **kwargs: Any) -> Any:
+        if TIMELINE.get() is None:
+            return original(*args, **kwargs)
+        token = TIMELINE.set(None)
+        try:
+            return original(*args, **kwargs)
+        finally:
+            TIMELINE.reset(token)
+
+    return start
 
 
 def _then(timed: Callable[..., Any], then: Callable[[], None]) -> Callable[..., Any]:

@@ -5,6 +5,7 @@ docs/headers.md and docs/telemetry.md define what each one means."""
 from __future__ import annotations
 
 __all__ = [
+    "AFTER_RESPONSE_STAGE",
     "PROMETHEUS_DIR_VARIABLE",
     "BENCH_SCHEMA",
     "CAPTURED_HEADERS",
@@ -46,6 +47,11 @@ OVERHEAD_HEADERS = (LITELLM_OVERHEAD_HEADER, OVERHEAD_HEADER)
 CAPTURED_HEADERS = (*OVERHEAD_HEADERS, SERVER_TIMING_HEADER, MOCK_RECEIVED_HEADER, MOCK_PROCESSING_HEADER,
                     "content-type", "retry-after")  # fmt: skip
 """Response headers the load drivers keep."""
+
+# -- stages perfkit itself records ----------------------------------------------
+AFTER_RESPONSE_STAGE = "after_response"
+"""The work a request's tasks did after its response ended (_core/_after.py):
+outside the request's wall time, inside the CPU perfkit names."""
 
 # -- result documents ----------------------------------------------------------
 LOAD_SCHEMA = "perfkit.load/1"

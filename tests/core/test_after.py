@@ -1,0 +1,169 @@
+"""Work a request starts that outlives its response (_core/_after.py): its
+hand-off waits for the tasks, and their time after the response is the
+``after_response`` stage, outside the request's wall time."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import pytest
+
+from litellm_perfkit._core import _after
+from litellm_perfkit._core._after import expect
+from litellm_perfkit._core._backend import Backend
+from litellm_perfkit._core._timeline import current_timeline
+from litellm_perfkit._export._spans import reconcile
+from litellm_perfkit._export._split import time_split
+from litellm_perfkit._wire._names import AFTER_RESPONSE_STAGE
+from litellm_perfkit.types import RequestRecord
+from tests.support.capture import Captured, capture_records
+from tests.support.clock import FakeClock, installed
+
+App = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
+
+
+@pytest.fixture
+def clock() -> Iterator[FakeClock]:
+    with installed() as clock:
+        yield clock
+
+
+@pytest.fixture
+def records() -> Iterator[Captured]:
+    with capture_records() as records:
+        yield records
+
+
+def _serve(backend: Backend, app: App, loop: asyncio.AbstractEventLoop, then: Callable[[], Awaitable[None]] | None = None) -> None:
+    """One request through the middleware, then ``then`` on the same loop (the tasks left running go on)."""
+    scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions", "headers": [], "client": ("127.0.0.1", 1)}
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        return None
+
+    async def main() -> None:
+        await backend.middleware(app, steps="on")(scope, receive, send)
+        if then is not None:
+            await then()
+
+    loop.run_until_complete(main())
+
+
+async def _respond(send: Any) -> None:
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b"{}"})
+
+
+def _after_response(record: RequestRecord) -> int:
+    return sum(1 for stage in record.stages if stage.name == AFTER_RESPONSE_STAGE)
+
+
+def test_a_request_without_tasks_is_handed_off_when_it_ends(backend: Backend, records: Captured) -> None:
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await _respond(send)
+
+    loop = asyncio.new_event_loop()
+    _serve(backend, app, loop)
+    loop.close()
+    [record] = records
+    assert _after_response(record) == 0
+
+
+def test_a_task_that_outlives_the_response_holds_the_hand_off_and_is_the_after_response_stage(
+    backend: Backend, records: Captured, clock: FakeClock
+) -> None:
+    done = asyncio.Event()
+
+    async def log() -> None:
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # the response ends meanwhile
+        clock.advance_ms(3)  # the logging's CPU, after the response
+        done.set()
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        clock.advance_ms(1)
+        asyncio.get_running_loop().create_task(log())
+        await _respond(send)
+
+    async def then() -> None:
+        assert records == []  # held while the task runs
+        await done.wait()
+        await asyncio.sleep(0)  # its done callback
+
+    loop = asyncio.new_event_loop()
+    _serve(backend, app, loop, then)
+    loop.close()
+    [record] = records
+    [after] = [stage for stage in record.stages if stage.name == AFTER_RESPONSE_STAGE]
+    assert after.start_ns == record.end_ns and after.end_ns >= record.end_ns + 3_000_000
+    split = time_split(record)
+    assert split is not None
+    position = record.stages.index(after)
+    assert split.stages[position].cpu_ns == 3_000_000
+    assert split.request.cpu_ns == 1_000_000  # the request's own window: the app's 1 ms
+    total, upstream, attributed, unattributed = reconcile(record)
+    assert attributed == 0 and total == record.duration_ns  # outside the request's wall time
+
+
+def test_a_task_that_never_ends_is_waited_for_at_most_wait_s(backend: Backend, records: Captured, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_after, "WAIT_S", 0.05)
+    forever = asyncio.Event()
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        asyncio.get_running_loop().create_task(forever.wait())
+        await _respond(send)
+
+    async def then() -> None:
+        await asyncio.sleep(0.2)
+        assert len(records) == 1  # handed off at the deadline, the task still waiting
+        forever.set()
+        await asyncio.sleep(0)
+
+    loop = asyncio.new_event_loop()
+    _serve(backend, app, loop, then)
+    loop.close()
+    assert len(records) == 1
+
+
+def test_a_coroutine_queued_for_a_worker_holds_the_request_until_its_task_ends(
+    backend: Backend, records: Captured, clock: FakeClock
+) -> None:
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+    finished = asyncio.Event()
+
+    async def log() -> None:
+        assert current_timeline() is not None  # the worker starts it in the request's context
+        clock.advance_ms(2)
+        finished.set()
+
+    async def worker() -> None:
+        coroutine, context = await queue.get()
+        await asyncio.sleep(0.01)  # the queue lags behind the response
+        context.run(asyncio.get_running_loop().create_task, coroutine)
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        import contextvars
+
+        coroutine = log()
+        expect(current_timeline(), coroutine)  # what the LiteLLM instrumentation does at the queue
+        queue.put_nowait((coroutine, contextvars.copy_context()))
+        await _respond(send)
+
+    async def then() -> None:
+        assert records == []
+        await finished.wait()
+        await asyncio.sleep(0)
+
+    loop = asyncio.new_event_loop()
+    loop.create_task(worker())  # started outside any request
+    _serve(backend, app, loop, then)
+    loop.close()
+    [record] = records
+    [after] = [stage for stage in record.stages if stage.name == AFTER_RESPONSE_STAGE]
+    split = time_split(record)
+    assert split is not None and split.stages[record.stages.index(after)].cpu_ns == 2_000_000
