@@ -67,11 +67,13 @@ SamplerName = Literal[
 Mark = Literal["headers_sent", "first_body_byte", "first_token", "last_byte"]
 """Point-in-time events of one request after it was received (``start_ns``)."""
 
-StageKind = Literal["block", "generator", "sum"]
+StageKind = Literal["block", "generator", "sum", "thread"]
 """``block``: one contiguous interval. ``generator``: the time an async generator
 spent running its own code (suspensions excluded), summed over the request.
 ``sum``: a function called many times per request (a per-chunk hook): its
-calls' durations summed, ``items`` = calls."""
+calls' durations summed, ``items`` = calls. ``thread``: functions the request
+handed to a thread pool (_core/_threads.py): ``self_ns`` is their CPU in the
+threads, the duration their calls' wall time summed, ``items`` = calls."""
 
 
 @dataclass(frozen=True)
@@ -91,11 +93,16 @@ class StageRecord:
     self_ns: int = 0
     items: int = 0
     intervals: tuple[int, ...] = ()
-    """A ``sum`` stage's calls: start and end of each, flat."""
+    """A ``sum`` stage's calls: start and end of each, flat; a ``thread``
+    stage's: start, end and the thread's CPU of each, flat."""
 
     @property
     def duration_ns(self) -> int:
-        return self.end_ns - self.start_ns if self.kind == "block" else self.self_ns
+        if self.kind == "block":
+            return self.end_ns - self.start_ns
+        if self.kind == "thread":
+            return sum(self.intervals[1::3]) - sum(self.intervals[0::3])
+        return self.self_ns
 
 
 @dataclass

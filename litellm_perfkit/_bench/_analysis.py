@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, TypedDict
 
-from .._wire._names import AFTER_RESPONSE_STAGE, Attr
+from .._wire._names import AFTER_RESPONSE_STAGE, AFTER_RESPONSE_STAGES, Attr
 from ..types import AttributeValue, BenchStage, GcPauses, MeanP50P95, Remainder, Unmeasured
 
 __all__ = ["OUTSIDE_STAGES", "Breakdown", "ServerSamples", "stage_breakdown", "steps_cpu_per_request", "percentile"]
@@ -121,7 +121,7 @@ def stage_breakdown(spans: list[dict[str, Any]], trace_ids: set[str]) -> Breakdo
             "p95_ms": round(percentile(values, 95), 4),
             "mean_self_ms": round(own[name] / n, 4),
             # The work after the response is outside the request's overhead.
-            "share": None if upstream or name == AFTER_RESPONSE_STAGE or not mean_overhead else round(own[name] / n / mean_overhead, 4),
+            "share": None if upstream or name in AFTER_RESPONSE_STAGES or not mean_overhead else round(own[name] / n / mean_overhead, 4),
             "requests": len(values),
             "upstream": upstream,
             **_split_means(split_own.get(name), split_requests),  # type: ignore[typeddict-item]

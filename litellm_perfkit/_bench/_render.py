@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .._wire._names import AFTER_RESPONSE_STAGE
+from .._wire._names import AFTER_RESPONSE_STAGES
 from ..types import BenchResult, BenchRun, Unmeasured
 from ._analysis import OUTSIDE_STAGES
 
@@ -102,7 +102,7 @@ def _cpu_table(run: BenchRun) -> list[str]:
     rows = sorted(((name, float(s["cpu_ms"] or 0.0)) for name, s in own), key=lambda row: -row[1])
     rows.append((OUTSIDE_STAGES, float(remainder["cpu_ms"] or 0.0)))
     # Waiting after the response is no part of the overhead; that work's CPU is in the rows, as the proxy's.
-    during = [s for name, s in own if name != AFTER_RESPONSE_STAGE]
+    during = [s for name, s in own if name not in AFTER_RESPONSE_STAGES]
     queue = sum(float(s["queue_ms"] or 0.0) for s in during) + float(remainder["queue_ms"] or 0.0)
     waits = sum(float(s["io_ms"] or 0.0) for s in during) + float(remainder["io_ms"] or 0.0)
     cpu = sum(ms for _, ms in rows)

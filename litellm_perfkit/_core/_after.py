@@ -25,7 +25,8 @@ from collections.abc import Coroutine
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
-from .._wire._names import AFTER_RESPONSE_STAGE
+from .._wire._names import AFTER_RESPONSE_STAGE, AFTER_RESPONSE_THREAD_STAGE
+from ._fields import THREAD_CALL
 from ._guard import internal_error
 
 if TYPE_CHECKING:
@@ -143,9 +144,14 @@ def _finish(held: _Held) -> None:
     if held.deadline is not None:
         held.deadline.cancel()
     try:
-        if len(timeline.steps) > held.steps_at_end:
-            timeline.finished.append((timeline.next_index, AFTER_RESPONSE_STAGE, timeline.end_ns, perf_counter_ns(), -1))
+        threads = timeline.generators.get(AFTER_RESPONSE_THREAD_STAGE)
+        if len(timeline.steps) > held.steps_at_end or threads is not None:
+            index = timeline.next_index
+            timeline.finished.append((index, AFTER_RESPONSE_STAGE, timeline.end_ns, perf_counter_ns(), -1))
             timeline.next_index += 1
+            if threads is not None:  # its calls ran inside this stage: its children
+                calls = threads[7]
+                calls[len(THREAD_CALL) - 1 :: len(THREAD_CALL)] = [index] * (len(calls) // len(THREAD_CALL))
     except Exception as exc:
         internal_error("after.finish", exc)
     if _exporter is not None:

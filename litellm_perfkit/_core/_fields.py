@@ -19,7 +19,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["CONSTRUCTOR", "Field", "FINISHED", "GENERATOR", "INTERNAL", "Layout", "c_header", "layout"]
+__all__ = ["CONSTRUCTOR", "Field", "FINISHED", "GENERATOR", "INTERNAL", "SUM_CALL", "THREAD_CALL", "Layout", "c_header", "layout"]
 
 Kind = Literal["int64", "bool", "ssize", "object"]
 
@@ -49,7 +49,11 @@ FINISHED = ("index", "name", "start_ns", "end_ns", "parent")
 """A finished block stage in ``Timeline.finished``: a tuple of these."""
 GENERATOR = ("index", "first_ns", "last_ns", "parent", "self_ns", "items", "kind", "intervals")
 """A generator or sum stage in ``Timeline.generators[name]``: a list of these
-(``intervals``: a sum stage's calls, start and end each, flat)."""
+(``intervals``: a sum stage's calls, SUM_CALL each, flat; a thread stage's, THREAD_CALL each)."""
+SUM_CALL = ("start_ns", "end_ns", "parent")
+"""One call of a sum stage, flat in its ``intervals``."""
+THREAD_CALL = ("start_ns", "end_ns", "cpu_ns", "parent")
+"""One call a request handed to a thread (_threads.py), flat in its stage's ``intervals``."""
 
 
 def _kind(annotation: str) -> tuple[Kind, bool]:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Tuple
 
 from ..types import RequestRecord, StageKind, StageRecord
 from ._context import OPEN_STAGE, TIMELINE
-from ._fields import CONSTRUCTOR, layout
+from ._fields import CONSTRUCTOR, SUM_CALL, THREAD_CALL, layout
 
 __all__ = ["LAYOUT", "Timeline", "current_timeline", "decode", "stage_records", "OPEN_STAGE", "TIMELINE"]
 
@@ -84,18 +84,20 @@ class Timeline(_TimelineFields):
         """Fold one run of an async generator's own time (or one call of a
         ``sum`` stage) into its stage (a list of _fields.GENERATOR)."""
         now = perf_counter_ns()
+        enclosing = OPEN_STAGE.get()
+        parent = -1 if enclosing is None else enclosing.index
         entry = self.generators.get(name)
         if entry is None:
-            enclosing = OPEN_STAGE.get()
-            parent = -1 if enclosing is None else enclosing.index
-            self.generators[name] = [self.next_index, first_ns, now, parent, self_ns, items, kind, [first_ns, now] if kind == "sum" else []]
+            # A sum stage's calls each keep their parent (SUM_CALL): calls under
+            # different stages become one stage each when the record is decoded.
+            self.generators[name] = [self.next_index, first_ns, now, parent, self_ns, items, kind, [first_ns, now, parent] if kind == "sum" else []]
             self.next_index += 1
         else:
             entry[2] = now
             entry[4] += self_ns
             entry[5] += items
             if kind == "sum":
-                entry[7] += (first_ns, now)
+                entry[7] += (first_ns, now, parent)
 
     # -- export side --------------------------------------------------------
     def encode(self) -> bytes:
@@ -130,19 +132,44 @@ def _record(values: dict[str, Any]) -> RequestRecord:
 def stage_records(finished: list[Finished], generators: dict[str, list[Any]]) -> tuple[StageRecord, ...]:
     """The recorded stages in the order they started; parents become
     positions in the result, and a stage still open at the end is left out."""
-    entries: list[tuple[int, StageRecord]] = [
+    entries: list[tuple[float, StageRecord]] = [
         (index, StageRecord(name=name, start_ns=start, end_ns=end, parent=parent)) for index, name, start, end, parent in finished
     ]
-    entries += [
-        (index, StageRecord(name=name, start_ns=first, end_ns=last, parent=parent, kind=kind, self_ns=own, items=items, intervals=tuple(intervals)))
-        for name, (index, first, last, parent, own, items, kind, intervals) in generators.items()
-    ]
+    for name, (index, first, last, parent, own, items, kind, intervals) in generators.items():
+        if kind in _CALLS:
+            # After its parent, which may have started after the first call (ties keep this order).
+            entries += ((max(index, stage.parent + 0.5), stage) for stage in _per_parent(name, kind, intervals))
+        else:
+            entries.append((index, StageRecord(name=name, start_ns=first, end_ns=last, parent=parent, kind=kind, self_ns=own, items=items,
+                                               intervals=tuple(intervals))))  # fmt: skip
     entries.sort(key=lambda entry: entry[0])
     position = {index: n for n, (index, _) in enumerate(entries)}
     return tuple(
         record if record.parent < 0 else dataclasses.replace(record, parent=position.get(record.parent, -1))
         for _, record in entries
     )
+
+
+# Stage kinds whose calls each carry their parent, last: the layout of one call.
+_CALLS: dict[StageKind, tuple[str, ...]] = {"sum": SUM_CALL, "thread": THREAD_CALL}
+
+
+def _per_parent(name: str, kind: StageKind, calls: list[int]) -> list[StageRecord]:
+    """A sum or thread stage's calls, one stage per parent they ran under;
+    the record's ``intervals`` keep each call's other values."""
+    size = len(_CALLS[kind])
+    by_parent: dict[int, list[int]] = {}
+    for i in range(0, len(calls) - size + 1, size):
+        by_parent.setdefault(calls[i + size - 1], []).extend(calls[i : i + size - 1])
+    stages = []
+    for parent, flat in by_parent.items():
+        width = size - 1
+        starts, ends = flat[0::width], flat[1::width]
+        # A sum stage's own time is its calls' durations; a thread stage's, the threads' CPU (its duration is the calls' wall time).
+        own = sum(flat[2::width]) if kind == "thread" else sum(ends) - sum(starts)
+        stages.append(StageRecord(name=name, start_ns=min(starts), end_ns=max(ends), parent=parent, kind=kind, self_ns=own,
+                                  items=len(starts), intervals=tuple(flat)))  # fmt: skip
+    return stages
 
 
 def current_timeline() -> Timeline | None:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from .._core._steps import STEP_SIZE
-from .._wire._names import AFTER_RESPONSE_STAGE
+from .._wire._names import AFTER_RESPONSE_STAGES
 from ..types import RequestRecord
 
 __all__ = ["Split", "TimeSplit", "time_split"]
@@ -137,6 +137,25 @@ def _split_function() -> Callable[[list[int], list[int]], list[tuple[int, int, i
 split_windows = _split_function()
 
 
+def _with_thread_cpu(parts: list[tuple[int, int, int, int]], windows: list[int], record: RequestRecord) -> list[tuple[int, int, int, int]]:
+    """A thread's CPU on the request's behalf is the request's CPU, not its
+    waiting: moved from I/O wait to CPU in every window its call lies in."""
+    calls = [stage.intervals for stage in record.stages if stage.kind == "thread"]
+    if not calls:
+        return parts
+    moved = []
+    for n, (cpu, queue, io, uncertain) in enumerate(parts):
+        a, b = windows[2 * n], windows[2 * n + 1]
+        for intervals in calls:
+            for i in range(0, len(intervals) - 2, 3):
+                start, end, thread_cpu = intervals[i : i + 3]
+                if a <= start and end <= b:
+                    shift = min(thread_cpu, io)
+                    cpu, io = cpu + shift, io - shift
+        moved.append((cpu, queue, io, uncertain))
+    return moved
+
+
 def time_split(record: RequestRecord) -> TimeSplit | None:
     """The split, or None when the request recorded no steps (step accounting off)."""
     if not record.steps:
@@ -149,14 +168,14 @@ def time_split(record: RequestRecord) -> TimeSplit | None:
         if stage.kind == "block":
             end = stage.end_ns or record.end_ns
             windows += (stage.start_ns, end)
-            if stage.parent < 0 and stage.name != AFTER_RESPONSE_STAGE:  # outside the request's window
+            if stage.parent < 0 and stage.name not in AFTER_RESPONSE_STAGES:  # outside the request's window
                 top.append((stage.start_ns, end))
         elif stage.kind == "sum":
             windows += stage.intervals[: len(stage.intervals) // 2 * 2]
     blocks = _union(top)
     for block in blocks:
         windows += block
-    parts = iter([Split(*part) for part in split_windows(record.steps, windows)])
+    parts = iter([Split(*part) for part in _with_thread_cpu(split_windows(record.steps, windows), windows, record)])
     request = next(parts)
     stages: list[Split] = []
     for stage in record.stages:
@@ -164,6 +183,8 @@ def time_split(record: RequestRecord) -> TimeSplit | None:
             stages.append(next(parts))
         elif stage.kind == "generator":
             stages.append(Split(stage.self_ns, 0, 0, 0))  # its own time is its code running: CPU
+        elif stage.kind == "thread":
+            stages.append(Split(stage.self_ns, 0, max(0, stage.duration_ns - stage.self_ns), 0))
         else:
             calls = [next(parts) for _ in range(len(stage.intervals) // 2)]
             stages.append(Split(*map(sum, zip(*calls))) if calls else Split(0, 0, stage.self_ns, 0))
@@ -171,6 +192,10 @@ def time_split(record: RequestRecord) -> TimeSplit | None:
     # stages' and less the generator and sum stages that ran outside them
     # (a stream's loop after the LLM call returned).
     covered = list(parts)
-    covered += [split for stage, split in zip(record.stages, stages) if stage.kind != "block" and not _inside(stage.start_ns, stage.end_ns, blocks)]
+    covered += [
+        split
+        for stage, split in zip(record.stages, stages)
+        if stage.kind != "block" and stage.name not in AFTER_RESPONSE_STAGES and not _inside(stage.start_ns, stage.end_ns, blocks)
+    ]
     remainder = Split(*(max(0, total - sum(part[i] for part in covered)) for i, total in enumerate(request)))
     return TimeSplit(request, stages, remainder)

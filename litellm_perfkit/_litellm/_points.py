@@ -14,12 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from .._wire._names import AFTER_RESPONSE_STAGE
+from .._wire._names import AFTER_RESPONSE_STAGE, THREAD_STAGE
 
-__all__ = ["Point", "PointKind", "TABLES", "table_for", "UPSTREAM_STAGES", "AUTH", "LLM_CALL", "OUTBOUND", "STREAM_WAIT", "UPSTREAM"]
+__all__ = ["FRAMEWORK_STAGES", "Point", "PointKind", "TABLES", "table_for", "UPSTREAM_STAGES", "AUTH", "LLM_CALL", "OUTBOUND", "STREAM_WAIT", "UPSTREAM"]
 
 PointKind = Literal[
-    "call", "dependency", "stream", "sum", "route", "outbound", "body_wait", "body_stream", "routes_added", "metrics_app", "deferred", "detached"
+    "call", "dependency", "stream", "sum", "route", "outbound", "body_wait", "body_stream", "routes_added", "metrics_app", "deferred", "detached",
+    "thread",
 ]
 """``call``: one stage per call (async or sync function, or method).
 ``dependency``: a FastAPI dependency of the proxy's routes.
@@ -38,7 +39,9 @@ perfkit's families are added to that registry. Not a stage.
 later: the request's hand-off waits for that task, whose steps after the
 response are the ``after_response`` stage (_core/_after.py).
 ``detached``: starts a long-lived task (a queue's worker): it runs outside
-the request's context, so no request is charged for it."""
+the request's context, so no request is charged for it.
+``thread``: hands its first callable argument to a thread pool: the call's
+CPU in the thread is the request's, in the ``threads`` stage (_core/_threads.py)."""
 
 When = Literal["now", "loaded"]
 """``now``: at instrument time (the module is imported if need be).
@@ -83,7 +86,27 @@ _TRANSPORT: tuple[Point, ...] = (
     Point(STREAM_WAIT, "aiohttp.streams:StreamReader._wait", "body_wait"),
 )
 
-_COMMON: tuple[Point, ...] = _TRANSPORT + (
+# LiteLLM runs the synchronous completion() behind each acompletion in the
+# event loop's executor, and builds a stream's final response with anyio.
+_THREADS: tuple[Point, ...] = (
+    Point(THREAD_STAGE, "concurrent.futures.thread:ThreadPoolExecutor.submit", "thread"),
+    Point(THREAD_STAGE, "anyio.to_thread:run_sync", "thread"),
+)
+
+# The framework's layers around LiteLLM's endpoints: what each costs is
+# then named too, not left outside every stage.
+_FRAMEWORK: tuple[Point, ...] = (
+    Point("routing", "starlette.routing:Router.__call__"),
+    Point("dependencies", "fastapi.routing:solve_dependencies"),
+    Point("endpoint", "fastapi.routing:run_endpoint_function"),
+    Point("response", "starlette.responses:Response.__call__"),
+    Point("response", "starlette.responses:StreamingResponse.__call__"),
+)
+
+FRAMEWORK_STAGES = frozenset(point.stage for point in _FRAMEWORK)
+"""Stages that only frame LiteLLM's work: an upstream wait inside them is the provider's, not another service's."""
+
+_COMMON: tuple[Point, ...] = _TRANSPORT + _THREADS + _FRAMEWORK + (
     Point("request.parse", f"{_PS}:_read_request_body"),
     Point(AUTH, "litellm.proxy.auth.user_api_key_auth:user_api_key_auth", "dependency"),
     Point("pre_call", f"{_CRP}:ProxyBaseLLMRequestProcessing.common_processing_pre_call_logic"),

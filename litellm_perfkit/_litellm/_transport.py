@@ -11,7 +11,8 @@ one handler per provider, makes ``upstream`` true for every provider:
   a stage is open (a first chunk read inside the LLM call), else summed into
   ``stream.upstream_wait`` (the chunks of a stream the proxy relays).
 
-Inside the LLM call, or outside every stage (a relayed stream), these are
+Inside the LLM call, or outside every stage but the framework's (routing,
+endpoint, response: a relayed stream), these are
 ``upstream``; inside another stage (a guardrail or an auth hook calling out)
 they are ``outbound``: the gateway waits, but not on the provider, so it
 stays in the overhead. Nested clients (httpx over LiteLLM's
@@ -31,7 +32,7 @@ from .._core import Stage
 from .._core._guard import internal_error
 from .._core._timeline import OPEN_STAGE, TIMELINE, Timeline
 from .._wire._names import Attr, SemConv
-from ._points import AUTH, LLM_CALL, OUTBOUND, STREAM_WAIT, UPSTREAM
+from ._points import AUTH, FRAMEWORK_STAGES, LLM_CALL, OUTBOUND, STREAM_WAIT, UPSTREAM
 
 __all__ = ["awaited_stage", "body_stream", "body_wait", "outbound"]
 
@@ -43,11 +44,17 @@ _MEASURING: ContextVar[bool] = ContextVar("perfkit_measuring", default=False)
 _IN_LLM_CALL: ContextVar[bool] = ContextVar("perfkit_in_llm_call", default=False)
 
 
+def _in_hook_stage() -> bool:
+    """Inside one of LiteLLM's own stages (an auth hook, a guardrail), not only the framework's around them."""
+    stage = OPEN_STAGE.get()
+    return stage is not None and stage.name not in FRAMEWORK_STAGES
+
+
 def _block_name(timeline: Timeline) -> str:
-    """Inside the LLM call, or outside every stage (a stream whose request is
-    sent when it is first read), the wait is the provider's; inside another
+    """Inside the LLM call, or outside every hook stage (a stream whose request
+    is sent when it is first read), the wait is the provider's; inside another
     stage (a guardrail, an auth hook), another service's."""
-    if _IN_LLM_CALL.get() or OPEN_STAGE.get() is None:
+    if _IN_LLM_CALL.get() or not _in_hook_stage():
         timeline.attributes.pop(Attr.UPSTREAM_UNMEASURED, None)  # measured after all (see _check_coverage)
         return UPSTREAM
     return OUTBOUND
@@ -87,7 +94,7 @@ def outbound(original: Callable[..., Any]) -> Callable[..., Any]:
 async def _timed_wait(awaitable: Awaitable[T], timeline: Timeline) -> T:
     token = _MEASURING.set(True)
     try:
-        if _IN_LLM_CALL.get() or OPEN_STAGE.get() is not None:
+        if _IN_LLM_CALL.get() or _in_hook_stage():
             with Stage(_block_name(timeline)):
                 return await awaitable
         timeline.attributes.pop(Attr.UPSTREAM_UNMEASURED, None)

@@ -13,6 +13,7 @@ from typing import Any
 from .._core import Stage
 from .._core._after import expect
 from .._core._guard import internal_error
+from .._core._threads import in_thread
 from .._core._stage import _timed_generator
 from .._core._timeline import TIMELINE
 from ._points import Point, PointKind
@@ -55,6 +56,8 @@ def make_wrapper(point: Point, original: Callable[..., Any], then: Callable[[], 
         wrapper = _deferred(original)
     elif point.kind == "detached":
         wrapper = _detached(original)
+    elif point.kind == "thread":
+        wrapper = _to_thread(original)
     elif point.kind == "sum":
         if inspect.iscoroutinefunction(original):
 
@@ -132,6 +135,20 @@ def _detached(original: Callable[..., Any]) -> Callable[..., Any]:
             TIMELINE.reset(token)
 
     return start
+
+
+def _to_thread(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Hands its first callable argument to a thread: that call's CPU there is the request's (_core/_threads.py)."""
+
+    def hand_over(*args: Any, **kwargs: Any) -> Any:
+        if TIMELINE.get() is not None:
+            for n, argument in enumerate(args):
+                if callable(argument):
+                    args = (*args[:n], in_thread(argument), *args[n + 1 :])
+                    break
+        return original(*args, **kwargs)
+
+    return hand_over
 
 
 def _then(timed: Callable[..., Any], then: Callable[[], None]) -> Callable[..., Any]:

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 __all__ = [
     "AFTER_RESPONSE_STAGE",
+    "AFTER_RESPONSE_STAGES",
+    "AFTER_RESPONSE_THREAD_STAGE",
+    "THREAD_STAGE",
     "PROMETHEUS_DIR_VARIABLE",
     "BENCH_SCHEMA",
     "CAPTURED_HEADERS",
@@ -52,6 +55,11 @@ CAPTURED_HEADERS = (*OVERHEAD_HEADERS, SERVER_TIMING_HEADER, MOCK_RECEIVED_HEADE
 AFTER_RESPONSE_STAGE = "after_response"
 """The work a request's tasks did after its response ended (_core/_after.py):
 outside the request's wall time, inside the CPU perfkit names."""
+THREAD_STAGE = "threads"
+"""Functions a request handed to a thread pool while it was served (_core/_threads.py)."""
+AFTER_RESPONSE_THREAD_STAGE = f"{AFTER_RESPONSE_STAGE}.threads"
+"""The same, handed over after the response ended: outside the request's wall time too."""
+AFTER_RESPONSE_STAGES = frozenset({AFTER_RESPONSE_STAGE, AFTER_RESPONSE_THREAD_STAGE})
 
 # -- result documents ----------------------------------------------------------
 LOAD_SCHEMA = "perfkit.load/1"

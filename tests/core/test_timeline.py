@@ -2,7 +2,10 @@ from __future__ import annotations
 
 import random
 
+from litellm_perfkit._core._backend import Backend
+from litellm_perfkit._core._context import TIMELINE
 from litellm_perfkit._core._timeline import decode
+from tests.support.clock import installed
 from tests.support.timelines import sample_timeline
 
 
@@ -16,3 +19,27 @@ def test_values_json_would_lose_are_kept() -> None:
     timeline = sample_timeline()
     timeline.attributes.update(huge=1 << 70, infinite=float("inf"), surrogate="\ud800")
     assert decode(timeline.encode()) == timeline.freeze()
+
+
+def test_a_sum_stages_calls_under_different_stages_are_one_stage_each(backend: Backend) -> None:
+    with installed() as clock:
+        timeline = backend.timeline(clock(), "POST", "/x")
+        token = TIMELINE.set(timeline)
+        with backend.stage("endpoint"):
+            start = clock()
+            clock.advance_ms(1)
+            timeline.add_generator_time("stream.upstream_wait", start, 1_000_000, 1, "sum")
+        with backend.stage("response"):  # opened after the sum stage's first call
+            for _ in range(2):
+                start = clock()
+                clock.advance_ms(2)
+                timeline.add_generator_time("stream.upstream_wait", start, 2_000_000, 1, "sum")
+        timeline.end_ns = clock()
+        TIMELINE.reset(token)
+    record = decode(timeline.encode())
+    waits = [stage for stage in record.stages if stage.name == "stream.upstream_wait"]
+    assert [(record.stages[w.parent].name, w.items, w.duration_ns, len(w.intervals)) for w in waits] == [
+        ("endpoint", 1, 1_000_000, 2),
+        ("response", 2, 4_000_000, 4),
+    ]
+    assert all(record.stages.index(w) > w.parent for w in waits)

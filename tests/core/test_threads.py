@@ -1,0 +1,141 @@
+"""Work a request hands to a thread pool (_core/_threads.py): the thread's
+CPU is the request's, in the ``threads`` stage, and the time split counts
+it as CPU, not waiting, in the windows around it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from litellm_perfkit._core import _threads
+from litellm_perfkit._core._backend import Backend
+from litellm_perfkit._core._threads import in_thread
+from litellm_perfkit._export._spans import reconcile, record_to_spans
+from litellm_perfkit._export._split import time_split
+from litellm_perfkit._wire._names import AFTER_RESPONSE_STAGE, AFTER_RESPONSE_THREAD_STAGE, THREAD_STAGE
+from litellm_perfkit.types import RequestRecord
+from tests.core.test_after import _respond, _serve
+from tests.support.capture import Captured, capture_records
+from tests.support.clock import FakeClock, installed
+
+MS = 1_000_000
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeClock]:
+    with installed() as clock:
+        cpu = [0]
+        monkeypatch.setattr(_threads, "thread_time_ns", lambda: cpu[0])
+        clock.thread_cpu = cpu  # type: ignore[attr-defined]
+        yield clock
+
+
+@pytest.fixture
+def records() -> Iterator[Captured]:
+    with capture_records() as records:
+        yield records
+
+
+def _work(clock: FakeClock, wall_ms: float, cpu_ms: float) -> Any:
+    def work() -> str:
+        time.sleep(0.05)  # the loop's step that handed it over ends first: the fake clock is shared
+        clock.advance_ms(wall_ms)
+        clock.thread_cpu[0] += int(cpu_ms * MS)  # type: ignore[attr-defined]
+        return "done"
+
+    return work
+
+
+def _stage(record: RequestRecord, name: str) -> int:
+    return next(n for n, stage in enumerate(record.stages) if stage.name == name)
+
+
+def test_a_threads_cpu_is_the_requests_cpu_inside_the_stage_that_handed_it_over(
+    backend: Backend, records: Captured, clock: FakeClock
+) -> None:
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        with backend.stage("llm_call"):
+            clock.advance_ms(1)
+            result = await asyncio.get_running_loop().run_in_executor(None, in_thread(_work(clock, 5, 4)))
+            assert result == "done"
+        await _respond(send)
+
+    loop = asyncio.new_event_loop()
+    _serve(backend, app, loop)
+    loop.close()
+    [record] = records
+    threads = record.stages[_stage(record, THREAD_STAGE)]
+    llm_call = _stage(record, "llm_call")
+    assert threads.kind == "thread" and threads.items == 1 and threads.parent == llm_call
+    assert threads.self_ns == 4 * MS and threads.duration_ns == 5 * MS
+    split = time_split(record)
+    assert split is not None
+    assert split.stages[_stage(record, THREAD_STAGE)] == (4 * MS, 0, 1 * MS, 0)
+    # llm_call's own 1 ms and its thread's 4 ms are CPU; the thread's other 1 ms is waiting.
+    assert split.stages[llm_call].cpu_ns == 5 * MS
+    assert split.request.cpu_ns == 5 * MS
+    total, upstream, attributed, unattributed = reconcile(record)
+    assert attributed == record.stages[llm_call].duration_ns  # the thread's wall is llm_call's child, counted once
+
+
+def test_a_thread_handed_over_after_the_response_is_after_response_work(backend: Backend, records: Captured, clock: FakeClock) -> None:
+    done = asyncio.Event()
+
+    async def log() -> None:
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # the response ends meanwhile
+        await asyncio.get_running_loop().run_in_executor(None, in_thread(_work(clock, 3, 2)))
+        done.set()
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        asyncio.get_running_loop().create_task(log())
+        await _respond(send)
+
+    async def then() -> None:
+        await done.wait()
+        await asyncio.sleep(0.01)
+
+    loop = asyncio.new_event_loop()
+    _serve(backend, app, loop, then)
+    loop.close()
+    [record] = records
+    after, threads = _stage(record, AFTER_RESPONSE_STAGE), _stage(record, AFTER_RESPONSE_THREAD_STAGE)
+    assert record.stages[threads].parent == after
+    split = time_split(record)
+    assert split is not None and split.stages[after].cpu_ns == 2 * MS and split.request.cpu_ns == 0
+    total, upstream, attributed, unattributed = reconcile(record)
+    assert attributed == 0  # neither is part of the request's wall time
+
+
+def test_outside_a_request_the_function_is_handed_over_as_it_is() -> None:
+    def work() -> None:
+        return None
+
+    assert in_thread(work) is work
+
+
+def test_calls_under_different_stages_are_one_threads_stage_each(backend: Backend, records: Captured, clock: FakeClock) -> None:
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        loop = asyncio.get_running_loop()
+        with backend.stage("llm_call"):
+            await loop.run_in_executor(None, in_thread(_work(clock, 2, 1)))
+            await loop.run_in_executor(None, in_thread(_work(clock, 2, 1)))
+        with backend.stage("response"):  # opened after the first call was recorded
+            await loop.run_in_executor(None, in_thread(_work(clock, 3, 3)))
+        await _respond(send)
+
+    loop = asyncio.new_event_loop()
+    _serve(backend, app, loop)
+    loop.close()
+    [record] = records
+    threads = {record.stages[stage.parent].name: stage for stage in record.stages if stage.name == THREAD_STAGE}
+    assert all(record.stages.index(stage) > stage.parent for stage in threads.values())  # each after its parent
+    record_to_spans(record, "ab" * 16, "", 0)
+    assert (threads["llm_call"].items, threads["llm_call"].self_ns, threads["llm_call"].duration_ns) == (2, 2 * MS, 4 * MS)
+    assert (threads["response"].items, threads["response"].self_ns, threads["response"].duration_ns) == (1, 3 * MS, 3 * MS)
+    total, upstream, attributed, unattributed = reconcile(record)
+    assert attributed + unattributed == total and unattributed >= 0
