@@ -395,8 +395,12 @@ class ProxyUsage(TypedDict):
     ]
     steps_cpu_ms_per_request: Annotated[
         Optional[dict[str, float]],
-        "the requests' own CPU (step accounting: their tasks' steps), mean per request by phase; the rest of "
-        "cpu_ms_per_request ran outside any request's steps (the server's protocol work, the event loop, work after the response)",
+        "the requests' own CPU (step accounting: their tasks' steps, their thread calls, their work after the response), mean per "
+        "request by phase; the rest of cpu_ms_per_request ran outside any request's steps (the server's protocol work, the event loop)",
+    ]
+    named_cpu_ms_per_request: Annotated[
+        Optional[dict[str, float]],
+        "the part of steps_cpu_ms_per_request inside named stages (less the CPU outside every stage), mean per request by phase",
     ]
 
 

@@ -14,7 +14,7 @@ from typing import Any, TypedDict
 from .._wire._names import AFTER_RESPONSE_STAGE, AFTER_RESPONSE_STAGES, Attr
 from ..types import AttributeValue, BenchStage, GcPauses, MeanP50P95, Remainder, Unmeasured
 
-__all__ = ["OUTSIDE_STAGES", "Breakdown", "ServerSamples", "stage_breakdown", "steps_cpu_per_request", "percentile"]
+__all__ = ["OUTSIDE_STAGES", "Breakdown", "ServerSamples", "requests_cpu_per_request", "stage_breakdown", "percentile"]
 
 UPSTREAM = {"upstream", "stream.upstream_wait"}
 OUTSIDE_STAGES = "(outside every stage)"
@@ -50,23 +50,30 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[int(rank) - 1]
 
 
-def steps_cpu_per_request(spans: list[dict[str, Any]], phases: dict[str, set[str]]) -> dict[str, float] | None:
-    """Per phase, the mean CPU of its requests' own steps (``perfkit.cpu_ms``); None without step accounting."""
-    # A request's own CPU: its steps while it ran (the server span's split),
-    # and those of its tasks after the response (the after_response stage).
-    by_trace: dict[str, float] = {}
+def requests_cpu_per_request(spans: list[dict[str, Any]], phases: dict[str, set[str]]) -> tuple[dict[str, float] | None, dict[str, float] | None]:
+    """Per phase, the mean CPU of its requests' own steps and thread calls,
+    and the part of it inside named stages; (None, None) without step accounting."""
+    # A request's own CPU: its split while it ran (the server span's), and
+    # its tasks' after the response (the after_response stage).
+    own: dict[str, float] = {}
+    outside: dict[str, float] = {}
     after: dict[str, float] = defaultdict(float)
     for span in spans:
         if span["kind"] == 2 and Attr.CPU_MS in span["attrs"]:
-            by_trace[span["trace_id"]] = span["attrs"][Attr.CPU_MS]
+            own[span["trace_id"]] = span["attrs"][Attr.CPU_MS]
+            outside[span["trace_id"]] = span["attrs"].get(Attr.REMAINDER_CPU_MS, 0.0)
         elif span["kind"] == 1 and span["name"] == AFTER_RESPONSE_STAGE:
             after[span["trace_id"]] += span["attrs"].get(Attr.STAGE_CPU_MS, 0.0)
-    cpu: dict[str, list[float]] = defaultdict(list)
-    for trace_id, own in by_trace.items():
+    totals: dict[str, list[float]] = defaultdict(list)
+    named: dict[str, list[float]] = defaultdict(list)
+    for trace_id, cpu in own.items():
         for name, trace_ids in phases.items():
             if trace_id in trace_ids:
-                cpu[name].append(own + after.get(trace_id, 0.0))
-    return {name: round(sum(values) / len(values), 4) for name, values in cpu.items()} or None
+                totals[name].append(cpu + after.get(trace_id, 0.0))
+                named[name].append(cpu + after.get(trace_id, 0.0) - outside[trace_id])
+    if not totals:
+        return None, None
+    return ({name: round(sum(v) / len(v), 4) for name, v in totals.items()}, {name: round(sum(v) / len(v), 4) for name, v in named.items()})
 
 
 def stage_breakdown(spans: list[dict[str, Any]], trace_ids: set[str]) -> Breakdown:

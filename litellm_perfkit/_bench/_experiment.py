@@ -28,7 +28,7 @@ from .._stop import Stopped, signal_name
 from .._profile import FlamegraphOptions, ProfileError, start_recording, stop_recording
 from .._version import __version__
 from ..types import BenchResult, BenchRun, LoadResult, LoadSummary
-from ._analysis import stage_breakdown, steps_cpu_per_request
+from ._analysis import requests_cpu_per_request, stage_breakdown
 from ._heartbeat import Say
 from ._launch import Agents, Child, Children, free_port, port_open, start_litellm, start_mock, tree_usage
 from ._options import CANNOT_STREAM, MODEL, PROVIDERS, BenchError, BenchOptions, config_template
@@ -275,13 +275,14 @@ def _repeat(url: str, options: BenchOptions, receiver: SpanReceiver, workdir: Pa
     cpu_after, rss = tree_usage(proxy.process.pid) if proxy else (0.0, 0.0)
     time.sleep(1.0)  # the export agents flush every 200 ms
     spans = receiver.take()
+    own_cpu, named_cpu = requests_cpu_per_request(spans, phase_ids)
     return {
         "nonstream": phases["nonstream"],
         "stream": phases["stream"],
         "samples": samples,
         "proxy": {"cpu_percent": round((cpu_after - cpu_before) / wall * 100, 1) if proxy else None,
                   "rss_mb": round(rss, 1) if proxy else None, "cpu_ms_per_request": per_request or None,
-                  "steps_cpu_ms_per_request": steps_cpu_per_request(spans, phase_ids)},  # fmt: skip
+                  "steps_cpu_ms_per_request": own_cpu, "named_cpu_ms_per_request": named_cpu},  # fmt: skip
         "breakdown": stage_breakdown(spans, set().union(*phase_ids.values())),
     }
 

@@ -113,12 +113,17 @@ def _cpu_table(run: BenchRun) -> list[str]:
               f"| event-loop queueing (ready, the loop busy with others) | {queue:.3f} | {queue / mean:.1%} |",
               f"| I/O and other waits (not upstream) | {waits:.3f} | {waits / mean:.1%} |"]  # fmt: skip
     proxy = run.get("proxy") or {}
-    process, steps = proxy.get("cpu_ms_per_request") or {}, proxy.get("steps_cpu_ms_per_request") or {}
+    process = proxy.get("cpu_ms_per_request") or {}
+    steps, named = proxy.get("steps_cpu_ms_per_request") or {}, proxy.get("named_cpu_ms_per_request") or {}
     phases = [phase for phase in process if phase in steps and process[phase] > 0]
     if phases:
         lines += ["", "the requests' own CPU against the proxy's process CPU, per request: "
                   + "; ".join(f"{phase} {steps[phase]:.2f} of {process[phase]:.2f} ms ({steps[phase] / process[phase]:.0%})" for phase in phases)
-                  + ". The rest ran outside the requests' steps: the server's protocol work, the event loop, the collector outside any step."]  # fmt: skip
+                  + ". The rest ran outside the requests' steps and threads: the server's protocol work, the event loop, the collector outside any step."]  # fmt: skip
+    phases = [phase for phase in phases if phase in named]
+    if phases:
+        lines += ["named stages' CPU against the proxy's process CPU, per request: "
+                  + "; ".join(f"{phase} {named[phase]:.2f} of {process[phase]:.2f} ms ({named[phase] / process[phase]:.0%})" for phase in phases)]  # fmt: skip
     return lines
 
 
