@@ -73,8 +73,11 @@ def release(timeline: Timeline) -> None:
     if held is None or held.timeline is not timeline:
         return  # handed off at its deadline already
     held.count -= 1
-    if held.count <= 0 and held.ended:
-        _finish(held)
+    if held.count <= 0:
+        if held.ended:
+            _finish(held)
+        else:  # nothing to wait for (again): a request never handed off (abandoned) leaves nothing behind
+            del _held[id(timeline)]
 
 
 def release_task(timeline: Timeline) -> Any:
