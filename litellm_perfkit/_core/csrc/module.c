@@ -266,6 +266,8 @@ intern_names(void)
         {&pk_names.first_body_byte, "first_body_byte"}, {&pk_names.first_token, "first_token"},
         {&pk_names.last_byte, "last_byte"}, {&pk_names.client_disconnected, "client_disconnected"},
         {&pk_names.incomplete_response, "incomplete_response"}, {&pk_names.gc, "gc"},
+        {&pk_names.mark, "mark"}, {&pk_names.call_soon, "call_soon"}, {&pk_names.throw_, "throw"},
+        {&pk_names.close, "close"}, {&pk_names.steps_dropped, "steps_dropped"},
     };
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
         *table[i].slot = PyUnicode_InternFromString(table[i].text);

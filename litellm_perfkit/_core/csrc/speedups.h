@@ -49,6 +49,7 @@ typedef struct {
     PyObject *headers_sent, *first_body_byte, *first_token, *last_byte;
     PyObject *client_disconnected, *incomplete_response, *gc;
     PyObject *server_timing_header, *overhead_header_name;
+    PyObject *mark, *call_soon, *throw_, *close, *steps_dropped; /* steps.c */
 } PkNames;
 
 extern PkNames pk_names;
@@ -103,7 +104,7 @@ extern PyTypeObject PkStepClock_Type;
 
 /* Values a request's steps list holds at most (setup()'s step_values: _steps.STEP_SIZE * MAX_STEPS). */
 extern Py_ssize_t pk_step_values;
-/* Step accounting's names and types ready (steps.c); -1 with an exception set. */
+/* Step accounting's types ready (steps.c; its names are in pk_names); -1 with an exception set. */
 int pk_steps_ready(void);
 extern PyTypeObject PkExchange_Type;
 extern PyTypeObject PkHandoff_Type;

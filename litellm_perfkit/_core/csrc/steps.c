@@ -22,7 +22,7 @@ typedef struct {
     int armed;           /* a marker is queued */
 } BatchesObject;
 
-static PyObject *name_mark, *name_call_soon, *name_throw, *name_close, *name_steps_dropped, *one;
+static PyObject *one;
 
 /* A step ran while no marker was queued: a busy period begins, in a batch that started about now. */
 static int
@@ -83,8 +83,8 @@ batches_init(BatchesObject *self, PyObject *args, PyObject *kwargs)
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O:Batches", keywords, &loop)) {
         return -1;
     }
-    PyObject *call_soon = PyObject_GetAttr(loop, name_call_soon);
-    PyObject *mark = call_soon == NULL ? NULL : PyObject_GetAttr((PyObject *)self, name_mark);
+    PyObject *call_soon = PyObject_GetAttr(loop, pk_names.call_soon);
+    PyObject *mark = call_soon == NULL ? NULL : PyObject_GetAttr((PyObject *)self, pk_names.mark);
     if (mark == NULL) {
         Py_XDECREF(call_soon);
         return -1;
@@ -228,9 +228,9 @@ record_step(StepClockObject *self, int64_t early, int64_t late, int64_t start)
     else {
         PyObject *timeline = NULL;
         if (PyContextVar_Get(pk_hooks.timeline_var, NULL, &timeline) == 0 && timeline != NULL && timeline != Py_None) {
-            PyObject *dropped = PyObject_GetAttr(timeline, name_steps_dropped);
+            PyObject *dropped = PyObject_GetAttr(timeline, pk_names.steps_dropped);
             PyObject *more = dropped == NULL ? NULL : PyNumber_Add(dropped, one);
-            if (more == NULL || PyObject_SetAttr(timeline, name_steps_dropped, more) < 0) {
+            if (more == NULL || PyObject_SetAttr(timeline, pk_names.steps_dropped, more) < 0) {
                 pk_report("steps.record");
             }
             Py_XDECREF(dropped);
@@ -249,7 +249,7 @@ done:
 static PySendResult
 throw_into(PyObject *iterator, PyObject *exc, PyObject **result)
 {
-    PyObject *throw = PyObject_GetAttr(iterator, name_throw);
+    PyObject *throw = PyObject_GetAttr(iterator, pk_names.throw_);
     if (throw == NULL) {
         if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
             return PYGEN_ERROR;
@@ -385,7 +385,7 @@ close_inner(StepClockObject *self)
     Py_INCREF(inner);
     Py_CLEAR(self->iterator);
     Py_CLEAR(self->awaitable);
-    PyObject *close = PyObject_GetAttr(inner, name_close);
+    PyObject *close = PyObject_GetAttr(inner, pk_names.close);
     Py_DECREF(inner);
     if (close == NULL) {
         if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
@@ -527,19 +527,6 @@ PyTypeObject PkStepClock_Type = {
 int
 pk_steps_ready(void)
 {
-    struct {
-        PyObject **slot;
-        const char *text;
-    } table[] = {
-        {&name_mark, "mark"}, {&name_call_soon, "call_soon"}, {&name_throw, "throw"},
-        {&name_close, "close"}, {&name_steps_dropped, "steps_dropped"},
-    };
-    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
-        *table[i].slot = PyUnicode_InternFromString(table[i].text);
-        if (*table[i].slot == NULL) {
-            return -1;
-        }
-    }
     one = PyLong_FromLong(1);
     return one == NULL || PyType_Ready(&PkBatches_Type) < 0 || PyType_Ready(&PkStepClock_Type) < 0 ? -1 : 0;
 }
