@@ -90,14 +90,15 @@ class Timeline(_TimelineFields):
         if entry is None:
             # A sum stage's calls each keep their parent (SUM_CALL): calls under
             # different stages become one stage each when the record is decoded.
-            self.generators[name] = [self.next_index, first_ns, now, parent, self_ns, items, kind, [first_ns, now, parent] if kind == "sum" else []]
+            # A call's end is its start and duration as the caller measured them, so its intervals add up to self_ns.
+            self.generators[name] = [self.next_index, first_ns, now, parent, self_ns, items, kind, [first_ns, first_ns + self_ns, parent] if kind == "sum" else []]
             self.next_index += 1
         else:
             entry[2] = now
             entry[4] += self_ns
             entry[5] += items
             if kind == "sum":
-                entry[7] += (first_ns, now, parent)
+                entry[7] += (first_ns, first_ns + self_ns, parent)
 
     # -- export side --------------------------------------------------------
     def encode(self) -> bytes:
