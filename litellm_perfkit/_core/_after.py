@@ -2,9 +2,9 @@
 success callbacks, which run after the response in tasks the request started.
 
 The task factory clocks every task started in a request's context into the
-request's steps (``_steps``), but a request was handed to the exporter when
-its response ended, so those later steps went nowhere. Now each clocked task
-holds its request until it ends: a request whose tasks are still running is
+request's steps (``_steps``); steps recorded after the request was handed to
+the exporter would go nowhere, so each clocked task holds its request until
+it ends: a request whose tasks are still running is
 handed off when the last one ends, or ``WAIT_S`` after its response,
 whichever comes first, with one more stage, ``after_response``, from the
 response's end to then (its CPU, queueing and I/O from the steps that ran
@@ -26,7 +26,7 @@ from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
 from .._wire._names import AFTER_RESPONSE_STAGE, AFTER_RESPONSE_THREAD_STAGE
-from ._fields import THREAD_CALL
+from ._fields import GENERATOR, THREAD_CALL
 from ._guard import internal_error
 
 if TYPE_CHECKING:
@@ -52,6 +52,9 @@ class _Held:
         self.deadline: asyncio.TimerHandle | None = None
         self.expected: list[int] = []  # ids of its coroutines still queued
 
+
+_INTERVALS = GENERATOR.index("intervals")
+_CALL_PARENT = THREAD_CALL.index("parent")
 
 _held: dict[int, _Held] = {}
 # id(coroutine) -> (the coroutine, the request that queued it)
@@ -117,9 +120,7 @@ def deferring(exporter: Sink) -> Sink:
 
     def hand_off(timeline: Timeline) -> None:
         held = _held.get(id(timeline)) if _held else None
-        if held is None or held.timeline is not timeline or held.count <= 0:
-            if held is not None and held.timeline is timeline:
-                del _held[id(timeline)]
+        if held is None or held.timeline is not timeline:  # (release drops a request once nothing holds it)
             exporter(timeline)
             return
         held.ended = True
@@ -153,8 +154,8 @@ def _finish(held: _Held) -> None:
             timeline.finished.append((index, AFTER_RESPONSE_STAGE, timeline.end_ns, perf_counter_ns(), -1))
             timeline.next_index += 1
             if threads is not None:  # its calls ran inside this stage: its children
-                calls = threads[7]
-                calls[len(THREAD_CALL) - 1 :: len(THREAD_CALL)] = [index] * (len(calls) // len(THREAD_CALL))
+                calls, size = threads[_INTERVALS], len(THREAD_CALL)
+                calls[_CALL_PARENT::size] = [index] * (len(calls) // size)
     except Exception as exc:
         internal_error("after.finish", exc)
     if _exporter is not None:
