@@ -13,6 +13,7 @@ import openai
 import orjson
 
 from litellm_perfkit._mock._engine import MockEngine, route
+from litellm_perfkit._wire._names import MOCK_RECEIVED_HEADER
 from litellm_perfkit.mock import Deployment, MockConfig, ModelProfile
 from tests.support.mock_server import mock_server
 
@@ -74,17 +75,21 @@ def test_openai_responses_client_json_and_stream() -> None:
 
 
 def test_anthropic_and_responses_streams_keep_the_configured_timing() -> None:
-    """The first content event comes ttft after the request, the next ones itl apart (by the mock's stamps)."""
+    """The first content event comes ttft after the mock received the request, the next ones itl apart (by the
+    mock's stamps; the origin is the mock's own receive stamp, because a loaded machine can delay a first
+    connection by hundreds of milliseconds before the mock sees it)."""
 
     async def deltas(url: str, path: str, body: dict[str, object], kind: bytes) -> list[tuple[float, dict[str, object]]]:
         seen = []
         async with httpx.AsyncClient() as client:
             sent = time.perf_counter_ns()
             async with client.stream("POST", f"{url}{path}", json=body) as response:
+                received = int(response.headers[MOCK_RECEIVED_HEADER])
+                assert received >= sent
                 async for line in response.aiter_lines():
                     if line.startswith("data: ") and kind in line.encode():
                         event = orjson.loads(line[6:])
-                        seen.append(((event["perfkit"]["mono_ns"] - sent) / 1e6, event))
+                        seen.append(((event["perfkit"]["mono_ns"] - received) / 1e6, event))
         return seen
 
     with mock_server(TIMED) as (url,):
