@@ -71,9 +71,11 @@ StageKind = Literal["block", "generator", "sum", "thread"]
 """``block``: one contiguous interval. ``generator``: the time an async generator
 spent running its own code (suspensions excluded), summed over the request.
 ``sum``: a function called many times per request (a per-chunk hook): its
-calls' durations summed, ``items`` = calls. ``thread``: functions the request
-handed to a thread pool (_core/_threads.py): ``self_ns`` is their CPU in the
-threads, the duration their calls' wall time summed, ``items`` = calls."""
+calls' durations summed, ``items`` = calls. ``thread``: work on the request's
+behalf outside its steps: functions it handed to a thread pool
+(_core/_threads.py), or the server's parsing of it on the loop's thread
+(_core/_protocol.py); ``self_ns`` is that work's CPU, the duration its calls'
+wall time summed, ``items`` = calls."""
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, TypedDict
 
-from .._wire._names import AFTER_RESPONSE_STAGE, AFTER_RESPONSE_STAGES, Attr
+from .._wire._names import AFTER_RESPONSE_STAGE, OUTSIDE_WALL_STAGES, PROTOCOL_STAGE, Attr
 from ..types import AttributeValue, BenchStage, GcPauses, MeanP50P95, Remainder, Unmeasured
 
 __all__ = ["OUTSIDE_STAGES", "Breakdown", "ServerSamples", "requests_cpu_per_request", "stage_breakdown", "percentile"]
@@ -50,27 +50,32 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[int(rank) - 1]
 
 
+# Top-level stages outside the request's wall time whose CPU is the request's.
+_OWN_OUTSIDE_WALL = (PROTOCOL_STAGE, AFTER_RESPONSE_STAGE)
+
+
 def requests_cpu_per_request(spans: list[dict[str, Any]], phases: dict[str, set[str]]) -> tuple[dict[str, float] | None, dict[str, float] | None]:
     """Per phase, the mean CPU of its requests' own steps and thread calls,
     and the part of it inside named stages; (None, None) without step accounting."""
-    # A request's own CPU: its split while it ran (the server span's), and
-    # its tasks' after the response (the after_response stage).
+    # A request's own CPU: its split while it ran (the server span's), the
+    # server's parsing of it (protocol) and its tasks' after the response
+    # (after_response, which holds its thread calls' CPU).
     own: dict[str, float] = {}
     outside: dict[str, float] = {}
-    after: dict[str, float] = defaultdict(float)
+    outside_wall: dict[str, float] = defaultdict(float)
     for span in spans:
         if span["kind"] == 2 and Attr.CPU_MS in span["attrs"]:
             own[span["trace_id"]] = span["attrs"][Attr.CPU_MS]
             outside[span["trace_id"]] = span["attrs"].get(Attr.REMAINDER_CPU_MS, 0.0)
-        elif span["kind"] == 1 and span["name"] == AFTER_RESPONSE_STAGE:
-            after[span["trace_id"]] += span["attrs"].get(Attr.STAGE_CPU_MS, 0.0)
+        elif span["kind"] == 1 and span["name"] in _OWN_OUTSIDE_WALL:
+            outside_wall[span["trace_id"]] += span["attrs"].get(Attr.STAGE_CPU_MS, 0.0)
     totals: dict[str, list[float]] = defaultdict(list)
     named: dict[str, list[float]] = defaultdict(list)
     for trace_id, cpu in own.items():
         for name, trace_ids in phases.items():
             if trace_id in trace_ids:
-                totals[name].append(cpu + after.get(trace_id, 0.0))
-                named[name].append(cpu + after.get(trace_id, 0.0) - outside[trace_id])
+                totals[name].append(cpu + outside_wall[trace_id])
+                named[name].append(cpu + outside_wall[trace_id] - outside[trace_id])
     if not totals:
         return None, None
     return ({name: round(sum(v) / len(v), 4) for name, v in totals.items()}, {name: round(sum(v) / len(v), 4) for name, v in named.items()})
@@ -127,8 +132,8 @@ def stage_breakdown(spans: list[dict[str, Any]], trace_ids: set[str]) -> Breakdo
             "p50_ms": round(percentile(values, 50), 4),
             "p95_ms": round(percentile(values, 95), 4),
             "mean_self_ms": round(own[name] / n, 4),
-            # The work after the response is outside the request's overhead.
-            "share": None if upstream or name in AFTER_RESPONSE_STAGES or not mean_overhead else round(own[name] / n / mean_overhead, 4),
+            # The protocol work before the app and the work after the response are outside the request's overhead.
+            "share": None if upstream or name in OUTSIDE_WALL_STAGES or not mean_overhead else round(own[name] / n / mean_overhead, 4),
             "requests": len(values),
             "upstream": upstream,
             **_split_means(split_own.get(name), split_requests),  # type: ignore[typeddict-item]

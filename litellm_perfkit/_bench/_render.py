@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .._wire._names import AFTER_RESPONSE_STAGES
+from .._wire._names import OUTSIDE_WALL_STAGES, PROTOCOL_STAGE
 from ..types import BenchResult, BenchRun, Unmeasured
 from ._analysis import OUTSIDE_STAGES
 
 __all__ = ["render_bench", "unmeasured_warning"]
+
+# What the share column says of a stage outside the request's wall time.
+_OUTSIDE_WALL = {name: "before the app" if name == PROTOCOL_STAGE else "after the response" for name in OUTSIDE_WALL_STAGES}
 
 
 def _pair(data: Mapping[str, object] | None, unit: str = "ms") -> str:
@@ -69,7 +72,7 @@ def _run(run: BenchRun) -> list[str]:
         lines += ["", f"where the server-side overhead went ({run['joined_requests']} requests joined by trace id):", "",
                   "| stage | p50 ms | p95 ms | mean self ms | share of overhead |", "|---|---:|---:|---:|---:|"]  # fmt: skip
         for name, stage in stages.items():
-            share = "upstream" if stage["upstream"] else "after the response" if stage["share"] is None else f"{stage['share']:.1%}"
+            share = "upstream" if stage["upstream"] else _OUTSIDE_WALL.get(name, "-") if stage["share"] is None else f"{stage['share']:.1%}"
             lines.append(f"| {name} | {stage['p50_ms']:.3f} | {stage['p95_ms']:.3f} | {stage['mean_self_ms']:.3f} | {share} |")
         lines.append(f"| (unattributed) | | | {remainder['mean_ms']:.3f} | {remainder['share']:.1%} |")
         total = sum(s["share"] for s in stages.values() if s["share"] is not None) + (remainder["share"] or 0)
@@ -101,8 +104,8 @@ def _cpu_table(run: BenchRun) -> list[str]:
     mean = overhead["mean"]
     rows = sorted(((name, float(s["cpu_ms"] or 0.0)) for name, s in own), key=lambda row: -row[1])
     rows.append((OUTSIDE_STAGES, float(remainder["cpu_ms"] or 0.0)))
-    # Waiting after the response is no part of the overhead; that work's CPU is in the rows, as the proxy's.
-    during = [s for name, s in own if name not in AFTER_RESPONSE_STAGES]
+    # Waiting before the app or after the response is no part of the overhead; that work's CPU is in the rows, as the proxy's.
+    during = [s for name, s in own if name not in OUTSIDE_WALL_STAGES]
     queue = sum(float(s["queue_ms"] or 0.0) for s in during) + float(remainder["queue_ms"] or 0.0)
     waits = sum(float(s["io_ms"] or 0.0) for s in during) + float(remainder["io_ms"] or 0.0)
     cpu = sum(ms for _, ms in rows)
@@ -119,7 +122,7 @@ def _cpu_table(run: BenchRun) -> list[str]:
     if phases:
         lines += ["", "the requests' own CPU against the proxy's process CPU, per request: "
                   + "; ".join(f"{phase} {steps[phase]:.2f} of {process[phase]:.2f} ms ({steps[phase] / process[phase]:.0%})" for phase in phases)
-                  + ". The rest ran outside the requests' steps and threads: the server's protocol work, the event loop, the collector outside any step."]  # fmt: skip
+                  + ". The rest ran outside the requests' steps and threads: the event loop between steps, the server's work outside its parsing callbacks, the collector outside any step."]  # fmt: skip
     phases = [phase for phase in phases if phase in named]
     if phases:
         lines += ["named stages' CPU against the proxy's process CPU, per request: "

@@ -15,6 +15,7 @@ from . import _sink
 from ._collector import closed_by_collector
 from ._guard import internal_error
 from ._hosttrace import HOST_TRACING
+from ._protocol import adopt as _adopt_protocol_work
 from .._wire._headers import ENTRY_PREFIXES, THOUSANDTHS, entry_prefix, format_ms, server_timing_entry
 from ._gcwatch import WATCH as _GC
 from ._gcwatch import install as watch_gc
@@ -129,6 +130,7 @@ class PerfkitMiddleware:
             await self.app(scope, receive, send)
             return
         timeline = self._timeline_class(perf_counter_ns(), scope["method"], scope["path"])
+        _adopt_protocol_work(timeline)
         settings = self._loud
         if self._check:
             try:

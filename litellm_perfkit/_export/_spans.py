@@ -11,7 +11,7 @@ import random
 from typing import Literal, Tuple
 
 from .._wire._headers import parse_traceparent, stage_span_id
-from .._wire._names import AFTER_RESPONSE_STAGES, Attr, SemConv, gen_ai_operation
+from .._wire._names import OUTSIDE_WALL_STAGES, Attr, SemConv, gen_ai_operation
 from ..types import AttributeValue, RequestRecord, SamplerName
 from ._split import Split, time_split
 
@@ -84,7 +84,7 @@ def reconcile(record: RequestRecord, own: list[int] | None = None) -> tuple[int,
     for n, stage in enumerate(record.stages):
         if stage.name in upstream_names:
             upstream += stage.duration_ns
-        elif stage.name not in AFTER_RESPONSE_STAGES:  # after the response: outside its wall time
+        elif stage.name not in OUTSIDE_WALL_STAGES:  # before the app or after the response: outside its wall time
             attributed += own[n]
     overhead = max(0, total - upstream)
     return total, upstream, attributed, overhead - attributed

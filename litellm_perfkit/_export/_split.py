@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from .._core._steps import STEP_SIZE
-from .._wire._names import AFTER_RESPONSE_STAGES
+from .._wire._names import OUTSIDE_WALL_STAGES, PROTOCOL_STAGE
 from ..types import RequestRecord
 
 __all__ = ["Split", "TimeSplit", "time_split"]
@@ -139,8 +139,10 @@ split_windows = _split_function()
 
 def _with_thread_cpu(parts: list[tuple[int, int, int, int]], windows: list[int], record: RequestRecord) -> list[tuple[int, int, int, int]]:
     """A thread's CPU on the request's behalf is the request's CPU, not its
-    waiting: moved from I/O wait to CPU in every window its call lies in."""
-    calls = [stage.intervals for stage in record.stages if stage.kind == "thread"]
+    waiting: moved from I/O wait to CPU in every window its call lies in.
+    Not the server's protocol work: for the request, a read of its body was
+    waiting; that CPU is the protocol stage's, outside the request's windows."""
+    calls = [stage.intervals for stage in record.stages if stage.kind == "thread" and stage.name != PROTOCOL_STAGE]
     if not calls:
         return parts
     moved = []
@@ -168,7 +170,7 @@ def time_split(record: RequestRecord) -> TimeSplit | None:
         if stage.kind == "block":
             end = stage.end_ns or record.end_ns
             windows += (stage.start_ns, end)
-            if stage.parent < 0 and stage.name not in AFTER_RESPONSE_STAGES:  # outside the request's window
+            if stage.parent < 0 and stage.name not in OUTSIDE_WALL_STAGES:  # outside the request's window
                 top.append((stage.start_ns, end))
         elif stage.kind == "sum":
             windows += stage.intervals[: len(stage.intervals) // 2 * 2]
@@ -195,7 +197,7 @@ def time_split(record: RequestRecord) -> TimeSplit | None:
     covered += [
         split
         for stage, split in zip(record.stages, stages)
-        if stage.kind != "block" and stage.name not in AFTER_RESPONSE_STAGES and not _inside(stage.start_ns, stage.end_ns, blocks)
+        if stage.kind != "block" and stage.name not in OUTSIDE_WALL_STAGES and not _inside(stage.start_ns, stage.end_ns, blocks)
     ]
     remainder = Split(*(max(0, total - sum(part[i] for part in covered)) for i, total in enumerate(request)))
     return TimeSplit(request, stages, remainder)

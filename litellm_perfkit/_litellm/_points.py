@@ -14,13 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from .._wire._names import AFTER_RESPONSE_STAGE, THREAD_STAGE
+from .._wire._names import AFTER_RESPONSE_STAGE, PROTOCOL_STAGE, THREAD_STAGE
 
 __all__ = ["FRAMEWORK_STAGES", "Point", "PointKind", "TABLES", "table_for", "UPSTREAM_STAGES", "AUTH", "LLM_CALL", "OUTBOUND", "STREAM_WAIT", "UPSTREAM"]
 
 PointKind = Literal[
     "call", "dependency", "stream", "sum", "route", "outbound", "body_wait", "body_stream", "routes_added", "metrics_app", "deferred", "detached",
-    "thread",
+    "thread", "protocol",
 ]
 """``call``: one stage per call (async or sync function, or method).
 ``dependency``: a FastAPI dependency of the proxy's routes.
@@ -41,7 +41,9 @@ response are the ``after_response`` stage (_core/_after.py).
 ``detached``: starts a long-lived task (a queue's worker): it runs outside
 the request's context, so no request is charged for it.
 ``thread``: hands its first callable argument to a thread pool: the call's
-CPU in the thread is the request's, in the ``threads`` stage (_core/_threads.py)."""
+CPU in the thread is the request's, in the ``threads`` stage (_core/_threads.py).
+``protocol``: the server's data callback, which parses a request's bytes and
+starts its task: its time is that request's ``protocol`` stage (_core/_protocol.py)."""
 
 When = Literal["now", "loaded"]
 """``now``: at instrument time (the module is imported if need be).
@@ -103,10 +105,17 @@ _FRAMEWORK: tuple[Point, ...] = (
     Point("response", "starlette.responses:StreamingResponse.__call__"),
 )
 
+# The server's parsing, before the request reaches the app (uvicorn: LiteLLM's
+# server; the protocol its --http option chose is the one that is loaded).
+_SERVER: tuple[Point, ...] = (
+    Point(PROTOCOL_STAGE, "uvicorn.protocols.http.httptools_impl:HttpToolsProtocol.data_received", "protocol", when="loaded"),
+    Point(PROTOCOL_STAGE, "uvicorn.protocols.http.h11_impl:H11Protocol.data_received", "protocol", when="loaded"),
+)
+
 FRAMEWORK_STAGES = frozenset(point.stage for point in _FRAMEWORK)
 """Stages that only frame LiteLLM's work: an upstream wait inside them is the provider's, not another service's."""
 
-_COMMON: tuple[Point, ...] = _TRANSPORT + _THREADS + _FRAMEWORK + (
+_COMMON: tuple[Point, ...] = _TRANSPORT + _THREADS + _FRAMEWORK + _SERVER + (
     Point("request.parse", f"{_PS}:_read_request_body"),
     Point(AUTH, "litellm.proxy.auth.user_api_key_auth:user_api_key_auth", "dependency"),
     Point("pre_call", f"{_CRP}:ProxyBaseLLMRequestProcessing.common_processing_pre_call_logic"),

@@ -13,6 +13,7 @@ from typing import Any
 from .._core import Stage
 from .._core._after import expect
 from .._core._guard import internal_error
+from .._core._protocol import parsing
 from .._core._threads import in_thread
 from .._core._stage import _timed_generator
 from .._core._timeline import TIMELINE
@@ -58,6 +59,8 @@ def make_wrapper(point: Point, original: Callable[..., Any], then: Callable[[], 
         wrapper = _detached(original)
     elif point.kind == "thread":
         wrapper = _to_thread(original)
+    elif point.kind == "protocol":
+        wrapper = parsing(original, _uvicorn_request)
     elif point.kind == "sum":
         if inspect.iscoroutinefunction(original):
 
@@ -149,6 +152,12 @@ def _to_thread(original: Callable[..., Any]) -> Callable[..., Any]:
         return original(*args, **kwargs)
 
     return hand_over
+
+
+def _uvicorn_request(protocol: Any) -> object:
+    """The request a uvicorn HTTP protocol is parsing: its cycle, until the response is complete."""
+    cycle = getattr(protocol, "cycle", None)
+    return None if cycle is None or getattr(cycle, "response_complete", True) else cycle
 
 
 def _then(timed: Callable[..., Any], then: Callable[[], None]) -> Callable[..., Any]:

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 __all__ = [
     "AFTER_RESPONSE_STAGE",
-    "AFTER_RESPONSE_STAGES",
     "AFTER_RESPONSE_THREAD_STAGE",
+    "OUTSIDE_WALL_STAGES",
+    "PROTOCOL_STAGE",
     "THREAD_STAGE",
     "PROMETHEUS_DIR_VARIABLE",
     "BENCH_SCHEMA",
@@ -59,7 +60,12 @@ THREAD_STAGE = "threads"
 """Functions a request handed to a thread pool while it was served (_core/_threads.py)."""
 AFTER_RESPONSE_THREAD_STAGE = f"{AFTER_RESPONSE_STAGE}.threads"
 """The same, handed over after the response ended: outside the request's wall time too."""
-AFTER_RESPONSE_STAGES = frozenset({AFTER_RESPONSE_STAGE, AFTER_RESPONSE_THREAD_STAGE})
+PROTOCOL_STAGE = "protocol"
+"""The server's protocol work for a request on the event loop's thread, outside
+the request's steps: parsing its bytes, mostly before the app saw it (_core/_protocol.py)."""
+OUTSIDE_WALL_STAGES = frozenset({AFTER_RESPONSE_STAGE, AFTER_RESPONSE_THREAD_STAGE, PROTOCOL_STAGE})
+"""Stages outside the request's wall time (before it reached the app, or after its
+response): no part of its duration, overhead or unattributed time, only of the CPU perfkit names."""
 
 # -- result documents ----------------------------------------------------------
 LOAD_SCHEMA = "perfkit.load/1"

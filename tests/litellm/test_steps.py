@@ -1,6 +1,7 @@
 """CPU versus waiting on the real LiteLLM proxy: at 1 user and at 32, auth's
 own CPU per request stays about the same while its wall time does not; the
-CPU of its thread calls and of its work after the response is named."""
+CPU of the server's parsing, of its thread calls and of its work after the
+response is named."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from litellm_perfkit._wire._names import AFTER_RESPONSE_STAGE, THREAD_STAGE, Attr
+from litellm_perfkit._wire._names import AFTER_RESPONSE_STAGE, PROTOCOL_STAGE, THREAD_STAGE, Attr
 from tests.support.litellm_env import VERSIONS
 from tests.support.mock_server import mock_process
 from tests.support.proxy import litellm_proxy
@@ -72,16 +73,18 @@ def test_auth_cpu_per_request_is_the_same_at_1_and_32_users(version: str, tmp_pa
     print(summary)
     assert cpu[32] == pytest.approx(cpu[1], rel=0.25), summary
     assert wall[32] > 3 * wall[1] and wall[32] > 3 * cpu[32], summary
-    # The CPU outside the event loop's steps is named too: each request's
-    # completion() in the executor (threads), its logging after the response.
+    # The CPU outside the event loop's steps is named too: uvicorn's parsing
+    # of each request, its completion() in the executor (threads), its
+    # logging after the response.
+    least_ms = {PROTOCOL_STAGE: 0.005, THREAD_STAGE: 0.05, AFTER_RESPONSE_STAGE: 0.05}
     named: dict[str, dict[str, float]] = defaultdict(dict)
     for span in spans:
-        if span["name"] in (THREAD_STAGE, AFTER_RESPONSE_STAGE):
+        if span["name"] in least_ms:
             attrs = {a["key"]: next(iter(a["value"].values())) for a in span["attributes"]}
             named[span["name"]][span["traceId"]] = float(attrs.get(Attr.STAGE_CPU_MS, 0.0))
-    for name in (THREAD_STAGE, AFTER_RESPONSE_STAGE):
+    for name, least in least_ms.items():
         assert set(named[name]) == wanted, f"{name}: {len(wanted - set(named[name]))} requests without it"
-        assert statistics.median(named[name].values()) > 0.05, (name, statistics.median(named[name].values()))
+        assert statistics.median(named[name].values()) > least, (name, statistics.median(named[name].values()))
     # They are all inside the overhead's reconciliation: nothing counted twice.
     for span in spans:
         if span["kind"] == 2:

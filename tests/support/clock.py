@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from litellm_perfkit._core import _after, _backend, _middleware, _stage, _steps, _threads, _timeline
+from litellm_perfkit._core import _after, _backend, _middleware, _protocol, _stage, _steps, _threads, _timeline
 
-_MODULES = (_timeline, _stage, _middleware, _steps, _after, _threads)
+_MODULES = (_timeline, _stage, _middleware, _steps, _after, _threads, _protocol)
 
 
 class FakeClock:

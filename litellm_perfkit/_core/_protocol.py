@@ -1,0 +1,99 @@
+"""The server's protocol work for a request: parsing its bytes on the event
+loop's thread, outside the request's steps.
+
+An ASGI server parses a request in a protocol callback (uvicorn's
+``data_received``) and starts the request's task from inside it, before the
+app, and so the middleware, sees the request; the reads of a long body run in
+the same callback later, while the request waits for them. ``parsing`` times
+each call and folds it into the stage ``protocol`` of the request it parsed,
+of kind ``thread`` (calls with start, end and CPU: on the loop's thread a
+callback's wall time is its CPU, as a step's is). The stage is made before
+the call and set in the context, which the request's task copies when the
+callback starts it; the middleware takes it over when the request reaches
+it (``adopt``).
+
+The stage lies outside the request's wall time, as ``after_response`` does:
+no part of its duration, overhead or unattributed time, only of the CPU
+perfkit names. A call while the request ran is, for the request's own split,
+the request waiting for its body; that call's CPU is counted once, here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from time import perf_counter_ns
+from typing import TYPE_CHECKING, Any
+
+from .._wire._names import PROTOCOL_STAGE
+from ._context import PROTOCOL_WORK
+from ._fields import GENERATOR
+from ._guard import internal_error
+
+if TYPE_CHECKING:
+    from ._timeline import Timeline
+
+__all__ = ["adopt", "parsing"]
+
+_INDEX, _FIRST, _LAST, _SELF, _ITEMS, _CALLS = (GENERATOR.index(f) for f in ("index", "first_ns", "last_ns", "self_ns", "items", "intervals"))
+# On the protocol object: (the request it is parsing, that request's stage).
+_HELD = "_perfkit_protocol_work"
+
+RequestOf = Callable[[Any], object]
+"""The request a protocol object is parsing: None when it has none, or that request's response is complete."""
+
+
+def parsing(function: Callable[[Any, Any], Any], request_of: RequestOf) -> Callable[[Any, Any], Any]:
+    """``function``, a protocol's data callback, timed into the ``protocol`` stage of the request it parses."""
+
+    def data_received(protocol: Any, data: Any) -> Any:
+        # A generator entry (_fields.GENERATOR) without its index: the middleware gives it one.
+        work: list[Any] = [-1, 0, 0, -1, 0, 0, "thread", []]
+        try:
+            before = request_of(protocol)
+            token = PROTOCOL_WORK.set(work)
+        except Exception as exc:  # perfkit's bug must never become the server's
+            internal_error("protocol.before", exc)
+            return function(protocol, data)
+        start = perf_counter_ns()
+        try:
+            return function(protocol, data)
+        finally:
+            end = perf_counter_ns()
+            PROTOCOL_WORK.reset(token)
+            try:
+                _fold(protocol, request_of(protocol), before, work, start, end)
+            except Exception as exc:
+                internal_error("protocol.fold", exc)
+
+    return data_received
+
+
+def _fold(protocol: Any, request: object, before: object, work: list[Any], start: int, end: int) -> None:
+    if request is None:
+        return  # between requests: bytes of the next one's head, nobody's yet
+    if request is not before:  # this call began the request: its task carries ``work``
+        setattr(protocol, _HELD, (request, work))
+    else:  # more of a request begun earlier (its body)
+        held = getattr(protocol, _HELD, None)
+        if held is None or held[0] is not request:
+            return
+        work = held[1]
+    if not work[_ITEMS]:
+        work[_FIRST] = start
+    work[_LAST] = end
+    work[_SELF] += end - start
+    work[_ITEMS] += 1
+    work[_CALLS] += (start, end, end - start, -1)
+
+
+def adopt(timeline: Timeline) -> None:
+    """The protocol work of the request this task serves becomes its stage ``protocol`` (the middleware, at the request's start)."""
+    work = PROTOCOL_WORK.get()
+    if work is None or work[_INDEX] >= 0 or not work[_ITEMS]:
+        return  # no protocol callback is timed, or a request served twice (an app calling itself)
+    try:
+        work[_INDEX] = timeline.next_index
+        timeline.next_index += 1
+        timeline.generators[PROTOCOL_STAGE] = work
+    except Exception as exc:
+        internal_error("protocol.adopt", exc)
