@@ -82,18 +82,32 @@ def children(pid: int) -> list[int]:
 
 def collector_pauses(log_prefix: Path, start_ns: int, end_ns: int) -> dict[str, float]:
     """Pause seconds, full collections, and young (generation 0) collections
-    with their mean pause, that the probe logged inside the window."""
-    pause_ns, full, young, young_ns = 0, 0, 0, 0
+    with their mean pause, that the probe logged inside the window; the
+    objects full collections freed; with the probe's counts
+    (PERFKIT_BENCH_GC_COUNT=1), the objects promoted into the oldest
+    generation per second between consecutive full collections."""
+    pause_ns, full, young, young_ns, freed_by_full = 0, 0, 0, 0, 0
+    promoted, between_ns, last_full = 0, 0, None
     for log in log_prefix.parent.glob(log_prefix.name + ".*"):
         for line in log.read_text().splitlines():
-            ended, pause, generation = map(int, line.split())
+            ended, pause, generation, collected, *oldest = map(int, line.split())
             inside = min(ended, end_ns) - max(ended - pause, start_ns)
             if inside > 0:
                 pause_ns += inside
                 full += generation == 2
+                freed_by_full += collected if generation == 2 else 0
                 if generation == 0:
                     young, young_ns = young + 1, young_ns + pause
-    return {"gc_s": pause_ns / 1e9, "full_collections": full, "young_collections": young, "young_pause_ms": young_ns / max(1, young) / 1e6}
+            if generation == 2 and oldest:
+                if last_full is not None and ended - pause >= start_ns and ended <= end_ns:
+                    promoted += oldest[0] - last_full[1]
+                    between_ns += ended - pause - last_full[0]
+                last_full = (ended, oldest[1])
+    result = {"gc_s": pause_ns / 1e9, "full_collections": full, "young_collections": young, "young_pause_ms": young_ns / max(1, young) / 1e6,
+              "freed_by_full": freed_by_full}  # fmt: skip
+    if between_ns:
+        result["promoted_per_s"] = promoted / between_ns * 1e9
+    return result
 
 
 BOOTSTRAP = Path(__file__).resolve().parents[1] / "litellm_perfkit" / "_litellm" / "_bootstrap"
@@ -141,6 +155,8 @@ def main() -> int:
     parser.add_argument("--modes", default="plain,perfkit", help="interleaved, comma-separated: " + "; ".join(MODES) +
                         "; perfkit-record-R (PERFKIT_RECORD_RATIO=R); perfkit-without-PART (PERFKIT_LEAVE_OUT=PART: points, middleware, gcwatch, shutdown, profiles, point:STAGE)")
     parser.add_argument("--workloads", default="json,stream", help="json, stream or both")
+    parser.add_argument("--count-promotions", action="store_true",
+                        help="log the oldest generation's size at each full collection (diagnosis: it lengthens those pauses)")
     args = parser.parse_args()
     modes = args.modes.split(",")
     results: dict[tuple[str, str], list[dict[str, float]]] = {}
@@ -155,6 +171,8 @@ def main() -> int:
                 gc_log = Path(tmp) / f"gc-{repeat}-{mode}"
                 proxy_mode, extra_env, perfkit_args = mode_settings(mode, exporter)
                 env = {"PYTHONPATH": str(GC_PROBE), "PERFKIT_BENCH_GC_LOG": str(gc_log), **extra_env}
+                if args.count_promotions:
+                    env["PERFKIT_BENCH_GC_COUNT"] = "1"
                 pids: list[int] = []
                 with litellm_proxy(args.version, upstream, Path(tmp), mode=proxy_mode, perfkit_args=perfkit_args, pin_cpu="0", env=env, pids=pids) as url:
                     for workload in args.workloads.split(","):
@@ -165,6 +183,9 @@ def main() -> int:
                         result["proxy_cpu_ms"] = (cpu_seconds(proxy) - cpu_before[0]) / requests * 1e3
                         result["agent_cpu_ms"] = (sum(map(cpu_seconds, agents)) - cpu_before[1]) / requests * 1e3
                         result.update(collector_pauses(gc_log, int(result.pop("window_start_ns")), int(result.pop("window_end_ns"))))
+                        result["freed_by_full_per_request"] = result.pop("freed_by_full") / (result["rps"] * args.duration)
+                        if "promoted_per_s" in result:
+                            result["promoted_per_request"] = result.pop("promoted_per_s") / result["rps"]
                         results.setdefault((workload, mode), []).append(result)
                         print(f"repeat {repeat + 1} {mode} {workload}: {result}", file=sys.stderr)
         spans = sum(len(t["spans"]) for t in jaeger.traces("bench-litellm"))
@@ -179,6 +200,8 @@ def main() -> int:
             for run in results[(workload, mode)]:
                 run["rps_outside_gc"] = run["rps"] * args.duration / max(1e-9, args.duration - run["gc_s"])
         for metric in LABELS:
+            if any(metric not in r for m in modes for r in results[(workload, m)]):
+                continue  # not measured in every run (the promoted count needs two full collections in the window)
             plain = statistics.median(r[metric] for r in results[(workload, "plain")])
             ours = [statistics.median(r[metric] for r in results[(workload, m)]) for m in others]
             digits = 3 if metric.endswith("_ms") else 1
@@ -199,6 +222,8 @@ LABELS = {
     "young_collections": "generation-0 collections per run",
     "young_pause_ms": "mean generation-0 pause ms",
     "rps_outside_gc": "req/s outside collector pauses",
+    "freed_by_full_per_request": "objects full collections freed, per request",
+    "promoted_per_request": "objects promoted to the oldest generation per request (PERFKIT_BENCH_GC_COUNT=1)",
 }
 
 

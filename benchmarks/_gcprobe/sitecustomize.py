@@ -1,7 +1,12 @@
 """Loaded (via PYTHONPATH) by the proxies benchmarks/litellm_overhead.py starts,
 plain and under perfkit alike: logs every garbage collection's end time
-(CLOCK_MONOTONIC, shared by all processes) and pause, one line each, so the
-benchmark can tell the runs' collector pauses apart from perfkit's cost.
+(CLOCK_MONOTONIC, shared by all processes), pause, generation and the objects
+it freed, one line each, so the benchmark can tell the runs' collector pauses
+apart from perfkit's cost. With ``PERFKIT_BENCH_GC_COUNT=1`` a full
+collection also logs the oldest generation's size before and after it
+(``gc.get_objects(2)``: tens of milliseconds on the proxy's heap, so only for
+diagnosis): the objects promoted into it between two full collections, which
+is what makes the next one come.
 Under ``perfkit run`` perfkit's own sitecustomize runs first and hands over here.
 """
 
@@ -12,14 +17,18 @@ import time
 _LOG = os.environ.get("PERFKIT_BENCH_GC_LOG")
 if _LOG and os.environ.get("PERFKIT_ROLE") != "agent":
     _out = open(f"{_LOG}.{os.getpid()}", "a", buffering=1)  # noqa: SIM115 - lives as long as the process
-    _started = [0]
+    _count = os.environ.get("PERFKIT_BENCH_GC_COUNT") == "1"
+    _started = [0, -1]
 
     def _log_collection(phase, info):
         if phase == "start":
+            if _count and info["generation"] == 2:
+                _started[1] = len(gc.get_objects(2))
             _started[0] = time.monotonic_ns()
         elif _started[0]:
             now = time.monotonic_ns()
-            _out.write(f"{now} {now - _started[0]} {info['generation']}\n")
-            _started[0] = 0
+            oldest = f" {_started[1]} {len(gc.get_objects(2))}" if _count and info["generation"] == 2 else ""
+            _out.write(f"{now} {now - _started[0]} {info['generation']} {info['collected']}{oldest}\n")
+            _started[0], _started[1] = 0, -1
 
     gc.callbacks.append(_log_collection)
