@@ -1,8 +1,9 @@
 """LiteLLM proxy instrumentation: per-stage timings without changing its code path.
 
 perfkit registers no LiteLLM callback and sets no flag the proxy reads: it
-adds PerfkitMiddleware to the proxy's app and wraps the functions of the
-version's table (``_points``) where they are looked up.
+adds PerfkitMiddleware to the proxy's app, outermost of its middlewares,
+and wraps the functions of the version's table (``_points``) where they are
+looked up.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from typing import Any
 
 from .._core._guard import logger
 from .._core._leave_out import leave_out
-from .._core import PerfkitMiddleware
+from .._core import PerfkitMiddleware, Stage
+from .._core._timeline import TIMELINE
 from ..types import HeaderMode
 from ._fastpath import FastPaths
-from ._points import UPSTREAM_STAGES, Point, table_for
+from ._points import MIDDLEWARES, UPSTREAM_STAGES, Point, table_for
 from ._autoload import on_import
 from ._wrap import apply_point, make_wrapper
 
@@ -117,6 +119,21 @@ def _wrap_dependency(app: Any, original: Any, wrapper: Any) -> tuple[int, list[R
     return routes, restores
 
 
+def _perfkit_over_middlewares(app: Any, **settings: Any) -> PerfkitMiddleware:
+    """PerfkitMiddleware, outermost of the proxy's middlewares; what it wraps
+    (LiteLLM's middlewares, the framework's exception handling, then the
+    router) is the stage ``middlewares``, so their own time is named."""
+
+    async def middlewares(scope: Any, receive: Any, send: Any) -> None:
+        if TIMELINE.get() is None:  # lifespan, websockets, requests not recorded
+            await app(scope, receive, send)
+            return
+        with Stage(MIDDLEWARES):
+            await app(scope, receive, send)
+
+    return PerfkitMiddleware(middlewares, **settings)
+
+
 class _Instrumentation:
     """What instrument() applied, and what waits: points whose module is not
     loaded yet, and routes added later (a lazily loaded feature)."""
@@ -185,7 +202,7 @@ def instrument(
             applied.apply(point)
     if "middleware" not in left_out:
         app.add_middleware(
-            PerfkitMiddleware,
+            _perfkit_over_middlewares,
             server_timing=server_timing,
             overhead_header=overhead_header,
             upstream_stages=UPSTREAM_STAGES,
@@ -210,6 +227,6 @@ def uninstrument() -> None:
     for restore in reversed(_state["applied"].restores):
         restore()
     app = _state["app"]
-    app.user_middleware = [m for m in app.user_middleware if getattr(m, "cls", None) is not PerfkitMiddleware]
+    app.user_middleware = [m for m in app.user_middleware if getattr(m, "cls", None) is not _perfkit_over_middlewares]
     app.middleware_stack = None
     _state.clear()

@@ -16,7 +16,7 @@ from typing import Literal
 
 from .._wire._names import AFTER_RESPONSE_STAGE, PROTOCOL_STAGE, THREAD_STAGE
 
-__all__ = ["FRAMEWORK_STAGES", "Point", "PointKind", "TABLES", "table_for", "UPSTREAM_STAGES", "AUTH", "LLM_CALL", "OUTBOUND", "STREAM_WAIT", "UPSTREAM"]
+__all__ = ["FRAMEWORK_STAGES", "MIDDLEWARES", "Point", "PointKind", "TABLES", "table_for", "UPSTREAM_STAGES", "AUTH", "LLM_CALL", "OUTBOUND", "STREAM_WAIT", "UPSTREAM"]
 
 PointKind = Literal[
     "call", "dependency", "stream", "sum", "route", "outbound", "body_wait", "body_stream", "routes_added", "metrics_app", "deferred", "detached",
@@ -112,7 +112,11 @@ _SERVER: tuple[Point, ...] = (
     Point(PROTOCOL_STAGE, "uvicorn.protocols.http.h11_impl:H11Protocol.data_received", "protocol", when="loaded"),
 )
 
-FRAMEWORK_STAGES = frozenset(point.stage for point in _FRAMEWORK)
+MIDDLEWARES = "middlewares"
+"""The proxy's middleware stack inside perfkit's (LiteLLM's middlewares, the
+framework's exception handling): a stage around the app perfkit's middleware calls."""
+
+FRAMEWORK_STAGES = frozenset(point.stage for point in _FRAMEWORK) | {MIDDLEWARES}
 """Stages that only frame LiteLLM's work: an upstream wait inside them is the provider's, not another service's."""
 
 _COMMON: tuple[Point, ...] = _TRANSPORT + _THREADS + _FRAMEWORK + _SERVER + (

