@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -157,6 +158,9 @@ def main() -> int:
     parser.add_argument("--workloads", default="json,stream", help="json, stream or both")
     parser.add_argument("--count-promotions", action="store_true",
                         help="log the oldest generation's size at each full collection (diagnosis: it lengthens those pauses)")
+    parser.add_argument("--promoted-types", action="store_true",
+                        help="log which types grew in the oldest generation between full collections (gc-TRIAL-types.PID beside the gc logs; diagnosis)")
+    parser.add_argument("--keep-logs", type=Path, help="copy the collector logs here")
     args = parser.parse_args()
     modes = args.modes.split(",")
     results: dict[tuple[str, str], list[dict[str, float]]] = {}
@@ -173,6 +177,8 @@ def main() -> int:
                 env = {"PYTHONPATH": str(GC_PROBE), "PERFKIT_BENCH_GC_LOG": str(gc_log), **extra_env}
                 if args.count_promotions:
                     env["PERFKIT_BENCH_GC_COUNT"] = "1"
+                if args.promoted_types:
+                    env["PERFKIT_BENCH_GC_TYPES"] = "1"
                 pids: list[int] = []
                 with litellm_proxy(args.version, upstream, Path(tmp), mode=proxy_mode, perfkit_args=perfkit_args, pin_cpu="0", env=env, pids=pids) as url:
                     for workload in args.workloads.split(","):
@@ -189,6 +195,10 @@ def main() -> int:
                         results.setdefault((workload, mode), []).append(result)
                         print(f"repeat {repeat + 1} {mode} {workload}: {result}", file=sys.stderr)
         spans = sum(len(t["spans"]) for t in jaeger.traces("bench-litellm"))
+        if args.keep_logs:
+            args.keep_logs.mkdir(parents=True, exist_ok=True)
+            for log in Path(tmp).glob("gc-*"):
+                shutil.copy(log, args.keep_logs / log.name)
     print(f"\nLiteLLM {args.version}, 1 worker on core 0 (with perfkit's agent), mock + driver + Jaeger on core 1; "
           f"{args.repeats} interleaved repeats x {args.duration:g} s, {args.concurrency} users; medians")  # fmt: skip
     print(f"spans stored in Jaeger (last 1000 traces shown by its API): {spans}\n")

@@ -7,6 +7,10 @@ collection also logs the oldest generation's size before and after it
 (``gc.get_objects(2)``: tens of milliseconds on the proxy's heap, so only for
 diagnosis): the objects promoted into it between two full collections, which
 is what makes the next one come.
+With ``PERFKIT_BENCH_GC_TYPES=1`` (diagnosis too, and slower still) each full
+collection also writes, to ``<log>-types.<pid>``, the types whose count in the
+oldest generation grew most since the previous full collection ended: what
+was promoted there in between (garbage and survivors alike).
 Under ``perfkit run`` perfkit's own sitecustomize runs first and hands over here.
 """
 
@@ -32,3 +36,24 @@ if _LOG and os.environ.get("PERFKIT_ROLE") != "agent":
             _started[0], _started[1] = 0, -1
 
     gc.callbacks.append(_log_collection)
+
+    if os.environ.get("PERFKIT_BENCH_GC_TYPES") == "1":
+        from collections import Counter
+
+        _types = open(f"{_LOG}-types.{os.getpid()}", "a", buffering=1)  # noqa: SIM115
+        _after = [None]
+
+        def _census():
+            return Counter(type(o).__module__ + "." + type(o).__qualname__ for o in gc.get_objects(2))
+
+        def _log_types(phase, info):
+            if info["generation"] != 2:
+                return
+            if phase == "start":
+                if _after[0] is not None:
+                    grown = (_census() - _after[0]).most_common(40)
+                    _types.write(f"{time.monotonic_ns()} " + " ".join(f"{name}={n}" for name, n in grown) + "\n")
+            else:
+                _after[0] = _census()
+
+        gc.callbacks.append(_log_types)

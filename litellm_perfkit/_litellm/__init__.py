@@ -1,7 +1,7 @@
 """LiteLLM proxy instrumentation: per-stage timings without changing its code path.
 
 perfkit registers no LiteLLM callback and sets no flag the proxy reads: it
-adds PerfkitMiddleware to the proxy's app, outermost of its middlewares,
+adds PerfkitMiddleware to the proxy's app, around LiteLLM's middlewares,
 and wraps the functions of the version's table (``_points``) where they are
 looked up.
 """
@@ -120,8 +120,8 @@ def _wrap_dependency(app: Any, original: Any, wrapper: Any) -> tuple[int, list[R
 
 
 def _perfkit_over_middlewares(app: Any, **settings: Any) -> PerfkitMiddleware:
-    """PerfkitMiddleware, outermost of the proxy's middlewares; what it wraps
-    (LiteLLM's middlewares, the framework's exception handling, then the
+    """PerfkitMiddleware, added after (so around) LiteLLM's middlewares; what
+    it wraps (those middlewares, the framework's exception handling, then the
     router) is the stage ``middlewares``, so their own time is named."""
 
     async def middlewares(scope: Any, receive: Any, send: Any) -> None:
