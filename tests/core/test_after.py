@@ -5,7 +5,7 @@ hand-off waits for the tasks, and their time after the response is the
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -18,22 +18,10 @@ from litellm_perfkit._export._spans import reconcile
 from litellm_perfkit._export._split import time_split
 from litellm_perfkit._wire._names import AFTER_RESPONSE_STAGE
 from litellm_perfkit.types import RequestRecord
-from tests.support.capture import Captured, capture_records
-from tests.support.clock import FakeClock, installed
+from tests.support.capture import Captured
+from tests.support.clock import FakeClock
 
 App = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
-
-
-@pytest.fixture
-def clock() -> Iterator[FakeClock]:
-    with installed() as clock:
-        yield clock
-
-
-@pytest.fixture
-def records() -> Iterator[Captured]:
-    with capture_records() as records:
-        yield records
 
 
 def _serve(backend: Backend, app: App, loop: asyncio.AbstractEventLoop, then: Callable[[], Awaitable[None]] | None = None) -> None:

@@ -5,10 +5,8 @@ parses a request and starts its task is timed into that request's
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 
 from litellm_perfkit._core._backend import Backend
 from litellm_perfkit._core._guard import internal_error_counts
@@ -18,22 +16,10 @@ from litellm_perfkit._export._split import time_split
 from litellm_perfkit._litellm._wrap import _uvicorn_request
 from litellm_perfkit._wire._names import PROTOCOL_STAGE
 from tests.core.test_after import _respond
-from tests.support.capture import Captured, capture_records
-from tests.support.clock import FakeClock, installed
+from tests.support.capture import Captured
+from tests.support.clock import FakeClock
 
 MS = 1_000_000
-
-
-@pytest.fixture
-def clock() -> Iterator[FakeClock]:
-    with installed() as clock:
-        yield clock
-
-
-@pytest.fixture
-def records() -> Iterator[Captured]:
-    with capture_records() as records:
-        yield records
 
 
 class _Cycle:

@@ -8,13 +8,7 @@ import pytest
 from litellm_perfkit import current_timeline
 from litellm_perfkit._core._backend import Backend
 from litellm_perfkit._core._timeline import OPEN_STAGE, TIMELINE, Timeline
-from tests.support.clock import FakeClock, installed
-
-
-@pytest.fixture
-def clock() -> Iterator[FakeClock]:
-    with installed() as clock:
-        yield clock
+from tests.support.clock import FakeClock
 
 
 @pytest.fixture

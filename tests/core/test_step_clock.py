@@ -15,15 +15,9 @@ import uvloop
 from litellm_perfkit._core._backend import Backend
 from litellm_perfkit._core._context import TIMELINE
 from litellm_perfkit._core._steps import MAX_STEPS, STEP_SIZE
-from tests.support.clock import FakeClock, installed
+from tests.support.clock import FakeClock
 
 LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
-
-
-@pytest.fixture
-def clock() -> Iterator[FakeClock]:
-    with installed() as clock:
-        yield clock
 
 
 @pytest.fixture(params=sorted(LOOPS))

@@ -19,7 +19,7 @@ from litellm_perfkit._export._split import time_split
 from litellm_perfkit._wire._names import AFTER_RESPONSE_STAGE, AFTER_RESPONSE_THREAD_STAGE, THREAD_STAGE
 from litellm_perfkit.types import RequestRecord
 from tests.core.test_after import _respond, _serve
-from tests.support.capture import Captured, capture_records
+from tests.support.capture import Captured
 from tests.support.clock import FakeClock, installed
 
 MS = 1_000_000
@@ -32,12 +32,6 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeClock]:
         monkeypatch.setattr(_threads, "thread_time_ns", lambda: cpu[0])
         clock.thread_cpu = cpu  # type: ignore[attr-defined]
         yield clock
-
-
-@pytest.fixture
-def records() -> Iterator[Captured]:
-    with capture_records() as records:
-        yield records
 
 
 def _work(clock: FakeClock, wall_ms: float, cpu_ms: float) -> Any:

@@ -46,6 +46,7 @@ def _hangup_stops() -> None:
 
 def _chain() -> None:
     """Import the next sitecustomize on sys.path, if there is one."""
+    import importlib.machinery
     import importlib.util
 
     here = os.path.dirname(os.path.abspath(__file__))
@@ -59,7 +60,34 @@ def _chain() -> None:
         sys.modules["sitecustomize"] = saved
 
 
+def _tidy_path() -> None:
+    """Take perfkit's entries off sys.path once they have served (PYTHONPATH
+    keeps them for the processes this one starts). A host that imports a
+    missing module on every request searches every entry each time (LiteLLM
+    1.103's auth tries its OTel plumbing per request), so each entry perfkit
+    added cost CPU per request. This directory only held this module; the
+    one above perfkit's package goes too when perfkit is installed where the
+    host runs (its submodules load through the package's own path)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    package_parent = os.path.dirname(os.path.dirname(os.path.dirname(here)))
+    kept = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    without_parent = [p for p in kept if os.path.abspath(p or ".") != package_parent]
+    if len(without_parent) < len(kept) and _installed_in(without_parent):
+        kept = without_parent
+    sys.path[:] = kept
+
+
+def _installed_in(path: list) -> bool:
+    import importlib.metadata
+
+    try:
+        return any((d.metadata["Name"] or "").lower().replace("_", "-") == "litellm-perfkit" for d in importlib.metadata.distributions(path=path))
+    except Exception:  # an unreadable distribution: keep the path as it was
+        return False
+
+
 _perfkit_bootstrap()
 _prometheus()
 _hangup_stops()
 _chain()
+_tidy_path()
