@@ -20,7 +20,7 @@ from typing import Any
 
 from .._core._guard import logger
 from .._core._leave_out import leave_out
-from .._core import PerfkitMiddleware, Stage
+from .._core import PerfkitMiddleware, Stage, _middleware
 from .._core._timeline import TIMELINE
 from ..types import HeaderMode
 from ._fastpath import FastPaths
@@ -119,7 +119,7 @@ def _wrap_dependency(app: Any, original: Any, wrapper: Any) -> tuple[int, list[R
     return routes, restores
 
 
-def _perfkit_over_middlewares(app: Any, **settings: Any) -> PerfkitMiddleware:
+def _perfkit_over_middlewares(app: Any, **settings: Any) -> _middleware.PerfkitMiddleware:
     """PerfkitMiddleware, added after (so around) LiteLLM's middlewares; what
     it wraps (those middlewares, the framework's exception handling, then the
     router) is the stage ``middlewares``, so their own time is named."""

@@ -77,7 +77,7 @@ def _tidy_path() -> None:
     sys.path[:] = kept
 
 
-def _installed_in(path: list) -> bool:
+def _installed_in(path: list[str]) -> bool:
     import importlib.metadata
 
     try:
