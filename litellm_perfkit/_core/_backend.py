@@ -13,6 +13,7 @@ path costs.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from dataclasses import dataclass
 from time import perf_counter_ns
@@ -22,7 +23,7 @@ from typing import Any, Literal
 from .._wire._events import CHAT_OUTPUT_KEYS, TOKEN_HINTS, data_has_token
 from .._wire._headers import ENTRY_PREFIXES, entry_prefix
 from ..types import RequestRecord, SpeedupsMode
-from . import _sink
+from . import _after, _sink
 from ._collector import closed_by_collector
 from ._context import OPEN_STAGE, TIMELINE
 from ._fields import layout
@@ -31,7 +32,7 @@ from ._guard import internal_error, warn_once
 from ._hosttrace import HOST_TRACING
 from ._middleware import PerfkitMiddleware, _PyExchange
 from ._stage import Stage, _PyStage
-from ._steps import MAX_STEPS, PYTHON_STEPS, STEP_SIZE, StepAccounting
+from ._steps import MAX_STEPS, PYTHON_STEPS, STEP_SIZE, StepAccounting, _clocked
 from ._timeline import Timeline, _PyTimelineFields
 
 __all__ = ["ACTIVE", "Backend", "BackendName", "backend", "speedups_mode"]
@@ -79,6 +80,13 @@ def _load_speedups() -> ModuleType | None:
         host_stage_enter=HOST_TRACING.enter_stage,
         host_stage_exit=HOST_TRACING.exit_stage,
         step_values=STEP_SIZE * MAX_STEPS,
+        clocked=_clocked,
+        task_type=asyncio.Task,
+        iscoroutine=asyncio.iscoroutine,
+        expected=_after._expected,
+        claim=_after.claim,
+        hold=_after.hold,
+        release=_after.release,
     )
     _speedups = module
     return _speedups
@@ -100,7 +108,7 @@ def _assemble(name: BackendName, speedups: ModuleType | None) -> Backend:
     fields = _PyTimelineFields if speedups is None else speedups.Timeline
     stage_core = _PyStage if speedups is None else speedups.Stage
     exchange_core = _PyExchange if speedups is None else speedups.Exchange
-    steps = PYTHON_STEPS if speedups is None else StepAccounting(speedups.Batches, speedups.StepClock)
+    steps = PYTHON_STEPS if speedups is None else StepAccounting(speedups.Batches, speedups.StepClock, speedups.TaskFactory)
     timeline = type("Timeline", (Timeline, fields), {"__slots__": (), "__module__": Timeline.__module__})
     stage = type("Stage", (Stage, stage_core), {"__slots__": (), "__module__": Stage.__module__, "__doc__": Stage.__doc__})
     # receive is a coroutine: the C core has none, so it is Python's in both.

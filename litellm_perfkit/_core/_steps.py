@@ -26,7 +26,7 @@ loop still blocks in its poll, and a step after an idle loop was ready when
 it started.
 
 Tasks a request starts (``asyncio.create_task`` inside it copies its
-context) are clocked too: ``install_task_factory`` wraps their coroutines,
+context) are clocked too: ``TaskFactory`` wraps their coroutines,
 and their steps go to the same list.
 """
 
@@ -43,7 +43,7 @@ from ._after import claim, hold, release, release_task
 from ._context import TIMELINE
 from ._guard import internal_error, warn_once
 
-__all__ = ["MAX_STEPS", "PYTHON_STEPS", "STEP_SIZE", "StepAccounting", "StepClock", "steps_mode"]
+__all__ = ["MAX_STEPS", "PYTHON_STEPS", "STEP_SIZE", "StepAccounting", "StepClock", "TaskFactory", "steps_mode"]
 
 STEP_SIZE = 4
 """Values per step in ``Timeline.steps``: early, late (the bounds of when it became ready), start, end."""
@@ -158,33 +158,34 @@ def _record(steps: list[int], early: int, late: int, start: int) -> int:
 
 
 class StepAccounting:
-    """One backend's step accounting: its batch clock per event loop, and the clock that drives coroutines.
+    """One backend's step accounting: its batch clock per event loop, the clock that drives coroutines, and
+    the task factory that clocks the tasks requests start.
 
     ``clock_class`` is ``StepClock`` here and ``_speedups.StepClock`` in C
-    (``_backend.py``), with ``_Batches`` or ``_speedups.Batches`` beside it.
+    (``_backend.py``), with ``_Batches`` or ``_speedups.Batches`` and
+    ``TaskFactory`` or ``_speedups.TaskFactory`` beside it.
     """
 
-    __slots__ = ("clock_class", "_batches_class", "_by_loop")
+    __slots__ = ("clock_class", "_batches_class", "_factory_class", "_by_loop")
 
-    def __init__(self, batches_class: type[Any], clock_class: type[Any]) -> None:
+    def __init__(self, batches_class: type[Any], clock_class: type[Any], factory_class: type[Any]) -> None:
         self.clock_class = clock_class
         self._batches_class = batches_class
+        self._factory_class = factory_class
         self._by_loop: dict[int, Any] = {}
 
     def batches_for(self, loop: asyncio.AbstractEventLoop) -> Any:
-        """The running loop's batch clock; the first call also clocks the tasks requests start on it."""
+        """The running loop's batch clock; the first call also clocks the tasks requests start on it
+        (keeping a task factory the host set)."""
         batches = self._by_loop.get(id(loop))
         if batches is None or batches.loop is not loop:
             batches = self._by_loop[id(loop)] = self._batches_class(loop)
-            install_task_factory(loop, batches, self.clock_class)
+            loop.set_task_factory(self._factory_class(loop.get_task_factory(), batches, self.clock_class))
         return batches
 
     def clock(self, awaitable: Awaitable[Any], steps: list[int], loop: asyncio.AbstractEventLoop) -> Awaitable[Any]:
         """``awaitable``, clocked step by step into ``steps``."""
         return self.clock_class(awaitable, steps, self.batches_for(loop))  # type: ignore[no-any-return]
-
-
-PYTHON_STEPS = StepAccounting(_Batches, StepClock)
 
 
 async def _clocked(clock_class: type[Any], coroutine: Awaitable[Any], steps: list[int], batches: Any, created_ns: int) -> Any:
@@ -193,22 +194,30 @@ async def _clocked(clock_class: type[Any], coroutine: Awaitable[Any], steps: lis
     return await clock_class(coroutine, steps, batches, created_ns)
 
 
-def install_task_factory(loop: asyncio.AbstractEventLoop, batches: Any, clock_class: type[Any]) -> None:
-    """Clock the tasks requests start on ``loop``, keeping a task factory the host set."""
-    previous = loop.get_task_factory()
+class TaskFactory:
+    """The event loop's task factory: a task started in a request's context is clocked into its steps, and
+    holds its hand-off until it ends (``_after``)."""
 
-    def factory(loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, Any], **kwargs: Any) -> asyncio.Future[Any]:
+    __slots__ = ("_previous", "_batches", "_clock_class")
+
+    def __init__(self, previous: Any, batches: Any, clock_class: type[Any]) -> None:
+        self._previous = previous  # the factory the host had set, or None
+        self._batches = batches
+        self._clock_class = clock_class
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, Any], **kwargs: Any) -> asyncio.Future[Any]:
         context = kwargs.get("context")
         timeline = queued_by = None
         try:
             queued_by = claim(coroutine)
             timeline = TIMELINE.get() if context is None else context.get(TIMELINE)
             if timeline is not None and asyncio.iscoroutine(coroutine):
-                coroutine = _clocked(clock_class, coroutine, timeline.steps, batches, perf_counter_ns())
+                coroutine = _clocked(self._clock_class, coroutine, timeline.steps, self._batches, perf_counter_ns())
             else:
                 timeline = None
         except Exception as exc:  # perfkit's bug must never become the app's
             internal_error("steps.task_factory", exc)
+        previous = self._previous
         task = previous(loop, coroutine, **kwargs) if previous is not None else asyncio.Task(coroutine, loop=loop, **kwargs)
         try:
             # The request's hand-off waits for the task (_after); a task
@@ -222,4 +231,5 @@ def install_task_factory(loop: asyncio.AbstractEventLoop, batches: Any, clock_cl
             internal_error("steps.task_factory", exc)
         return task
 
-    loop.set_task_factory(factory)  # type: ignore[arg-type]  # typeshed's factory takes no keyword arguments
+
+PYTHON_STEPS = StepAccounting(_Batches, StepClock, TaskFactory)

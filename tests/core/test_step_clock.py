@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import collections.abc
+import contextvars
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any
 
@@ -191,3 +192,35 @@ def test_the_c_clock_is_a_coroutine_that_closes_what_it_drives(loop: asyncio.Abs
     assert closed == ["closed"]
     with pytest.raises(RuntimeError, match="reuse"):
         clock_.send(None)
+
+
+def test_the_task_factory_keeps_the_hosts_and_reads_the_context_a_task_is_given(backend: Backend, loop: asyncio.AbstractEventLoop) -> None:
+    made: list[asyncio.Task[Any]] = []
+
+    def host_factory(loop: asyncio.AbstractEventLoop, coroutine: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        made.append(asyncio.Task(coroutine, loop=loop, **kwargs))
+        return made[-1]
+
+    loop.set_task_factory(host_factory)
+    timeline = backend.timeline(0, "POST", "/x")
+    steps = timeline.steps
+
+    async def child() -> str:
+        await asyncio.sleep(0)
+        return "child"
+
+    async def main() -> tuple[str, str]:
+        backend.middleware._step_accounting.batches_for(loop)  # installs the factory over the host's
+        outside = contextvars.copy_context()  # no request in it
+        TIMELINE.set(timeline)
+        inside = contextvars.copy_context()
+        TIMELINE.set(None)
+        first = await loop.create_task(child(), name="in-request", context=inside)
+        clocked = len(steps)
+        second = await loop.create_task(child(), name="outside", context=outside)
+        assert len(steps) == clocked  # a task outside any request is not clocked
+        return first, second
+
+    assert loop.run_until_complete(main()) == ("child", "child")
+    assert [task.get_name() for task in made[-2:]] == ["in-request", "outside"]
+    assert len(steps) == 2 * STEP_SIZE  # the child's two steps

@@ -96,7 +96,7 @@ pk_format_ms(char *out, int64_t duration_ns)
     apply(gc_watch) apply(entry_prefixes) apply(entry_prefix) apply(data_has_token) apply(token_hints)  \
     apply(chat_output_keys)                                                                           \
     apply(sink_module) apply(default_clock) apply(timeline_defaults) apply(host_stage_enter) apply(host_stage_exit) \
-    apply(step_values)
+    apply(step_values) apply(clocked) apply(task_type) apply(iscoroutine) apply(expected) apply(claim) apply(hold) apply(release)
 
 static PyObject *
 setup(PyObject *module, PyObject *args, PyObject *kwargs)
@@ -110,12 +110,13 @@ setup(PyObject *module, PyObject *args, PyObject *kwargs)
     }
     PkHooks hooks = {0};
     if (!PyArg_ParseTupleAndKeywords(
-            args, kwargs, "$OOOOOO!OOO!O!OOO!OOO!:setup", keywords, &hooks.timeline_var, &hooks.open_stage_var,
+            args, kwargs, "$OOOOOO!OOO!O!OOO!OOO!OOOO!OOO:setup", keywords, &hooks.timeline_var, &hooks.open_stage_var,
             &hooks.internal_error, &hooks.closed_by_collector, &hooks.gc_watch, &PyDict_Type,
             &hooks.entry_prefixes, &hooks.entry_prefix, &hooks.data_has_token, &PyTuple_Type, &hooks.token_hints,
             &PyTuple_Type, &hooks.chat_output_keys, &hooks.sink_module,
             &hooks.default_clock, &PyTuple_Type, &hooks.timeline_defaults, &hooks.host_stage_enter, &hooks.host_stage_exit,
-            &PyLong_Type, &hooks.step_values)) {
+            &PyLong_Type, &hooks.step_values, &hooks.clocked, &hooks.task_type, &hooks.iscoroutine, &PyDict_Type, &hooks.expected,
+            &hooks.claim, &hooks.hold, &hooks.release)) {
         return NULL;
     }
     if (!PyContextVar_CheckExact(hooks.timeline_var) || !PyContextVar_CheckExact(hooks.open_stage_var)) {
@@ -268,6 +269,8 @@ intern_names(void)
         {&pk_names.incomplete_response, "incomplete_response"}, {&pk_names.gc, "gc"},
         {&pk_names.mark, "mark"}, {&pk_names.call_soon, "call_soon"}, {&pk_names.throw_, "throw"},
         {&pk_names.close, "close"}, {&pk_names.steps_dropped, "steps_dropped"},
+        {&pk_names.steps, "steps"}, {&pk_names.loop, "loop"}, {&pk_names.context, "context"},
+        {&pk_names.add_done_callback, "add_done_callback"},
     };
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
         *table[i].slot = PyUnicode_InternFromString(table[i].text);
@@ -288,7 +291,7 @@ PyInit__speedups(void)
 {
     if (intern_names() < 0 || PyType_Ready(&PkTimeline_Type) < 0 || PyType_Ready(&PkStage_Type) < 0 ||
         PyType_Ready(&PkExchange_Type) < 0 ||
-        PyType_Ready(&PkHandoff_Type) < 0 || pk_steps_ready() < 0) {
+        PyType_Ready(&PkHandoff_Type) < 0 || pk_steps_ready() < 0 || pk_tasks_ready() < 0) {
         return NULL;
     }
     PyObject *module = PyModule_Create(&module_def);
@@ -300,7 +303,8 @@ PyInit__speedups(void)
         PyModule_AddObjectRef(module, "Exchange", (PyObject *)&PkExchange_Type) < 0 ||
         PyModule_AddObjectRef(module, "Handoff", (PyObject *)&PkHandoff_Type) < 0 ||
         PyModule_AddObjectRef(module, "Batches", (PyObject *)&PkBatches_Type) < 0 ||
-        PyModule_AddObjectRef(module, "StepClock", (PyObject *)&PkStepClock_Type) < 0) {
+        PyModule_AddObjectRef(module, "StepClock", (PyObject *)&PkStepClock_Type) < 0 ||
+        PyModule_AddObjectRef(module, "TaskFactory", (PyObject *)&PkTaskFactory_Type) < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -37,6 +37,13 @@ typedef struct {
     PyObject *host_stage_enter;    /* host_stage_enter(stage) -> token | None: the stage as the host's current span */
     PyObject *host_stage_exit;     /* host_stage_exit(token) */
     PyObject *step_values;         /* int: _steps.STEP_SIZE * MAX_STEPS */
+    PyObject *clocked;             /* _steps._clocked(clock_class, coroutine, steps, batches, ready_ns): a native coroutine */
+    PyObject *task_type;           /* asyncio.Task */
+    PyObject *iscoroutine;         /* asyncio.iscoroutine, for what is not a native coroutine */
+    PyObject *expected;            /* _after._expected: a dict, non-empty while coroutines wait to be claimed */
+    PyObject *claim;               /* _after.claim(coroutine) -> Timeline | None */
+    PyObject *hold;                /* _after.hold(timeline) */
+    PyObject *release;             /* _after.release(timeline) */
     PyObject *clock;               /* a test's fake clock, or NULL */
 } PkHooks;
 
@@ -50,6 +57,7 @@ typedef struct {
     PyObject *client_disconnected, *incomplete_response, *gc;
     PyObject *server_timing_header, *overhead_header_name;
     PyObject *mark, *call_soon, *throw_, *close, *steps_dropped; /* steps.c */
+    PyObject *steps, *loop, *context, *add_done_callback;        /* tasks.c */
 } PkNames;
 
 extern PkNames pk_names;
@@ -106,6 +114,9 @@ extern PyTypeObject PkStepClock_Type;
 extern Py_ssize_t pk_step_values;
 /* Step accounting's types ready (steps.c; its names are in pk_names); -1 with an exception set. */
 int pk_steps_ready(void);
+extern PyTypeObject PkTaskFactory_Type;
+/* The task factory's types ready (tasks.c); -1 with an exception set. */
+int pk_tasks_ready(void);
 extern PyTypeObject PkExchange_Type;
 extern PyTypeObject PkHandoff_Type;
 

@@ -1,0 +1,315 @@
+/* TaskFactory: the event loop's task factory that clocks the tasks a request
+ * starts, the C counterpart of _steps.TaskFactory (the specification and
+ * the fallback). A LiteLLM request starts 20-30 tasks, so the factory runs
+ * that often per request: here it costs no Python frame, and a task's end
+ * releases its request through one small C callback instead of a closure. */
+#include "speedups.h"
+
+#include <stddef.h>
+
+#define MAX_KEYWORDS 8 /* asyncio passes at most name, context and eager_start */
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *previous; /* the factory the host had set, or NULL */
+    PyObject *batches;
+    PyObject *clock_class;
+} TaskFactoryObject;
+
+/* A task's done callback: release(timeline), reporting instead of raising. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *timeline;
+} ReleaseObject;
+
+static PyObject *
+release_vectorcall(ReleaseObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    PyObject *result = PyObject_CallOneArg(pk_hooks.release, self->timeline);
+    if (result == NULL) {
+        pk_report("after.release");
+    }
+    Py_XDECREF(result);
+    Py_RETURN_NONE;
+}
+
+static int
+release_traverse(ReleaseObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->timeline);
+    return 0;
+}
+
+static int
+release_clear(ReleaseObject *self)
+{
+    Py_CLEAR(self->timeline);
+    return 0;
+}
+
+static void
+release_dealloc(ReleaseObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    release_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject Release_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "litellm_perfkit._core._speedups._Release",
+    .tp_basicsize = sizeof(ReleaseObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "A task's done callback: _after.release(timeline).",
+    .tp_vectorcall_offset = offsetof(ReleaseObject, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_dealloc = (destructor)release_dealloc,
+    .tp_traverse = (traverseproc)release_traverse,
+    .tp_clear = (inquiry)release_clear,
+};
+
+/* The request whose context the task runs in (a new reference), or NULL
+ * without an exception when there is none. */
+static PyObject *
+request_of(PyObject *context)
+{
+    PyObject *timeline = NULL;
+    if (context == NULL) {
+        if (PyContextVar_Get(pk_hooks.timeline_var, NULL, &timeline) < 0) {
+            return NULL;
+        }
+    }
+    else {
+        timeline = PyObject_GetItem(context, pk_hooks.timeline_var);
+        if (timeline == NULL && PyErr_ExceptionMatches(PyExc_KeyError)) {
+            PyErr_Clear();
+        }
+    }
+    if (timeline == Py_None) {
+        Py_CLEAR(timeline);
+    }
+    return timeline;
+}
+
+/* 1 if asyncio would call it a coroutine, 0 if not, -1 with an exception set. */
+static int
+is_coroutine(PyObject *object)
+{
+    if (PyCoro_CheckExact(object)) {
+        return 1;
+    }
+    PyObject *answer = PyObject_CallOneArg(pk_hooks.iscoroutine, object);
+    if (answer == NULL) {
+        return -1;
+    }
+    int result = PyObject_IsTrue(answer);
+    Py_DECREF(answer);
+    return result;
+}
+
+/* The coroutine clocked into the timeline's steps (a new reference), or NULL with an exception set. */
+static PyObject *
+clocked(TaskFactoryObject *self, PyObject *coroutine, PyObject *timeline)
+{
+    int64_t now;
+    if (pk_now(&now) < 0) {
+        return NULL;
+    }
+    PyObject *steps = PyObject_GetAttr(timeline, pk_names.steps);
+    PyObject *ready = steps == NULL ? NULL : PyLong_FromLongLong(now);
+    if (ready == NULL) {
+        Py_XDECREF(steps);
+        return NULL;
+    }
+    PyObject *args[5] = {self->clock_class, coroutine, steps, self->batches, ready};
+    PyObject *result = PyObject_Vectorcall(pk_hooks.clocked, args, 5, NULL);
+    Py_DECREF(steps);
+    Py_DECREF(ready);
+    return result;
+}
+
+/* The task, as the host's factory or asyncio.Task makes it, for ``coroutine``. */
+static PyObject *
+make_task(TaskFactoryObject *self, PyObject *loop, PyObject *coroutine, PyObject *const *keywords, PyObject *kwnames)
+{
+    Py_ssize_t count = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    PyObject *stack[2 + MAX_KEYWORDS];
+    if (self->previous != NULL) {
+        stack[0] = loop;
+        stack[1] = coroutine;
+        for (Py_ssize_t i = 0; i < count; i++) {
+            stack[2 + i] = keywords[i];
+        }
+        return PyObject_Vectorcall(self->previous, stack, 2, kwnames);
+    }
+    /* asyncio.Task(coroutine, loop=loop, **keywords), as the default factory does */
+    PyObject *names = PyTuple_New(1 + count);
+    if (names == NULL) {
+        return NULL;
+    }
+    PyTuple_SET_ITEM(names, 0, Py_NewRef(pk_names.loop));
+    stack[0] = coroutine;
+    stack[1] = loop;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyTuple_SET_ITEM(names, 1 + i, Py_NewRef(PyTuple_GET_ITEM(kwnames, i)));
+        stack[2 + i] = keywords[i];
+    }
+    PyObject *task = PyObject_Vectorcall(pk_hooks.task_type, stack, 1, names);
+    Py_DECREF(names);
+    return task;
+}
+
+/* The task holds its request's hand-off until it ends (_after.hold, and release when done). */
+static int
+hold_until_done(PyObject *task, PyObject *timeline)
+{
+    PyObject *held = PyObject_CallOneArg(pk_hooks.hold, timeline);
+    if (held == NULL) {
+        return -1;
+    }
+    Py_DECREF(held);
+    ReleaseObject *done = PyObject_GC_New(ReleaseObject, &Release_Type);
+    if (done == NULL) {
+        return -1;
+    }
+    done->vectorcall = (vectorcallfunc)release_vectorcall;
+    done->timeline = Py_NewRef(timeline);
+    PyObject_GC_Track(done);
+    PyObject *added = PyObject_CallMethodOneArg(task, pk_names.add_done_callback, (PyObject *)done);
+    Py_DECREF(done);
+    Py_XDECREF(added);
+    return added == NULL ? -1 : 0;
+}
+
+static PyObject *
+factory_vectorcall(TaskFactoryObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Py_ssize_t count = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    if (PyVectorcall_NARGS(nargsf) != 2 || count > MAX_KEYWORDS) {
+        PyErr_SetString(PyExc_TypeError, "task factory: (loop, coroutine, **keywords)");
+        return NULL;
+    }
+    PyObject *loop = args[0], *coroutine = args[1];
+    PyObject *context = NULL;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (PyUnicode_Compare(PyTuple_GET_ITEM(kwnames, i), pk_names.context) == 0 && args[2 + i] != Py_None) {
+            context = args[2 + i];
+        }
+    }
+    /* perfkit's part: its failures are reported, and the task is made as without it */
+    PyObject *queued_by = NULL, *timeline = NULL, *wrapped = NULL;
+    if (PyDict_GET_SIZE(pk_hooks.expected) > 0) {
+        queued_by = PyObject_CallOneArg(pk_hooks.claim, coroutine);
+        if (queued_by == NULL) {
+            pk_report("steps.task_factory");
+        }
+        else if (queued_by == Py_None) {
+            Py_CLEAR(queued_by);
+        }
+    }
+    timeline = request_of(context);
+    if (timeline != NULL && is_coroutine(coroutine) > 0) {
+        wrapped = clocked(self, coroutine, timeline);
+    }
+    if (wrapped == NULL) {
+        if (PyErr_Occurred()) {
+            pk_report("steps.task_factory");
+        }
+        Py_CLEAR(timeline);
+    }
+    PyObject *task = make_task(self, loop, wrapped != NULL ? wrapped : coroutine, args + 2, kwnames);
+    Py_XDECREF(wrapped);
+    if (task != NULL) {
+        if (timeline != NULL && hold_until_done(task, timeline) < 0) {
+            pk_report("steps.task_factory");
+        }
+        if (queued_by != NULL) {
+            PyObject *released = PyObject_CallOneArg(pk_hooks.release, queued_by);
+            if (released == NULL) {
+                pk_report("steps.task_factory");
+            }
+            Py_XDECREF(released);
+        }
+    }
+    Py_XDECREF(timeline);
+    Py_XDECREF(queued_by);
+    return task;
+}
+
+static int
+factory_init(TaskFactoryObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"previous", "batches", "clock_class", NULL};
+    PyObject *previous, *batches, *clock_class;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO:TaskFactory", keywords, &previous, &batches, &clock_class)) {
+        return -1;
+    }
+    if (pk_hooks.task_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "TaskFactory: setup() has not run");
+        return -1;
+    }
+    Py_XSETREF(self->previous, previous == Py_None ? NULL : Py_NewRef(previous));
+    Py_XSETREF(self->batches, Py_NewRef(batches));
+    Py_XSETREF(self->clock_class, Py_NewRef(clock_class));
+    self->vectorcall = (vectorcallfunc)factory_vectorcall;
+    return 0;
+}
+
+static int
+factory_traverse(TaskFactoryObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->previous);
+    Py_VISIT(self->batches);
+    Py_VISIT(self->clock_class);
+    return 0;
+}
+
+static int
+factory_clear(TaskFactoryObject *self)
+{
+    Py_CLEAR(self->previous);
+    Py_CLEAR(self->batches);
+    Py_CLEAR(self->clock_class);
+    return 0;
+}
+
+static void
+factory_dealloc(TaskFactoryObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    factory_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+factory_call(TaskFactoryObject *self, PyObject *args, PyObject *kwargs)
+{
+    if (self->vectorcall == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "TaskFactory: not initialised");
+        return NULL;
+    }
+    return PyVectorcall_Call((PyObject *)self, args, kwargs);
+}
+
+PyTypeObject PkTaskFactory_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "litellm_perfkit._core._speedups.TaskFactory",
+    .tp_basicsize = sizeof(TaskFactoryObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "TaskFactory(previous, batches, clock_class): clocks the tasks a request starts (see _steps.TaskFactory).",
+    .tp_vectorcall_offset = offsetof(TaskFactoryObject, vectorcall),
+    .tp_call = (ternaryfunc)factory_call,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)factory_init,
+    .tp_dealloc = (destructor)factory_dealloc,
+    .tp_traverse = (traverseproc)factory_traverse,
+    .tp_clear = (inquiry)factory_clear,
+};
+
+int
+pk_tasks_ready(void)
+{
+    return PyType_Ready(&Release_Type) < 0 || PyType_Ready(&PkTaskFactory_Type) < 0 ? -1 : 0;
+}
