@@ -57,7 +57,8 @@ _INTERVALS = GENERATOR.index("intervals")
 _CALL_PARENT = THREAD_CALL.index("parent")
 
 _held: dict[int, _Held] = {}
-# id(coroutine) -> (the coroutine, the request that queued it)
+# id(coroutine) -> (the coroutine, the request that queued it); the C task
+# factory holds this very dict (setup() in _backend), so it is never rebound.
 _expected: dict[int, tuple[Coroutine[Any, Any, Any], Timeline]] = {}
 _exporter: Sink | None = None
 
