@@ -12,12 +12,19 @@ with every request recorded, and one with every request passed through
 and charges each batch the process's CPU time until its work after the
 response has ended. The marginal cost of recording is the median over
 rounds of recorded minus passed-through, per request, with a 95% interval
-from order statistics. Passing through costs what ``perfkit run
---record-ratio 0`` costs (docs/overhead.md: not measurable), so this is
-what one recorded request adds to the proxy's own process; the export
-agent's share is not in it.
+from order statistics. This is what one recorded request adds to the
+proxy's own process; the export agent's share is not in it.
+
+``--against-plain`` asks what the toggle cannot see: what an instrumented
+process costs whatever it records. It starts sets of three processes, the
+app plain, under perfkit passing every request through, and under perfkit
+recording every one, and interleaves their batches (one batch each per
+round, in rotating order, all on core 0), so the machine's drift falls on
+all three alike. Each set gives the median per-round ratio to plain; sets
+differ by what a process draws at start (hash seed, memory layout).
 
     python -m benchmarks.litellm_recording_cost --version 1.103.0 --rounds 200
+    python -m benchmarks.litellm_recording_cost --version 1.103.0 --against-plain --sets 3
 """
 
 from __future__ import annotations
@@ -30,16 +37,20 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 _INNER = "--inner"
+# Cross-process mode: the inner reads "batch" lines on stdin and writes each
+# batch's CPU ms per request to this fd (LiteLLM prints to stdout itself).
+_RESULTS_FD = "PERFKIT_BENCH_RESULTS_FD"
 
 
-def interval(differences: list[float]) -> tuple[float, float, float]:
+def interval(values: list[float]) -> tuple[float, float, float]:
     """Median and its 95% interval from order statistics."""
-    ordered = sorted(differences)
+    ordered = sorted(values)
     n = len(ordered)
     half = 1.96 * (n**0.5) / 2
     low, high = max(0, int(n / 2 - half)), min(n - 1, int(n / 2 + half))
@@ -57,7 +68,8 @@ def _find_middleware(app: Any) -> Any:
     return seen
 
 
-async def _inner(args: argparse.Namespace) -> None:
+async def _started_proxy(args: argparse.Namespace) -> tuple[Any, Callable[[], Awaitable[float]], Any]:
+    """The proxy app after its startup, a batch runner (CPU ms per request), and the client to close."""
     import httpx
     from litellm.proxy import proxy_server
 
@@ -70,45 +82,114 @@ async def _inner(args: argparse.Namespace) -> None:
         if not started.done():
             started.set_result(message["type"])
 
-    lifespan = asyncio.create_task(app({"type": "lifespan", "asgi": {"version": "3.0"}}, startup.get, lifespan_send))
+    app.state.perfkit_bench_lifespan = asyncio.create_task(app({"type": "lifespan", "asgi": {"version": "3.0"}}, startup.get, lifespan_send))
     if await started != "lifespan.startup.complete":
         raise SystemExit(f"the proxy did not start: {started.result()}")
     body = {"model": args.model, "messages": [{"role": "user", "content": "hi " * 150}], "stream": args.workload == "stream"}
     headers = {"Authorization": "Bearer sk-1234"}
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app, client=("127.0.0.1", 1234)), base_url="http://proxy") as client:
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app, client=("127.0.0.1", 1234)), base_url="http://proxy")
 
-        async def one() -> None:
-            response = await client.post("/v1/chat/completions", json=body, headers=headers)
-            if response.status_code != 200:
-                raise SystemExit(f"the proxy answered {response.status_code}: {response.text[:300]}")
+    async def one() -> None:
+        response = await client.post("/v1/chat/completions", json=body, headers=headers)
+        if response.status_code != 200:
+            raise SystemExit(f"the proxy answered {response.status_code}: {response.text[:300]}")
 
-        async def batch() -> float:
-            before = time.process_time()
-            await asyncio.gather(*(one() for _ in range(args.batch)))
-            # The work after the response (logging tasks, the hand-off's hold) ends within this.
-            await asyncio.sleep(args.settle)
-            return (time.process_time() - before) / args.batch * 1e3
+    async def batch() -> float:
+        before = time.process_time()
+        await asyncio.gather(*(one() for _ in range(args.batch)))
+        # The work after the response (logging tasks, the hand-off's hold) ends within this.
+        await asyncio.sleep(args.settle)
+        return (time.process_time() - before) / args.batch * 1e3
 
-        await batch()
-        middleware = _find_middleware(app)
-        modes = {"recorded": None, "passed": 0.0}
-        for _ in range(args.warmup):
-            for ratio in modes.values():
-                middleware._record_ratio = ratio
-                await batch()
-        results: dict[str, list[float]] = {name: [] for name in modes}
-        for round_ in range(args.rounds):
-            order = list(modes.items()) if round_ % 2 == 0 else list(modes.items())[::-1]
-            for name, ratio in order:
-                middleware._record_ratio = ratio
-                results[name].append(await batch())
-    lifespan.cancel()
-    differences = [a - b for a, b in zip(results["recorded"], results["passed"])]
-    median, low, high = interval(differences)
+    return app, batch, client
+
+
+async def _toggled(args: argparse.Namespace) -> None:
+    """Recorded against passed through, in this process."""
+    app, batch, client = await _started_proxy(args)
+    await batch()
+    middleware = _find_middleware(app)
+    modes = {"recorded": None, "passed": 0.0}
+    for _ in range(args.warmup):
+        for ratio in modes.values():
+            middleware._record_ratio = ratio
+            await batch()
+    results: dict[str, list[float]] = {name: [] for name in modes}
+    for round_ in range(args.rounds):
+        order = list(modes.items()) if round_ % 2 == 0 else list(modes.items())[::-1]
+        for name, ratio in order:
+            middleware._record_ratio = ratio
+            results[name].append(await batch())
+    await client.aclose()
+    median, low, high = interval([a - b for a, b in zip(results["recorded"], results["passed"])])
     passed = statistics.median(results["passed"])
     print(f"{args.workload}: passed through {passed:.3f} ms CPU per request, recorded {statistics.median(results['recorded']):.3f}; "
           f"recording adds {median * 1e3:.1f} us per request (95% interval {low * 1e3:.1f} to {high * 1e3:.1f}), "
           f"{median / passed * 100:.1f}% of the request")  # fmt: skip
+
+
+async def _served(args: argparse.Namespace) -> None:
+    """One batch per "batch" line on stdin, its CPU ms per request written to the results fd."""
+    _, batch, client = await _started_proxy(args)
+    loop = asyncio.get_running_loop()
+    with open(int(os.environ[_RESULTS_FD]), "w", buffering=1) as results:  # noqa: ASYNC230 - a pipe the parent reads at once
+        results.write("ready\n")
+        while (await loop.run_in_executor(None, sys.stdin.readline)).strip() == "batch":
+            results.write(f"{await batch()}\n")
+    await client.aclose()
+
+
+MODES = {"plain": None, "passed": "0", "recorded": "1"}  # PERFKIT_RECORD_RATIO under perfkit; None: plain
+
+
+def _against_plain(args: argparse.Namespace, python: Path, env: dict[str, str], workload: str) -> None:
+    ratios: dict[str, list[float]] = {mode: [] for mode in MODES if mode != "plain"}
+    for set_ in range(args.sets):
+        processes: dict[str, tuple[subprocess.Popen[str], Any]] = {}
+        try:
+            for mode, ratio in MODES.items():
+                read, write = os.pipe()
+                mode_env = {**env, _RESULTS_FD: str(write)}
+                if ratio is None:
+                    for name in ("PERFKIT_RUN", "PYTHONPATH"):
+                        mode_env.pop(name)
+                else:
+                    mode_env["PERFKIT_RECORD_RATIO"] = ratio
+                command = ["taskset", "-c", "0", str(python), __file__, _INNER, "--serve", "--workload", workload, "--batch", str(args.batch),
+                           "--settle", str(args.settle)]  # fmt: skip
+                child = subprocess.Popen(command, env=mode_env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                         text=True, pass_fds=(write,), cwd=env["PERFKIT_BENCH_WORKDIR"])  # fmt: skip
+                os.close(write)
+                results = os.fdopen(read)
+                if results.readline().strip() != "ready":
+                    raise SystemExit(f"the {mode} proxy did not start (run it by hand to see why)")
+                processes[mode] = (child, results)
+            names = list(processes)
+            per_round: dict[str, list[float]] = {mode: [] for mode in names}
+            for round_ in range(args.warmup + args.rounds):
+                order = names[round_ % len(names) :] + names[: round_ % len(names)]
+                for mode in order:
+                    child, results = processes[mode]
+                    assert child.stdin is not None
+                    child.stdin.write("batch\n")
+                    child.stdin.flush()
+                    value = float(results.readline())
+                    if round_ >= args.warmup:
+                        per_round[mode].append(value)
+        finally:
+            for child, _results in processes.values():
+                if child.stdin is not None:
+                    child.stdin.close()
+                child.wait(timeout=60)
+        plain = statistics.median(per_round["plain"])
+        line = [f"set {set_ + 1}: plain {plain:.3f} ms CPU per request"]
+        for mode in ratios:
+            median, low, high = interval([a / b for a, b in zip(per_round[mode], per_round["plain"])])
+            ratios[mode].append(median)
+            line.append(f"{mode} {statistics.median(per_round[mode]):.3f} ({median:.3f}x, 95% interval {low:.3f} to {high:.3f})")
+        print(f"{workload}: " + ", ".join(line), flush=True)
+    summary = ", ".join(f"{mode} {statistics.median(values):.3f}x ({min(values):.3f} to {max(values):.3f})" for mode, values in ratios.items())
+    print(f"{workload}: median over {args.sets} sets, against plain: {summary}")
 
 
 def _outer(args: argparse.Namespace) -> int:
@@ -124,12 +205,15 @@ def _outer(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as tmp, mock_process("--chunks", "20") as upstream:
         config = Path(tmp) / "config.yaml"
         config.write_text(CONFIG_TEMPLATE.replace("{upstream}", upstream))
-        env = {**os.environ, **OFFLINE_ENV, "CONFIG_FILE_PATH": str(config), "PERFKIT_RUN": "1",
+        env = {**os.environ, **OFFLINE_ENV, "CONFIG_FILE_PATH": str(config), "PERFKIT_RUN": "1", "PERFKIT_BENCH_WORKDIR": tmp,
                "PYTHONPATH": os.pathsep.join((str(BOOTSTRAP), str(BOOTSTRAP.parents[2]))),
                "PERFKIT_OTEL_TRACES_EXPORTER": "none", "PERFKIT_LEAVE_OUT": args.leave_out}  # fmt: skip
         print(f"LiteLLM {args.version}, in-process (ASGI), core 0; batches of {args.batch} concurrent requests, "
               f"{args.rounds} rounds after {args.warmup} warm-up rounds" + (f"; left out: {args.leave_out}" if args.leave_out else ""))  # fmt: skip
         for workload in args.workloads.split(","):
+            if args.against_plain:
+                _against_plain(args, python, env, workload)
+                continue
             command = ["taskset", "-c", "0", str(python), __file__, _INNER, "--workload", workload]
             for name in ("rounds", "batch", "warmup", "settle"):
                 command += [f"--{name}", str(getattr(args, name))]
@@ -140,6 +224,7 @@ def _outer(args: argparse.Namespace) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(_INNER, action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--version", default="1.103.0")
     parser.add_argument("--workloads", default="json", help="json, stream or both (comma-separated)")
     parser.add_argument("--workload", default="json", help=argparse.SUPPRESS)
@@ -147,6 +232,8 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=16, help="concurrent requests per batch")
     parser.add_argument("--warmup", type=int, default=20, help="rounds not counted")
     parser.add_argument("--settle", type=float, default=0.02, help="seconds each batch waits for its work after the response")
+    parser.add_argument("--against-plain", action="store_true", help="interleave processes: plain, perfkit passing through, perfkit recording")
+    parser.add_argument("--sets", type=int, default=3, help="with --against-plain: sets of three processes, one after the other")
     parser.add_argument("--python", type=Path, help="the proxy's interpreter (default: --version's cached venv, built if missing); "
                         "this checkout's perfkit runs in it either way")  # fmt: skip
     parser.add_argument("--leave-out", default="", help="PERFKIT_LEAVE_OUT for the proxy (docs/configuration.md)")
@@ -155,7 +242,7 @@ def main() -> int:
     if args.inner:
         import uvloop
 
-        uvloop.run(_inner(args))
+        uvloop.run(_served(args) if args.serve else _toggled(args))
         return 0
     return _outer(args)
 
