@@ -1,0 +1,106 @@
+"""What perfkit costs the real LiteLLM proxy, with the machine's drift taken out: short bursts rotated among live proxies.
+
+benchmarks/litellm_overhead.py runs one proxy at a time, 10-15 s each, and
+its ratios move by about 5% between runs of one configuration: the machine's
+speed drifts over seconds to minutes. Here one proxy per mode runs at once,
+all pinned to core 0 with their export agents, each over its own socket. A
+round sends each proxy one burst of load (``--burst`` seconds, 32 users, in
+rotating order), so drift falls on every mode alike, and reads each one's
+CPU (worker, and agent apart) from /proc around its burst. A set's figure for
+a mode is the median over rounds of its CPU per request divided by plain's
+in the same round. Sets (``--sets``) start fresh processes: a process's own
+draw at start (hash seed, memory layout) differs between sets, not within.
+
+    python -m benchmarks.litellm_overhead_bursts --version 1.103.0 --modes plain,perfkit-record-0,perfkit-record-0.1,perfkit
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.litellm_overhead import children, mode_settings  # noqa: E402
+from benchmarks.litellm_recording_cost import interval  # noqa: E402
+from benchmarks.middleware_overhead import cpu_seconds  # noqa: E402
+from litellm_perfkit._load import LoadPlan, Workload, run_load  # noqa: E402
+from tests.support.litellm_env import VERSIONS  # noqa: E402
+from tests.support.mock_server import mock_process  # noqa: E402
+from tests.support.proxy import litellm_proxy  # noqa: E402
+from tests.support.servers import jaeger_process  # noqa: E402
+
+
+def burst(url: str, stream: bool, seconds: float, concurrency: int, pid: int) -> tuple[float, float, float]:
+    """(requests per second, worker CPU ms per request, agent CPU ms per request) of one burst."""
+    agents = children(pid)
+    before = cpu_seconds(pid), sum(map(cpu_seconds, agents))
+    summary = run_load(Workload(url=url, stream=stream, prompt_repeats=150),
+                       LoadPlan(concurrency=concurrency, duration_s=seconds, warmup_s=0, timeout_s=60), progress="off")["summary"]  # fmt: skip
+    if summary["errors"]:
+        raise RuntimeError(f"errors: {summary['errors_by_class']}")
+    # Work after the last response (logging tasks, the agent's export) is charged to this burst.
+    requests = max(1, summary["requests"])
+    after = cpu_seconds(pid), sum(map(cpu_seconds, agents))
+    return summary["rps"], (after[0] - before[0]) / requests * 1e3, (after[1] - before[1]) / requests * 1e3
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", default=VERSIONS[-1], choices=VERSIONS)
+    parser.add_argument("--modes", default="plain,perfkit", help="comma-separated, as benchmarks/litellm_overhead.py names them; the first is the baseline")
+    parser.add_argument("--workload", default="json", choices=("json", "stream"))
+    parser.add_argument("--sets", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3, help="rounds not counted")
+    parser.add_argument("--burst", type=float, default=3.0, help="seconds of load per proxy per round")
+    parser.add_argument("--concurrency", type=int, default=32)
+    args = parser.parse_args()
+    modes = args.modes.split(",")
+    os.sched_setaffinity(0, {1})  # the driver, the mock and Jaeger on core 1; the proxies on core 0
+    per_set: dict[str, list[tuple[float, float, float]]] = {mode: [] for mode in modes[1:]}
+    with tempfile.TemporaryDirectory() as tmp, jaeger_process(Path(tmp)) as jaeger, mock_process("--chunks", "20") as upstream:
+        exporter = ("--endpoint", jaeger.otlp_http, "--protocol", "http/protobuf", "--service-name", "bench-litellm")
+        for set_ in range(args.sets):
+            with contextlib.ExitStack() as stack:
+                proxies: dict[str, tuple[str, int]] = {}
+                for mode in modes:
+                    proxy_mode, env, perfkit_args = mode_settings(mode, exporter)
+                    pids: list[int] = []
+                    workdir = Path(tmp) / f"{set_}-{mode}"
+                    workdir.mkdir()
+                    url = stack.enter_context(litellm_proxy(args.version, upstream, workdir, mode=proxy_mode, perfkit_args=perfkit_args, pin_cpu="0",
+                                                            env=env, pids=pids))  # fmt: skip
+                    proxies[mode] = (url, pids[0])
+                rows: dict[str, list[tuple[float, float, float]]] = {mode: [] for mode in modes}
+                for round_ in range(args.warmup + args.rounds):
+                    order = modes[round_ % len(modes) :] + modes[: round_ % len(modes)]
+                    for mode in order:
+                        url, pid = proxies[mode]
+                        result = burst(url, args.workload == "stream", args.burst, args.concurrency, pid)
+                        if round_ >= args.warmup:
+                            rows[mode].append(result)
+            base = rows[modes[0]]
+            line = [f"{modes[0]} {statistics.median(r[0] for r in base):.1f} req/s, {statistics.median(r[1] for r in base):.3f} ms worker CPU"]
+            for mode in modes[1:]:
+                cpu = interval([(r[1] + r[2]) / b[1] for r, b in zip(rows[mode], base)])
+                rps = interval([r[0] / b[0] for r, b in zip(rows[mode], base)])
+                agent = statistics.median(r[2] for r in rows[mode])
+                per_set[mode].append((cpu[0], rps[0], agent))
+                line.append(f"{mode}: CPU {cpu[0]:.3f}x ({cpu[1]:.3f} to {cpu[2]:.3f}, agent {agent:.3f} ms included), RPS {rps[0]:.3f}x ({rps[1]:.3f} to {rps[2]:.3f})")
+            print(f"set {set_ + 1}: " + "; ".join(line), flush=True)
+    print(f"\nLiteLLM {args.version}, {args.workload}, {len(modes)} proxies on core 0 (with their agents), {args.rounds} rounds of {args.burst:g} s bursts "
+          f"after {args.warmup} warm-up rounds, {args.concurrency} users; per set: the median per-round ratio to {modes[0]}\n")  # fmt: skip
+    print(f"| mode | CPU per request / {modes[0]} (agent included), per set | RPS / {modes[0]}, per set | agent ms per request |")
+    print("|---|---|---|---:|")
+    for mode, values in per_set.items():
+        print(f"| {mode} | {' '.join(f'{v[0]:.3f}' for v in values)} | {' '.join(f'{v[1]:.3f}' for v in values)} | {statistics.median(v[2] for v in values):.3f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
