@@ -13,6 +13,12 @@ queue) holds the request from when it is queued: ``expect``, called by the
 LiteLLM instrumentation; the task started for that coroutine takes the hold
 over.
 
+What a held request allocates is kept to one callback, shared by its tasks,
+and no timer of its own: one sweep per loop hands off whatever is past its
+deadline. Under load most requests are held for a while, and whatever they
+hold lives through the host's young collections into its oldest generation,
+bringing the host's next full collection nearer (docs/overhead.md).
+
 ``after_response`` lies outside the request's wall time: it is not part of
 its duration, overhead or unattributed time (_export/_spans.reconcile), only
 of the CPU perfkit names.
@@ -21,6 +27,7 @@ of the CPU perfkit names.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Coroutine
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
@@ -33,7 +40,7 @@ if TYPE_CHECKING:
     from ._sink import Sink
     from ._timeline import Timeline
 
-__all__ = ["WAIT_S", "claim", "deferring", "expect", "hold", "release"]
+__all__ = ["WAIT_S", "TaskDone", "claim", "deferring", "expect", "hold", "release"]
 
 WAIT_S = 2.0
 """The longest a request's hand-off waits for its tasks after the response.
@@ -41,16 +48,33 @@ A task that runs for longer (a worker loop started by the first request)
 then adds nothing more to it."""
 
 
+class TaskDone:
+    """A task's done callback: ``release(timeline)``. One per held request, shared by its tasks."""
+
+    __slots__ = ("timeline",)
+
+    def __init__(self, timeline: Timeline) -> None:
+        self.timeline = timeline
+
+    def __call__(self, task: object) -> None:
+        try:
+            release(self.timeline)
+        except Exception as exc:  # perfkit's bug must never become the app's
+            internal_error("after.release", exc)
+
+
 class _Held:
-    __slots__ = ("timeline", "count", "ended", "steps_at_end", "deadline", "expected")
+    __slots__ = ("timeline", "count", "ended", "steps_at_end", "loop", "deadline", "expected", "done")
 
     def __init__(self, timeline: Timeline) -> None:
         self.timeline = timeline
         self.count = 0  # tasks (and queued coroutines) not yet ended
         self.ended = False  # the response has ended: hand off when count is 0
         self.steps_at_end = 0
-        self.deadline: asyncio.TimerHandle | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None  # the loop it ended on, and its time then plus WAIT_S
+        self.deadline = 0.0
         self.expected: list[int] = []  # ids of its coroutines still queued
+        self.done = TaskDone(timeline)
 
 
 _INTERVALS = GENERATOR.index("intervals")
@@ -61,14 +85,17 @@ _held: dict[int, _Held] = {}
 # factory holds this very dict (setup() in _backend), so it is never rebound.
 _expected: dict[int, tuple[Coroutine[Any, Any, Any], Timeline]] = {}
 _exporter: Sink | None = None
+# id(loop) -> the loop, while a sweep is queued on it (the entry keeps the id from being reused)
+_sweeps: dict[int, asyncio.AbstractEventLoop] = {}
 
 
-def hold(timeline: Timeline) -> None:
-    """A task of this request started: its hand-off waits for ``release``."""
+def hold(timeline: Timeline) -> TaskDone:
+    """A task of this request started: its hand-off waits for ``release``. The done callback that releases it."""
     held = _held.get(id(timeline))
     if held is None or held.timeline is not timeline:
         held = _held[id(timeline)] = _Held(timeline)
     held.count += 1
+    return held.done
 
 
 def release(timeline: Timeline) -> None:
@@ -82,18 +109,6 @@ def release(timeline: Timeline) -> None:
             _finish(held)
         else:  # nothing to wait for (again): a request never handed off (abandoned) leaves nothing behind
             del _held[id(timeline)]
-
-
-def release_task(timeline: Timeline) -> Any:
-    """A done callback for a task: ``release(timeline)`` when it ends."""
-
-    def done(task: asyncio.Future[Any]) -> None:
-        try:
-            release(timeline)
-        except Exception as exc:  # perfkit's bug must never become the app's
-            internal_error("after.release", exc)
-
-    return done
 
 
 def expect(timeline: Timeline, coroutine: Coroutine[Any, Any, Any]) -> None:
@@ -127,16 +142,43 @@ def deferring(exporter: Sink) -> Sink:
         held.ended = True
         held.steps_at_end = len(timeline.steps)
         try:
-            held.deadline = asyncio.get_running_loop().call_later(WAIT_S, _expire, held)
+            loop = asyncio.get_running_loop()
         except RuntimeError:  # no loop: nothing can end later
             _finish(held)
+            return
+        held.loop = loop
+        held.deadline = loop.time() + WAIT_S
+        _sweep_at(loop, held.deadline)
 
     return hand_off
 
 
-def _expire(held: _Held) -> None:
-    if _held.get(id(held.timeline)) is held:
-        _finish(held)
+def _sweep_at(loop: asyncio.AbstractEventLoop, when: float) -> None:
+    """A sweep on ``loop`` at ``when``, unless one is queued: deadlines come in the order requests end, so
+    a queued sweep is due first and queues the next."""
+    if _sweeps.get(id(loop)) is loop:
+        return
+    for key in [key for key, other in _sweeps.items() if other.is_closed()]:
+        del _sweeps[key]  # closed with its sweep queued: nothing will run it
+    _sweeps[id(loop)] = loop
+    # An empty context: a copy of the current one would keep its request alive until then.
+    loop.call_at(when, _sweep, loop, context=contextvars.Context())
+
+
+def _sweep(loop: asyncio.AbstractEventLoop) -> None:
+    """Hands off this loop's requests past their deadline, and queues the next sweep for the rest."""
+    _sweeps.pop(id(loop), None)
+    now, due = loop.time(), None
+    try:
+        for held in [held for held in _held.values() if held.loop is loop]:
+            if held.deadline <= now:
+                _finish(held)
+            elif due is None or held.deadline < due:
+                due = held.deadline
+        if due is not None:
+            _sweep_at(loop, due)
+    except Exception as exc:  # from a timer: nobody else would catch it
+        internal_error("after.sweep", exc)
 
 
 def _finish(held: _Held) -> None:
@@ -146,8 +188,6 @@ def _finish(held: _Held) -> None:
         entry = _expected.get(key)
         if entry is not None and entry[1] is timeline:
             del _expected[key]
-    if held.deadline is not None:
-        held.deadline.cancel()
     try:
         threads = timeline.generators.get(AFTER_RESPONSE_THREAD_STAGE)
         if len(timeline.steps) > held.steps_at_end or threads is not None:

@@ -33,13 +33,14 @@ and their steps go to the same list.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import os
 from collections.abc import Awaitable, Coroutine, Generator
 from time import perf_counter_ns
 from typing import Any
 
 from ..types import StepMode
-from ._after import claim, hold, release, release_task
+from ._after import claim, hold, release
 from ._context import TIMELINE
 from ._guard import internal_error, warn_once
 
@@ -63,10 +64,14 @@ def steps_mode() -> StepMode:
 class _Batches:
     """One event loop's batch clock: when the current batch of ready callbacks began."""
 
-    __slots__ = ("loop", "start_ns", "previous_ns", "armed", "steps")
+    __slots__ = ("loop", "context", "start_ns", "previous_ns", "armed", "steps")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
+        # perfkit's callbacks on this loop run in this empty context: without
+        # one, each call_soon and add_done_callback copies the current context,
+        # an object that lives as long as the callback waits (docs/overhead.md).
+        self.context = contextvars.Context()
         self.start_ns = 0
         self.previous_ns = 0  # the batch before
         self.armed = False  # a marker is queued
@@ -77,14 +82,14 @@ class _Batches:
         self.armed = True
         self.start_ns = self.previous_ns = now
         self.steps = 0
-        self.loop.call_soon(self.mark)
+        self.loop.call_soon(self.mark, context=self.context)
 
     def mark(self) -> None:
         if self.steps:
             self.previous_ns = self.start_ns
             self.start_ns = perf_counter_ns()
             self.steps = 0
-            self.loop.call_soon(self.mark)
+            self.loop.call_soon(self.mark, context=self.context)
         else:
             self.armed = False
 
@@ -223,8 +228,7 @@ class TaskFactory:
             # The request's hand-off waits for the task (_after); a task
             # started for a coroutine the request queued takes its hold over.
             if timeline is not None:
-                hold(timeline)
-                task.add_done_callback(release_task(timeline))
+                task.add_done_callback(hold(timeline), context=self._batches.context)
             if queued_by is not None:
                 release(queued_by)
         except Exception as exc:

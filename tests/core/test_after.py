@@ -155,3 +155,69 @@ def test_a_coroutine_queued_for_a_worker_holds_the_request_until_its_task_ends(
     [after] = [stage for stage in record.stages if stage.name == AFTER_RESPONSE_STAGE]
     split = time_split(record)
     assert split is not None and split.stages[record.stages.index(after)].cpu_ns == 2_000_000
+
+
+def test_a_requests_tasks_share_one_done_callback_run_outside_its_context(
+    backend: Backend, records: Captured, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A copied context or a callback per task would live as long as the task, through the host's young
+    collections into its oldest generation (docs/overhead.md): the tasks share one, in the loop's empty context."""
+    seen: list[object] = []
+    release = _after.release
+
+    def spying(timeline: Any) -> None:
+        seen.append(current_timeline())
+        release(timeline)
+
+    monkeypatch.setattr(_after, "release", spying)
+    callbacks: list[object] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        loop = asyncio.get_running_loop()
+        tasks = [loop.create_task(asyncio.sleep(0)) for _ in range(3)]
+        timeline = current_timeline()
+        callbacks.extend({_after._held[id(timeline)].done} | {_after.hold(timeline)})
+        release(timeline)  # the hold just taken to look (not through the spy: this runs in the request)
+        await asyncio.gather(*tasks)
+        await _respond(send)
+
+    loop = asyncio.new_event_loop()
+    _serve(backend, app, loop)
+    loop.close()
+    assert len(callbacks) == 1  # the one callback the request's tasks were given
+    assert seen and all(timeline is None for timeline in seen)  # run in an empty context, not a copy of the request's
+    assert len(records) == 1
+
+
+def test_held_requests_share_one_sweep_per_loop(backend: Backend, records: Captured, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_after, "WAIT_S", 0.05)
+    forever = asyncio.Event()
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        asyncio.get_running_loop().create_task(forever.wait())
+        await _respond(send)
+
+    async def then() -> None:
+        loop = asyncio.get_running_loop()
+        for _ in range(4):  # four more requests, each held by a task that never ends
+            await backend.middleware(app, steps="on")(
+                {"type": "http", "method": "POST", "path": "/", "headers": [], "client": ("127.0.0.1", 1)}, _receive, _discard
+            )
+        assert list(_after._sweeps.values()) == [loop]  # one sweep queued for all five
+        await asyncio.sleep(0.2)
+        assert len(records) == 5 and not _after._sweeps  # each handed off at its deadline; nothing left queued
+        forever.set()
+        await asyncio.sleep(0)
+
+    loop = asyncio.new_event_loop()
+    _serve(backend, app, loop, then)
+    loop.close()
+    assert len(records) == 5
+
+
+async def _receive() -> dict[str, Any]:
+    return {"type": "http.request", "body": b"{}", "more_body": False}
+
+
+async def _discard(message: dict[str, Any]) -> None:
+    return None

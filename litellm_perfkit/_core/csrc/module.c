@@ -278,6 +278,10 @@ intern_names(void)
             return -1;
         }
     }
+    pk_names.context_kwnames = PyTuple_Pack(1, pk_names.context);
+    if (pk_names.context_kwnames == NULL) {
+        return -1;
+    }
     pk_names.server_timing_header = PyBytes_FromString("server-timing");
     pk_names.overhead_header_name = PyBytes_FromString("x-perfkit-overhead-ms");
     if (!pk_names.server_timing_header || !pk_names.overhead_header_name) {

@@ -58,6 +58,7 @@ typedef struct {
     PyObject *server_timing_header, *overhead_header_name;
     PyObject *mark, *call_soon, *throw_, *close, *steps_dropped; /* steps.c */
     PyObject *steps, *loop, *context, *add_done_callback;        /* tasks.c */
+    PyObject *context_kwnames; /* ("context",): callbacks queued with perfkit's empty context */
 } PkNames;
 
 extern PkNames pk_names;

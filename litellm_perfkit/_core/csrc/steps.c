@@ -16,6 +16,7 @@ typedef struct {
     PyObject *loop;
     PyObject *call_soon; /* loop.call_soon, bound once */
     PyObject *mark;      /* self.mark, bound once (a cycle the collector sees) */
+    PyObject *context;   /* empty: the context perfkit's callbacks on this loop run in (_steps._Batches) */
     int64_t start_ns;    /* when the current batch of ready callbacks began */
     int64_t previous_ns; /* when the batch before it began */
     int64_t steps;       /* request steps since the marker was queued */
@@ -24,6 +25,14 @@ typedef struct {
 
 static PyObject *one;
 
+/* loop.call_soon(self.mark, context=self.context): no copy of the current context per batch */
+static PyObject *
+queue_mark(BatchesObject *self)
+{
+    PyObject *args[2] = {self->mark, self->context};
+    return PyObject_Vectorcall(self->call_soon, args, 1, pk_names.context_kwnames);
+}
+
 /* A step ran while no marker was queued: a busy period begins, in a batch that started about now. */
 static int
 batches_arm(BatchesObject *self, int64_t now)
@@ -31,7 +40,7 @@ batches_arm(BatchesObject *self, int64_t now)
     self->armed = 1;
     self->start_ns = self->previous_ns = now;
     self->steps = 0;
-    PyObject *handle = PyObject_CallOneArg(self->call_soon, self->mark);
+    PyObject *handle = queue_mark(self);
     if (handle == NULL) {
         self->armed = 0; /* the next step tries again */
         return -1;
@@ -56,7 +65,7 @@ batches_mark(BatchesObject *self, PyObject *Py_UNUSED(ignored))
     self->previous_ns = self->start_ns;
     self->start_ns = now;
     self->steps = 0;
-    PyObject *handle = PyObject_CallOneArg(self->call_soon, self->mark);
+    PyObject *handle = queue_mark(self);
     if (handle == NULL) {
         pk_report("steps.mark");
         self->armed = 0;
@@ -85,13 +94,16 @@ batches_init(BatchesObject *self, PyObject *args, PyObject *kwargs)
     }
     PyObject *call_soon = PyObject_GetAttr(loop, pk_names.call_soon);
     PyObject *mark = call_soon == NULL ? NULL : PyObject_GetAttr((PyObject *)self, pk_names.mark);
-    if (mark == NULL) {
+    PyObject *context = mark == NULL ? NULL : PyContext_New();
+    if (context == NULL) {
         Py_XDECREF(call_soon);
+        Py_XDECREF(mark);
         return -1;
     }
     Py_XSETREF(self->loop, Py_NewRef(loop));
     Py_XSETREF(self->call_soon, call_soon);
     Py_XSETREF(self->mark, mark);
+    Py_XSETREF(self->context, context);
     self->start_ns = self->previous_ns = self->steps = 0;
     self->armed = 0;
     return 0;
@@ -103,6 +115,7 @@ batches_traverse(BatchesObject *self, visitproc visit, void *arg)
     Py_VISIT(self->loop);
     Py_VISIT(self->call_soon);
     Py_VISIT(self->mark);
+    Py_VISIT(self->context);
     return 0;
 }
 
@@ -112,6 +125,7 @@ batches_clear(BatchesObject *self)
     Py_CLEAR(self->loop);
     Py_CLEAR(self->call_soon);
     Py_CLEAR(self->mark);
+    Py_CLEAR(self->context);
     return 0;
 }
 
@@ -131,6 +145,7 @@ static PyMethodDef batches_methods[] = {
 
 static PyMemberDef batches_members[] = {
     {"loop", T_OBJECT, offsetof(BatchesObject, loop), READONLY, "the event loop"},
+    {"context", T_OBJECT, offsetof(BatchesObject, context), READONLY, "the empty context perfkit's callbacks on the loop run in"},
     {"start_ns", T_LONGLONG, offsetof(BatchesObject, start_ns), 0, "when the current batch began"},
     {"previous_ns", T_LONGLONG, offsetof(BatchesObject, previous_ns), 0, "when the batch before began"},
     {"steps", T_LONGLONG, offsetof(BatchesObject, steps), 0, "request steps since the marker was queued"},

@@ -1,8 +1,10 @@
 /* TaskFactory: the event loop's task factory that clocks the tasks a request
  * starts, the C counterpart of _steps.TaskFactory (the specification and
  * the fallback). A LiteLLM request starts 20-30 tasks, so the factory runs
- * that often per request: here it costs no Python frame, and a task's end
- * releases its request through one small C callback instead of a closure. */
+ * that often per request: here it costs no Python frame. A task's end
+ * releases its request through the request's one done callback (_after.hold
+ * returns it), queued in the loop's empty context (Batches.context): neither
+ * a callback nor a context copy per task. */
 #include "speedups.h"
 
 #include <stddef.h>
@@ -15,60 +17,8 @@ typedef struct {
     PyObject *previous; /* the factory the host had set, or NULL */
     PyObject *batches;
     PyObject *clock_class;
+    PyObject *context; /* batches.context */
 } TaskFactoryObject;
-
-/* A task's done callback: release(timeline), reporting instead of raising. */
-typedef struct {
-    PyObject_HEAD
-    vectorcallfunc vectorcall;
-    PyObject *timeline;
-} ReleaseObject;
-
-static PyObject *
-release_vectorcall(ReleaseObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
-{
-    PyObject *result = PyObject_CallOneArg(pk_hooks.release, self->timeline);
-    if (result == NULL) {
-        pk_report("after.release");
-    }
-    Py_XDECREF(result);
-    Py_RETURN_NONE;
-}
-
-static int
-release_traverse(ReleaseObject *self, visitproc visit, void *arg)
-{
-    Py_VISIT(self->timeline);
-    return 0;
-}
-
-static int
-release_clear(ReleaseObject *self)
-{
-    Py_CLEAR(self->timeline);
-    return 0;
-}
-
-static void
-release_dealloc(ReleaseObject *self)
-{
-    PyObject_GC_UnTrack(self);
-    release_clear(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static PyTypeObject Release_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "litellm_perfkit._core._speedups._Release",
-    .tp_basicsize = sizeof(ReleaseObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "A task's done callback: _after.release(timeline).",
-    .tp_vectorcall_offset = offsetof(ReleaseObject, vectorcall),
-    .tp_call = PyVectorcall_Call,
-    .tp_dealloc = (destructor)release_dealloc,
-    .tp_traverse = (traverseproc)release_traverse,
-    .tp_clear = (inquiry)release_clear,
-};
 
 /* The request whose context the task runs in (a new reference), or NULL
  * without an exception when there is none. */
@@ -161,23 +111,16 @@ make_task(TaskFactoryObject *self, PyObject *loop, PyObject *coroutine, PyObject
     return task;
 }
 
-/* The task holds its request's hand-off until it ends (_after.hold, and release when done). */
+/* The task holds its request's hand-off until it ends: task.add_done_callback(_after.hold(timeline), context=...). */
 static int
-hold_until_done(PyObject *task, PyObject *timeline)
+hold_until_done(TaskFactoryObject *self, PyObject *task, PyObject *timeline)
 {
-    PyObject *held = PyObject_CallOneArg(pk_hooks.hold, timeline);
-    if (held == NULL) {
-        return -1;
-    }
-    Py_DECREF(held);
-    ReleaseObject *done = PyObject_GC_New(ReleaseObject, &Release_Type);
+    PyObject *done = PyObject_CallOneArg(pk_hooks.hold, timeline);
     if (done == NULL) {
         return -1;
     }
-    done->vectorcall = (vectorcallfunc)release_vectorcall;
-    done->timeline = Py_NewRef(timeline);
-    PyObject_GC_Track(done);
-    PyObject *added = PyObject_CallMethodOneArg(task, pk_names.add_done_callback, (PyObject *)done);
+    PyObject *args[3] = {task, done, self->context};
+    PyObject *added = PyObject_VectorcallMethod(pk_names.add_done_callback, args, 2, pk_names.context_kwnames);
     Py_DECREF(done);
     Py_XDECREF(added);
     return added == NULL ? -1 : 0;
@@ -222,7 +165,7 @@ factory_vectorcall(TaskFactoryObject *self, PyObject *const *args, size_t nargsf
     PyObject *task = make_task(self, loop, wrapped != NULL ? wrapped : coroutine, args + 2, kwnames);
     Py_XDECREF(wrapped);
     if (task != NULL) {
-        if (timeline != NULL && hold_until_done(task, timeline) < 0) {
+        if (timeline != NULL && hold_until_done(self, task, timeline) < 0) {
             pk_report("steps.task_factory");
         }
         if (queued_by != NULL) {
@@ -250,6 +193,11 @@ factory_init(TaskFactoryObject *self, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_RuntimeError, "TaskFactory: setup() has not run");
         return -1;
     }
+    PyObject *context = PyObject_GetAttr(batches, pk_names.context);
+    if (context == NULL) {
+        return -1;
+    }
+    Py_XSETREF(self->context, context);
     Py_XSETREF(self->previous, previous == Py_None ? NULL : Py_NewRef(previous));
     Py_XSETREF(self->batches, Py_NewRef(batches));
     Py_XSETREF(self->clock_class, Py_NewRef(clock_class));
@@ -263,6 +211,7 @@ factory_traverse(TaskFactoryObject *self, visitproc visit, void *arg)
     Py_VISIT(self->previous);
     Py_VISIT(self->batches);
     Py_VISIT(self->clock_class);
+    Py_VISIT(self->context);
     return 0;
 }
 
@@ -272,6 +221,7 @@ factory_clear(TaskFactoryObject *self)
     Py_CLEAR(self->previous);
     Py_CLEAR(self->batches);
     Py_CLEAR(self->clock_class);
+    Py_CLEAR(self->context);
     return 0;
 }
 
@@ -311,5 +261,5 @@ PyTypeObject PkTaskFactory_Type = {
 int
 pk_tasks_ready(void)
 {
-    return PyType_Ready(&Release_Type) < 0 || PyType_Ready(&PkTaskFactory_Type) < 0 ? -1 : 0;
+    return PyType_Ready(&PkTaskFactory_Type) < 0 ? -1 : 0;
 }
