@@ -98,13 +98,20 @@ def test_a_task_that_outlives_the_response_holds_the_hand_off_and_is_the_after_r
     assert attributed == 0 and total == record.duration_ns  # outside the request's wall time
 
 
-def test_a_task_that_never_ends_is_waited_for_at_most_wait_s(backend: Backend, records: Captured, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_after, "WAIT_S", 0.05)
-    forever = asyncio.Event()
+def _held_until(forever: asyncio.Event) -> App:
+    """An app whose every request starts a task that waits for ``forever``."""
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         asyncio.get_running_loop().create_task(forever.wait())
         await _respond(send)
+
+    return app
+
+
+def test_a_task_that_never_ends_is_waited_for_at_most_wait_s(backend: Backend, records: Captured, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_after, "WAIT_S", 0.05)
+    forever = asyncio.Event()
+    app = _held_until(forever)
 
     async def then() -> None:
         await asyncio.sleep(0.2)
@@ -192,10 +199,7 @@ def test_a_requests_tasks_share_one_done_callback_run_outside_its_context(
 def test_held_requests_share_one_sweep_per_loop(backend: Backend, records: Captured, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_after, "WAIT_S", 0.05)
     forever = asyncio.Event()
-
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        asyncio.get_running_loop().create_task(forever.wait())
-        await _respond(send)
+    app = _held_until(forever)
 
     async def then() -> None:
         loop = asyncio.get_running_loop()
