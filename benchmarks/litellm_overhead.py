@@ -111,6 +111,22 @@ def collector_pauses(log_prefix: Path, start_ns: int, end_ns: int) -> dict[str, 
     return result
 
 
+def collector_counts(log_prefix: Path, start_ns: int, end_ns: int) -> dict[str, float]:
+    """What the collector did in the window, from the probe's logs (PERFKIT_BENCH_GC_PROMOTED=1): objects
+    promoted into the oldest generation, full collections, and their pause in seconds."""
+    promoted, full, full_ns = 0, 0, 0
+    for log in log_prefix.parent.glob(log_prefix.name + ".*"):
+        for line in log.read_text().splitlines():
+            ended, pause, generation, collected, *counts = map(int, line.split())
+            if not start_ns <= ended <= end_ns:
+                continue
+            if generation == 1 and counts:
+                promoted += counts[0]
+            elif generation == 2:
+                full, full_ns = full + 1, full_ns + pause
+    return {"promoted": promoted, "full": full, "full_s": full_ns / 1e9}
+
+
 BOOTSTRAP = Path(__file__).resolve().parents[1] / "litellm_perfkit" / "_litellm" / "_bootstrap"
 MODES = {
     "plain": "the proxy alone",

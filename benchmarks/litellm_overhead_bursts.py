@@ -11,6 +11,12 @@ a mode is the median over rounds of its CPU per request divided by plain's
 in the same round. Sets (``--sets``) start fresh processes: a process's own
 draw at start (hash seed, memory layout) differs between sets, not within.
 
+``--collector`` loads the collector probe (benchmarks/_gcprobe) into every
+proxy and adds, per mode and set, the objects promoted into the oldest
+generation per request, the full collections per 1000 requests and their
+pause per request: what a mode's objects that outlive young collections cost
+the host's collector.
+
     python -m benchmarks.litellm_overhead_bursts --version 1.103.0 --modes plain,perfkit-record-0,perfkit-record-0.1,perfkit
 """
 
@@ -22,10 +28,11 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.litellm_overhead import children, mode_settings  # noqa: E402
+from benchmarks.litellm_overhead import GC_PROBE, children, collector_counts, mode_settings  # noqa: E402
 from benchmarks.litellm_recording_cost import interval  # noqa: E402
 from benchmarks.middleware_overhead import cpu_seconds  # noqa: E402
 from litellm_perfkit._load import LoadPlan, Workload, run_load  # noqa: E402
@@ -35,8 +42,13 @@ from tests.support.proxy import litellm_proxy  # noqa: E402
 from tests.support.servers import jaeger_process  # noqa: E402
 
 
-def burst(url: str, stream: bool, seconds: float, concurrency: int, pid: int) -> tuple[float, float, float]:
-    """(requests per second, worker CPU ms per request, agent CPU ms per request) of one burst."""
+Burst = tuple[float, float, float, int, int, int]
+
+
+def burst(url: str, stream: bool, seconds: float, concurrency: int, pid: int) -> Burst:
+    """(requests per second, worker CPU ms per request, agent CPU ms per request, requests, and the burst's
+    start and end on the monotonic clock) of one burst."""
+    started = time.monotonic_ns()
     agents = children(pid)
     before = cpu_seconds(pid), sum(map(cpu_seconds, agents))
     summary = run_load(Workload(url=url, stream=stream, prompt_repeats=150),
@@ -46,7 +58,17 @@ def burst(url: str, stream: bool, seconds: float, concurrency: int, pid: int) ->
     # Work after the last response (logging tasks, the agent's export) is charged to this burst.
     requests = max(1, summary["requests"])
     after = cpu_seconds(pid), sum(map(cpu_seconds, agents))
-    return summary["rps"], (after[0] - before[0]) / requests * 1e3, (after[1] - before[1]) / requests * 1e3
+    return (summary["rps"], (after[0] - before[0]) / requests * 1e3, (after[1] - before[1]) / requests * 1e3, requests, started,
+            time.monotonic_ns())  # fmt: skip
+
+
+def collector_line(mode: str, bursts: list[Burst], log: Path) -> str:
+    """The collector's work in ``mode``'s bursts, per request."""
+    counts = [collector_counts(log, b[4], b[5]) for b in bursts]
+    requests = sum(b[3] for b in bursts)
+    promoted, full, full_s = (sum(c[key] for c in counts) for key in ("promoted", "full", "full_s"))
+    return (f"{mode}: {promoted / requests:.0f} objects promoted per request, {full / requests * 1e3:.2f} full collections "
+            f"per 1000 requests, their pause {full_s / requests * 1e3:.3f} ms per request")  # fmt: skip
 
 
 def main() -> int:
@@ -59,10 +81,12 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=3, help="rounds not counted")
     parser.add_argument("--burst", type=float, default=3.0, help="seconds of load per proxy per round")
     parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--collector", action="store_true", help="load the collector probe into every proxy: promotions and full collections per request")
     args = parser.parse_args()
     modes = args.modes.split(",")
     os.sched_setaffinity(0, {1})  # the driver, the mock and Jaeger on core 1; the proxies on core 0
     per_set: dict[str, list[tuple[float, float, float]]] = {mode: [] for mode in modes[1:]}
+    collector: list[str] = []
     with tempfile.TemporaryDirectory() as tmp, jaeger_process(Path(tmp)) as jaeger, mock_process("--chunks", "20") as upstream:
         exporter = ("--endpoint", jaeger.otlp_http, "--protocol", "http/protobuf", "--service-name", "bench-litellm")
         for set_ in range(args.sets):
@@ -73,10 +97,12 @@ def main() -> int:
                     pids: list[int] = []
                     workdir = Path(tmp) / f"{set_}-{mode}"
                     workdir.mkdir()
+                    if args.collector:
+                        env = {"PYTHONPATH": str(GC_PROBE), "PERFKIT_BENCH_GC_LOG": str(workdir / "gc"), "PERFKIT_BENCH_GC_PROMOTED": "1", **env}
                     url = stack.enter_context(litellm_proxy(args.version, upstream, workdir, mode=proxy_mode, perfkit_args=perfkit_args, pin_cpu="0",
                                                             env=env, pids=pids))  # fmt: skip
                     proxies[mode] = (url, pids[0])
-                rows: dict[str, list[tuple[float, float, float]]] = {mode: [] for mode in modes}
+                rows: dict[str, list[Burst]] = {mode: [] for mode in modes}
                 for round_ in range(args.warmup + args.rounds):
                     order = modes[round_ % len(modes) :] + modes[: round_ % len(modes)]
                     for mode in order:
@@ -93,12 +119,17 @@ def main() -> int:
                 per_set[mode].append((cpu[0], rps[0], agent))
                 line.append(f"{mode}: CPU {cpu[0]:.3f}x ({cpu[1]:.3f} to {cpu[2]:.3f}, agent {agent:.3f} ms included), RPS {rps[0]:.3f}x ({rps[1]:.3f} to {rps[2]:.3f})")
             print(f"set {set_ + 1}: " + "; ".join(line), flush=True)
+            if args.collector:
+                collector += [f"set {set_ + 1}: " + collector_line(mode, rows[mode], Path(tmp) / f"{set_}-{mode}" / "gc") for mode in modes]
+                print("\n".join(collector[-len(modes):]), flush=True)
     print(f"\nLiteLLM {args.version}, {args.workload}, {len(modes)} proxies on core 0 (with their agents), {args.rounds} rounds of {args.burst:g} s bursts "
           f"after {args.warmup} warm-up rounds, {args.concurrency} users; per set: the median per-round ratio to {modes[0]}\n")  # fmt: skip
     print(f"| mode | CPU per request / {modes[0]} (agent included), per set | RPS / {modes[0]}, per set | agent ms per request |")
     print("|---|---|---|---:|")
     for mode, values in per_set.items():
         print(f"| {mode} | {' '.join(f'{v[0]:.3f}' for v in values)} | {' '.join(f'{v[1]:.3f}' for v in values)} | {statistics.median(v[2] for v in values):.3f} |")
+    if collector:
+        print("\nThe collector (benchmarks/_gcprobe), per set:\n" + "\n".join(collector))
     return 0
 
 

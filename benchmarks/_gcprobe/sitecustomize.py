@@ -7,6 +7,13 @@ collection also logs the oldest generation's size before and after it
 (``gc.get_objects(2)``: tens of milliseconds on the proxy's heap, so only for
 diagnosis): the objects promoted into it between two full collections, which
 is what makes the next one come.
+With ``PERFKIT_BENCH_GC_PROMOTED=1`` a generation-1 collection also logs the
+objects it promoted into the oldest generation: the tracked objects of the two
+young generations when it starts, less those it collected (``gc.get_objects``
+of the young generations only: a few thousand objects). Promotions are what
+brings the next full collection: CPython runs one once they pass a quarter of
+the oldest generation's size. Tuples of atomic values that the collection
+untracks instead are counted too, so the figure is a slight overcount.
 With ``PERFKIT_BENCH_GC_TYPES=1`` (diagnosis too, and slower still) each full
 collection also writes, to ``<log>-types.<pid>``, the types whose count in the
 oldest generation grew most since the previous full collection ended: what
@@ -22,17 +29,24 @@ _LOG = os.environ.get("PERFKIT_BENCH_GC_LOG")
 if _LOG and os.environ.get("PERFKIT_ROLE") != "agent":
     _out = open(f"{_LOG}.{os.getpid()}", "a", buffering=1)  # noqa: SIM115 - lives as long as the process
     _count = os.environ.get("PERFKIT_BENCH_GC_COUNT") == "1"
+    _promoted = os.environ.get("PERFKIT_BENCH_GC_PROMOTED") == "1"
     _started = [0, -1]
 
     def _log_collection(phase, info):
         if phase == "start":
             if _count and info["generation"] == 2:
                 _started[1] = len(gc.get_objects(2))
+            elif _promoted and info["generation"] == 1:
+                _started[1] = len(gc.get_objects(0)) + len(gc.get_objects(1))
             _started[0] = time.monotonic_ns()
         elif _started[0]:
             now = time.monotonic_ns()
-            oldest = f" {_started[1]} {len(gc.get_objects(2))}" if _count and info["generation"] == 2 else ""
-            _out.write(f"{now} {now - _started[0]} {info['generation']} {info['collected']}{oldest}\n")
+            extra = ""
+            if _count and info["generation"] == 2:
+                extra = f" {_started[1]} {len(gc.get_objects(2))}"
+            elif _promoted and info["generation"] == 1:
+                extra = f" {_started[1] - info['collected']}"
+            _out.write(f"{now} {now - _started[0]} {info['generation']} {info['collected']}{extra}\n")
             _started[0], _started[1] = 0, -1
 
     gc.callbacks.append(_log_collection)
