@@ -40,6 +40,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -81,6 +82,15 @@ def children(pid: int) -> list[int]:
     return found
 
 
+def probe_log(log_prefix: Path) -> Iterator[tuple[int, int, int, int, list[int]]]:
+    """The collections the probe (benchmarks/_gcprobe) logged, every process's:
+    (ended, pause, generation, collected, the counts the probe was asked for)."""
+    for log in log_prefix.parent.glob(log_prefix.name + ".*"):
+        for line in log.read_text().splitlines():
+            ended, pause, generation, collected, *counts = map(int, line.split())
+            yield ended, pause, generation, collected, counts
+
+
 def collector_pauses(log_prefix: Path, start_ns: int, end_ns: int) -> dict[str, float]:
     """Pause seconds, full collections, and young (generation 0) collections
     with their mean pause, that the probe logged inside the window; the
@@ -89,21 +99,19 @@ def collector_pauses(log_prefix: Path, start_ns: int, end_ns: int) -> dict[str, 
     generation per second between consecutive full collections."""
     pause_ns, full, young, young_ns, freed_by_full = 0, 0, 0, 0, 0
     promoted, between_ns, last_full = 0, 0, None
-    for log in log_prefix.parent.glob(log_prefix.name + ".*"):
-        for line in log.read_text().splitlines():
-            ended, pause, generation, collected, *oldest = map(int, line.split())
-            inside = min(ended, end_ns) - max(ended - pause, start_ns)
-            if inside > 0:
-                pause_ns += inside
-                full += generation == 2
-                freed_by_full += collected if generation == 2 else 0
-                if generation == 0:
-                    young, young_ns = young + 1, young_ns + pause
-            if generation == 2 and oldest:
-                if last_full is not None and ended - pause >= start_ns and ended <= end_ns:
-                    promoted += oldest[0] - last_full[1]
-                    between_ns += ended - pause - last_full[0]
-                last_full = (ended, oldest[1])
+    for ended, pause, generation, collected, oldest in probe_log(log_prefix):
+        inside = min(ended, end_ns) - max(ended - pause, start_ns)
+        if inside > 0:
+            pause_ns += inside
+            full += generation == 2
+            freed_by_full += collected if generation == 2 else 0
+            if generation == 0:
+                young, young_ns = young + 1, young_ns + pause
+        if generation == 2 and oldest:
+            if last_full is not None and ended - pause >= start_ns and ended <= end_ns:
+                promoted += oldest[0] - last_full[1]
+                between_ns += ended - pause - last_full[0]
+            last_full = (ended, oldest[1])
     result = {"gc_s": pause_ns / 1e9, "full_collections": full, "young_collections": young, "young_pause_ms": young_ns / max(1, young) / 1e6,
               "freed_by_full": freed_by_full}  # fmt: skip
     if between_ns:
@@ -115,15 +123,13 @@ def collector_counts(log_prefix: Path, start_ns: int, end_ns: int) -> dict[str, 
     """What the collector did in the window, from the probe's logs (PERFKIT_BENCH_GC_PROMOTED=1): objects
     promoted into the oldest generation, full collections, and their pause in seconds."""
     promoted, full, full_ns = 0, 0, 0
-    for log in log_prefix.parent.glob(log_prefix.name + ".*"):
-        for line in log.read_text().splitlines():
-            ended, pause, generation, collected, *counts = map(int, line.split())
-            if not start_ns <= ended <= end_ns:
-                continue
-            if generation == 1 and counts:
-                promoted += counts[0]
-            elif generation == 2:
-                full, full_ns = full + 1, full_ns + pause
+    for ended, pause, generation, _, counts in probe_log(log_prefix):
+        if not start_ns <= ended <= end_ns:
+            continue
+        if generation == 1 and counts:
+            promoted += counts[0]
+        elif generation == 2:
+            full, full_ns = full + 1, full_ns + pause
     return {"promoted": promoted, "full": full, "full_s": full_ns / 1e9}
 
 

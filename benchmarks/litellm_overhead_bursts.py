@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.litellm_overhead import GC_PROBE, children, collector_counts, mode_settings  # noqa: E402
@@ -42,12 +43,17 @@ from tests.support.proxy import litellm_proxy  # noqa: E402
 from tests.support.servers import jaeger_process  # noqa: E402
 
 
-Burst = tuple[float, float, float, int, int, int]
+class Burst(NamedTuple):
+    rps: float
+    worker_ms: float  # worker CPU per request
+    agent_ms: float  # export agent CPU per request
+    requests: int
+    start_ns: int  # the monotonic clock, as the collector probe logs it
+    end_ns: int
 
 
 def burst(url: str, stream: bool, seconds: float, concurrency: int, pid: int) -> Burst:
-    """(requests per second, worker CPU ms per request, agent CPU ms per request, requests, and the burst's
-    start and end on the monotonic clock) of one burst."""
+    """One burst of load, and what the proxy spent on it."""
     started = time.monotonic_ns()
     agents = children(pid)
     before = cpu_seconds(pid), sum(map(cpu_seconds, agents))
@@ -58,14 +64,14 @@ def burst(url: str, stream: bool, seconds: float, concurrency: int, pid: int) ->
     # Work after the last response (logging tasks, the agent's export) is charged to this burst.
     requests = max(1, summary["requests"])
     after = cpu_seconds(pid), sum(map(cpu_seconds, agents))
-    return (summary["rps"], (after[0] - before[0]) / requests * 1e3, (after[1] - before[1]) / requests * 1e3, requests, started,
-            time.monotonic_ns())  # fmt: skip
+    return Burst(summary["rps"], (after[0] - before[0]) / requests * 1e3, (after[1] - before[1]) / requests * 1e3, requests, started,
+                 time.monotonic_ns())  # fmt: skip
 
 
 def collector_line(mode: str, bursts: list[Burst], log: Path) -> str:
     """The collector's work in ``mode``'s bursts, per request."""
-    counts = [collector_counts(log, b[4], b[5]) for b in bursts]
-    requests = sum(b[3] for b in bursts)
+    counts = [collector_counts(log, b.start_ns, b.end_ns) for b in bursts]
+    requests = sum(b.requests for b in bursts)
     promoted, full, full_s = (sum(c[key] for c in counts) for key in ("promoted", "full", "full_s"))
     return (f"{mode}: {promoted / requests:.0f} objects promoted per request, {full / requests * 1e3:.2f} full collections "
             f"per 1000 requests, their pause {full_s / requests * 1e3:.3f} ms per request")  # fmt: skip
@@ -111,11 +117,11 @@ def main() -> int:
                         if round_ >= args.warmup:
                             rows[mode].append(result)
             base = rows[modes[0]]
-            line = [f"{modes[0]} {statistics.median(r[0] for r in base):.1f} req/s, {statistics.median(r[1] for r in base):.3f} ms worker CPU"]
+            line = [f"{modes[0]} {statistics.median(r.rps for r in base):.1f} req/s, {statistics.median(r.worker_ms for r in base):.3f} ms worker CPU"]
             for mode in modes[1:]:
-                cpu = interval([(r[1] + r[2]) / b[1] for r, b in zip(rows[mode], base)])
-                rps = interval([r[0] / b[0] for r, b in zip(rows[mode], base)])
-                agent = statistics.median(r[2] for r in rows[mode])
+                cpu = interval([(r.worker_ms + r.agent_ms) / b.worker_ms for r, b in zip(rows[mode], base)])
+                rps = interval([r.rps / b.rps for r, b in zip(rows[mode], base)])
+                agent = statistics.median(r.agent_ms for r in rows[mode])
                 per_set[mode].append((cpu[0], rps[0], agent))
                 line.append(f"{mode}: CPU {cpu[0]:.3f}x ({cpu[1]:.3f} to {cpu[2]:.3f}, agent {agent:.3f} ms included), RPS {rps[0]:.3f}x ({rps[1]:.3f} to {rps[2]:.3f})")
             print(f"set {set_ + 1}: " + "; ".join(line), flush=True)

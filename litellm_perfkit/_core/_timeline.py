@@ -139,7 +139,7 @@ def stage_records(finished: list[Finished], generators: dict[str, list[Any]]) ->
 
     Each record is built once, its parent already a position: the export
     agent decodes every request, and a second build per stage (a frozen
-    dataclass's ``replace``) was a third of its decoding."""
+    dataclass's ``replace``) cost twice the first."""
     entries: list[tuple[float, _Row]] = [(index, (name, start, end, parent, "block", 0, 0, ())) for index, name, start, end, parent in finished]
     for name, (index, first, last, parent, own, items, kind, intervals) in generators.items():
         if kind in _CALLS:
