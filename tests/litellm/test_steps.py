@@ -73,9 +73,11 @@ def test_auth_cpu_per_request_is_the_same_at_1_and_32_users(version: str, tmp_pa
     summary = f"LiteLLM {version}: auth cpu {cpu} ms, wall {wall} ms (medians per request)"
     print(summary)
     # About the same, not equal: at 1 user the core idles between requests and the same code runs slower after
-    # it (on the 2026-11-25 machine 7-11% for a small loop after 5-100 ms idle; auth 1.2-1.3x at 1 user).
-    assert cpu[32] == pytest.approx(cpu[1], rel=0.35), summary
-    assert wall[32] > 3 * wall[1] and wall[32] > 3 * cpu[32], summary
+    # it, by how much depends on the machine (a small loop 7-11% slower after 5-100 ms idle; auth 1.2-1.3x at 1 user
+    # on the development machine, 1.56x on a CI machine). Had queueing leaked into CPU, CPU would grow as the wall
+    # time does, 30x here; the bound is set to tell those apart, not to measure the idle penalty.
+    assert 0.5 < cpu[1] / cpu[32] < 2, summary
+    assert wall[32] > 10 * wall[1] and wall[32] > 3 * cpu[32], summary
     # The CPU outside the event loop's steps is named too: uvicorn's parsing
     # of each request, its completion() in the executor (threads), its
     # logging after the response; and LiteLLM's middlewares' own time.
