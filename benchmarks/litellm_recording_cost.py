@@ -25,6 +25,10 @@ differ by what a process draws at start (hash seed, memory layout).
 
     python -m benchmarks.litellm_recording_cost --version 1.103.0 --rounds 200
     python -m benchmarks.litellm_recording_cost --version 1.103.0 --against-plain --sets 3
+
+``--capture FILE`` records every request of ``--rounds`` batches and writes
+their encoded records (as the export agent receives them) to FILE, for
+benchmarks/agent_cost.py.
 """
 
 from __future__ import annotations
@@ -128,6 +132,24 @@ async def _toggled(args: argparse.Namespace) -> None:
           f"{median / passed * 100:.1f}% of the request")  # fmt: skip
 
 
+async def _captured(args: argparse.Namespace) -> None:
+    """Every request of ``--rounds`` batches recorded, their encoded records written to ``--capture``."""
+    from litellm_perfkit._core import _sink
+    from litellm_perfkit._export._pipeline import batch_frame
+
+    app, batch, client = await _started_proxy(args)
+    for _ in range(args.warmup):
+        await batch()
+    records: list[bytes] = []
+    _sink.set_sink(lambda timeline: records.append(timeline.encode()))
+    for _ in range(args.rounds):
+        await batch()
+    _sink.set_sink(None)
+    await client.aclose()
+    args.capture.write_bytes(batch_frame(0, 0, records))
+    print(f"{args.workload}: {len(records)} records, {sum(map(len, records)) / len(records):.0f} bytes each, written to {args.capture}")
+
+
 async def _served(args: argparse.Namespace) -> None:
     """One batch per "batch" line on stdin, its CPU ms per request written to the results fd."""
     _, batch, client = await _started_proxy(args)
@@ -215,6 +237,8 @@ def _outer(args: argparse.Namespace) -> int:
                 _against_plain(args, python, env, workload)
                 continue
             command = ["taskset", "-c", "0", str(python), __file__, _INNER, "--workload", workload]
+            if args.capture:
+                command += ["--capture", str(args.capture.resolve().with_suffix(f".{workload}{args.capture.suffix}"))]
             for name in ("rounds", "batch", "warmup", "settle"):
                 command += [f"--{name}", str(getattr(args, name))]
             subprocess.run(command, env=env, check=True, cwd=tmp)
@@ -237,12 +261,14 @@ def main() -> int:
     parser.add_argument("--python", type=Path, help="the proxy's interpreter (default: --version's cached venv, built if missing); "
                         "this checkout's perfkit runs in it either way")  # fmt: skip
     parser.add_argument("--leave-out", default="", help="PERFKIT_LEAVE_OUT for the proxy (docs/configuration.md)")
+    parser.add_argument("--capture", type=Path, help="write the encoded records of --rounds recorded batches to this file (one per workload: "
+                        "FILE.json.EXT, FILE.stream.EXT), for benchmarks/agent_cost.py")  # fmt: skip
     parser.add_argument("--model", default="fake-openai-endpoint", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.inner:
         import uvloop
 
-        uvloop.run(_served(args) if args.serve else _toggled(args))
+        uvloop.run(_served(args) if args.serve else _captured(args) if args.capture else _toggled(args))
         return 0
     return _outer(args)
 

@@ -18,6 +18,7 @@ With ``PERFKIT_BENCH_GC_TYPES=1`` (diagnosis too, and slower still) each full
 collection also writes, to ``<log>-types.<pid>``, the types whose count in the
 oldest generation grew most since the previous full collection ended: what
 was promoted there in between (garbage and survivors alike).
+With ``PERFKIT_BENCH_CAPTURE=FILE``, in the export agent: the batches it reads, appended to FILE.PID.
 Under ``perfkit run`` perfkit's own sitecustomize runs first and hands over here.
 """
 
@@ -71,3 +72,22 @@ if _LOG and os.environ.get("PERFKIT_ROLE") != "agent":
                 _after[0] = _census()
 
         gc.callbacks.append(_log_types)
+
+# In the export agent, with PERFKIT_BENCH_CAPTURE=FILE: every batch frame it
+# reads is appended to FILE (records as a served proxy made them, for
+# benchmarks/agent_cost.py).
+_CAPTURE = os.environ.get("PERFKIT_BENCH_CAPTURE")
+if _CAPTURE and os.environ.get("PERFKIT_ROLE") == "agent":
+    import importlib
+
+    _pipeline = importlib.import_module("litellm_perfkit._export._pipeline")  # the package's global _pipeline hides it as an attribute
+
+    _read_batch = _pipeline.read_batch
+    _frames = open(f"{_CAPTURE}.{os.getpid()}", "ab")  # noqa: SIM115 - lives as long as the process
+
+    def _captured(payload):
+        _frames.write(_pipeline.FRAME_BATCH + len(payload).to_bytes(4, "little") + payload)
+        _frames.flush()
+        return _read_batch(payload)
+
+    _pipeline.read_batch = _captured
