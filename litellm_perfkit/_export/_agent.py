@@ -10,8 +10,10 @@ metrics, exit. If its parent dies, stdin closes, so the agent never outlives it.
 from __future__ import annotations
 
 import os
+import select
 import signal
 import sys
+from typing import Literal
 
 import orjson
 
@@ -20,15 +22,37 @@ from ._pipeline import FRAME_BATCH, FRAME_FLUSH, Processor, read_batch
 from ._settings import ExportSettings
 
 
-def _read_exact(stream: object, size: int) -> bytes:
-    read = stream.read  # type: ignore[attr-defined]
-    data = b""
-    while len(data) < size:
-        chunk = read(size - len(data))
-        if not chunk:
-            return b""
-        data += chunk
-    return data
+class _Frames:
+    """Frames from a file descriptor, read without a buffered reader so that
+    a wait for the next one can time out (``select``): the agent writes a
+    held-back Prometheus snapshot when the app goes quiet."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._buffer = bytearray()
+
+    def _fill(self, size: int, timeout_s: float | None) -> bool | None:
+        """Until ``size`` bytes are buffered: True; EOF: False; nothing came in ``timeout_s``: None."""
+        while len(self._buffer) < size:
+            if timeout_s is not None and not self._buffer and not select.select([self._fd], [], [], timeout_s)[0]:
+                return None
+            chunk = os.read(self._fd, max(size - len(self._buffer), 1 << 16))
+            if not chunk:
+                return False
+            self._buffer += chunk
+        return True
+
+    def next(self, timeout_s: float | None) -> tuple[bytes, bytes] | None | Literal[False]:
+        """(kind, payload) of the next frame; None if none began within ``timeout_s``; False at EOF."""
+        filled = self._fill(5, timeout_s)
+        if not filled:
+            return filled
+        length = int.from_bytes(self._buffer[1:5], "little")
+        if not self._fill(5 + length, None):
+            return False
+        kind, payload = bytes(self._buffer[:1]), bytes(self._buffer[5 : 5 + length])
+        del self._buffer[: 5 + length]
+        return kind, payload
 
 
 def main() -> int:
@@ -40,7 +64,7 @@ def main() -> int:
         signal.signal(stop, signal.SIG_IGN)
     settings = ExportSettings(**orjson.loads(os.environ["PERFKIT_AGENT_SETTINGS"]))
     processor = Processor(settings)
-    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    stdout = sys.stdout.buffer
 
     def report() -> None:
         try:
@@ -49,12 +73,15 @@ def main() -> int:
         except (BrokenPipeError, OSError, ValueError):
             pass  # the app is gone (killed); nobody is left to read the stats
 
+    frames = _Frames(sys.stdin.fileno())
     while True:
-        header = _read_exact(stdin, 5)
-        if not header:
+        frame = frames.next(processor.metrics_due_in())
+        if frame is False:
             break
-        kind, length = header[:1], int.from_bytes(header[1:], "little")
-        payload = _read_exact(stdin, length) if length else b""
+        if frame is None:  # quiet: write the held-back snapshot
+            processor.export_metrics()
+            continue
+        kind, payload = frame
         if kind == FRAME_BATCH:
             anchor, parent_dropped, records = read_batch(payload)
             counters = processor.metrics.counters

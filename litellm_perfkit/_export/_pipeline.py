@@ -108,6 +108,8 @@ class Processor:
         self._prometheus = SnapshotWriter(settings.prometheus_dir) if settings.prometheus_dir else None
 
     def handle(self, record: RequestRecord, anchor_ns: int) -> None:
+        if self._prometheus is not None:
+            self._prometheus.changed()
         try:
             self.metrics.observe(record)
             trace_id, parent_span_id, flags = trace_context(record)
@@ -133,7 +135,7 @@ class Processor:
     def export_metrics(self, force: bool = False) -> None:
         if self._prometheus is not None:
             try:
-                self._prometheus.write(self.metrics)
+                self._prometheus.write(self.metrics, force)
             except OSError as exc:
                 internal_error("export.prometheus", exc)
         now = time.monotonic()
@@ -142,6 +144,10 @@ class Processor:
         self._last_metrics = now
         if self._exporter is not None and self.settings.metrics:
             self._exporter.export_metrics(self.metrics, self._start_unix_ns, time.time_ns())
+
+    def metrics_due_in(self) -> float | None:
+        """Seconds until ``export_metrics`` has a held-back Prometheus snapshot to write, or None."""
+        return None if self._prometheus is None else self._prometheus.due_in()
 
     def stats(self) -> dict[str, int]:
         return {

@@ -1,8 +1,9 @@
 """perfkit's metrics in Prometheus' text format, merged over every worker.
 
 Each worker's export pipeline writes its histograms and counters to
-``PERFKIT_PROMETHEUS_DIR/<pid>.json`` after each batch of requests (a
-rename, so a reader never sees half a file); one HTTP server, in the process ``perfkit
+``PERFKIT_PROMETHEUS_DIR/<pid>.json`` at most once a second, and within a
+second of its last request (a rename, so a reader never sees half a file);
+one HTTP server, in the process ``perfkit
 run`` became, serves ``/metrics`` as the sum over every file. A worker that
 exited keeps its file, so totals never go down while the proxy runs.
 Histograms keep perfkit's own bucket bounds; values are in seconds.
@@ -14,6 +15,8 @@ import os
 import re
 import tempfile
 import threading
+import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from collections.abc import Iterator
@@ -36,19 +39,39 @@ FAMILIES = {name: _label(name) + "_seconds" for name in DESCRIPTIONS}
 
 
 class SnapshotWriter:
-    """Writes one pipeline's metrics for the Prometheus server after each
-    batch of requests (the export drains every 200 ms, at most)."""
+    """Writes one pipeline's metrics for the Prometheus server.
 
-    def __init__(self, directory: str) -> None:
+    At most once per ``interval_s``: a write asked for sooner is held back,
+    and ``due_in`` says when to ask again. Written after every batch, the
+    snapshot was 6% of the export agent's CPU under load (docs/overhead.md),
+    and a scrape every few seconds reads one in many."""
+
+    def __init__(self, directory: str, interval_s: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.path = Path(directory) / f"{os.getpid()}.json"
+        self._interval_s, self._clock = interval_s, clock
+        self._written_at = -interval_s
+        self._unwritten = True  # the metrics changed since the last write (or none was made)
 
-    def write(self, store: MetricStore) -> None:
+    def changed(self) -> None:
+        """The metrics changed: the next write that is due writes them."""
+        self._unwritten = True
+
+    def write(self, store: MetricStore, force: bool = False) -> None:
+        """Write now if the metrics changed and a write is due, or if ``force``."""
+        now = self._clock()
+        if not force and (not self._unwritten or now - self._written_at < self._interval_s):
+            return
+        self._unwritten, self._written_at = False, now
         histograms = [[name, [list(a) for a in attributes], h.counts, h.count, h.total_ns] for (name, attributes), h in store.snapshot()]
         document = orjson.dumps({"histograms": histograms, "counters": dict(store.counters)})
         handle, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=".", suffix=".tmp")
         with os.fdopen(handle, "wb") as out:
             out.write(document)
         os.replace(temporary, self.path)
+
+    def due_in(self) -> float | None:
+        """Seconds until changed metrics are due to be written (0: now), or None when nothing changed."""
+        return max(0.0, self._written_at + self._interval_s - self._clock()) if self._unwritten else None
 
 
 def _escape(value: object) -> str:

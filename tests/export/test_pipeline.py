@@ -235,3 +235,34 @@ def test_metrics_cover_every_request_even_unsampled(tmp_path: Any) -> None:
     assert count("perfkit.stage.duration", stage="stream.iterate") == 1
     assert count("perfkit.gc.pause") == 3  # every request, most with 0
     assert by_name["perfkit.spans.dropped"]["sum"]["dataPoints"][0]["asInt"] == "0"
+
+
+def test_the_agent_writes_a_held_back_snapshot_when_the_app_goes_quiet(tmp_path: Any) -> None:
+    """The agent writes the Prometheus snapshot at most once a second: a batch
+    that comes sooner is in the file within about a second, with no frame after it."""
+    from litellm_perfkit._export._prometheus import render
+
+    settings = read_settings({"OTEL_TRACES_EXPORTER": "none", "OTEL_BSP_SCHEDULE_DELAY": "60000", "PERFKIT_PROMETHEUS_DIR": str(tmp_path)})
+    pipeline = Pipeline(settings, mode="process").start()
+
+    def requests_in_snapshot() -> float:
+        text = render(str(tmp_path))
+        return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith("perfkit_request_duration_seconds_count"))
+
+    try:
+        pipeline.submit(finished_timeline())
+        pipeline.force_flush(until="handed_off")
+        deadline = time.monotonic() + 10
+        while requests_in_snapshot() < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert requests_in_snapshot() == 1
+        pipeline.submit(finished_timeline())
+        pipeline.submit(finished_timeline())
+        pipeline.force_flush(until="handed_off")  # within a second of the first write: held back
+        sent = time.monotonic()
+        while requests_in_snapshot() < 3 and time.monotonic() < sent + 10:
+            time.sleep(0.05)
+        assert requests_in_snapshot() == 3
+        assert time.monotonic() - sent < 2.5
+    finally:
+        pipeline.shutdown()

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from litellm_perfkit._bench._launch import free_port
@@ -58,3 +59,31 @@ def test_the_python_api_serves_metrics_on_loopback(tmp_path: Path) -> None:
             os.environ["PERFKIT_PROMETHEUS_DIR"] = before
     assert 'perfkit_stage_duration_seconds_count{stage="auth"} 2' in text
     assert server.server_address[0] == "127.0.0.1"
+
+
+def test_a_snapshot_is_written_at_most_once_an_interval_and_a_held_back_one_comes_due(tmp_path: Path) -> None:
+    now = [100.0]
+    writer = SnapshotWriter(str(tmp_path), interval_s=1.0, clock=lambda: now[0])
+    assert writer.due_in() == 0.0  # nothing written yet
+    writer.write(store(1, 1.0))
+    assert writer.path.exists() and writer.due_in() is None
+    first = writer.path.read_bytes()
+    now[0] += 0.3
+    writer.changed()
+    writer.write(store(2, 1.0))  # too soon: held back
+    assert writer.path.read_bytes() == first
+    assert writer.due_in() == pytest.approx(0.7)
+    now[0] += 0.7
+    assert writer.due_in() == 0.0
+    writer.write(store(2, 1.0))
+    second = writer.path.read_bytes()
+    assert second != first and writer.due_in() is None
+    now[0] += 5
+    writer.write(store(3, 1.0))  # nothing changed since (changed() not called): no write, even when due
+    assert writer.path.read_bytes() == second and writer.due_in() is None
+    writer.changed()
+    now[0] += 0.1
+    writer.write(store(4, 1.0), force=True)  # a flush writes at once
+    assert writer.due_in() is None
+    requests = {s.name: s.value for f in text_string_to_metric_families(render(str(tmp_path))) for s in f.samples}
+    assert requests["perfkit_request_duration_seconds_count"] == 4
