@@ -113,14 +113,28 @@ class _Splitter:
         return Split(cpu, queue, max(0, b - a - cpu - queue), maybe - maybe // 2)
 
 
-def _split_python(steps: list[int], windows: list[int]) -> list[tuple[int, int, int, int]]:
+def _split_python(steps: list[int], windows: list[int], calls: list[int] | None = None, cls: type[Split] | None = None) -> list[Split]:
     """Each (start, end) window of the flat ``windows``, split: the reference
-    for the C accelerator's ``split_windows``."""
+    for the C accelerator's ``split_windows``.
+
+    ``calls`` (flat: start, end, the thread's CPU) are thread calls made on
+    the request's behalf: a thread's CPU is the request's CPU, not its
+    waiting, so it moves from I/O wait to CPU in every window a call lies in."""
     splitter = _Splitter(steps)
-    return [splitter.split(windows[i], windows[i + 1]) for i in range(0, len(windows) - 1, 2)]
+    calls = calls or []
+    parts = []
+    for i in range(0, len(windows) - 1, 2):
+        a, b = windows[i], windows[i + 1]
+        cpu, queue, io, uncertain = splitter.split(a, b)
+        for c in range(0, len(calls) - 2, 3):
+            if a <= calls[c] and calls[c + 1] <= b:
+                shift = min(calls[c + 2], io)
+                cpu, io = cpu + shift, io - shift
+        parts.append(Split(cpu, queue, io, uncertain))
+    return parts
 
 
-def _split_function() -> Callable[[list[int], list[int]], list[tuple[int, int, int, int]]]:
+def _split_function() -> Callable[[list[int], list[int], list[int], type[Split]], list[Split]]:
     """The C accelerator's split (20x faster), unless it is off or not built."""
     from .._core._backend import speedups_mode
 
@@ -137,25 +151,15 @@ def _split_function() -> Callable[[list[int], list[int]], list[tuple[int, int, i
 split_windows = _split_function()
 
 
-def _with_thread_cpu(parts: list[tuple[int, int, int, int]], windows: list[int], record: RequestRecord) -> list[tuple[int, int, int, int]]:
-    """A thread's CPU on the request's behalf is the request's CPU, not its
-    waiting: moved from I/O wait to CPU in every window its call lies in.
-    Not the server's protocol work: for the request, a read of its body was
-    waiting; that CPU is the protocol stage's, outside the request's windows."""
-    calls = [stage.intervals for stage in record.stages if stage.kind == "thread" and stage.name != PROTOCOL_STAGE]
-    if not calls:
-        return parts
-    moved = []
-    for n, (cpu, queue, io, uncertain) in enumerate(parts):
-        a, b = windows[2 * n], windows[2 * n + 1]
-        for intervals in calls:
-            for i in range(0, len(intervals) - 2, 3):
-                start, end, thread_cpu = intervals[i : i + 3]
-                if a <= start and end <= b:
-                    shift = min(thread_cpu, io)
-                    cpu, io = cpu + shift, io - shift
-        moved.append((cpu, queue, io, uncertain))
-    return moved
+def _thread_calls(record: RequestRecord) -> list[int]:
+    """The request's thread calls, flat (start, end, CPU). Not the server's
+    protocol work: for the request, a read of its body was waiting; that
+    CPU is the protocol stage's, outside the request's windows."""
+    calls: list[int] = []
+    for stage in record.stages:
+        if stage.kind == "thread" and stage.name != PROTOCOL_STAGE:
+            calls += stage.intervals[: len(stage.intervals) // 3 * 3]
+    return calls
 
 
 def time_split(record: RequestRecord) -> TimeSplit | None:
@@ -177,7 +181,7 @@ def time_split(record: RequestRecord) -> TimeSplit | None:
     blocks = _union(top)
     for block in blocks:
         windows += block
-    parts = iter([Split(*part) for part in _with_thread_cpu(split_windows(record.steps, windows), windows, record)])
+    parts = iter(split_windows(record.steps, windows, _thread_calls(record), Split))
     request = next(parts)
     stages: list[Split] = []
     for stage in record.stages:

@@ -69,8 +69,8 @@ def test_a_sum_stage_is_split_over_its_calls_and_leaves_the_remainder() -> None:
 
 
 def test_the_c_split_is_the_python_one() -> None:
-    """Random steps (overlapping, out of order, empty, ready before the previous end) and windows:
-    the accelerator's split_windows gives what the reference gives, window by window."""
+    """Random steps (overlapping, out of order, empty, ready before the previous end), windows and
+    thread calls: the accelerator's split_windows gives what the reference gives, window by window."""
     from litellm_perfkit._core import _speedups  # type: ignore[attr-defined]
     from litellm_perfkit._export._split import _split_python
 
@@ -89,5 +89,11 @@ def test_the_c_split_is_the_python_one() -> None:
         for _ in range(rng.randrange(1, 12)):
             a = rng.randrange(-100, clock + 200)
             windows += (a, a + rng.randrange(-20, 600))
-        expected = [tuple(part) for part in _split_python(steps, windows)]
-        assert _speedups.split_windows(steps, windows) == expected, (steps, windows)
+        calls: list[int] = []
+        for _ in range(rng.randrange(0, 4)):
+            a = rng.randrange(-100, clock + 200)
+            calls += (a, a + rng.randrange(0, 300), rng.randrange(0, 400))
+        expected = _split_python(steps, windows, calls)
+        assert _speedups.split_windows(steps, windows, calls, Split) == expected, (steps, windows, calls)
+        assert all(type(part) is Split for part in _speedups.split_windows(steps, windows, calls, Split))
+        assert _speedups.split_windows(steps, windows) == [tuple(part) for part in _split_python(steps, windows)]

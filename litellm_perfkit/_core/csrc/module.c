@@ -241,7 +241,8 @@ static PyMethodDef methods[] = {
     {"encode_record", encode_record, METH_O, "encode_record(timeline) -> bytes | None: the hand-off's record (None: declined)."},
     {"json_has_token", json_has_token, METH_O, "json_has_token(data) -> bool | None: the C reader's answer (None: undecided)."},
     {"split_windows", (PyCFunction)(void (*)(void))pk_split_windows, METH_FASTCALL,
-     "split_windows(steps, windows) -> [(cpu, queue, io, uncertain)]: _export/_split.py's split of each (start, end) window."},
+     "split_windows(steps, windows[, calls[, cls]]) -> [cls(cpu, queue, io, uncertain)]: _export/_split.py's split of each (start, end) "
+     "window, with the CPU of the thread calls (start, end, cpu; flat) inside it moved from I/O wait to CPU."},
     {"encode_spans", pk_encode_spans, METH_O,
      "encode_spans(spans) -> bytes | None: _export/_otlp.py's protobuf of each span, concatenated (None: declined)."},
     {NULL, NULL, 0, NULL},

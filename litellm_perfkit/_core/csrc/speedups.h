@@ -71,7 +71,7 @@ int pk_now(int64_t *out);
  * -1 with OverflowError or TypeError set. */
 int pk_as_int64(PyObject *value, int64_t *out);
 
-/* split_windows(steps, windows) -> [(cpu, queue, io, uncertain)] per window (split.c). */
+/* split_windows(steps, windows[, calls[, cls]]) -> [cls(cpu, queue, io, uncertain)] per window (split.c). */
 PyObject *pk_split_windows(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 /* encode_spans(spans) -> bytes | None: _otlp._span_protobuf of each span, concatenated (otlp.c). */
