@@ -8,7 +8,7 @@ plain tuples (see ``Span``) built straight from the timeline, because on a
 from __future__ import annotations
 
 import random
-from typing import Literal, Tuple
+from typing import Tuple
 
 from .._wire._headers import parse_traceparent, stage_span_id
 from .._wire._names import OUTSIDE_WALL_STAGES, Attr, SemConv, gen_ai_operation
@@ -58,17 +58,19 @@ class Sampler:
         return self._root(trace_id)
 
 
-def exclusive_ns(record: RequestRecord) -> list[int]:
+def exclusive_ns(record: RequestRecord, durations: list[int] | None = None) -> list[int]:
     """Each stage's own (exclusive) time, by position: its duration minus its child stages'."""
     stages = record.stages
+    if durations is None:
+        durations = [stage.duration_ns for stage in stages]
     children = [0] * len(stages)
-    for stage in stages:
+    for stage, duration in zip(stages, durations):
         if stage.parent >= 0:
-            children[stage.parent] += stage.duration_ns
-    return [max(0, stage.duration_ns - children[n]) for n, stage in enumerate(stages)]
+            children[stage.parent] += duration
+    return [max(0, duration - below) for duration, below in zip(durations, children)]
 
 
-def reconcile(record: RequestRecord, own: list[int] | None = None) -> tuple[int, int, int, int]:
+def reconcile(record: RequestRecord, own: list[int] | None = None, durations: list[int] | None = None) -> tuple[int, int, int, int]:
     """(total, upstream, attributed, unattributed) in ns.
 
     overhead = total - upstream = attributed + unattributed. Upstream is the
@@ -78,12 +80,14 @@ def reconcile(record: RequestRecord, own: list[int] | None = None) -> tuple[int,
     """
     total = record.duration_ns
     upstream_names = record.upstream_stages
+    if durations is None:
+        durations = [stage.duration_ns for stage in record.stages]
     if own is None:
-        own = exclusive_ns(record)
+        own = exclusive_ns(record, durations)
     upstream = attributed = 0
     for n, stage in enumerate(record.stages):
         if stage.name in upstream_names:
-            upstream += stage.duration_ns
+            upstream += durations[n]
         elif stage.name not in OUTSIDE_WALL_STAGES:  # before the app or after the response: outside its wall time
             attributed += own[n]
     overhead = max(0, total - upstream)
@@ -92,19 +96,16 @@ def reconcile(record: RequestRecord, own: list[int] | None = None) -> tuple[int,
 
 # In Split's order: cpu, queue, io, uncertain.
 _REQUEST_SPLIT = (Attr.CPU_MS, Attr.QUEUE_MS, Attr.IO_MS, Attr.UNCERTAIN_MS)
-_STAGE_SPLIT = (Attr.STAGE_CPU_MS, Attr.STAGE_QUEUE_MS, Attr.STAGE_IO_MS, Attr.STAGE_UNCERTAIN_MS)
+_STAGE_CPU, _STAGE_QUEUE, _STAGE_IO, _STAGE_UNCERTAIN = (Attr.STAGE_CPU_MS, Attr.STAGE_QUEUE_MS, Attr.STAGE_IO_MS, Attr.STAGE_UNCERTAIN_MS)
 _REMAINDER_SPLIT = (Attr.REMAINDER_CPU_MS, Attr.REMAINDER_QUEUE_MS, Attr.REMAINDER_IO_MS, Attr.REMAINDER_UNCERTAIN_MS)
 
 
-def _split_attributes(keys: tuple[str, ...], split: Split, zeros: Literal["keep", "drop"]) -> Attributes:
-    # A stage's zero parts are left out (a missing part is 0): most stages
-    # never queue or wait, and every attribute costs the export agent CPU on
-    # the proxy's core. The request's are all kept: they say the split is there.
-    return [(key, ns / 1e6) for key, ns in zip(keys, split) if ns or zeros == "keep"]
+def _split_attributes(keys: tuple[str, ...], split: Split) -> Attributes:
+    return [(key, ns / 1e6) for key, ns in zip(keys, split)]
 
 
-def _server_attributes(record: RequestRecord, own: list[int]) -> Attributes:
-    total, upstream, attributed, unattributed = reconcile(record, own)
+def _server_attributes(record: RequestRecord, own: list[int], durations: list[int]) -> Attributes:
+    total, upstream, attributed, unattributed = reconcile(record, own, durations)
     start = record.start_ns
     attributes: Attributes = [
         (SemConv.HTTP_REQUEST_METHOD, record.method),
@@ -151,11 +152,13 @@ def trace_context(record: RequestRecord) -> tuple[str, str, int | None]:
 def record_to_spans(record: RequestRecord, trace_id: str, parent_span_id: str, anchor_ns: int) -> list[Span]:
     """The spans of one request; ``anchor_ns`` turns perf_counter_ns into Unix ns."""
     server_id = record.span_context[1] if record.span_context else f"{_bits(64):016x}"
-    own = exclusive_ns(record)
+    durations = [stage.duration_ns for stage in record.stages]
+    own = exclusive_ns(record, durations)
     split = time_split(record)
-    server_attributes = _server_attributes(record, own)
+    server_attributes = _server_attributes(record, own, durations)
     if split is not None:
-        server_attributes += _split_attributes(_REQUEST_SPLIT, split.request, "keep") + _split_attributes(_REMAINDER_SPLIT, split.remainder, "keep")
+        # The request's parts are all kept, zeros too: they say the split is there.
+        server_attributes += _split_attributes(_REQUEST_SPLIT, split.request) + _split_attributes(_REMAINDER_SPLIT, split.remainder)
         if record.steps_dropped:
             server_attributes.append((Attr.STEPS_DROPPED, record.steps_dropped))
     failed = record.error is not None or record.status >= 500
@@ -175,16 +178,25 @@ def record_to_spans(record: RequestRecord, trace_id: str, parent_span_id: str, a
     ]
     stage_ids: list[str] = []
     chosen_while_running = record.span_context is not None
+    stage_splits = split.stages if split is not None else None
     for n, stage in enumerate(record.stages):
         # A stage was the current span under this id while it ran (a host that traces).
         span_id = stage_span_id(server_id, stage.name, stage.start_ns) if chosen_while_running and stage.kind == "block" else f"{_bits(64):016x}"
         stage_ids.append(span_id)
-        attributes: Attributes = [
-            (Attr.STAGE_DURATION_MS, stage.duration_ns / 1e6),
-            (Attr.STAGE_SELF_MS, own[n] / 1e6),
-        ]
-        if split is not None:
-            attributes += _split_attributes(_STAGE_SPLIT, split.stages[n], "drop")
+        attributes: Attributes = [(Attr.STAGE_DURATION_MS, durations[n] / 1e6), (Attr.STAGE_SELF_MS, own[n] / 1e6)]
+        if stage_splits is not None:
+            # A stage's zero parts are left out (a missing part is 0): most
+            # stages never queue or wait, and every attribute costs the
+            # export agent CPU on the proxy's core.
+            cpu, queue, io, uncertain = stage_splits[n]
+            if cpu:
+                attributes.append((_STAGE_CPU, cpu / 1e6))
+            if queue:
+                attributes.append((_STAGE_QUEUE, queue / 1e6))
+            if io:
+                attributes.append((_STAGE_IO, io / 1e6))
+            if uncertain:
+                attributes.append((_STAGE_UNCERTAIN, uncertain / 1e6))
         if stage.kind != "block":
             attributes.append((Attr.STAGE_KIND, stage.kind))
             attributes.append((Attr.STAGE_ITEMS, stage.items))
