@@ -159,7 +159,11 @@ def _sweep_at(loop: asyncio.AbstractEventLoop, when: float) -> None:
     if _sweeps.get(id(loop)) is loop:
         return
     for key in [key for key, other in _sweeps.items() if other.is_closed()]:
-        del _sweeps[key]  # closed with its sweep queued: nothing will run it
+        # Closed with its sweep queued: nothing will run it. Its requests go
+        # now, with what they have; their tasks will never end.
+        closed = _sweeps.pop(key)
+        for held in [held for held in _held.values() if held.loop is closed]:
+            _finish(held)
     _sweeps[id(loop)] = loop
     # An empty context: a copy of the current one would keep its request alive until then.
     loop.call_at(when, _sweep, loop, context=contextvars.Context())

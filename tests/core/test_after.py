@@ -225,3 +225,22 @@ async def _receive() -> dict[str, Any]:
 
 async def _discard(message: dict[str, Any]) -> None:
     return None
+
+
+def test_a_request_held_on_a_loop_that_closed_is_handed_off_with_the_next_sweep(backend: Backend, records: Captured) -> None:
+    """A loop closed before its sweep ran: its held requests are not lost, and nothing keeps them."""
+    first = asyncio.new_event_loop()
+    _serve(backend, _held_until(asyncio.Event()), first)
+    first.close()  # the task never ends, the sweep never runs
+    assert len(records) == 0 and [held.loop for held in _after._held.values()] == [first]
+    second = asyncio.new_event_loop()
+    ends = asyncio.Event()
+
+    async def then() -> None:  # the first request went when this one's hand-off queued a sweep
+        assert len(records) == 1 and [held.loop for held in _after._held.values()] == [second]
+        ends.set()
+        await asyncio.sleep(0)
+
+    _serve(backend, _held_until(ends), second, then)
+    second.close()
+    assert len(records) == 2 and not _after._held
