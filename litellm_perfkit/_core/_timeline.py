@@ -13,8 +13,11 @@ methods here on top of either.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import marshal
 import operator
+from collections.abc import Callable
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any, Tuple
 
@@ -149,10 +152,37 @@ def stage_records(finished: list[Finished], generators: dict[str, list[Any]]) ->
             entries.append((index, (name, first, last, parent, kind, own, items, tuple(intervals))))
     entries.sort(key=operator.itemgetter(0))
     position = {index: n for n, (index, _) in enumerate(entries)}
-    return tuple(
-        StageRecord(name, start, end, parent if parent < 0 else position.get(parent, -1), kind, own, items, intervals)
-        for _, (name, start, end, parent, kind, own, items, intervals) in entries
+    global _build_stages
+    if _build_stages is None:
+        _build_stages = _stage_builder()
+    return _build_stages(
+        [
+            (name, start, end, parent if parent < 0 else position.get(parent, -1), kind, own, items, intervals)
+            for _, (name, start, end, parent, kind, own, items, intervals) in entries
+        ]
     )
+
+
+def _python_stages(rows: list[_Row]) -> tuple[StageRecord, ...]:
+    return tuple(StageRecord(*row) for row in rows)
+
+
+def _stage_builder() -> Callable[[list[_Row]], tuple[StageRecord, ...]]:
+    """The C accelerator's ``instances`` (a quarter of the dataclass's
+    ``__init__``'s cost), unless it is off or not built."""
+    from ._backend import speedups_mode
+
+    if speedups_mode() == "on":
+        try:
+            from ._speedups import instances  # type: ignore[attr-defined,import-not-found,unused-ignore]
+
+            return functools.partial(instances, StageRecord, tuple(field.name for field in dataclasses.fields(StageRecord)))
+        except ImportError:
+            pass
+    return _python_stages
+
+
+_build_stages: Callable[[list[_Row]], tuple[StageRecord, ...]] | None = None
 
 
 # Stage kinds whose calls each carry their parent, last: the layout of one call.

@@ -43,3 +43,30 @@ def test_a_sum_stages_calls_under_different_stages_are_one_stage_each(backend: B
         ("response", 2, 4_000_000, 4),
     ]
     assert all(record.stages.index(w) > w.parent for w in waits)
+
+
+def test_the_c_stage_builder_makes_the_dataclasses_the_python_one_makes() -> None:
+    """Decoding builds StageRecords with the accelerator's ``instances`` (no
+    ``__init__``): equal, still frozen, with the same instance layout."""
+    import dataclasses
+
+    import pytest
+
+    from litellm_perfkit._core import _timeline
+    from litellm_perfkit.types import StageRecord
+    from tests.support.speedups import speedups
+
+    fields = tuple(field.name for field in dataclasses.fields(StageRecord))
+    rows = [("auth", 1, 5, -1, "block", 0, 0, ()), ("threads", 2, 4, 0, "thread", 1, 1, (2, 4, 1))]
+    built = speedups().instances(StageRecord, fields, rows)
+    assert built == _timeline._python_stages(rows)
+    assert [vars(stage) for stage in built] == [vars(stage) for stage in _timeline._python_stages(rows)]
+    assert built[1].duration_ns == 2 and hash(built[0]) == hash(StageRecord(*rows[0]))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        built[0].name = "other"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        speedups().instances(StageRecord, fields, [("auth", 1)])
+    for seed in range(20):  # and decoding gives what the Python builder gives
+        timeline = sample_timeline(random.Random(seed))
+        record = decode(timeline.encode())
+        assert record.stages == _timeline._python_stages([tuple(vars(stage).values()) for stage in record.stages])
