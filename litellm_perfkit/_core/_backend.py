@@ -14,6 +14,7 @@ path costs.
 from __future__ import annotations
 
 import asyncio
+import collections.abc
 import os
 from dataclasses import dataclass
 from time import perf_counter_ns
@@ -32,7 +33,7 @@ from ._guard import internal_error, warn_once
 from ._hosttrace import HOST_TRACING
 from ._middleware import PerfkitMiddleware, _PyExchange
 from ._stage import Stage, _PyStage
-from ._steps import MAX_STEPS, PYTHON_STEPS, STEP_SIZE, StepAccounting, _clocked
+from ._steps import MAX_STEPS, PYTHON_STEPS, STEP_SIZE, StepAccounting
 from ._timeline import Timeline, _PyTimelineFields
 
 __all__ = ["ACTIVE", "Backend", "BackendName", "backend", "speedups_mode"]
@@ -80,7 +81,6 @@ def _load_speedups() -> ModuleType | None:
         host_stage_enter=HOST_TRACING.enter_stage,
         host_stage_exit=HOST_TRACING.exit_stage,
         step_values=STEP_SIZE * MAX_STEPS,
-        clocked=_clocked,
         task_type=asyncio.Task,
         iscoroutine=asyncio.iscoroutine,
         expected=_after._expected,
@@ -88,6 +88,9 @@ def _load_speedups() -> ModuleType | None:
         hold=_after.hold,
         release=_after.release,
     )
+    # The C task factory makes a StepClock the task's coroutine (no native
+    # coroutine around it): asyncio.Task takes a registered Coroutine.
+    collections.abc.Coroutine.register(module.StepClock)
     _speedups = module
     return _speedups
 

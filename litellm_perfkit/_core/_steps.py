@@ -194,8 +194,9 @@ class StepAccounting:
 
 
 async def _clocked(clock_class: type[Any], coroutine: Awaitable[Any], steps: list[int], batches: Any, created_ns: int) -> Any:
-    # A native coroutine around the clock: code that inspects a task's
-    # coroutine (anyio reads cr_frame) finds one.
+    # A native coroutine around the clock, a task's coroutine: code that
+    # inspects it (anyio reads cr_frame) finds one. The C task factory needs
+    # none: its StepClock is a coroutine itself (csrc/steps.c).
     return await clock_class(coroutine, steps, batches, created_ns)
 
 

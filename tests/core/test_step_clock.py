@@ -232,3 +232,31 @@ def test_the_task_factory_keeps_the_hosts_and_reads_the_context_a_task_is_given(
     assert loop.run_until_complete(main()) == ("child", "child")
     assert [task.get_name() for task in made[-2:]] == ["in-request", "outside"]
     assert len(steps) == 2 * STEP_SIZE  # the child's two steps
+
+
+def test_a_clocked_tasks_coroutine_answers_inspection_as_the_one_it_drives(backend: Backend, loop: asyncio.AbstractEventLoop) -> None:
+    """anyio asks a task's coroutine for its state (inspect.getcoroutinestate); a task's repr names it.
+    The C factory makes its StepClock the task's coroutine; the Python one a native coroutine around it."""
+    import inspect
+
+    states: list[str] = []
+
+    async def child() -> None:
+        states.append(inspect.getcoroutinestate(asyncio.current_task().get_coro()))  # type: ignore[union-attr]
+        await asyncio.sleep(0)
+
+    async def parent() -> None:
+        task = asyncio.get_running_loop().create_task(child())
+        coroutine = task.get_coro()
+        assert asyncio.iscoroutine(coroutine)
+        states.append(inspect.getcoroutinestate(coroutine))
+        await asyncio.sleep(0)  # the child's first step
+        states.append(inspect.getcoroutinestate(coroutine))
+        if backend.name == "c":
+            assert "child" in repr(task)
+        await task
+        states.append(inspect.getcoroutinestate(coroutine))
+
+    _, values = _run(backend, loop, parent)
+    assert states == [inspect.CORO_CREATED, inspect.CORO_RUNNING, inspect.CORO_SUSPENDED, inspect.CORO_CLOSED]
+    assert len(_steps(values)) >= 4  # the child was clocked

@@ -96,7 +96,7 @@ pk_format_ms(char *out, int64_t duration_ns)
     apply(gc_watch) apply(entry_prefixes) apply(entry_prefix) apply(data_has_token) apply(token_hints)  \
     apply(chat_output_keys)                                                                           \
     apply(sink_module) apply(default_clock) apply(timeline_defaults) apply(host_stage_enter) apply(host_stage_exit) \
-    apply(step_values) apply(clocked) apply(task_type) apply(iscoroutine) apply(expected) apply(claim) apply(hold) apply(release)
+    apply(step_values) apply(task_type) apply(iscoroutine) apply(expected) apply(claim) apply(hold) apply(release)
 
 static PyObject *
 setup(PyObject *module, PyObject *args, PyObject *kwargs)
@@ -110,12 +110,12 @@ setup(PyObject *module, PyObject *args, PyObject *kwargs)
     }
     PkHooks hooks = {0};
     if (!PyArg_ParseTupleAndKeywords(
-            args, kwargs, "$OOOOOO!OOO!O!OOO!OOO!OOOO!OOO:setup", keywords, &hooks.timeline_var, &hooks.open_stage_var,
+            args, kwargs, "$OOOOOO!OOO!O!OOO!OOO!OOO!OOO:setup", keywords, &hooks.timeline_var, &hooks.open_stage_var,
             &hooks.internal_error, &hooks.closed_by_collector, &hooks.gc_watch, &PyDict_Type,
             &hooks.entry_prefixes, &hooks.entry_prefix, &hooks.data_has_token, &PyTuple_Type, &hooks.token_hints,
             &PyTuple_Type, &hooks.chat_output_keys, &hooks.sink_module,
             &hooks.default_clock, &PyTuple_Type, &hooks.timeline_defaults, &hooks.host_stage_enter, &hooks.host_stage_exit,
-            &PyLong_Type, &hooks.step_values, &hooks.clocked, &hooks.task_type, &hooks.iscoroutine, &PyDict_Type, &hooks.expected,
+            &PyLong_Type, &hooks.step_values, &hooks.task_type, &hooks.iscoroutine, &PyDict_Type, &hooks.expected,
             &hooks.claim, &hooks.hold, &hooks.release)) {
         return NULL;
     }

@@ -37,7 +37,6 @@ typedef struct {
     PyObject *host_stage_enter;    /* host_stage_enter(stage) -> token | None: the stage as the host's current span */
     PyObject *host_stage_exit;     /* host_stage_exit(token) */
     PyObject *step_values;         /* int: _steps.STEP_SIZE * MAX_STEPS */
-    PyObject *clocked;             /* _steps._clocked(clock_class, coroutine, steps, batches, ready_ns): a native coroutine */
     PyObject *task_type;           /* asyncio.Task */
     PyObject *iscoroutine;         /* asyncio.iscoroutine, for what is not a native coroutine */
     PyObject *expected;            /* _after._expected: a dict, non-empty while coroutines wait to be claimed */

@@ -4,7 +4,11 @@
  *
  * StepClock is an iterator with am_send, so the awaiting frame's SEND and
  * the Task's step reach it without a method lookup, and a step costs two
- * clock reads and four appends. */
+ * clock reads and four appends. It is also a task's coroutine (the task
+ * factory's, tasks.c): registered as a collections.abc.Coroutine
+ * (_backend.py), it answers the cr_* attributes, __name__ and __qualname__
+ * with its coroutine's, so code that inspects a task's coroutine (anyio's
+ * getcoroutinestate, a task's repr) sees the one it drives. */
 #include "speedups.h"
 
 #include <structmember.h>
@@ -171,6 +175,7 @@ PyTypeObject PkBatches_Type = {
 typedef struct {
     PyObject_HEAD
     PyObject *awaitable;     /* until the first step */
+    PyObject *inner;         /* the awaitable, kept for the attributes it answers for */
     PyObject *iterator;      /* its iterator, from the first step until it finishes */
     PyObject *steps;         /* the timeline's list */
     BatchesObject *batches;
@@ -189,6 +194,7 @@ clock_init(StepClockObject *self, PyObject *args, PyObject *kwargs)
         return -1;
     }
     Py_XSETREF(self->awaitable, Py_NewRef(awaitable));
+    Py_XSETREF(self->inner, Py_NewRef(awaitable));
     Py_CLEAR(self->iterator);
     Py_XSETREF(self->steps, Py_NewRef(steps));
     Py_XSETREF(self->batches, (BatchesObject *)Py_NewRef(batches));
@@ -486,6 +492,7 @@ static int
 clock_traverse(StepClockObject *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->awaitable);
+    Py_VISIT(self->inner);
     Py_VISIT(self->iterator);
     Py_VISIT(self->steps);
     Py_VISIT(self->batches);
@@ -496,10 +503,22 @@ static int
 clock_clear(StepClockObject *self)
 {
     Py_CLEAR(self->awaitable);
+    Py_CLEAR(self->inner);
     Py_CLEAR(self->iterator);
     Py_CLEAR(self->steps);
     Py_CLEAR(self->batches);
     return 0;
+}
+
+/* The driven awaitable's attribute ``closure`` names (cr_frame, __qualname__...). */
+static PyObject *
+clock_forward(StepClockObject *self, void *closure)
+{
+    if (self->inner == NULL) {
+        PyErr_SetString(PyExc_AttributeError, (const char *)closure);
+        return NULL;
+    }
+    return PyObject_GetAttrString(self->inner, (const char *)closure);
 }
 
 static void
@@ -522,6 +541,13 @@ static PyMethodDef clock_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+#define FORWARD(name) {name, (getter)clock_forward, NULL, NULL, name}
+static PyGetSetDef clock_getset[] = {
+    FORWARD("cr_running"), FORWARD("cr_frame"), FORWARD("cr_code"), FORWARD("cr_await"), FORWARD("cr_origin"),
+    FORWARD("cr_suspended"), FORWARD("__name__"), FORWARD("__qualname__"), {NULL},
+};
+#undef FORWARD
+
 PyTypeObject PkStepClock_Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "litellm_perfkit._core._speedups.StepClock",
@@ -537,6 +563,7 @@ PyTypeObject PkStepClock_Type = {
     .tp_iter = PyObject_SelfIter,
     .tp_iternext = (iternextfunc)clock_iternext,
     .tp_methods = clock_methods,
+    .tp_getset = clock_getset,
 };
 
 int

@@ -73,8 +73,9 @@ clocked(TaskFactoryObject *self, PyObject *coroutine, PyObject *timeline)
         Py_XDECREF(steps);
         return NULL;
     }
-    PyObject *args[5] = {self->clock_class, coroutine, steps, self->batches, ready};
-    PyObject *result = PyObject_Vectorcall(pk_hooks.clocked, args, 5, NULL);
+    /* The StepClock itself is the task's coroutine (steps.c): no native coroutine around it */
+    PyObject *args[4] = {coroutine, steps, self->batches, ready};
+    PyObject *result = PyObject_Vectorcall(self->clock_class, args, 4, NULL);
     Py_DECREF(steps);
     Py_DECREF(ready);
     return result;
@@ -186,7 +187,11 @@ factory_init(TaskFactoryObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"previous", "batches", "clock_class", NULL};
     PyObject *previous, *batches, *clock_class;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO:TaskFactory", keywords, &previous, &batches, &clock_class)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO!:TaskFactory", keywords, &previous, &batches, &PyType_Type, &clock_class)) {
+        return -1;
+    }
+    if (!PyType_IsSubtype((PyTypeObject *)clock_class, &PkStepClock_Type)) {
+        PyErr_SetString(PyExc_TypeError, "TaskFactory: clock_class must be the C StepClock, which is a task's coroutine itself");
         return -1;
     }
     if (pk_hooks.task_type == NULL) {
