@@ -15,7 +15,7 @@ from pathlib import Path
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-SOURCES = ("module", "timeline", "stage", "sse", "token", "exchange", "start", "encode", "handoff", "split", "steps", "tasks", "otlp")
+SOURCES = ("module", "timeline", "stage", "sse", "token", "exchange", "start", "encode", "handoff", "split", "steps", "tasks", "otlp", "spans")
 PACKAGE = Path(__file__).resolve().parent / "litellm_perfkit"
 
 

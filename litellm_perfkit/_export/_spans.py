@@ -8,11 +8,12 @@ plain tuples (see ``Span``) built straight from the timeline, because on a
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Tuple
 
 from .._wire._headers import parse_traceparent, stage_span_id
 from .._wire._names import OUTSIDE_WALL_STAGES, Attr, SemConv, gen_ai_operation
-from ..types import AttributeValue, RequestRecord, SamplerName
+from ..types import AttributeValue, RequestRecord, SamplerName, StageRecord
 from ._split import Split, time_split
 
 __all__ = [
@@ -96,7 +97,6 @@ def reconcile(record: RequestRecord, own: list[int] | None = None, durations: li
 
 # In Split's order: cpu, queue, io, uncertain.
 _REQUEST_SPLIT = (Attr.CPU_MS, Attr.QUEUE_MS, Attr.IO_MS, Attr.UNCERTAIN_MS)
-_STAGE_CPU, _STAGE_QUEUE, _STAGE_IO, _STAGE_UNCERTAIN = (Attr.STAGE_CPU_MS, Attr.STAGE_QUEUE_MS, Attr.STAGE_IO_MS, Attr.STAGE_UNCERTAIN_MS)
 _REMAINDER_SPLIT = (Attr.REMAINDER_CPU_MS, Attr.REMAINDER_QUEUE_MS, Attr.REMAINDER_IO_MS, Attr.REMAINDER_UNCERTAIN_MS)
 
 
@@ -176,42 +176,83 @@ def record_to_spans(record: RequestRecord, trace_id: str, parent_span_id: str, a
             record.error or "",
         )
     ]
-    stage_ids: list[str] = []
+    # A stage was the current span under its id while it ran (a host that traces).
     chosen_while_running = record.span_context is not None
-    stage_splits = split.stages if split is not None else None
-    for n, stage in enumerate(record.stages):
-        # A stage was the current span under this id while it ran (a host that traces).
-        span_id = stage_span_id(server_id, stage.name, stage.start_ns) if chosen_while_running and stage.kind == "block" else f"{_bits(64):016x}"
-        stage_ids.append(span_id)
-        attributes: Attributes = [(Attr.STAGE_DURATION_MS, durations[n] / 1e6), (Attr.STAGE_SELF_MS, own[n] / 1e6)]
-        if stage_splits is not None:
+    ids = _random_ids(len(record.stages))
+    if chosen_while_running:
+        ids = [stage_span_id(server_id, stage.name, stage.start_ns) if stage.kind == "block" else ids[n] for n, stage in enumerate(record.stages)]
+    splits = split.stages if split is not None else None
+    spans += _stage_spans(record.stages, durations, own, splits, ids, trace_id, server_id, anchor_ns, record.end_ns, _STAGE_KEYS)
+    return spans
+
+
+def _random_ids(count: int) -> list[str]:
+    """``count`` random span ids (hex), from one draw."""
+    text = f"{_bits(64 * count):0{16 * count}x}" if count else ""
+    return [text[i : i + 16] for i in range(0, 16 * count, 16)]
+
+
+# In the order _stage_spans reads them: duration, self, the four split parts, kind, items.
+_STAGE_KEYS = (Attr.STAGE_DURATION_MS, Attr.STAGE_SELF_MS, Attr.STAGE_CPU_MS, Attr.STAGE_QUEUE_MS, Attr.STAGE_IO_MS,
+               Attr.STAGE_UNCERTAIN_MS, Attr.STAGE_KIND, Attr.STAGE_ITEMS)  # fmt: skip
+
+
+def _stage_spans_python(
+    stages: tuple[StageRecord, ...],
+    durations: list[int],
+    own: list[int],
+    splits: list[Split] | None,
+    ids: list[str],
+    trace_id: str,
+    server_id: str,
+    anchor_ns: int,
+    end_ns: int,
+    keys: tuple[str, ...],
+) -> list[Span]:
+    """Each stage's span: the reference for the C accelerator's ``stage_spans``."""
+    duration_key, self_key, cpu_key, queue_key, io_key, uncertain_key, kind_key, items_key = keys
+    spans: list[Span] = []
+    for n, stage in enumerate(stages):
+        attributes: Attributes = [(duration_key, durations[n] / 1e6), (self_key, own[n] / 1e6)]
+        if splits is not None:
             # A stage's zero parts are left out (a missing part is 0): most
             # stages never queue or wait, and every attribute costs the
             # export agent CPU on the proxy's core.
-            cpu, queue, io, uncertain = stage_splits[n]
+            cpu, queue, io, uncertain = splits[n]
             if cpu:
-                attributes.append((_STAGE_CPU, cpu / 1e6))
+                attributes.append((cpu_key, cpu / 1e6))
             if queue:
-                attributes.append((_STAGE_QUEUE, queue / 1e6))
+                attributes.append((queue_key, queue / 1e6))
             if io:
-                attributes.append((_STAGE_IO, io / 1e6))
+                attributes.append((io_key, io / 1e6))
             if uncertain:
-                attributes.append((_STAGE_UNCERTAIN, uncertain / 1e6))
+                attributes.append((uncertain_key, uncertain / 1e6))
         if stage.kind != "block":
-            attributes.append((Attr.STAGE_KIND, stage.kind))
-            attributes.append((Attr.STAGE_ITEMS, stage.items))
+            attributes.append((kind_key, stage.kind))
+            attributes.append((items_key, stage.items))
         spans.append(
             (
                 trace_id,
-                span_id,
-                stage_ids[stage.parent] if stage.parent >= 0 else server_id,
+                ids[n],
+                ids[stage.parent] if stage.parent >= 0 else server_id,
                 stage.name,
                 SPAN_KIND_INTERNAL,
                 stage.start_ns + anchor_ns,
-                (stage.end_ns or record.end_ns) + anchor_ns,
+                (stage.end_ns or end_ns) + anchor_ns,
                 attributes,
                 STATUS_UNSET,
                 "",
             )
         )
     return spans
+
+
+def _stage_spans_function() -> Callable[..., list[Span]]:
+    """The C accelerator's ``stage_spans`` when it runs, else the Python reference."""
+    from .._core._backend import ACTIVE
+
+    speedups = ACTIVE.speedups
+    return _stage_spans_python if speedups is None else speedups.stage_spans
+
+
+_stage_spans = _stage_spans_function()

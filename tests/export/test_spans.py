@@ -34,3 +34,34 @@ def test_stage_span_ids_chosen_while_running_are_the_exported_ones() -> None:
     assert server[1] == "cd" * 8
     assert auth[1] == stage_span_id("cd" * 8, "auth", 10_000) and auth[2] == server[1]
     assert lookup[1] == stage_span_id("cd" * 8, "lookup", 12_000) and lookup[2] == auth[1]
+
+
+def test_the_c_stage_spans_are_the_python_ones() -> None:
+    """The accelerator's stage_spans gives what the reference gives, tuple for tuple,
+    on random records (every stage kind, nesting, splits with zero parts, open stages) and without a split."""
+    import random
+
+    import pytest
+
+    from litellm_perfkit._core._timeline import decode
+    from litellm_perfkit._export import _spans
+    from litellm_perfkit._export._split import time_split
+    from tests.support.speedups import speedups
+    from tests.support.timelines import sample_timeline
+
+    stage_spans = speedups().stage_spans
+    for seed in range(200):
+        rng = random.Random(seed)
+        record = decode(sample_timeline(rng).encode())
+        durations = [stage.duration_ns for stage in record.stages]
+        own = _spans.exclusive_ns(record, durations)
+        split = time_split(record)
+        ids = _spans._random_ids(len(record.stages))
+        for splits in (None if split is None else split.stages, None):
+            args = (record.stages, durations, own, splits, ids, "a" * 32, "b" * 16, rng.randrange(-(10**12), 10**12), record.end_ns, _spans._STAGE_KEYS)
+            assert stage_spans(*args) == _spans._stage_spans_python(*args), seed
+    stage = StageRecord("auth", 1, 2, -1)
+    with pytest.raises(ValueError):
+        stage_spans((stage,), [1], [1], None, [], "a" * 32, "b" * 16, 0, 2, _spans._STAGE_KEYS)
+    with pytest.raises(TypeError):
+        stage_spans((stage,), [1], [1], [(1, 2)], ["c" * 16], "a" * 32, "b" * 16, 0, 2, _spans._STAGE_KEYS)

@@ -294,6 +294,9 @@ static PyMethodDef methods[] = {
      "window, with the CPU of the thread calls (start, end, cpu; flat) inside it moved from I/O wait to CPU."},
     {"instances", (PyCFunction)(void (*)(void))instances, METH_FASTCALL,
      "instances(cls, fields, rows) -> tuple: a cls per row, its fields set to the row's values, __init__ not called."},
+    {"stage_spans", (PyCFunction)(void (*)(void))pk_stage_spans, METH_FASTCALL,
+     "stage_spans(stages, durations, own, splits, ids, trace_id, server_id, anchor_ns, end_ns, keys) -> [span]: "
+     "_export/_spans.py's span of each stage."},
     {"encode_spans", pk_encode_spans, METH_O,
      "encode_spans(spans) -> bytes | None: _export/_otlp.py's protobuf of each span, concatenated (None: declined)."},
     {NULL, NULL, 0, NULL},

@@ -73,6 +73,9 @@ int pk_as_int64(PyObject *value, int64_t *out);
 /* split_windows(steps, windows[, calls[, cls]]) -> [cls(cpu, queue, io, uncertain)] per window (split.c). */
 PyObject *pk_split_windows(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
+/* stage_spans(stages, durations, own, splits, ids, trace_id, server_id, anchor_ns, end_ns, keys) -> [span] (spans.c). */
+PyObject *pk_stage_spans(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+
 /* encode_spans(spans) -> bytes | None: _otlp._span_protobuf of each span, concatenated (otlp.c). */
 PyObject *pk_encode_spans(PyObject *module, PyObject *spans);
 
