@@ -26,21 +26,6 @@ names_ready(void)
     return name_s && kind_s && parent_s && start_ns_s && end_ns_s && items_s && block_s && empty_s ? 0 : -1;
 }
 
-/* Append (key, ns / 1e6) to attributes. */
-static int
-append_ms(PyObject *attributes, PyObject *key, int64_t ns)
-{
-    PyObject *value = PyFloat_FromDouble((double)ns / 1e6);
-    PyObject *pair = value == NULL ? NULL : PyTuple_Pack(2, key, value);
-    Py_XDECREF(value);
-    if (pair == NULL) {
-        return -1;
-    }
-    int result = PyList_Append(attributes, pair);
-    Py_DECREF(pair);
-    return result;
-}
-
 static int
 append_pair(PyObject *attributes, PyObject *key, PyObject *value)
 {
@@ -50,6 +35,19 @@ append_pair(PyObject *attributes, PyObject *key, PyObject *value)
     }
     int result = PyList_Append(attributes, pair);
     Py_DECREF(pair);
+    return result;
+}
+
+/* Append (key, ns / 1e6) to attributes. */
+static int
+append_ms(PyObject *attributes, PyObject *key, int64_t ns)
+{
+    PyObject *value = PyFloat_FromDouble((double)ns / 1e6);
+    if (value == NULL) {
+        return -1;
+    }
+    int result = append_pair(attributes, key, value);
+    Py_DECREF(value);
     return result;
 }
 
