@@ -168,8 +168,8 @@ def _python_stages(rows: list[_Row]) -> tuple[StageRecord, ...]:
 
 
 def _stage_builder() -> Callable[[list[_Row]], tuple[StageRecord, ...]]:
-    """The C accelerator's ``instances`` (a quarter of the dataclass's
-    ``__init__``'s cost), unless it is off or not built."""
+    """The C accelerator's ``instances`` (a seventh of the cost of calling
+    the dataclass), unless it is off or not built."""
     from ._backend import speedups_mode
 
     if speedups_mode() == "on":

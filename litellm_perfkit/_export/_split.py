@@ -119,7 +119,8 @@ def _split_python(steps: list[int], windows: list[int], calls: list[int] | None 
 
     ``calls`` (flat: start, end, the thread's CPU) are thread calls made on
     the request's behalf: a thread's CPU is the request's CPU, not its
-    waiting, so it moves from I/O wait to CPU in every window a call lies in."""
+    waiting, so it moves from I/O wait to CPU in every window a call lies in.
+    ``cls`` is the C one's result type; the parts here are always ``Split``."""
     splitter = _Splitter(steps)
     calls = calls or []
     parts = []
