@@ -161,8 +161,7 @@ def _sweep_at(loop: asyncio.AbstractEventLoop, when: float) -> None:
     for key in [key for key, other in _sweeps.items() if other.is_closed()]:
         # Closed with its sweep queued: nothing will run it. Its requests go
         # now, with what they have; their tasks will never end.
-        closed = _sweeps.pop(key)
-        for held in [held for held in _held.values() if held.loop is closed]:
+        for held in _held_on(_sweeps.pop(key)):
             _finish(held)
     _sweeps[id(loop)] = loop
     # An empty context: a copy of the current one would keep its request alive until then.
@@ -174,7 +173,7 @@ def _sweep(loop: asyncio.AbstractEventLoop) -> None:
     _sweeps.pop(id(loop), None)
     now, due = loop.time(), None
     try:
-        for held in [held for held in _held.values() if held.loop is loop]:
+        for held in _held_on(loop):
             if held.deadline <= now:
                 _finish(held)
             elif due is None or held.deadline < due:
@@ -183,6 +182,11 @@ def _sweep(loop: asyncio.AbstractEventLoop) -> None:
             _sweep_at(loop, due)
     except Exception as exc:  # from a timer: nobody else would catch it
         internal_error("after.sweep", exc)
+
+
+def _held_on(loop: asyncio.AbstractEventLoop) -> list[_Held]:
+    """The requests that ended on ``loop`` and are still held (a copy: handing off removes them)."""
+    return [held for held in _held.values() if held.loop is loop]
 
 
 def _finish(held: _Held) -> None:

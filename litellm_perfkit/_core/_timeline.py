@@ -169,17 +169,12 @@ def _python_stages(rows: list[_Row]) -> tuple[StageRecord, ...]:
 
 def _stage_builder() -> Callable[[list[_Row]], tuple[StageRecord, ...]]:
     """The C accelerator's ``instances`` (a seventh of the cost of calling
-    the dataclass), unless it is off or not built."""
-    from ._backend import speedups_mode
+    the dataclass) when it runs, else the dataclass."""
+    from ._backend import ACTIVE  # here: _backend imports this module
 
-    if speedups_mode() == "on":
-        try:
-            from ._speedups import instances  # type: ignore[attr-defined,import-not-found,unused-ignore]
-
-            return functools.partial(instances, StageRecord, tuple(field.name for field in dataclasses.fields(StageRecord)))
-        except ImportError:
-            pass
-    return _python_stages
+    if ACTIVE.speedups is None:
+        return _python_stages
+    return functools.partial(ACTIVE.speedups.instances, StageRecord, tuple(field.name for field in dataclasses.fields(StageRecord)))
 
 
 _build_stages: Callable[[list[_Row]], tuple[StageRecord, ...]] | None = None
