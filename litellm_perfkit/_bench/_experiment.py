@@ -147,7 +147,7 @@ def _target(children: Children, options: BenchOptions, target: str, version: str
         url, proxy = _start_proxy(children, options, version, workers, upstream, receiver, workdir)
     flamegraph = None
     for repeat in range(options.repeats):
-        receiver.take()
+        receiver.clear()
         recording = _start_flamegraph(options, proxy, target, workers) if repeat == 0 else None
         try:
             run = _repeat(url, options, receiver, workdir, proxy)
@@ -172,7 +172,7 @@ def _records(jsonl: Path) -> list[dict[str, Any]]:
 def _idle(url: str, options: BenchOptions, receiver: SpanReceiver, workdir: Path) -> Idle:
     """What one request pays on a proxy with nothing else to do: one user, no queueing."""
     options.say(f"proxy, idle phase ({options.idle_s:g} s, 1 user)")
-    receiver.take()
+    receiver.clear()
     jsonl = workdir / f"idle-{time.monotonic_ns()}.jsonl"
     result = phase(url, False, options.idle_s, (min(1.0, options.idle_s), 0), options, str(jsonl), concurrency=1)
     records = _records(jsonl)
@@ -205,7 +205,7 @@ def _start_proxy(children: Children, options: BenchOptions, version: str | None,
     if options.proxy_command:
         port = free_port()
         command = shlex.split(options.proxy_command.format(port=port, upstream=upstream))
-        env.update(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint, OTEL_EXPORTER_OTLP_PROTOCOL="http/json")
+        env.update(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint, OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf")
         for name, value in options.proxy_env:
             env[name] = os.pathsep.join(filter(None, (value, os.environ.get(name)))) if name == "PYTHONPATH" else value
         proxy = children.start("proxy", command, {**os.environ, **OFFLINE_ENV, **env}, workdir)
@@ -214,7 +214,7 @@ def _start_proxy(children: Children, options: BenchOptions, version: str | None,
     litellm, perfkit = proxy_bin(version, options.say)
     template = Path(options.config).read_text() if options.config else config_template(options.provider)
     started = start_litellm(children, litellm, perfkit, template.replace("{upstream}", upstream), workdir, workers=workers,
-                            perfkit_args=("--endpoint", receiver.endpoint, "--protocol", "http/json",
+                            perfkit_args=("--endpoint", receiver.endpoint, "--protocol", "http/protobuf",
                                           "--server-timing", "on", "--overhead-header", "on"), env=env, say=options.say)  # fmt: skip
     return started.url, started.child
 
