@@ -169,6 +169,14 @@ def _records(jsonl: Path) -> list[dict[str, Any]]:
     return [orjson.loads(line) for line in jsonl.read_bytes().splitlines() if line] if jsonl.exists() else []
 
 
+def _received(receiver: SpanReceiver, options: BenchOptions) -> list[dict[str, Any]]:
+    """The spans received since the phase began; a warning for bodies that did not decode."""
+    spans = receiver.take()
+    if receiver.rejected:
+        options.say(f"warning: {receiver.rejected} OTLP request(s) from the proxy did not decode; their spans are missing from the breakdown")
+    return spans
+
+
 def _idle(url: str, options: BenchOptions, receiver: SpanReceiver, workdir: Path) -> Idle:
     """What one request pays on a proxy with nothing else to do: one user, no queueing."""
     options.say(f"proxy, idle phase ({options.idle_s:g} s, 1 user)")
@@ -177,7 +185,7 @@ def _idle(url: str, options: BenchOptions, receiver: SpanReceiver, workdir: Path
     result = phase(url, False, options.idle_s, (min(1.0, options.idle_s), 0), options, str(jsonl), concurrency=1)
     records = _records(jsonl)
     time.sleep(1.0)  # the export agents flush every 200 ms
-    breakdown = stage_breakdown(receiver.take(), {r["trace_id"] for r in records})
+    breakdown = stage_breakdown(_received(receiver, options), {r["trace_id"] for r in records})
     return {"summary": result["summary"], "breakdown": breakdown}
 
 
@@ -274,7 +282,7 @@ def _repeat(url: str, options: BenchOptions, receiver: SpanReceiver, workdir: Pa
     wall = time.monotonic() - started
     cpu_after, rss = tree_usage(proxy.process.pid) if proxy else (0.0, 0.0)
     time.sleep(1.0)  # the export agents flush every 200 ms
-    spans = receiver.take()
+    spans = _received(receiver, options)
     own_cpu, named_cpu = requests_cpu_per_request(spans, phase_ids)
     return {
         "nonstream": phases["nonstream"],

@@ -156,7 +156,7 @@ _DECODERS = {_PROTOBUF: decode_protobuf, _JSON: decode_json}
 class SpanReceiver:
     def __init__(self) -> None:
         self._bodies: list[tuple[str, bytes]] = []
-        self.rejected = 0  # bodies that did not decode
+        self.rejected = 0  # bodies the last ``take`` could not decode
         self._lock = threading.Lock()
         receiver = self
 
@@ -196,6 +196,7 @@ class SpanReceiver:
         with self._lock:
             bodies, self._bodies = self._bodies, []
         spans: list[ReceivedSpan] = []
+        self.rejected = 0
         for content_type, body in bodies:
             try:
                 spans.extend(_DECODERS[content_type](body))
