@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import struct
 import threading
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import orjson
+
+from .._wire._protobuf import fields
 
 __all__ = ["SpanReceiver", "decode_protobuf"]
 
@@ -50,44 +51,9 @@ def decode_json(body: bytes) -> list[ReceivedSpan]:
 # -- protobuf: the fields of opentelemetry/proto/trace/v1/trace.proto the bench reads
 
 
-def _fields(buffer: bytes) -> Iterator[tuple[int, int | bytes]]:
-    """(field number, value) of a message: an int for a varint, bytes for the other wire types."""
-    position, end = 0, len(buffer)
-    while position < end:
-        key, position = _varint(buffer, position)
-        wire_type = key & 7
-        value: int | bytes
-        if wire_type == 0:
-            value, position = _varint(buffer, position)
-        elif wire_type == 2:
-            size, position = _varint(buffer, position)
-            value, position = buffer[position : position + size], position + size
-        elif wire_type in (1, 5):
-            size = 8 if wire_type == 1 else 4
-            value, position = buffer[position : position + size], position + size
-        else:
-            raise ValueError(f"protobuf wire type {wire_type} is not one OTLP uses")
-        if position > end:
-            raise ValueError("truncated protobuf message")
-        yield key >> 3, value
-
-
-def _varint(buffer: bytes, position: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if position >= len(buffer):
-            raise ValueError("truncated protobuf varint")
-        byte = buffer[position]
-        position += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, position
-        shift += 7
-
-
 def _any_value(message: bytes) -> Any:
     """AnyValue: string (1), bool (2), int (3, two's complement), double (4); None for arrays, maps and bytes."""
-    for number, value in _fields(message):
+    for number, value in fields(message):
         if number == 1 and isinstance(value, bytes):
             return value.decode()
         if number == 2 and isinstance(value, int):
@@ -101,7 +67,7 @@ def _any_value(message: bytes) -> Any:
 
 def _key_value(message: bytes) -> tuple[str, Any]:
     key, value = "", None
-    for number, field in _fields(message):
+    for number, field in fields(message):
         if number == 1 and isinstance(field, bytes):
             key = field.decode()
         elif number == 2 and isinstance(field, bytes):
@@ -110,13 +76,13 @@ def _key_value(message: bytes) -> tuple[str, Any]:
 
 
 def _attributes(message: bytes, field_number: int) -> dict[str, Any]:
-    return dict(_key_value(f) for n, f in _fields(message) if n == field_number and isinstance(f, bytes))
+    return dict(_key_value(f) for n, f in fields(message) if n == field_number and isinstance(f, bytes))
 
 
 def _span(message: bytes, pid: Any) -> ReceivedSpan:
     span: ReceivedSpan = {"trace_id": "", "span_id": "", "parent": "", "name": "", "kind": 0, "attrs": {}, "pid": pid}
     attributes = span["attrs"]
-    for number, value in _fields(message):
+    for number, value in fields(message):
         if isinstance(value, bytes):
             if number == 1:
                 span["trace_id"] = value.hex()
@@ -138,15 +104,15 @@ def decode_protobuf(body: bytes) -> list[ReceivedSpan]:
     """The spans of a serialized ExportTraceServiceRequest (resource_spans 1:
     resource 1, scope_spans 2: spans 2)."""
     spans: list[ReceivedSpan] = []
-    for number, resource_spans in _fields(body):
+    for number, resource_spans in fields(body):
         if number != 1 or not isinstance(resource_spans, bytes):
             continue
-        parts = list(_fields(resource_spans))
+        parts = list(fields(resource_spans))
         resource = next((_attributes(v, 1) for n, v in parts if n == 1 and isinstance(v, bytes)), {})
         pid = resource.get("process.pid")
         for n, scope_spans in parts:
             if n == 2 and isinstance(scope_spans, bytes):
-                spans.extend(_span(v, pid) for m, v in _fields(scope_spans) if m == 2 and isinstance(v, bytes))
+                spans.extend(_span(v, pid) for m, v in fields(scope_spans) if m == 2 and isinstance(v, bytes))
     return spans
 
 

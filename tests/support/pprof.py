@@ -3,42 +3,9 @@
 from __future__ import annotations
 
 import gzip
-from collections.abc import Iterator
 from urllib.parse import parse_qs, urlsplit
 
-
-def _varint(data: bytes, i: int) -> tuple[int, int]:
-    shift = value = 0
-    while True:
-        byte = data[i]
-        i += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, i
-        shift += 7
-
-
-def fields(data: bytes) -> Iterator[tuple[int, int | bytes]]:
-    """(field number, int or bytes) for each field of one message."""
-    i = 0
-    while i < len(data):
-        key, i = _varint(data, i)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, i = _varint(data, i)
-            yield number, value
-        elif wire == 2:
-            length, i = _varint(data, i)
-            yield number, data[i : i + length]
-            i += length
-        elif wire == 1:
-            yield number, data[i : i + 8]
-            i += 8
-        elif wire == 5:
-            yield number, data[i : i + 4]
-            i += 4
-        else:
-            raise ValueError(f"wire type {wire}")
+from litellm_perfkit._wire._protobuf import fields
 
 
 def labels_and_strings(body: bytes) -> tuple[dict[str, set[str]], list[str]]:
