@@ -19,7 +19,7 @@ import orjson
 
 from .._wire._protobuf import fields
 
-__all__ = ["SpanReceiver", "decode_protobuf"]
+__all__ = ["SpanReceiver", "decode_json", "decode_protobuf"]
 
 ReceivedSpan = dict[str, Any]
 _PROTOBUF = "application/x-protobuf"
@@ -166,7 +166,7 @@ class SpanReceiver:
         for content_type, body in bodies:
             try:
                 spans.extend(_DECODERS[content_type](body))
-            except (ValueError, KeyError, TypeError, AttributeError, IndexError):  # orjson's error is a ValueError
+            except (ValueError, KeyError, TypeError, AttributeError, IndexError, struct.error):  # orjson's error is a ValueError
                 self.rejected += 1
         return spans
 

@@ -29,6 +29,16 @@ def test_a_truncated_protobuf_body_is_refused() -> None:
         decode_protobuf(body[:-3])
 
 
+def _field(number: int, payload: bytes) -> bytes:
+    return bytes((number << 3 | 2, len(payload))) + payload
+
+
+def _with_a_two_byte_double() -> bytes:
+    """A request whose one attribute's AnyValue.double_value (4) is length-delimited: 2 bytes, not 8."""
+    key_value = _field(1, b"k") + _field(2, _field(4, b"\x01\x02"))
+    return _field(1, _field(2, _field(2, _field(9, key_value))))
+
+
 def test_bodies_are_kept_as_they_come_and_decoded_when_taken() -> None:
     spans = sample_spans()
     with SpanReceiver() as receiver:
@@ -36,6 +46,7 @@ def test_bodies_are_kept_as_they_come_and_decoded_when_taken() -> None:
         posted = [("application/x-protobuf", spans_protobuf(spans, "svc", {}), 200),
                   ("application/json", spans_json(spans, "svc", {}), 200),
                   ("application/x-protobuf", b"\x0a\xff", 200),  # broken: counted when taken
+                  ("application/x-protobuf", _with_a_two_byte_double(), 200),
                   ("text/plain", b"spans", 415)]  # fmt: skip
         for content_type, body, status in posted:
             connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
@@ -43,5 +54,5 @@ def test_bodies_are_kept_as_they_come_and_decoded_when_taken() -> None:
             assert connection.getresponse().status == status
             connection.close()
         taken = receiver.take()
-        assert len(taken) == 2 * len(spans) and receiver.rejected == 1
+        assert len(taken) == 2 * len(spans) and receiver.rejected == 2
         assert receiver.take() == [] and receiver.rejected == 0
