@@ -404,6 +404,11 @@ class ProxyUsage(TypedDict):
         Optional[dict[str, float]],
         "the part of steps_cpu_ms_per_request inside named stages (less the CPU outside every stage), mean per request by phase",
     ]
+    agent_cpu_ms_per_request: Annotated[
+        Optional[dict[str, float]],
+        "perfkit's export agents alone over the same part of each phase, per request, by phase: what exporting costs beside "
+        "cpu_ms_per_request (0 for a gateway that exports from its own process); none with a warm-up in requests",
+    ]
 
 
 class IdleOverhead(TypedDict):

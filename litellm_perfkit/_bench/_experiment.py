@@ -260,17 +260,21 @@ def _repeat(url: str, options: BenchOptions, receiver: SpanReceiver, workdir: Pa
     started = time.monotonic()
     phases: dict[str, LoadResult] = {}
     per_request: dict[str, float] = {}
+    agent_per_request: dict[str, float] = {}
     phase_ids: dict[str, set[str]] = {}
     samples: Samples = {"nonstream_latency_ms": [], "stream_ttft_ms": [], "stream_e2e_ms": []}
     for name, stream in PHASES:
         jsonl = workdir / f"{name}-{time.monotonic_ns()}.jsonl"
         options.say(f"proxy, {name} phase ({options.duration_s:g} s, {options.stream_concurrency if stream else options.concurrency} users)")
         warmup = (options.warmup_s, options.warmup_requests)
-        cpu = PhaseCpu(proxy, warmup)
+        cpu, agent = PhaseCpu(proxy, warmup), PhaseCpu(proxy, warmup, agents="only")
         phases[name] = phase(url, stream, options.duration_s, warmup, options, str(jsonl))
-        cpu_ms = cpu.per_request_ms(phases[name]["summary"]["requests"])
+        requests = phases[name]["summary"]["requests"]
+        cpu_ms, agent_ms = cpu.per_request_ms(requests), agent.per_request_ms(requests)
         if cpu_ms is not None:
             per_request[name] = cpu_ms
+        if agent_ms is not None:
+            agent_per_request[name] = agent_ms
         records = _records(jsonl)
         phase_ids[name] = {r["trace_id"] for r in records}
         ok = [r for r in records if r["error"] is None and r["end_ms"] is not None]
@@ -290,7 +294,8 @@ def _repeat(url: str, options: BenchOptions, receiver: SpanReceiver, workdir: Pa
         "samples": samples,
         "proxy": {"cpu_percent": round((cpu_after - cpu_before) / wall * 100, 1) if proxy else None,
                   "rss_mb": round(rss, 1) if proxy else None, "cpu_ms_per_request": per_request or None,
-                  "steps_cpu_ms_per_request": own_cpu, "named_cpu_ms_per_request": named_cpu},  # fmt: skip
+                  "steps_cpu_ms_per_request": own_cpu, "named_cpu_ms_per_request": named_cpu,
+                  "agent_cpu_ms_per_request": agent_per_request or None},  # fmt: skip
         "breakdown": stage_breakdown(spans, set().union(*phase_ids.values())),
     }
 

@@ -60,6 +60,9 @@ def _run(run: BenchRun) -> list[str]:
     if per_request:
         capacity = ", ".join(f"{name} {ms:.2f} ms (at most {1000 / ms:.0f}/s per core)" for name, ms in per_request.items() if ms > 0)
         lines.append(f"| proxy CPU per request | {capacity} |")
+    agent = proxy.get("agent_cpu_ms_per_request") or {}
+    if any(ms > 0 for ms in agent.values()):
+        lines.append(f"| perfkit's export agent CPU per request (beside the proxy's) | {', '.join(f'{name} {ms:.3f} ms' for name, ms in agent.items())} |")
     idle = run.get("idle")
     if idle:
         server = idle["server_overhead_ms"]

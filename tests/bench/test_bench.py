@@ -36,6 +36,9 @@ def test_bench_recovers_injected_stage_delays(tmp_path: Path) -> None:
     # The injected delays are sleeps: wall time in the stages, not CPU.
     cpu = document["proxy"]["cpu_ms_per_request"]
     assert 0 < cpu["nonstream"] < sum(DELAYS_MS.values()) and cpu["stream"] > 0, cpu
+    agent = document["proxy"]["agent_cpu_ms_per_request"]  # the gateway exports through perfkit's agent (its default)
+    assert agent is not None and set(agent) == set(cpu) and all(ms > 0 for ms in agent.values()), agent
+    assert "perfkit's export agent CPU per request" in render_bench(document)
     own, named = document["proxy"]["steps_cpu_ms_per_request"], document["proxy"]["named_cpu_ms_per_request"]
     assert own is not None and named is not None and all(0 <= named[phase] <= own[phase] for phase in own), (own, named)
     stages = document["stages"]
