@@ -61,21 +61,19 @@ def test_auth_cpu_per_request_is_the_same_at_1_and_32_users(version: str, tmp_pa
                     break
                 time.sleep(0.5)
     assert servers == wanted, f"{len(wanted - servers)} requests have no server span"
-    auth: dict[int, dict[str, list[float]]] = {users: defaultdict(list) for users in LOADS}
+    # Per load: auth's CPU and wall time, and the request's own CPU, per request.
+    measured: dict[int, dict[str, list[float]]] = {users: defaultdict(list) for users in LOADS}
     for span in spans:
+        users = int(span["traceId"][8:16], 16)
+        attrs = {a["key"]: next(iter(a["value"].values())) for a in span["attributes"]}
         if span["name"] == "auth":
-            users = int(span["traceId"][8:16], 16)
-            attrs = {a["key"]: next(iter(a["value"].values())) for a in span["attributes"]}
-            auth[users]["cpu"].append(float(attrs.get(Attr.STAGE_CPU_MS, 0.0)))
-            auth[users]["wall"].append(float(attrs[Attr.STAGE_DURATION_MS]))
-    for span in spans:
-        if span["kind"] == 2:
-            users = int(span["traceId"][8:16], 16)
-            attrs = {a["key"]: next(iter(a["value"].values())) for a in span["attributes"]}
-            auth[users]["request_cpu"].append(float(attrs[Attr.CPU_MS]))
-    cpu = {users: statistics.median(values["cpu"]) for users, values in auth.items()}
-    wall = {users: statistics.median(values["wall"]) for users, values in auth.items()}
-    request_cpu = {users: statistics.median(values["request_cpu"]) for users, values in auth.items()}
+            measured[users]["cpu"].append(float(attrs.get(Attr.STAGE_CPU_MS, 0.0)))
+            measured[users]["wall"].append(float(attrs[Attr.STAGE_DURATION_MS]))
+        elif span["kind"] == 2:
+            measured[users]["request_cpu"].append(float(attrs[Attr.CPU_MS]))
+    cpu = {users: statistics.median(values["cpu"]) for users, values in measured.items()}
+    wall = {users: statistics.median(values["wall"]) for users, values in measured.items()}
+    request_cpu = {users: statistics.median(values["request_cpu"]) for users, values in measured.items()}
     summary = f"LiteLLM {version}: auth cpu {cpu} ms, wall {wall} ms, the request's own cpu {request_cpu} ms (medians per request)"
     print(summary)
     # About the same, not equal: at 1 user the core idles between requests and the same code runs slower after
