@@ -7,25 +7,6 @@
 
 enum { DURATION, SELF, CPU, QUEUE, IO, UNCERTAIN, KIND, ITEMS, NKEYS };
 
-static PyObject *name_s, *kind_s, *parent_s, *start_ns_s, *end_ns_s, *items_s, *block_s, *empty_s;
-
-static int
-names_ready(void)
-{
-    if (name_s != NULL) {
-        return 0;
-    }
-    name_s = PyUnicode_InternFromString("name");
-    kind_s = PyUnicode_InternFromString("kind");
-    parent_s = PyUnicode_InternFromString("parent");
-    start_ns_s = PyUnicode_InternFromString("start_ns");
-    end_ns_s = PyUnicode_InternFromString("end_ns");
-    items_s = PyUnicode_InternFromString("items");
-    block_s = PyUnicode_InternFromString("block");
-    empty_s = PyUnicode_InternFromString("");
-    return name_s && kind_s && parent_s && start_ns_s && end_ns_s && items_s && block_s && empty_s ? 0 : -1;
-}
-
 static int
 append_pair(PyObject *attributes, PyObject *key, PyObject *value)
 {
@@ -86,12 +67,12 @@ stage_attributes(PyObject *const *keys, PyObject *stage, PyObject *kind, int64_t
             }
         }
     }
-    int is_block = PyUnicode_Compare(kind, block_s);
+    int is_block = PyUnicode_Compare(kind, pk_names.block);
     if (is_block == -1 && PyErr_Occurred()) {
         goto fail;
     }
     if (is_block != 0) {
-        PyObject *items = PyObject_GetAttr(stage, items_s);
+        PyObject *items = PyObject_GetAttr(stage, pk_names.items);
         int failed = items == NULL || append_pair(attributes, keys[KIND], kind) < 0 || append_pair(attributes, keys[ITEMS], items) < 0;
         Py_XDECREF(items);
         if (failed) {
@@ -111,14 +92,14 @@ stage_span(PyObject *const *args, PyObject *const *keys, Py_ssize_t n, PyObject 
     PyObject *durations = args[1], *own = args[2], *splits = args[3], *ids = args[4];
     int64_t duration, own_ns, start, end, parent;
     if (pk_as_int64(PyList_GET_ITEM(durations, n), &duration) < 0 || pk_as_int64(PyList_GET_ITEM(own, n), &own_ns) < 0 ||
-        int64_attr(stage, start_ns_s, &start) < 0 || int64_attr(stage, end_ns_s, &end) < 0 || int64_attr(stage, parent_s, &parent) < 0) {
+        int64_attr(stage, pk_names.start_ns, &start) < 0 || int64_attr(stage, pk_names.end_ns, &end) < 0 || int64_attr(stage, pk_names.parent, &parent) < 0) {
         return NULL;
     }
     if (parent >= PyList_GET_SIZE(ids)) {
         PyErr_SetString(PyExc_ValueError, "stage_spans: a stage's parent is past the stages");
         return NULL;
     }
-    PyObject *kind = PyObject_GetAttr(stage, kind_s);
+    PyObject *kind = PyObject_GetAttr(stage, pk_names.kind);
     if (kind == NULL) {
         return NULL;
     }
@@ -129,7 +110,7 @@ stage_span(PyObject *const *args, PyObject *const *keys, Py_ssize_t n, PyObject 
         return NULL;
     }
     PyObject *span = PyTuple_New(10);
-    PyObject *name = PyObject_GetAttr(stage, name_s);
+    PyObject *name = PyObject_GetAttr(stage, pk_names.name);
     PyObject *start_at = PyLong_FromLongLong(start + anchor);
     PyObject *end_at = PyLong_FromLongLong((end != 0 ? end : request_end) + anchor);
     PyObject *internal = PyLong_FromLong(1), *unset = PyLong_FromLong(0); /* SPAN_KIND_INTERNAL, STATUS_UNSET */
@@ -145,7 +126,7 @@ stage_span(PyObject *const *args, PyObject *const *keys, Py_ssize_t n, PyObject 
     }
     PyObject *parent_id = parent >= 0 ? PyList_GET_ITEM(ids, parent) : args[6];
     PyObject *items[10] = {Py_NewRef(args[5]), Py_NewRef(PyList_GET_ITEM(ids, n)), Py_NewRef(parent_id), name, internal,
-                           start_at, end_at, attributes, unset, Py_NewRef(empty_s)};
+                           start_at, end_at, attributes, unset, Py_NewRef(pk_names.empty)};
     for (int i = 0; i < 10; i++) {
         PyTuple_SET_ITEM(span, i, items[i]);
     }
@@ -161,9 +142,6 @@ pk_stage_spans(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyTuple_GET_SIZE(args[9]) != NKEYS) {
         PyErr_SetString(PyExc_TypeError, "stage_spans(stages: tuple, durations: list, own: list, splits: list | None, ids: list, "
                                          "trace_id, server_id, anchor_ns, end_ns, keys: 8-tuple)");
-        return NULL;
-    }
-    if (names_ready() < 0) {
         return NULL;
     }
     PyObject *stages = args[0];
