@@ -50,6 +50,7 @@ from tests.support.litellm_env import VERSIONS  # noqa: E402
 from tests.support.mock_server import mock_process  # noqa: E402
 from tests.support.proxy import litellm_proxy  # noqa: E402
 from litellm_perfkit._bench._launch import ProxyMode  # noqa: E402
+from litellm_perfkit._wire._record_rate import DEFAULT_RECORD_RATE  # noqa: E402
 from tests.support.servers import jaeger_process  # noqa: E402
 
 
@@ -137,7 +138,8 @@ BOOTSTRAP = Path(__file__).resolve().parents[1] / "litellm_perfkit" / "_litellm"
 MODES = {
     "plain": "the proxy alone",
     "bootstrap": "plain, with perfkit's sitecustomize first on PYTHONPATH (PERFKIT_RUN unset: it does nothing)",
-    "perfkit": "under perfkit run, every span exported to Jaeger",
+    "perfkit": "under perfkit run, every request recorded and exported to Jaeger",
+    "perfkit-default": "under perfkit run with its default record rate (10 requests a second recorded and exported)",
     "perfkit-nosteps": "PERFKIT_STEPS=off",
     "perfkit-noexport": "perfkit run --exporter none (no export agent)",
 }
@@ -158,6 +160,10 @@ def mode_settings(mode: str, exporter: tuple[str, ...]) -> tuple[ProxyMode, dict
         return "plain", {"PYTHONPATH": os.pathsep.join(map(str, (BOOTSTRAP, BOOTSTRAP.parents[2], GC_PROBE)))}, ()
     if mode == "perfkit":
         return "perfkit", {}, exporter
+    if mode == "perfkit-default":
+        return "perfkit", {"PERFKIT_RECORD_RATE": str(DEFAULT_RECORD_RATE)}, exporter
+    if mode.startswith("perfkit-rate-"):
+        return "perfkit", {"PERFKIT_RECORD_RATE": mode.removeprefix("perfkit-rate-")}, exporter
     if mode == "perfkit-nosteps":
         return "perfkit", {"PERFKIT_STEPS": "off"}, exporter
     if mode == "perfkit-noexport":
@@ -176,7 +182,7 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=15.0)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--modes", default="plain,perfkit", help="interleaved, comma-separated: " + "; ".join(MODES) +
-                        "; perfkit-record-R (PERFKIT_RECORD_RATIO=R); perfkit-without-PART (PERFKIT_LEAVE_OUT=PART: points, middleware, gcwatch, shutdown, profiles, point:STAGE)")
+                        "; perfkit-record-R (PERFKIT_RECORD_RATIO=R); perfkit-rate-N (PERFKIT_RECORD_RATE=N); perfkit-without-PART (PERFKIT_LEAVE_OUT=PART: points, middleware, gcwatch, shutdown, profiles, point:STAGE)")
     parser.add_argument("--workloads", default="json,stream", help="json, stream or both")
     parser.add_argument("--count-promotions", action="store_true",
                         help="log the oldest generation's size at each full collection (diagnosis: it lengthens those pauses)")

@@ -110,19 +110,21 @@ async def _started_proxy(args: argparse.Namespace) -> tuple[Any, Callable[[], Aw
 
 async def _toggled(args: argparse.Namespace) -> None:
     """Recorded against passed through, in this process."""
+    from litellm_perfkit._core._sampling import RecordChoice
+
     app, batch, client = await _started_proxy(args)
     await batch()
     middleware = _find_middleware(app)
-    modes = {"recorded": None, "passed": 0.0}
+    modes = {"recorded": None, "passed": RecordChoice(0.0, "all")}
     for _ in range(args.warmup):
-        for ratio in modes.values():
-            middleware._record_ratio = ratio
+        for choice in modes.values():
+            middleware._record_choice = choice
             await batch()
     results: dict[str, list[float]] = {name: [] for name in modes}
     for round_ in range(args.rounds):
         order = list(modes.items()) if round_ % 2 == 0 else list(modes.items())[::-1]
-        for name, ratio in order:
-            middleware._record_ratio = ratio
+        for name, choice in order:
+            middleware._record_choice = choice
             results[name].append(await batch())
     await client.aclose()
     median, low, high = interval([a - b for a, b in zip(results["recorded"], results["passed"])])
@@ -176,7 +178,7 @@ def _against_plain(args: argparse.Namespace, python: Path, env: dict[str, str], 
                     for name in ("PERFKIT_RUN", "PYTHONPATH"):
                         mode_env.pop(name)
                 else:
-                    mode_env["PERFKIT_RECORD_RATIO"] = ratio
+                    mode_env.update(PERFKIT_RECORD_RATIO=ratio, PERFKIT_RECORD_RATE="all")
                 command = ["taskset", "-c", "0", str(python), __file__, _INNER, "--serve", "--workload", workload, "--batch", str(args.batch),
                            "--settle", str(args.settle)]  # fmt: skip
                 child = subprocess.Popen(command, env=mode_env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -229,7 +231,7 @@ def _outer(args: argparse.Namespace) -> int:
         config.write_text(CONFIG_TEMPLATE.replace("{upstream}", upstream))
         env = {**os.environ, **OFFLINE_ENV, "CONFIG_FILE_PATH": str(config), "PERFKIT_RUN": "1", "PERFKIT_BENCH_WORKDIR": tmp,
                "PYTHONPATH": os.pathsep.join((str(BOOTSTRAP), str(BOOTSTRAP.parents[2]))),
-               "PERFKIT_OTEL_TRACES_EXPORTER": "none", "PERFKIT_LEAVE_OUT": args.leave_out}  # fmt: skip
+               "PERFKIT_OTEL_TRACES_EXPORTER": "none", "PERFKIT_LEAVE_OUT": args.leave_out, "PERFKIT_RECORD_RATE": "all"}  # fmt: skip
         print(f"LiteLLM {args.version}, in-process (ASGI), core 0; batches of {args.batch} concurrent requests, "
               f"{args.rounds} rounds after {args.warmup} warm-up rounds" + (f"; left out: {args.leave_out}" if args.leave_out else ""))  # fmt: skip
         for workload in args.workloads.split(","):

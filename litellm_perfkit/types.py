@@ -20,6 +20,7 @@ __all__ = [
     "HeaderMode",
     "Mark",
     "OtlpProtocol",
+    "RecordRate",
     "PerturbationResult",
     "RequestRecord",
     "SamplerName",
@@ -50,6 +51,10 @@ is built; ``off`` runs the pure-Python path (the reference)."""
 
 StepMode = Literal["on", "off"]
 """Step accounting per request (CPU, event-loop queueing, I/O wait): on by default."""
+
+RecordRate = Union[float, Literal["all"]]
+"""Recorded requests per second per process (``PERFKIT_RECORD_RATE``,
+default 10), or ``all``: the others pass through unrecorded and are counted."""
 
 OtlpProtocol = Literal["http/protobuf", "http/json", "grpc"]
 """``OTEL_EXPORTER_OTLP_PROTOCOL`` values."""

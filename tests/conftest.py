@@ -1,10 +1,17 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
 
 from tests.support.servers import Jaeger, jaeger_process
+
+# Tests count what perfkit recorded, so they record every request, in this
+# process and in every proxy they start. The default rate (10 a second per
+# process) has its own tests, which unset this (tests/core/test_sampling.py,
+# tests/litellm/test_prometheus.py).
+os.environ["PERFKIT_RECORD_RATE"] = "all"
 
 
 @pytest.fixture(scope="session")

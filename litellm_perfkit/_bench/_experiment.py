@@ -223,7 +223,7 @@ def _start_proxy(children: Children, options: BenchOptions, version: str | None,
     template = Path(options.config).read_text() if options.config else config_template(options.provider)
     started = start_litellm(children, litellm, perfkit, template.replace("{upstream}", upstream), workdir, workers=workers,
                             perfkit_args=("--endpoint", receiver.endpoint, "--protocol", "http/protobuf",
-                                          "--server-timing", "on", "--overhead-header", "on"), env=env, say=options.say)  # fmt: skip
+                                          "--server-timing", "on", "--overhead-header", "on", "--record-rate", "all"), env=env, say=options.say)  # fmt: skip
     return started.url, started.child
 
 

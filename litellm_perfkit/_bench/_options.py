@@ -6,6 +6,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from .._wire._record_rate import DEFAULT_RECORD_RATE
+
 if TYPE_CHECKING:
     from .._load import Driver
 
@@ -79,6 +81,9 @@ class BenchOptions:
     flamegraph: Literal["off", "speedscope", "svg"] = "off"  # py-spy on the proxy during the first repeat
     flamegraph_prefix: str = "perfkit-bench"  # files: PREFIX.TARGET.wN.speedscope.json / .svg
     progress: Literal["auto", "on", "off"] = "auto"
+    # perfkit run's --record-rate for the instrumented proxy of --perturbation
+    # (what users run); the bench itself records every request to attribute them.
+    record_rate: str = f"{DEFAULT_RECORD_RATE:g}"
     log: Any = field(default=sys.stderr, repr=False, compare=False)
 
     def say(self, message: str) -> None:

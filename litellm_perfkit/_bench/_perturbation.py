@@ -58,7 +58,8 @@ def _side(options: BenchOptions, children: Children, side: Side, receiver: SpanR
     template = Path(options.config).read_text() if options.config else config_template(options.provider)
     options.say(f"starting the proxy {'under perfkit run' if side == 'perfkit' else 'plain'}")
     proxy = start_litellm(children, litellm, perfkit, template.replace("{upstream}", upstream), workdir, workers=workers, mode=side,
-                          perfkit_args=("--endpoint", receiver.endpoint, "--protocol", "http/protobuf"), say=options.say)  # fmt: skip
+                          perfkit_args=("--endpoint", receiver.endpoint, "--protocol", "http/protobuf", "--record-rate", options.record_rate),
+                          say=options.say)  # fmt: skip
     measured: dict[str, PerturbationSide] = {}
     for name, stream in PHASES:
         options.say(f"{side}, {name} phase ({options.duration_s:g} s)")

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from .._bench._options import PROVIDERS
-from ._common import CliError, duration, non_negative, positive_int, run_command, warmup
+from .._wire._record_rate import DEFAULT_RECORD_RATE
+from ._common import CliError, duration, non_negative, positive_int, record_rate, run_command, warmup
 
 if TYPE_CHECKING:
     from .._bench import BenchError, BenchOptions, run_bench
@@ -103,6 +104,9 @@ def add_parser(subparsers: Any) -> None:
                         help="instead: what perfkit costs the proxy. The same proxy and config plain and under perfkit run, "
                              "in interleaved pairs (--repeats, default 8): CPU per request and RPS, perfkit / plain, with "
                              "95%% intervals (schema perfkit.perturbation/1)")  # fmt: skip
+    target.add_argument("--record-rate", type=record_rate, metavar="N|all",
+                        help=f"with --perturbation: perfkit run's --record-rate for the proxy under perfkit (default: "
+                             f"{DEFAULT_RECORD_RATE:g}, perfkit run's own; all: every request recorded). The bench itself records every request")  # fmt: skip
     add_load_arguments(p, duration_default=20.0, concurrency_default=20)
     out = p.add_argument_group("output")
     out.add_argument("--label", default="bench", help="a name for this run (shown by compare)")
@@ -131,8 +135,11 @@ def run(args: argparse.Namespace) -> int:
             config=args.config, provider=args.provider or "openai", workers=args.workers, idle_s=args.idle, label=args.label, flamegraph=args.flamegraph,
             flamegraph_prefix=str(Path(args.out).with_suffix("")), **load_options(args),
         )  # fmt: skip
+        if args.record_rate is not None and not args.perturbation:
+            raise CliError("--record-rate sets what --perturbation measures; the bench itself records every request to attribute them")
         if args.perturbation:
-            return _perturbation(dataclasses.replace(options, repeats=args.repeats or 8), args.out)
+            rate = args.record_rate or options.record_rate
+            return _perturbation(dataclasses.replace(options, repeats=args.repeats or 8, record_rate=rate), args.out)
         try:
             document = run_bench(options)
         except (BenchError, StartError) as exc:

@@ -7,8 +7,9 @@ import sys
 from collections.abc import Callable
 
 from .._stop import exit_code, signal_name, stop_signals
+from .._wire._record_rate import parse_record_rate
 
-__all__ = ["CliError", "EXTRAS", "RENAMED", "needs_extra", "duration", "fraction", "non_negative", "positive_int", "run_command", "warmup"]
+__all__ = ["CliError", "EXTRAS", "RENAMED", "needs_extra", "duration", "fraction", "non_negative", "positive_int", "record_rate", "run_command", "warmup"]
 
 RENAMED = {
     "--jsonl": "--records-out (perfkit load: one line per request) or --spans-out (perfkit run: spans)",
@@ -82,6 +83,15 @@ def _number(kind: type, check: Callable[[float], bool], what: str) -> Callable[[
 non_negative = _number(float, lambda v: v >= 0, "a number >= 0")
 positive_int = _number(int, lambda v: v >= 1, "a whole number >= 1")
 ratio = _number(float, lambda v: 0 <= v <= 1, "a number from 0 to 1")
+
+
+def record_rate(text: str) -> str:
+    """``--record-rate``: ``all`` or requests a second > 0, as given (lower case)."""
+    try:
+        parse_record_rate(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither 'all' nor a number of requests a second > 0") from None
+    return text.strip().lower()
 port_number = _number(int, lambda v: 0 <= v <= 65535, "a port number (0-65535; 0 = any free port)")
 fraction = _number(float, lambda v: 0 <= v <= 1, "a fraction between 0 and 1")
 

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from .._wire._names import PROMETHEUS_DIR_VARIABLE
-from ._common import CliError, positive_int, ratio, run_command
+from .._wire._record_rate import DEFAULT_RECORD_RATE, RECORD_RATE_VARIABLE
+from ._common import CliError, positive_int, ratio, record_rate, run_command
 
 HELP = "run a command (the LiteLLM proxy) with perfkit loaded in every process"
 DESCRIPTION = """\
@@ -20,10 +21,16 @@ moment litellm.proxy.proxy_server is imported, and each worker exports its own
 spans and metrics. Export follows the OTEL_* variables; the options below set
 them for you. Nothing is changed in the proxy's configuration.
 
+Each worker records at most 10 requests a second by default (--record-rate):
+all of them while the proxy is lightly used, a sample once it is busy, so
+that perfkit costs a saturated proxy about 1% of its CPU, not the 6-17% of
+recording every request (docs/overhead.md). The others are counted.
+
 examples:
   perfkit run -- litellm --config config.yaml --port 4000 --num_workers 2
   perfkit run --endpoint http://127.0.0.1:4318 --protocol http/protobuf -- litellm --config config.yaml
   perfkit run --exporter jsonl --spans-out spans.jsonl -- litellm --config config.yaml
+  perfkit run --record-rate all -- litellm --config config.yaml   # every request, at a cost
   perfkit run --stage-profile profiles/ --pyroscope http://127.0.0.1:4040 -- litellm --config config.yaml
 """
 
@@ -41,6 +48,10 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--record-ratio", type=ratio,
                    help="record this share of requests, drawn when each starts (PERFKIT_RECORD_RATIO, default 1): the others "
                         "pass through untouched, so perfkit's cost falls in proportion; spans and metrics describe the sample")  # fmt: skip
+    p.add_argument("--record-rate", type=record_rate, metavar="N|all",
+                   help=f"record at most N requests a second per worker (PERFKIT_RECORD_RATE, default {DEFAULT_RECORD_RATE:g}: every request "
+                        "of a lightly used proxy, about 1%% of a core when it is saturated), or all; the others pass through "
+                        "untouched and are counted in perfkit.requests.unrecorded")  # fmt: skip
     p.add_argument("--spans-out", metavar="FILE", help="with --exporter jsonl: the file of spans, one OTLP/JSON request per line (PERFKIT_JSONL_PATH)")
     p.add_argument("--server-timing", choices=["trusted", "on", "off"], default="trusted",
                    help="the Server-Timing response header: to loopback clients and requests with $PERFKIT_HEADER_SECRET "
@@ -83,6 +94,7 @@ def environment(args: argparse.Namespace, base: dict[str, str]) -> dict[str, str
         ("sampler", "PERFKIT_OTEL_TRACES_SAMPLER"),
         ("sampler_arg", "PERFKIT_OTEL_TRACES_SAMPLER_ARG"),
         ("record_ratio", "PERFKIT_RECORD_RATIO"),
+        ("record_rate", RECORD_RATE_VARIABLE),
         ("spans_out", "PERFKIT_JSONL_PATH"),
         ("export_mode", "PERFKIT_EXPORT_MODE"),
         ("stage_profile", "PERFKIT_STAGE_PROFILE_DIR"),

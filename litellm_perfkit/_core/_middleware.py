@@ -10,7 +10,7 @@ from contextvars import Token
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, MutableMapping
 
-from ..types import AttributeValue, HeaderMode, StepMode
+from ..types import AttributeValue, HeaderMode, RecordRate, StepMode
 from . import _sink
 from ._collector import closed_by_collector
 from ._guard import internal_error
@@ -22,8 +22,7 @@ from ._gcwatch import install as watch_gc
 from .._wire._names import HEADER_SECRET_HEADER, OVERHEAD_HEADER, SERVER_TIMING_HEADER, SemConv
 from ._sse import SseScanner
 from ._steps import PYTHON_STEPS, StepAccounting, steps_mode
-from ._sampling import draw as _draw
-from ._sampling import record_ratio_from_env
+from ._sampling import RecordChoice, record_rate_from_env, record_ratio_from_env
 from ._timeline import TIMELINE, Timeline
 
 __all__ = ["PerfkitMiddleware", "OVERHEAD_HEADER"]
@@ -66,9 +65,11 @@ class PerfkitMiddleware:
     and each stage's into CPU, event-loop queueing and I/O wait (``_steps``;
     default ``$PERFKIT_STEPS``, else on). ``record_ratio``: the share of
     requests recorded at all, drawn at random when each starts (default
-    ``$PERFKIT_RECORD_RATIO``, else 1): the others pass through untouched, so
+    ``$PERFKIT_RECORD_RATIO``, else 1); ``record_rate``: at most this many
+    recorded per second (default ``$PERFKIT_RECORD_RATE``, else 10; ``"all"``:
+    no cap). The others pass through untouched and are only counted, so
     perfkit's cost per request falls in proportion, and spans, metrics and
-    headers describe the recorded sample.
+    headers describe the recorded sample (``_sampling``).
     """
 
     def __init__(
@@ -82,12 +83,16 @@ class PerfkitMiddleware:
         header_secret: str | None = None,
         steps: StepMode | None = None,
         record_ratio: float | None = None,
+        record_rate: RecordRate | None = None,
     ) -> None:
         self.app = app
         self._clock_steps = (steps or steps_mode()) == "on"
-        ratio = record_ratio_from_env() if record_ratio is None else record_ratio
-        # None: every request is recorded (no draw on the hot path).
-        self._record_ratio = None if ratio >= 1.0 else max(0.0, ratio)
+        choice = RecordChoice(
+            max(0.0, record_ratio_from_env() if record_ratio is None else record_ratio),
+            record_rate_from_env() if record_rate is None else record_rate,
+        )
+        # None: every request is recorded (no choice on the hot path).
+        self._record_choice = None if choice.every_request else choice
         stages = frozenset(upstream_stages)
         # The settings for a trusted request, and for any other.
         self._loud = _HeaderSettings(server_timing != "off", overhead_header != "off", stages)
@@ -126,7 +131,7 @@ class PerfkitMiddleware:
     _step_accounting: StepAccounting = PYTHON_STEPS
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or (self._record_ratio is not None and _draw() >= self._record_ratio):
+        if scope["type"] != "http" or (self._record_choice is not None and not self._record_choice.record()):
             await self.app(scope, receive, send)
             return
         timeline = self._timeline_class(perf_counter_ns(), scope["method"], scope["path"])

@@ -18,7 +18,8 @@ from typing import Literal
 import orjson
 
 from .._core._timeline import decode
-from ._pipeline import FRAME_BATCH, FRAME_FLUSH, Processor, read_batch
+from ._metrics import UNRECORDED_COUNTER
+from ._pipeline import FRAME_BATCH, FRAME_FLUSH, FRAME_UNRECORDED, Processor, read_batch
 from ._settings import ExportSettings
 
 
@@ -90,6 +91,8 @@ def main() -> int:
                 processor.handle(decode(encoded), anchor)
             processor.flush_spans()
             processor.export_metrics()
+        elif kind == FRAME_UNRECORDED:
+            processor.metrics.counters[UNRECORDED_COUNTER] = int.from_bytes(payload, "little")
         elif kind == FRAME_FLUSH:
             processor.flush_spans()
             processor.export_metrics(force=True)

@@ -13,7 +13,7 @@ from bisect import bisect_left
 from .._wire._names import Attr, SemConv, gen_ai_operation
 from ..types import AttributeValue, RequestRecord
 
-__all__ = ["Histogram", "MetricStore", "BOUNDARIES_NS", "DESCRIPTIONS", "LLM_REQUEST_DURATION", "REQUEST_DURATION", "TIME_TO_FIRST_TOKEN"]
+__all__ = ["Histogram", "MetricStore", "BOUNDARIES_NS", "DESCRIPTIONS", "LLM_REQUEST_DURATION", "REQUEST_DURATION", "TIME_TO_FIRST_TOKEN", "UNRECORDED_COUNTER"]
 
 # Fine at the low end: gateway stages take tens of microseconds.
 BOUNDARIES_NS: tuple[int, ...] = tuple(
@@ -75,6 +75,8 @@ class Histogram:
 # Requests perfkit could not fully measure (docs/litellm.md), by their span attribute.
 _UPSTREAM_UNMEASURED = "perfkit.requests.upstream_unmeasured"
 _AUTH_UNMEASURED = "perfkit.requests.auth_unmeasured"
+# Requests passed through unrecorded (_core._sampling): the metrics describe the rest.
+UNRECORDED_COUNTER = "perfkit.requests.unrecorded"
 
 
 class MetricStore:
@@ -83,7 +85,7 @@ class MetricStore:
     def __init__(self) -> None:
         self.histograms: dict[MetricKey, Histogram] = {}
         self._stages: dict[str, Histogram] = {}  # a shortcut to the per-stage entries
-        self.counters: dict[str, int] = {"perfkit.spans.dropped": 0, "perfkit.requests.dropped": 0,
+        self.counters: dict[str, int] = {"perfkit.spans.dropped": 0, "perfkit.requests.dropped": 0, UNRECORDED_COUNTER: 0,
                                          _UPSTREAM_UNMEASURED: 0, _AUTH_UNMEASURED: 0}  # fmt: skip
         self._lock = threading.Lock()
         self._gc_pause = self._histogram("perfkit.gc.pause", ())

@@ -40,17 +40,18 @@ except ImportError:  # not on Windows
 
 from .._core._guard import internal_error, logger, warn_once
 from .._core._backend import ACTIVE, Backend
+from .._core._sampling import UNRECORDED
 from .._core._sink import set_sink
 from .._core._timeline import Timeline
 from .._wire._names import AGENT_MODULE
 from ..types import ExportMode, RequestRecord
-from ._metrics import MetricStore
+from ._metrics import UNRECORDED_COUNTER, MetricStore
 from ._settings import ExportSettings
 from ._prometheus import SnapshotWriter
 from ._spans import Sampler, Span, record_to_spans, trace_context
 from ._transport import Exporter, make_exporter
 
-__all__ = ["Pipeline", "Processor", "RecordListener", "FRAME_BATCH", "FRAME_FLUSH", "read_batch"]
+__all__ = ["Pipeline", "Processor", "RecordListener", "FRAME_BATCH", "FRAME_FLUSH", "FRAME_UNRECORDED", "read_batch"]
 
 # Records handled between voluntary GIL releases, so the export thread never
 # holds the interpreter for long while requests wait.
@@ -62,6 +63,8 @@ _RECORD_BYTES = 2048  # the hand-off holds max_queue records of this size on ave
 # record as a u32 length and its Timeline.encode bytes (as _speedups.Handoff).
 FRAME_BATCH = b"B"
 FRAME_FLUSH = b"F"
+# The requests passed through unrecorded so far (u64), sent when it changed.
+FRAME_UNRECORDED = b"U"
 
 FlushPoint = Literal["handed_off", "exported"]
 
@@ -261,6 +264,7 @@ class Pipeline:
         self._lock = threading.Lock()  # one drain at a time (thread vs. flush)
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
+        self._unrecorded_sent = 0
 
     @property
     def sink(self) -> Callable[[Timeline], None]:
@@ -363,12 +367,27 @@ class Pipeline:
         with self._lock:
             queue = self._queue
             anchor = time.time_ns() - time.perf_counter_ns()
+            self._count_unrecorded()
             if self._processor is not None:
                 self._drain_into(self._processor, queue, anchor)
             elif self._agent is not None and self._handoff is not None:
                 self._drain_handoff(self._agent, self._handoff, anchor)
             elif self._agent is not None and queue:
                 self._drain_to_agent(self._agent, queue, anchor)
+
+    def _count_unrecorded(self) -> None:
+        """Hand the count of requests passed through unrecorded to the metrics, when it grew."""
+        unrecorded = UNRECORDED.count
+        if unrecorded == self._unrecorded_sent:
+            return
+        if self._processor is not None:
+            self._processor.metrics.counters[UNRECORDED_COUNTER] = unrecorded
+        elif self._agent is not None:
+            try:
+                self._agent.send(FRAME_UNRECORDED, unrecorded.to_bytes(8, "little"))
+            except (OSError, ValueError):
+                return  # the agent is gone: said by the batch that finds it so
+        self._unrecorded_sent = unrecorded
 
     @staticmethod
     def _drain_into(processor: Processor, queue: deque[Timeline], anchor: int) -> None:

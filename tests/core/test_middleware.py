@@ -365,10 +365,10 @@ def test_summed_upstream_waits_before_the_headers_are_subtracted(backend: Backen
 
 
 def test_record_ratio_records_that_share_and_leaves_the_rest_untouched(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
-    from litellm_perfkit._core import _middleware
+    from litellm_perfkit._core import _sampling
 
     draws = iter([0.05, 0.5, 0.9, 0.2, 0.99, 0.1] * 2)
-    monkeypatch.setattr(_middleware, "_draw", lambda: next(draws))
+    monkeypatch.setattr(_sampling, "draw", lambda: next(draws))
     app = backend.middleware(apps.make_app(backend.stage), record_ratio=0.25)
     with capture_records() as records, uvicorn_server(app) as url:
         responses = [httpx.post(f"{url}/v1/chat/completions", json={"messages": []}) for _ in range(6)]
@@ -379,6 +379,22 @@ def test_record_ratio_records_that_share_and_leaves_the_rest_untouched(backend: 
     assert len(records) == 3
     assert [OVERHEAD_HEADER in r.headers for r in responses] == [True, False, False, True, False, True]
     assert all("server-timing" not in r.headers for n, r in enumerate(responses) if n in (1, 2, 4))
+
+
+def test_record_rate_records_that_many_a_second_and_counts_the_rest(backend: Backend) -> None:
+    from litellm_perfkit._core._sampling import UNRECORDED
+
+    app = backend.middleware(apps.make_app(backend.stage), record_rate=1.0)
+    before = UNRECORDED.count
+    with capture_records() as records, uvicorn_server(app) as url:
+        started = time.monotonic()
+        responses = [httpx.post(f"{url}/v1/chat/completions", json={"messages": []}) for _ in range(5)]
+        elapsed = time.monotonic() - started
+        wait_for(records, 1)
+        time.sleep(0.2)
+    assert elapsed < 1.0, "five requests within the second the rate allows one in"
+    assert [OVERHEAD_HEADER in r.headers for r in responses] == [True, False, False, False, False]
+    assert len(records) == 1 and UNRECORDED.count - before == 4
 
 
 def test_record_ratio_from_the_environment(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:

@@ -57,6 +57,30 @@ def test_the_auth_stage_count_over_both_workers_is_the_request_count(tmp_path: P
     assert len(writers) >= 2, writers  # both workers' counts are in the sum
 
 
+def test_by_default_a_busy_worker_records_ten_requests_a_second_and_counts_the_rest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PERFKIT_RECORD_RATE")  # perfkit run's default, as users get it
+    port, requests = free_port(), 120
+    with mock_process("--ttft-ms", "1", "--chunks", "3") as upstream, \
+            litellm_proxy("1.103.0", upstream, tmp_path, perfkit_args=("--exporter", "none", "--prometheus-port", str(port))) as url:  # fmt: skip
+        with openai.OpenAI(base_url=f"{url}/v1", api_key="sk-1234", max_retries=0) as client:
+            started = time.monotonic()
+            for _ in range(requests):
+                client.chat.completions.create(model="fake-openai-endpoint", messages=[{"role": "user", "content": "hi"}])
+            elapsed = time.monotonic() - started
+        deadline = time.monotonic() + 15
+        while True:
+            families = {f.name: f for f in text_string_to_metric_families(httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text)}
+            recorded = sum(s.value for s in families["perfkit_request_overhead_seconds"].samples if s.name.endswith("_count"))
+            unrecorded = families["perfkit_requests_unrecorded"].samples[0].value if "perfkit_requests_unrecorded" in families else 0
+            if recorded + unrecorded >= requests or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+    assert recorded + unrecorded == requests
+    # Ten at once, then one each tenth of a second (the middleware's clock starts a little before this one's).
+    assert 10 <= recorded <= 10 + 10 * elapsed + 1, (recorded, elapsed)
+    assert unrecorded > 0, f"{requests} requests in {elapsed:.1f} s should exceed ten a second"
+
+
 @pytest.mark.parametrize(("version", "workers"), [("1.83.14", 1), ("1.103.0", 2)])
 def test_perfkits_families_in_litellms_own_metrics(tmp_path: Path, version: str, workers: int) -> None:
     """LiteLLM's prometheus callback serves /metrics (its default registry with 1 worker, its

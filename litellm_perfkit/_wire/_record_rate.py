@@ -1,0 +1,23 @@
+"""The record rate (``PERFKIT_RECORD_RATE``) as ``perfkit run`` passes it to
+the proxy's workers and the core reads it: ``all``, or recorded requests a
+second per process (docs/configuration.md)."""
+
+from __future__ import annotations
+
+from ..types import RecordRate
+
+__all__ = ["DEFAULT_RECORD_RATE", "RECORD_RATE_VARIABLE", "parse_record_rate"]
+
+RECORD_RATE_VARIABLE = "PERFKIT_RECORD_RATE"
+DEFAULT_RECORD_RATE = 10.0
+
+
+def parse_record_rate(raw: str) -> RecordRate:
+    """``all`` or a positive number of requests a second; ValueError otherwise."""
+    text = raw.strip().lower()
+    if text == "all":
+        return "all"
+    value = float(text)
+    if not 0.0 < value < float("inf"):
+        raise ValueError(raw)
+    return value
