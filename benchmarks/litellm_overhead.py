@@ -44,6 +44,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.litellm_recording_cost import interval  # noqa: E402
 from benchmarks.middleware_overhead import cpu_seconds  # noqa: E402
 from litellm_perfkit._load import LoadPlan, Workload, run_load  # noqa: E402
 from tests.support.litellm_env import VERSIONS  # noqa: E402
@@ -216,6 +217,7 @@ def main() -> int:
                         requests = result["rps"] * (WARMUP_S + args.duration)
                         result["proxy_cpu_ms"] = (cpu_seconds(proxy) - cpu_before[0]) / requests * 1e3
                         result["agent_cpu_ms"] = (sum(map(cpu_seconds, agents)) - cpu_before[1]) / requests * 1e3
+                        result["cpu_with_agent_ms"] = result["proxy_cpu_ms"] + result["agent_cpu_ms"]
                         result.update(collector_pauses(gc_log, int(result.pop("window_start_ns")), int(result.pop("window_end_ns"))))
                         result["freed_by_full_per_request"] = result.pop("freed_by_full") / (result["rps"] * args.duration)
                         if "promoted_per_s" in result:
@@ -246,6 +248,17 @@ def main() -> int:
             values = " | ".join(f"{v:.{digits}f}" for v in ours)
             ratios = " | ".join(f"{v / plain:.3f}" if plain else "-" for v in ours)
             print(f"| {workload} | {LABELS[metric]} | {plain:.{digits}f} | {values} | {ratios} |")
+    print("\nEach repeat's run against that repeat's plain run: the median of the pairs' ratios, with a 95% interval from order statistics\n")
+    print("| workload | mode | RPS / plain | CPU per request / plain, agent included | pairs' CPU ratios, sorted |")
+    print("|---|---|---:|---:|---|")
+    for workload in args.workloads.split(","):
+        plain_runs = results[(workload, "plain")]
+        for mode in others:
+            pairs = list(zip(plain_runs, results[(workload, mode)]))
+            rps = interval([b["rps"] / a["rps"] for a, b in pairs])
+            cpu = interval([b["cpu_with_agent_ms"] / a["cpu_with_agent_ms"] for a, b in pairs])
+            each = " ".join(f"{b['cpu_with_agent_ms'] / a['cpu_with_agent_ms']:.3f}" for a, b in sorted(pairs, key=lambda p: p[1]["cpu_with_agent_ms"] / p[0]["cpu_with_agent_ms"]))
+            print(f"| {workload} | {mode} | {rps[0]:.3f} [{rps[1]:.3f}, {rps[2]:.3f}] | {cpu[0]:.3f} [{cpu[1]:.3f}, {cpu[2]:.3f}] | {each} |")
     return 0
 
 
@@ -255,6 +268,7 @@ LABELS = {
     "p95": "latency p95 ms",
     "proxy_cpu_ms": "proxy CPU ms per request",
     "agent_cpu_ms": "export agent CPU ms per request (on the proxy's core)",
+    "cpu_with_agent_ms": "CPU ms per request, export agent included",
     "gc_s": "collector pause s per run",
     "full_collections": "full collections per run",
     "young_collections": "generation-0 collections per run",

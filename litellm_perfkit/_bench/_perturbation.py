@@ -1,7 +1,8 @@
 """``perfkit bench --perturbation``: what perfkit costs the proxy it measures.
 
-The same proxy and config, plain and under ``perfkit run`` (spans exported
-to the bench's receiver), started fresh for each side of each pair; pairs
+The same proxy and config, plain and under ``perfkit run`` at the record
+rate users run (its default unless ``--record-rate``; spans exported to the
+bench's receiver), started fresh for each side of each pair; pairs
 alternate their order (ABBA), so drift over the session (a warming machine,
 another process) falls on both sides alike. Each side runs the bench's
 non-streaming and streaming phases; its CPU per request is the proxy's
@@ -137,8 +138,9 @@ def _fmt(value: Ratio | None) -> str:
 def render_perturbation(document: PerturbationResult) -> str:
     """Each phase's medians per side and the ratios with their intervals."""
     version = document["litellm_version"] or "installed"
+    rate = document["config"].get("record_rate", "all")  # documents from before the record rate recorded every request
     lines = [f"perturbation: LiteLLM {version}, {document['workers']} worker(s), {len(document['pairs'])} interleaved pairs "
-             "(perfkit run vs plain; spans exported)", ""]  # fmt: skip
+             f"(perfkit run --record-rate {rate} vs plain; spans exported)", ""]  # fmt: skip
     lines.append(f"{'phase':<10} {'metric':<24} {'plain':>9} {'perfkit':>9}  perfkit / plain, 95% interval")
     for name in PHASE_NAMES:
         result = document[name]
