@@ -6,11 +6,13 @@ import argparse
 import os
 import tempfile
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
 from .._wire._names import PROMETHEUS_DIR_VARIABLE
-from .._wire._record_rate import DEFAULT_RECORD_RATE, RECORD_RATE_VARIABLE
+from .._wire._record_rate import DEFAULT_RECORD_RATE, RECORD_RATE_VARIABLE, parse_record_rate
+from ..types import RecordRate
 from ._common import CliError, positive_int, ratio, record_rate, run_command
 
 HELP = "run a command (the LiteLLM proxy) with perfkit loaded in every process"
@@ -108,6 +110,14 @@ def environment(args: argparse.Namespace, base: dict[str, str]) -> dict[str, str
     return env
 
 
+def _record_rate_in(env: dict[str, str]) -> RecordRate:
+    """The rate the workers will use (a bad value: they warn, and use the default)."""
+    try:
+        return parse_record_rate(env.get(RECORD_RATE_VARIABLE) or f"{DEFAULT_RECORD_RATE:g}")
+    except ValueError:
+        return DEFAULT_RECORD_RATE
+
+
 def run(args: argparse.Namespace) -> int:
     def action() -> int:
         command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -122,8 +132,13 @@ def run(args: argparse.Namespace) -> int:
             raise CliError("--profile-dir needs a secret: export PERFKIT_PROFILE_SECRET=<token> (not on the command line, where ps shows it)")
         if args.pyroscope and not args.pyroscope.startswith(("http://", "https://")):
             raise CliError(f"--pyroscope {args.pyroscope!r}: give the server's URL, e.g. http://127.0.0.1:4040")
+        env = environment(args, dict(os.environ))
+        rate = _record_rate_in(env)
+        if rate != "all":  # fewer spans than requests should surprise nobody
+            print(f"perfkit run: recording at most {rate:g} requests a second per worker, every request below that "
+                  "(--record-rate all: every request, at a cost: docs/overhead.md)", file=sys.stderr, flush=True)  # fmt: skip
         # exec: the command takes this process's place, so Ctrl-C and signals reach it directly.
-        os.execve(executable, command, environment(args, dict(os.environ)))
+        os.execve(executable, command, env)
         return 0  # not reached
 
     return run_command("run", action)

@@ -39,6 +39,8 @@ def perfkit(*args: str) -> subprocess.CompletedProcess[str]:
         (["bisect", "--good", "1.0", "--bad", "2.0", "--min-change", "150%"], "--min-change"),
         (["bisect", "--good", "1.0", "--bad", "2.0", "--min-samples", "5", "--max-samples", "2"], "is more than --max-samples"),
         (["run", "--prometheus-port", "http", "--", "true"], "--prometheus-port"),
+        (["run", "--record-rate", "0", "--", "true"], "neither 'all' nor a number of requests a second > 0"),
+        (["bench", "--record-rate", "5"], "--record-rate sets what --perturbation measures"),
     ],
 )
 def test_bad_input_is_one_line(args: list[str], says: str) -> None:
@@ -46,6 +48,21 @@ def test_bad_input_is_one_line(args: list[str], says: str) -> None:
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and says in lines[0] and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(("flags", "env", "says"), [
+    ((), "", "recording at most 10 requests a second per worker"),
+    (("--record-rate", "2.5"), "", "recording at most 2.5 requests a second per worker"),
+    ((), "bad", "recording at most 10 requests a second per worker"),  # the workers warn, and use the default
+    (("--record-rate", "ALL"), "", None),
+    ((), "all", None),
+])  # fmt: skip
+def test_perfkit_run_says_how_many_requests_it_records(flags: tuple[str, ...], env: str, says: str | None) -> None:
+    result = subprocess.run([sys.executable, "-m", "litellm_perfkit._cli", "run", *flags, "--", "true"], capture_output=True, text=True,
+                            timeout=60, env={**os.environ, "PERFKIT_RECORD_RATE": env})  # fmt: skip
+    assert result.returncode == 0
+    assert result.stderr.strip() == ("" if says is None else f"perfkit run: {says}, every request below that "
+                                     "(--record-rate all: every request, at a cost: docs/overhead.md)")  # fmt: skip
 
 
 def test_every_command_has_help_with_examples() -> None:
