@@ -27,6 +27,7 @@ from .._load import LoadPlan, LocustError, Workload, WorkloadError, run_load
 from .._stop import Stopped, signal_name
 from .._profile import FlamegraphOptions, ProfileError, start_recording, stop_recording
 from .._version import __version__
+from .._wire._record_rate import RECORD_RATE_VARIABLE
 from ..types import BenchResult, BenchRun, LoadResult, LoadSummary
 from ._analysis import requests_cpu_per_request, stage_breakdown
 from ._heartbeat import Say
@@ -209,7 +210,8 @@ def proxy_bin(version: str | None, say: Say | None = None) -> tuple[Path, Path]:
 
 def _start_proxy(children: Children, options: BenchOptions, version: str | None, workers: int, upstream: str,
                  receiver: SpanReceiver, workdir: Path) -> tuple[str, Child]:  # fmt: skip
-    env = {"OTEL_SERVICE_NAME": "perfkit-bench-proxy"}
+    # Every request recorded: the bench joins each to its spans and attributes them.
+    env = {"OTEL_SERVICE_NAME": "perfkit-bench-proxy", RECORD_RATE_VARIABLE: "all"}
     if options.proxy_command:
         port = free_port()
         command = shlex.split(options.proxy_command.format(port=port, upstream=upstream))
@@ -223,7 +225,7 @@ def _start_proxy(children: Children, options: BenchOptions, version: str | None,
     template = Path(options.config).read_text() if options.config else config_template(options.provider)
     started = start_litellm(children, litellm, perfkit, template.replace("{upstream}", upstream), workdir, workers=workers,
                             perfkit_args=("--endpoint", receiver.endpoint, "--protocol", "http/protobuf",
-                                          "--server-timing", "on", "--overhead-header", "on", "--record-rate", "all"), env=env, say=options.say)  # fmt: skip
+                                          "--server-timing", "on", "--overhead-header", "on"), env=env, say=options.say)  # fmt: skip
     return started.url, started.child
 
 
