@@ -1,5 +1,7 @@
-"""Histograms over every request (not only sampled ones), aggregated in the
-export thread and exported as cumulative OTLP explicit-bucket histograms.
+"""Histograms over every recorded request (whether or not the trace sampler
+exports its spans; requests the record rate passes by are only counted),
+aggregated in the export thread and exported as cumulative OTLP
+explicit-bucket histograms.
 
 Values are kept in integer nanoseconds (cheap to bisect) and exported in
 seconds, the unit the OTel semantic conventions give these metrics.
