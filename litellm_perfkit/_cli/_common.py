@@ -83,6 +83,8 @@ def _number(kind: type, check: Callable[[float], bool], what: str) -> Callable[[
 non_negative = _number(float, lambda v: v >= 0, "a number >= 0")
 positive_int = _number(int, lambda v: v >= 1, "a whole number >= 1")
 ratio = _number(float, lambda v: 0 <= v <= 1, "a number from 0 to 1")
+port_number = _number(int, lambda v: 0 <= v <= 65535, "a port number (0-65535; 0 = any free port)")
+fraction = _number(float, lambda v: 0 <= v <= 1, "a fraction between 0 and 1")
 
 
 def record_rate(text: str) -> str:
@@ -92,8 +94,7 @@ def record_rate(text: str) -> str:
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is neither 'all' nor a number of requests a second > 0") from None
     return text.strip().lower()
-port_number = _number(int, lambda v: 0 <= v <= 65535, "a port number (0-65535; 0 = any free port)")
-fraction = _number(float, lambda v: 0 <= v <= 1, "a fraction between 0 and 1")
+
 
 _UNITS = (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0))
 
