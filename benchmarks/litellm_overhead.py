@@ -26,8 +26,10 @@ the spread that proxy processes show with or without perfkit
 spend less CPU per request outside them.
 
 CPU per request: the proxy's and (under perfkit) its export agent's CPU time
-over the warm-up and the measured seconds, divided by RPS x (warm-up +
-duration); approximate, since the warm-up ramps up.
+over the measured seconds (read when the warm-up ends and at the end),
+divided by the requests measured. Until 2026-11-25 it was over the warm-up
+too: a fresh process's first seconds counted, which a proxy that runs for
+hours pays once.
 """
 
 from __future__ import annotations
@@ -39,8 +41,9 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -59,15 +62,28 @@ GC_PROBE = Path(__file__).resolve().parent / "_gcprobe"
 WARMUP_S = 5.0
 
 
-def measure(url: str, stream: bool, duration: float, concurrency: int) -> dict[str, float]:
+def measure(url: str, stream: bool, duration: float, concurrency: int, cpu: Callable[[], tuple[float, float]]) -> dict[str, float]:
+    """One load run; the CPU of the proxy and of its agents (``cpu``), per
+    request over the measured seconds: read when the warm-up ends and again
+    at the end, so that a fresh process's first seconds are left out."""
     workload = Workload(url=url, stream=stream, prompt_repeats=150)
     plan = LoadPlan(concurrency=concurrency, duration_s=duration, warmup_s=WARMUP_S, timeout_s=60)
     started = time.monotonic_ns()
+    at_warmup_end: list[tuple[float, float]] = []
+    timer = threading.Timer(WARMUP_S, lambda: at_warmup_end.append(cpu()))
+    timer.start()
     summary = run_load(workload, plan, progress="off")["summary"]
+    timer.cancel()
+    end = cpu()
     if summary["errors"]:
         raise RuntimeError(f"errors: {summary['errors_by_class']}")
+    requests = summary["rps"] * duration
+    proxy_ms, agent_ms = ((b - a) / requests * 1e3 for a, b in zip(at_warmup_end[0], end))
     return {
         "rps": summary["rps"],
+        "proxy_cpu_ms": proxy_ms,
+        "agent_cpu_ms": agent_ms,
+        "cpu_with_agent_ms": proxy_ms + agent_ms,
         "p50": summary["latency_ms"]["p50"],
         "p95": summary["latency_ms"]["p95"],
         "window_start_ns": started + int(WARMUP_S * 1e9),
@@ -212,12 +228,8 @@ def main() -> int:
                 with litellm_proxy(args.version, upstream, Path(tmp), mode=proxy_mode, perfkit_args=perfkit_args, pin_cpu="0", env=env, pids=pids) as url:
                     for workload in args.workloads.split(","):
                         proxy, agents = pids[0], children(pids[0])
-                        cpu_before = cpu_seconds(proxy), sum(map(cpu_seconds, agents))
-                        result = measure(url, workload == "stream", args.duration, args.concurrency)
-                        requests = result["rps"] * (WARMUP_S + args.duration)
-                        result["proxy_cpu_ms"] = (cpu_seconds(proxy) - cpu_before[0]) / requests * 1e3
-                        result["agent_cpu_ms"] = (sum(map(cpu_seconds, agents)) - cpu_before[1]) / requests * 1e3
-                        result["cpu_with_agent_ms"] = result["proxy_cpu_ms"] + result["agent_cpu_ms"]
+                        result = measure(url, workload == "stream", args.duration, args.concurrency,
+                                         lambda: (cpu_seconds(proxy), sum(map(cpu_seconds, agents))))  # fmt: skip
                         result.update(collector_pauses(gc_log, int(result.pop("window_start_ns")), int(result.pop("window_end_ns"))))
                         result["freed_by_full_per_request"] = result.pop("freed_by_full") / (result["rps"] * args.duration)
                         if "promoted_per_s" in result:

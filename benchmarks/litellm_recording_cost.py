@@ -163,22 +163,26 @@ async def _served(args: argparse.Namespace) -> None:
     await client.aclose()
 
 
-MODES = {"plain": None, "passed": "0", "recorded": "1"}  # PERFKIT_RECORD_RATIO under perfkit; None: plain
+# (PERFKIT_RECORD_RATIO, PERFKIT_RECORD_RATE) under perfkit; None: plain. "first" records
+# one request, the first, then passes every other through; "rate-10" is perfkit run's default.
+MODES: dict[str, tuple[str, str] | None] = {"plain": None, "passed": ("0", "all"), "recorded": ("1", "all"), "first": ("1", "0.001"),
+                                            "rate-10": ("1", "10")}  # fmt: skip
 
 
 def _against_plain(args: argparse.Namespace, python: Path, env: dict[str, str], workload: str) -> None:
-    ratios: dict[str, list[float]] = {mode: [] for mode in MODES if mode != "plain"}
+    modes = {mode: MODES[mode] for mode in ["plain", *args.modes.split(",")]}
+    ratios: dict[str, list[float]] = {mode: [] for mode in modes if mode != "plain"}
     for set_ in range(args.sets):
         processes: dict[str, tuple[subprocess.Popen[str], Any]] = {}
         try:
-            for mode, ratio in MODES.items():
+            for mode, setting in modes.items():
                 read, write = os.pipe()
                 mode_env = {**env, _RESULTS_FD: str(write)}
-                if ratio is None:
+                if setting is None:
                     for name in ("PERFKIT_RUN", "PYTHONPATH"):
                         mode_env.pop(name)
                 else:
-                    mode_env.update(PERFKIT_RECORD_RATIO=ratio, PERFKIT_RECORD_RATE="all")
+                    mode_env.update(PERFKIT_RECORD_RATIO=setting[0], PERFKIT_RECORD_RATE=setting[1])
                 command = ["taskset", "-c", "0", str(python), __file__, _INNER, "--serve", "--workload", workload, "--batch", str(args.batch),
                            "--settle", str(args.settle)]  # fmt: skip
                 child = subprocess.Popen(command, env=mode_env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -259,7 +263,8 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=20, help="rounds not counted")
     parser.add_argument("--settle", type=float, default=0.02, help="seconds each batch waits for its work after the response")
     parser.add_argument("--against-plain", action="store_true", help="interleave processes: plain, perfkit passing through, perfkit recording")
-    parser.add_argument("--sets", type=int, default=3, help="with --against-plain: sets of three processes, one after the other")
+    parser.add_argument("--sets", type=int, default=3, help="with --against-plain: sets of processes, one after the other")
+    parser.add_argument("--modes", default="passed,recorded", help="with --against-plain: beside plain, from " + ", ".join(m for m in MODES if m != "plain"))
     parser.add_argument("--python", type=Path, help="the proxy's interpreter (default: --version's cached venv, built if missing); "
                         "this checkout's perfkit runs in it either way")  # fmt: skip
     parser.add_argument("--leave-out", default="", help="PERFKIT_LEAVE_OUT for the proxy (docs/configuration.md)")
