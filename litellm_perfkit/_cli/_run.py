@@ -25,8 +25,9 @@ them for you. Nothing is changed in the proxy's configuration.
 
 Each worker records at most 10 requests a second by default (--record-rate):
 all of them while the proxy is lightly used, a sample once it is busy, so
-that perfkit costs a saturated proxy about 1% of its CPU, not the 6-17% of
-recording every request (docs/overhead.md). The others are counted.
+that a saturated proxy pays for ten a second (0.5-1.5% of a core), not the
+12-19% of its CPU that recording every request costs (docs/overhead.md).
+The others are counted.
 
 examples:
   perfkit run -- litellm --config config.yaml --port 4000 --num_workers 2
