@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .._wire._names import PROMETHEUS_DIR_VARIABLE
-from .._wire._record_rate import DEFAULT_RECORD_RATE, RECORD_RATE_VARIABLE, parse_record_rate
-from ..types import RecordRate
+from .._wire._record_rate import DEFAULT_RECORD_RATE, RECORD_RATE_VARIABLE, record_rate_in
 from ._common import CliError, positive_int, ratio, record_rate, run_command
 
 HELP = "run a command (the LiteLLM proxy) with perfkit loaded in every process"
@@ -111,14 +110,6 @@ def environment(args: argparse.Namespace, base: dict[str, str]) -> dict[str, str
     return env
 
 
-def _record_rate_in(env: dict[str, str]) -> RecordRate:
-    """The rate the workers will use (a bad value: they warn, and use the default)."""
-    try:
-        return parse_record_rate(env.get(RECORD_RATE_VARIABLE) or f"{DEFAULT_RECORD_RATE:g}")
-    except ValueError:
-        return DEFAULT_RECORD_RATE
-
-
 def run(args: argparse.Namespace) -> int:
     def action() -> int:
         command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -134,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
         if args.pyroscope and not args.pyroscope.startswith(("http://", "https://")):
             raise CliError(f"--pyroscope {args.pyroscope!r}: give the server's URL, e.g. http://127.0.0.1:4040")
         env = environment(args, dict(os.environ))
-        rate = _record_rate_in(env)
+        rate = record_rate_in(env) or DEFAULT_RECORD_RATE  # a bad value: the workers warn, and use the default
         if rate != "all":  # fewer spans than requests should surprise nobody
             print(f"perfkit run: recording at most {rate:g} requests a second per worker, every request below that "
                   "(--record-rate all: every request, at a cost: docs/overhead.md)", file=sys.stderr, flush=True)  # fmt: skip

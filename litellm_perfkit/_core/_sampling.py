@@ -25,7 +25,7 @@ from collections.abc import Callable
 from time import perf_counter_ns
 
 from ..types import RecordRate
-from .._wire._record_rate import DEFAULT_RECORD_RATE, RECORD_RATE_VARIABLE, parse_record_rate
+from .._wire._record_rate import DEFAULT_RECORD_RATE, RECORD_RATE_VARIABLE, record_rate_in
 from ._guard import warn_once
 
 __all__ = ["RecordChoice", "UNRECORDED", "draw", "record_ratio_from_env", "record_rate_from_env"]
@@ -101,12 +101,9 @@ def record_ratio_from_env() -> float:
 
 def record_rate_from_env() -> RecordRate:
     """``PERFKIT_RECORD_RATE``: ``all`` or requests per second (default 10); anything else warns and means 10."""
-    raw = os.environ.get(RECORD_RATE_VARIABLE, "").strip()
-    if not raw:
-        return DEFAULT_RECORD_RATE
-    try:
-        return parse_record_rate(raw)
-    except ValueError:
+    rate = record_rate_in(os.environ)
+    if rate is None:
         warn_once("record_rate", "perfkit: %s=%r is neither 'all' nor a positive number; recording at most %g requests a second",
-                  RECORD_RATE_VARIABLE, raw, DEFAULT_RECORD_RATE)  # fmt: skip
+                  RECORD_RATE_VARIABLE, os.environ[RECORD_RATE_VARIABLE].strip(), DEFAULT_RECORD_RATE)  # fmt: skip
         return DEFAULT_RECORD_RATE
+    return rate

@@ -4,9 +4,11 @@ second per process (docs/configuration.md)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ..types import RecordRate
 
-__all__ = ["DEFAULT_RECORD_RATE", "RECORD_RATE_VARIABLE", "parse_record_rate"]
+__all__ = ["DEFAULT_RECORD_RATE", "RECORD_RATE_VARIABLE", "parse_record_rate", "record_rate_in"]
 
 RECORD_RATE_VARIABLE = "PERFKIT_RECORD_RATE"
 DEFAULT_RECORD_RATE = 10.0
@@ -21,3 +23,14 @@ def parse_record_rate(raw: str) -> RecordRate:
     if not 0.0 < value < float("inf"):
         raise ValueError(raw)
     return value
+
+
+def record_rate_in(env: Mapping[str, str]) -> RecordRate | None:
+    """The rate ``env`` sets: the default when unset or empty, None when its value is bad."""
+    raw = env.get(RECORD_RATE_VARIABLE, "").strip()
+    if not raw:
+        return DEFAULT_RECORD_RATE
+    try:
+        return parse_record_rate(raw)
+    except ValueError:
+        return None
