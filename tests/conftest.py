@@ -12,6 +12,10 @@ from tests.support.servers import Jaeger, jaeger_process
 # process) has its own tests, which unset this (tests/core/test_sampling.py,
 # tests/litellm/test_prometheus.py).
 os.environ["PERFKIT_RECORD_RATE"] = "all"
+# And hand them to the export agent soon, as perfkit bench does: tests wait
+# for spans in Jaeger or a receiver. The default (5 s) has its own test
+# (tests/export/test_settings.py).
+os.environ["OTEL_BSP_SCHEDULE_DELAY"] = "200"
 
 
 @pytest.fixture(scope="session")

@@ -40,6 +40,11 @@ from ._venvs import OFFLINE_ENV, VenvError, litellm_python
 __all__ = ["run_bench"]
 
 PHASES = (("nonstream", False), ("stream", True))
+# The bench reads a phase's spans soon after it ends: its proxy hands them
+# over every 200 ms, not at perfkit's default schedule (5 s), and the
+# bench waits this long for the last of them.
+EXPORT_DELAY_MS = 200
+SPANS_WAIT_S = EXPORT_DELAY_MS / 1000 + 0.8
 
 
 def preflight(options: BenchOptions) -> None:
@@ -185,7 +190,7 @@ def _idle(url: str, options: BenchOptions, receiver: SpanReceiver, workdir: Path
     jsonl = workdir / f"idle-{time.monotonic_ns()}.jsonl"
     result = phase(url, False, options.idle_s, (min(1.0, options.idle_s), 0), options, str(jsonl), concurrency=1)
     records = _records(jsonl)
-    time.sleep(1.0)  # the export agents flush every 200 ms
+    time.sleep(SPANS_WAIT_S)
     breakdown = stage_breakdown(_received(receiver, options), {r["trace_id"] for r in records})
     return {"summary": result["summary"], "breakdown": breakdown}
 
@@ -210,8 +215,8 @@ def proxy_bin(version: str | None, say: Say | None = None) -> tuple[Path, Path]:
 
 def _start_proxy(children: Children, options: BenchOptions, version: str | None, workers: int, upstream: str,
                  receiver: SpanReceiver, workdir: Path) -> tuple[str, Child]:  # fmt: skip
-    # Every request recorded: the bench joins each to its spans and attributes them.
-    env = {"OTEL_SERVICE_NAME": "perfkit-bench-proxy", RECORD_RATE_VARIABLE: "all"}
+    # Every request recorded and handed over soon: the bench joins each to its spans and attributes them.
+    env = {"OTEL_SERVICE_NAME": "perfkit-bench-proxy", RECORD_RATE_VARIABLE: "all", "OTEL_BSP_SCHEDULE_DELAY": str(EXPORT_DELAY_MS)}
     if options.proxy_command:
         port = free_port()
         command = shlex.split(options.proxy_command.format(port=port, upstream=upstream))
@@ -287,7 +292,7 @@ def _repeat(url: str, options: BenchOptions, receiver: SpanReceiver, workdir: Pa
             samples["nonstream_latency_ms"] += [r["end_ms"] for r in ok]
     wall = time.monotonic() - started
     cpu_after, rss = tree_usage(proxy.process.pid) if proxy else (0.0, 0.0)
-    time.sleep(1.0)  # the export agents flush every 200 ms
+    time.sleep(SPANS_WAIT_S)
     spans = _received(receiver, options)
     own_cpu, named_cpu = requests_cpu_per_request(spans, phase_ids)
     return {

@@ -16,7 +16,12 @@ from .._core._guard import logger
 from .._wire._names import PROMETHEUS_DIR_VARIABLE
 from ..types import ExporterName, OtlpProtocol, SamplerName
 
-__all__ = ["ExportSettings", "read_settings"]
+__all__ = ["ExportSettings", "SCHEDULE_DELAY_S", "read_settings"]
+
+SCHEDULE_DELAY_S = 5.0
+"""``OTEL_BSP_SCHEDULE_DELAY``'s default, the spec's: each drain costs the
+export agent about 1 ms of CPU whatever it carries, so at the default record
+rate the schedule, not the records, set the agent's cost (docs/overhead.md)."""
 
 _DEFAULT_ENDPOINTS: dict[str, str] = {
     "grpc": "http://localhost:4317",
@@ -48,7 +53,7 @@ class ExportSettings:
     metrics_client_certificate: str | None = None
     sampler: SamplerName = "parentbased_always_on"
     sampler_ratio: float = 1.0
-    schedule_delay_s: float = 0.2
+    schedule_delay_s: float = SCHEDULE_DELAY_S
     max_queue: int = 2048
     max_batch: int = 512
     metric_interval_s: float = 60.0
@@ -231,7 +236,7 @@ def read_settings(
         **_signals(env),
         sampler=sampler_value,  # type: ignore[arg-type]
         sampler_ratio=ratio,
-        schedule_delay_s=_number(env, "OTEL_BSP_SCHEDULE_DELAY", 0.2, 0.001, scale=0.001),
+        schedule_delay_s=_number(env, "OTEL_BSP_SCHEDULE_DELAY", SCHEDULE_DELAY_S, 0.001, scale=0.001),
         max_queue=int(_number(env, "OTEL_BSP_MAX_QUEUE_SIZE", 2048, 1)),
         max_batch=int(_number(env, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512, 1)),
         metric_interval_s=_number(env, "OTEL_METRIC_EXPORT_INTERVAL", 60.0, 0.001, scale=0.001),

@@ -5,6 +5,7 @@ import logging
 import pytest
 
 from litellm_perfkit._export import read_settings
+from litellm_perfkit._export._settings import ExportSettings
 
 
 def test_defaults_follow_the_otel_spec() -> None:
@@ -12,6 +13,9 @@ def test_defaults_follow_the_otel_spec() -> None:
     assert (s.exporter, s.protocol, s.sampler) == ("otlp", "http/protobuf", "parentbased_always_on")
     assert s.traces_endpoint == "http://localhost:4318/v1/traces"
     assert s.timeout_s == 10.0
+    # The spec's batch schedule (OTEL_BSP_*): a drain costs the agent the same whatever it carries.
+    assert (s.schedule_delay_s, s.max_queue, s.max_batch) == (5.0, 2048, 512)
+    assert ExportSettings().schedule_delay_s == 5.0
 
 
 def test_standard_variables_are_read() -> None:
