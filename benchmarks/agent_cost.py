@@ -23,7 +23,7 @@ accounting off. ``--profile`` prints cProfile's top functions of one pass.
 
 or, records of a served proxy (uvicorn, sockets; benchmarks/_gcprobe's capture):
 
-    PERFKIT_BENCH_CAPTURE=/tmp/served python -m benchmarks.litellm_overhead --version 1.103.0 --modes perfkit --repeats 1 --workloads json
+    PERFKIT_BENCH_CAPTURE=/tmp/served python -m benchmarks.litellm_overhead --version 1.103.0 --modes plain,perfkit --pairs 1 --collector
     python -m benchmarks.agent_cost /tmp/served.*
 """
 

@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.litellm_overhead import measure  # noqa: E402
+from litellm_perfkit._load import LoadPlan, Workload, run_load  # noqa: E402
 from tests.support.litellm_env import VERSIONS  # noqa: E402
 from tests.support.mock_server import mock_process  # noqa: E402
 from tests.support.proxy import litellm_proxy  # noqa: E402
@@ -56,7 +56,8 @@ def main() -> int:
         jsonl = Path(tmp) / "spans.jsonl"
         exporter = ("--exporter", "jsonl", "--spans-out", str(jsonl))
         with litellm_proxy(args.version, upstream, Path(tmp), mode="perfkit", perfkit_args=exporter, pin_cpu="0") as url:
-            load = measure(url, False, args.duration, args.concurrency)
+            load = run_load(Workload(url=url, prompt_repeats=150), LoadPlan(concurrency=args.concurrency, duration_s=args.duration, warmup_s=5, timeout_s=60),
+                            progress="off")["summary"]  # fmt: skip
         rows = server_attributes(jsonl)
     if not rows:
         print("no chat request spans were written", file=sys.stderr)

@@ -1,35 +1,36 @@
-"""What perfkit costs the real LiteLLM proxy: interleaved runs with and without it.
+"""What perfkit costs the real LiteLLM proxy: pairs of fresh proxies, measured in interleaved bursts.
 
-The proxy (1 worker) runs pinned to core 0; under ``perfkit run`` its export
-agent inherits the pin, so the agent's CPU is charged to perfkit here. The
-mock provider, the load driver and Jaeger share core 1: a tracing backend is
-not perfkit's cost, and unpinned, Jaeger's ingest (about 100 µs of CPU per
-traced request here) ran on the proxy's core too. Every span is exported
-over OTLP/HTTP (protobuf) to that Jaeger. Plain and instrumented runs alternate
-``--repeats`` times; the table shows medians and ratios.
+A pair (with more than two modes, a group) is one fresh proxy per mode
+(``--modes``; the first is the baseline), started together and alive side
+by side: 1 worker each, all pinned to core 0 with perfkit's export agents,
+every recorded span exported over OTLP/HTTP protobuf to a local Jaeger. The
+mock provider, this driver and Jaeger share core 1. A round gives each proxy
+of the pair one burst of exactly ``--requests`` requests from 32 users, in
+rotating order (ABBA for two), so the machine's drift over seconds to
+minutes falls on every mode alike. A burst starts from an idle proxy and
+ends when its last response has come; each proxy's CPU (worker, and agent
+apart) is read from /proc before its first measured burst and after the
+last round plus the export schedule, so work done after the responses
+(LiteLLM's logging tasks, the agent's export) is charged, and CPU per
+request is exact: every request whose work was counted was counted.
 
-    python -m benchmarks.litellm_overhead [--version 1.103.0] [--repeats 5] [--duration 15]
+    python -m benchmarks.litellm_overhead --version 1.103.0 --pairs 8 --modes plain,perfkit-default
 
-Target: instrumented RPS >= 97% of plain.
+Why this shape (docs/overhead.md, "How perfkit's cost is measured"):
+- fixed-duration windows cut 32 closed-loop users' lockstep waves: the
+  requests counted jumped by a wave while the CPU did not, up to 15% per
+  3 s window between two identical plain proxies;
+- the machine's speed moves by 10-15% over seconds: bursts alternate within
+  a pair instead of one proxy running after the other;
+- a proxy process keeps its own speed, 1-7% apart between identical plain
+  processes, for its whole life: only more pairs (fresh processes) average
+  that, so the result is the median of the pairs' ratios with a 95%
+  interval, and ``--modes plain,plain`` measures what the harness reports
+  when both sides are the same.
 
-Garbage-collector pauses: in every proxy (plain and perfkit) a small
-``gc.callbacks`` probe (benchmarks/_gcprobe) logs each collection. A full
-collection of the proxy's heap stops every request for ~370 ms and comes two
-to four times per 15 s run here, so one more or one fewer moves a run's RPS
-by about 2.5% on its own. The
-table shows each mode's pause time per run, and the RPS ratio with pauses
-taken out (requests / (run time - pause time)): the cost of perfkit's own
-work with the collector's timing luck removed. The headline ratio is the
-plain one, pauses included. The generation-0 rows show where a run sits on
-the spread that proxy processes show with or without perfkit
-(docs/overhead.md): the runs with more young collections, cheaper each,
-spend less CPU per request outside them.
-
-CPU per request: the proxy's and (under perfkit) its export agent's CPU time
-over the measured seconds (read when the warm-up ends and at the end),
-divided by the requests measured. Until 2026-11-25 it was over the warm-up
-too: a fresh process's first seconds counted, which a proxy that runs for
-hours pays once.
+A pair's ratio is its mode's CPU per request (agent included) over the
+baseline's, and its RPS (requests over the bursts' wall time) over the
+baseline's. Target (issue 18): CPU at most 1.03x, RPS at least 0.97x.
 """
 
 from __future__ import annotations
@@ -37,126 +38,34 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import shutil
 import statistics
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.litellm_recording_cost import interval  # noqa: E402
 from benchmarks.middleware_overhead import cpu_seconds  # noqa: E402
+from litellm_perfkit._bench._launch import ProxyMode  # noqa: E402
+from litellm_perfkit._export._settings import SCHEDULE_DELAY_S  # noqa: E402
 from litellm_perfkit._load import LoadPlan, Workload, run_load  # noqa: E402
+from litellm_perfkit._wire._record_rate import DEFAULT_RECORD_RATE  # noqa: E402
 from tests.support.litellm_env import VERSIONS  # noqa: E402
 from tests.support.mock_server import mock_process  # noqa: E402
 from tests.support.proxy import litellm_proxy  # noqa: E402
-from litellm_perfkit._bench._launch import ProxyMode  # noqa: E402
-from litellm_perfkit._wire._record_rate import DEFAULT_RECORD_RATE  # noqa: E402
 from tests.support.servers import jaeger_process  # noqa: E402
 
-
 GC_PROBE = Path(__file__).resolve().parent / "_gcprobe"
-WARMUP_S = 5.0
-
-
-def measure(url: str, stream: bool, duration: float, concurrency: int, cpu: Callable[[], tuple[float, float]]) -> dict[str, float]:
-    """One load run; the CPU of the proxy and of its agents (``cpu``), per
-    request over the measured seconds: read when the warm-up ends and again
-    at the end, so that a fresh process's first seconds are left out."""
-    workload = Workload(url=url, stream=stream, prompt_repeats=150)
-    plan = LoadPlan(concurrency=concurrency, duration_s=duration, warmup_s=WARMUP_S, timeout_s=60)
-    started = time.monotonic_ns()
-    at_warmup_end: list[tuple[float, float]] = []
-    timer = threading.Timer(WARMUP_S, lambda: at_warmup_end.append(cpu()))
-    timer.start()
-    summary = run_load(workload, plan, progress="off")["summary"]
-    timer.cancel()
-    end = cpu()
-    if summary["errors"]:
-        raise RuntimeError(f"errors: {summary['errors_by_class']}")
-    requests = summary["rps"] * duration
-    proxy_ms, agent_ms = ((b - a) / requests * 1e3 for a, b in zip(at_warmup_end[0], end))
-    return {
-        "rps": summary["rps"],
-        "proxy_cpu_ms": proxy_ms,
-        "agent_cpu_ms": agent_ms,
-        "cpu_with_agent_ms": proxy_ms + agent_ms,
-        "p50": summary["latency_ms"]["p50"],
-        "p95": summary["latency_ms"]["p95"],
-        "window_start_ns": started + int(WARMUP_S * 1e9),
-        "window_end_ns": time.monotonic_ns(),
-    }
-
-
-def children(pid: int) -> list[int]:
-    """The processes ``pid`` started (perfkit's export agent), not itself."""
-    found: list[int] = []
-    for task in os.listdir(f"/proc/{pid}/task"):
-        with contextlib.suppress(OSError):
-            found += [int(child) for child in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
-    return found
-
-
-def probe_log(log_prefix: Path) -> Iterator[tuple[int, int, int, int, list[int]]]:
-    """The collections the probe (benchmarks/_gcprobe) logged, every process's:
-    (ended, pause, generation, collected, the counts the probe was asked for)."""
-    for log in log_prefix.parent.glob(log_prefix.name + ".*"):
-        for line in log.read_text().splitlines():
-            ended, pause, generation, collected, *counts = map(int, line.split())
-            yield ended, pause, generation, collected, counts
-
-
-def collector_pauses(log_prefix: Path, start_ns: int, end_ns: int) -> dict[str, float]:
-    """Pause seconds, full collections, and young (generation 0) collections
-    with their mean pause, that the probe logged inside the window; the
-    objects full collections freed; with the probe's counts
-    (PERFKIT_BENCH_GC_COUNT=1), the objects promoted into the oldest
-    generation per second between consecutive full collections."""
-    pause_ns, full, young, young_ns, freed_by_full = 0, 0, 0, 0, 0
-    promoted, between_ns, last_full = 0, 0, None
-    for ended, pause, generation, collected, oldest in probe_log(log_prefix):
-        inside = min(ended, end_ns) - max(ended - pause, start_ns)
-        if inside > 0:
-            pause_ns += inside
-            full += generation == 2
-            freed_by_full += collected if generation == 2 else 0
-            if generation == 0:
-                young, young_ns = young + 1, young_ns + pause
-        if generation == 2 and oldest:
-            if last_full is not None and ended - pause >= start_ns and ended <= end_ns:
-                promoted += oldest[0] - last_full[1]
-                between_ns += ended - pause - last_full[0]
-            last_full = (ended, oldest[1])
-    result = {"gc_s": pause_ns / 1e9, "full_collections": full, "young_collections": young, "young_pause_ms": young_ns / max(1, young) / 1e6,
-              "freed_by_full": freed_by_full}  # fmt: skip
-    if between_ns:
-        result["promoted_per_s"] = promoted / between_ns * 1e9
-    return result
-
-
-def collector_counts(log_prefix: Path, start_ns: int, end_ns: int) -> dict[str, float]:
-    """What the collector did in the window, from the probe's logs (PERFKIT_BENCH_GC_PROMOTED=1): objects
-    promoted into the oldest generation, full collections, and their pause in seconds."""
-    promoted, full, full_ns = 0, 0, 0
-    for ended, pause, generation, _, counts in probe_log(log_prefix):
-        if not start_ns <= ended <= end_ns:
-            continue
-        if generation == 1 and counts:
-            promoted += counts[0]
-        elif generation == 2:
-            full, full_ns = full + 1, full_ns + pause
-    return {"promoted": promoted, "full": full, "full_s": full_ns / 1e9}
-
-
 BOOTSTRAP = Path(__file__).resolve().parents[1] / "litellm_perfkit" / "_litellm" / "_bootstrap"
+REQUESTS = {"json": 640, "stream": 160}  # a burst: about 3 s of a saturated proxy on this machine
 MODES = {
     "plain": "the proxy alone",
     "bootstrap": "plain, with perfkit's sitecustomize first on PYTHONPATH (PERFKIT_RUN unset: it does nothing)",
     "perfkit": "under perfkit run, every request recorded and exported to Jaeger",
-    "perfkit-default": "under perfkit run with its default record rate (10 requests a second recorded and exported)",
+    "perfkit-default": f"under perfkit run as users run it: at most {DEFAULT_RECORD_RATE:g} requests a second recorded and exported",
     "perfkit-nosteps": "PERFKIT_STEPS=off",
     "perfkit-noexport": "perfkit run --exporter none (no export agent)",
 }
@@ -164,7 +73,7 @@ MODES = {
 
 def mode_settings(mode: str, exporter: tuple[str, ...]) -> tuple[ProxyMode, dict[str, str], tuple[str, ...]]:
     """(plain or perfkit, environment, perfkit run's arguments) of a mode;
-    ``A+B`` is perfkit mode A with B's environment too (``perfkit-record-0.1+perfkit-nosteps``)."""
+    ``A+B`` is perfkit mode A with B's environment too (``perfkit-default+perfkit-nosteps``)."""
     if "+" in mode:
         first, *more = mode.split("+")
         proxy_mode, env, args = mode_settings(first, exporter)
@@ -189,106 +98,185 @@ def mode_settings(mode: str, exporter: tuple[str, ...]) -> tuple[ProxyMode, dict
         return "perfkit", {"PERFKIT_RECORD_RATIO": mode.removeprefix("perfkit-record-")}, exporter
     if mode.startswith("perfkit-without-"):
         return "perfkit", {"PERFKIT_LEAVE_OUT": mode.removeprefix("perfkit-without-")}, exporter
-    raise SystemExit(f"unknown mode {mode!r}: use {', '.join(MODES)} or perfkit-without-PART")
+    if mode.startswith("perfkit-delay-"):
+        return "perfkit", {"PERFKIT_RECORD_RATE": str(DEFAULT_RECORD_RATE), "OTEL_BSP_SCHEDULE_DELAY": mode.removeprefix("perfkit-delay-")}, exporter
+    raise SystemExit(f"unknown mode {mode!r}: use {', '.join(MODES)}, perfkit-record-R, perfkit-rate-N, perfkit-delay-MS or perfkit-without-PART")
+
+
+def labels(modes: list[str]) -> list[str]:
+    """Each mode's name, numbered when it comes twice (``plain,plain``: the harness against itself)."""
+    return [mode if modes[:i].count(mode) == 0 else f"{mode} ({modes[:i].count(mode) + 1})" for i, mode in enumerate(modes)]
+
+
+def children(pid: int) -> list[int]:
+    """The processes ``pid`` started (perfkit's export agent), not itself."""
+    found: list[int] = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(OSError):
+            found += [int(child) for child in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
+    return found
+
+
+def probe_log(log_prefix: Path) -> Iterator[tuple[int, int, int, int, list[int]]]:
+    """The collections the probe (benchmarks/_gcprobe) logged, every process's:
+    (ended, pause, generation, collected, the counts the probe was asked for)."""
+    for log in log_prefix.parent.glob(log_prefix.name + ".*"):
+        for line in log.read_text().splitlines():
+            ended, pause, generation, collected, *counts = map(int, line.split())
+            yield ended, pause, generation, collected, counts
+
+
+def full_collections(log_prefix: Path, start_ns: int, end_ns: int) -> tuple[int, float]:
+    """Full collections the probe logged in the window, and their pause in seconds."""
+    found = [pause for ended, pause, generation, _, _ in probe_log(log_prefix) if generation == 2 and start_ns <= ended <= end_ns]
+    return len(found), sum(found) / 1e9
+
+
+class Proxy(NamedTuple):
+    label: str
+    url: str
+    pid: int
+    gc_log: Path
+
+
+class Measured(NamedTuple):
+    """One proxy over its measured bursts."""
+
+    worker_ms: float  # worker CPU per request
+    agent_ms: float  # export agent CPU per request
+    rps: float  # requests over the bursts' wall time
+    full_per_1000: float  # full collections per 1000 requests (--collector)
+    full_pause_ms: float  # their pause per request
+
+    @property
+    def cpu_ms(self) -> float:
+        return self.worker_ms + self.agent_ms
+
+
+def cpu_of(pid: int) -> tuple[float, float]:
+    """(worker, export agents) CPU seconds so far."""
+    return cpu_seconds(pid), sum(map(cpu_seconds, children(pid)))
+
+
+def burst(proxy: Proxy, stream: bool, requests: int, concurrency: int) -> tuple[int, float]:
+    """Exactly ``requests`` from ``concurrency`` users, from an idle proxy until the last response: (requests, seconds)."""
+    summary = run_load(Workload(url=proxy.url, stream=stream, prompt_repeats=150),
+                       LoadPlan(concurrency=concurrency, duration_s=None, requests=requests, timeout_s=60), progress="off")["summary"]  # fmt: skip
+    if summary["errors"]:
+        raise RuntimeError(f"{proxy.label}: errors: {summary['errors_by_class']}")
+    return summary["requests"], summary["requests"] / summary["rps"]
+
+
+def measure_group(proxies: list[Proxy], stream: bool, args: argparse.Namespace, settle_s: float) -> dict[str, Measured]:
+    """Warm-up bursts, then ``args.rounds`` rounds in rotating order; each proxy's totals over its measured bursts."""
+    requests = args.requests or REQUESTS["stream" if stream else "json"]
+    for round_ in range(args.warmup):
+        for proxy in proxies[round_ % len(proxies) :] + proxies[: round_ % len(proxies)]:
+            burst(proxy, stream, requests, args.concurrency)
+    started = {p.label: cpu_of(p.pid) for p in proxies}
+    start_ns = time.monotonic_ns()
+    served = {p.label: [0, 0.0] for p in proxies}
+    for round_ in range(args.rounds):
+        order = proxies[round_ % len(proxies) :] + proxies[: round_ % len(proxies)]
+        for proxy in order[::-1] if round_ % 2 else order:
+            count, seconds = burst(proxy, stream, requests, args.concurrency)
+            served[proxy.label][0] += count
+            served[proxy.label][1] += seconds
+    time.sleep(settle_s)  # the agent's last export, at its next drain
+    end_ns = time.monotonic_ns()
+    result = {}
+    for proxy in proxies:
+        (worker_0, agent_0), (worker_1, agent_1) = started[proxy.label], cpu_of(proxy.pid)
+        count, seconds = served[proxy.label]
+        full, pause_s = full_collections(proxy.gc_log, start_ns, end_ns) if args.collector else (0, 0.0)
+        result[proxy.label] = Measured((worker_1 - worker_0) / count * 1e3, (agent_1 - agent_0) / count * 1e3, count / seconds,
+                                       full / count * 1e3, pause_s / count * 1e3)  # fmt: skip
+    return result
+
+
+def run(args: argparse.Namespace) -> tuple[list[str], list[dict[str, Measured]], int]:
+    modes = args.modes.split(",")
+    names = labels(modes)
+    settle_s = max(float(mode_settings(m, ())[1].get("OTEL_BSP_SCHEDULE_DELAY", SCHEDULE_DELAY_S * 1e3)) / 1e3 for m in modes) + 1.0
+    groups: list[dict[str, Measured]] = []
+    # The driver (this process) and what it starts, Jaeger and the mock, on core 1; the proxies on core 0.
+    os.sched_setaffinity(0, {1})
+    with tempfile.TemporaryDirectory() as tmp, jaeger_process(Path(tmp)) as jaeger, mock_process("--chunks", "20") as upstream:
+        exporter = ("--endpoint", jaeger.otlp_http, "--protocol", "http/protobuf", "--service-name", "bench-litellm")
+        for number in range(args.pairs):
+            # Started in rotating order too: no mode is always the first process of its group.
+            order = list(range(len(modes)))[number % len(modes) :] + list(range(len(modes)))[: number % len(modes)]
+            with contextlib.ExitStack() as stack:
+                proxies = {}
+                for i in order:
+                    proxy_mode, env, perfkit_args = mode_settings(modes[i], exporter)
+                    workdir = Path(tmp) / f"{number}-{i}"
+                    workdir.mkdir()
+                    gc_log = workdir / "gc"
+                    if args.collector:
+                        env = {**env, "PYTHONPATH": os.pathsep.join(filter(None, (env.get("PYTHONPATH"), str(GC_PROBE)))), "PERFKIT_BENCH_GC_LOG": str(gc_log)}
+                    pids: list[int] = []
+                    url = stack.enter_context(litellm_proxy(args.version, upstream, workdir, mode=proxy_mode, perfkit_args=perfkit_args, pin_cpu="0",
+                                                            env=env, pids=pids))  # fmt: skip
+                    proxies[i] = Proxy(names[i], url, pids[0], gc_log)
+                group = measure_group([proxies[i] for i in range(len(modes))], args.workload == "stream", args, settle_s)
+            groups.append(group)
+            base = group[names[0]]
+            print(f"pair {number + 1}/{args.pairs}: " + "; ".join(
+                f"{name} {m.cpu_ms:.3f} ms ({m.agent_ms:.3f} agent), {m.rps:.1f} req/s" + (f", {m.cpu_ms / base.cpu_ms:.3f}x" if name != names[0] else "")
+                for name, m in group.items()), file=sys.stderr, flush=True)  # fmt: skip
+        spans = sum(len(t["spans"]) for t in jaeger.traces("bench-litellm"))
+    return names, groups, spans
+
+
+def report(args: argparse.Namespace, names: list[str], groups: list[dict[str, Measured]], spans: int) -> None:
+    base = names[0]
+    print(f"\nLiteLLM {args.version}, {args.workload}: {len(groups)} pairs of fresh proxies (1 worker each, with perfkit's agents, on core 0; "
+          f"mock, driver and Jaeger on core 1), {args.rounds} interleaved bursts of {args.requests or REQUESTS[args.workload]} requests "
+          f"per proxy after {args.warmup} warm-up, {args.concurrency} users")  # fmt: skip
+    print(f"spans stored in Jaeger (last 1000 traces shown by its API): {spans}\n")
+    print("| mode | CPU ms per request (worker) | export agent | together | req/s | CPU / " + base + ", median of pairs [95%] | RPS / " + base
+          + ", median of pairs [95%] | ratio of medians: CPU, RPS |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    medians = {name: {field: statistics.median(getattr(g[name], field) for g in groups) for field in ("worker_ms", "agent_ms", "cpu_ms", "rps")} for name in names}
+    for name in names:
+        m = medians[name]
+        row = f"| {name} | {m['worker_ms']:.3f} | {m['agent_ms']:.3f} | {m['cpu_ms']:.3f} | {m['rps']:.1f} |"
+        if name == base:
+            print(row + " | | |")
+            continue
+        cpu = interval([g[name].cpu_ms / g[base].cpu_ms for g in groups])
+        rps = interval([g[name].rps / g[base].rps for g in groups])
+        print(row + f" {cpu[0]:.3f} [{cpu[1]:.3f}, {cpu[2]:.3f}] | {rps[0]:.3f} [{rps[1]:.3f}, {rps[2]:.3f}] | "
+              f"{m['cpu_ms'] / medians[base]['cpu_ms']:.3f}, {m['rps'] / medians[base]['rps']:.3f} |")  # fmt: skip
+    print("\nEach pair's CPU ratio, sorted:")
+    for name in names[1:]:
+        print(f"- {name}: " + " ".join(f"{r:.3f}" for r in sorted(g[name].cpu_ms / g[base].cpu_ms for g in groups)))
+    if args.collector:
+        print("\nFull collections (benchmarks/_gcprobe), median of pairs:")
+        for name in names:
+            print(f"- {name}: {statistics.median(g[name].full_per_1000 for g in groups):.2f} per 1000 requests, "
+                  f"their pause {statistics.median(g[name].full_pause_ms for g in groups):.3f} ms per request")  # fmt: skip
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", default=VERSIONS[-1], choices=VERSIONS)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--duration", type=float, default=15.0)
+    parser.add_argument("--modes", default="plain,perfkit-default", help="comma-separated, the first is the baseline: " + "; ".join(f"{k}: {v}" for k, v in MODES.items()) +
+                        "; perfkit-record-R (PERFKIT_RECORD_RATIO=R); perfkit-rate-N (PERFKIT_RECORD_RATE=N); perfkit-delay-MS (the default rate, OTEL_BSP_SCHEDULE_DELAY=MS); "
+                        "perfkit-without-PART (PERFKIT_LEAVE_OUT=PART: points, middleware, gcwatch, shutdown, profiles, point:STAGE); A+B: A with B's environment; "
+                        "a mode given twice is measured against itself")  # fmt: skip
+    parser.add_argument("--pairs", type=int, default=8, help="groups of fresh proxies, one per mode")
+    parser.add_argument("--rounds", type=int, default=10, help="measured bursts per proxy")
+    parser.add_argument("--warmup", type=int, default=2, help="bursts per proxy before measuring")
+    parser.add_argument("--requests", type=int, default=0, help="requests per burst (default: 640 json, 160 stream)")
+    parser.add_argument("--workload", default="json", choices=("json", "stream"))
     parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--modes", default="plain,perfkit", help="interleaved, comma-separated: " + "; ".join(MODES) +
-                        "; perfkit-record-R (PERFKIT_RECORD_RATIO=R); perfkit-rate-N (PERFKIT_RECORD_RATE=N); perfkit-without-PART (PERFKIT_LEAVE_OUT=PART: points, middleware, gcwatch, shutdown, profiles, point:STAGE)")
-    parser.add_argument("--workloads", default="json,stream", help="json, stream or both")
-    parser.add_argument("--count-promotions", action="store_true",
-                        help="log the oldest generation's size at each full collection (diagnosis: it lengthens those pauses)")
-    parser.add_argument("--promoted-types", action="store_true",
-                        help="log which types grew in the oldest generation between full collections (gc-TRIAL-types.PID beside the gc logs; diagnosis)")
-    parser.add_argument("--keep-logs", type=Path, help="copy the collector logs here")
+    parser.add_argument("--collector", action="store_true", help="load the collector probe into every proxy: full collections and their pause per request")
     args = parser.parse_args()
-    modes = args.modes.split(",")
-    results: dict[tuple[str, str], list[dict[str, float]]] = {}
-    # The driver (this process) and what it starts, Jaeger and the mock, on
-    # core 1; the proxy is started with taskset on core 0.
-    os.sched_setaffinity(0, {1})
-    with tempfile.TemporaryDirectory() as tmp, jaeger_process(Path(tmp)) as jaeger, mock_process("--chunks", "20") as upstream:
-        exporter = ("--endpoint", jaeger.otlp_http, "--protocol", "http/protobuf", "--service-name", "bench-litellm")
-        for repeat in range(args.repeats):
-            order = modes if repeat % 2 == 0 else modes[::-1]
-            for mode in order:
-                gc_log = Path(tmp) / f"gc-{repeat}-{mode}"
-                proxy_mode, extra_env, perfkit_args = mode_settings(mode, exporter)
-                env = {"PYTHONPATH": str(GC_PROBE), "PERFKIT_BENCH_GC_LOG": str(gc_log), **extra_env}
-                if args.count_promotions:
-                    env["PERFKIT_BENCH_GC_COUNT"] = "1"
-                if args.promoted_types:
-                    env["PERFKIT_BENCH_GC_TYPES"] = "1"
-                pids: list[int] = []
-                with litellm_proxy(args.version, upstream, Path(tmp), mode=proxy_mode, perfkit_args=perfkit_args, pin_cpu="0", env=env, pids=pids) as url:
-                    for workload in args.workloads.split(","):
-                        proxy, agents = pids[0], children(pids[0])
-                        result = measure(url, workload == "stream", args.duration, args.concurrency,
-                                         lambda: (cpu_seconds(proxy), sum(map(cpu_seconds, agents))))  # fmt: skip
-                        result.update(collector_pauses(gc_log, int(result.pop("window_start_ns")), int(result.pop("window_end_ns"))))
-                        result["freed_by_full_per_request"] = result.pop("freed_by_full") / (result["rps"] * args.duration)
-                        if "promoted_per_s" in result:
-                            result["promoted_per_request"] = result.pop("promoted_per_s") / result["rps"]
-                        results.setdefault((workload, mode), []).append(result)
-                        print(f"repeat {repeat + 1} {mode} {workload}: {result}", file=sys.stderr)
-        spans = sum(len(t["spans"]) for t in jaeger.traces("bench-litellm"))
-        if args.keep_logs:
-            args.keep_logs.mkdir(parents=True, exist_ok=True)
-            for log in Path(tmp).glob("gc-*"):
-                shutil.copy(log, args.keep_logs / log.name)
-    print(f"\nLiteLLM {args.version}, 1 worker on core 0 (with perfkit's agent), mock + driver + Jaeger on core 1; "
-          f"{args.repeats} interleaved repeats x {args.duration:g} s, {args.concurrency} users; medians")  # fmt: skip
-    print(f"spans stored in Jaeger (last 1000 traces shown by its API): {spans}\n")
-    others = [m for m in modes if m != "plain"]
-    print("| workload | metric | plain | " + " | ".join(others) + " | " + " | ".join(f"{m} / plain" for m in others) + " |")
-    print("|---|---|" + "---:|" * (1 + 2 * len(others)))
-    for workload in args.workloads.split(","):
-        for mode in modes:
-            for run in results[(workload, mode)]:
-                run["rps_outside_gc"] = run["rps"] * args.duration / max(1e-9, args.duration - run["gc_s"])
-        for metric in LABELS:
-            if any(metric not in r for m in modes for r in results[(workload, m)]):
-                continue  # not measured in every run (the promoted count needs two full collections in the window)
-            plain = statistics.median(r[metric] for r in results[(workload, "plain")])
-            ours = [statistics.median(r[metric] for r in results[(workload, m)]) for m in others]
-            digits = 3 if metric.endswith("_ms") else 1
-            values = " | ".join(f"{v:.{digits}f}" for v in ours)
-            ratios = " | ".join(f"{v / plain:.3f}" if plain else "-" for v in ours)
-            print(f"| {workload} | {LABELS[metric]} | {plain:.{digits}f} | {values} | {ratios} |")
-    print("\nEach repeat's run against that repeat's plain run: the median of the pairs' ratios, with a 95% interval from order statistics\n")
-    print("| workload | mode | RPS / plain | CPU per request / plain, agent included | pairs' CPU ratios, sorted |")
-    print("|---|---|---:|---:|---|")
-    for workload in args.workloads.split(","):
-        plain_runs = results[(workload, "plain")]
-        for mode in others:
-            pairs = list(zip(plain_runs, results[(workload, mode)]))
-            rps = interval([b["rps"] / a["rps"] for a, b in pairs])
-            cpu = interval([b["cpu_with_agent_ms"] / a["cpu_with_agent_ms"] for a, b in pairs])
-            each = " ".join(f"{b['cpu_with_agent_ms'] / a['cpu_with_agent_ms']:.3f}" for a, b in sorted(pairs, key=lambda p: p[1]["cpu_with_agent_ms"] / p[0]["cpu_with_agent_ms"]))
-            print(f"| {workload} | {mode} | {rps[0]:.3f} [{rps[1]:.3f}, {rps[2]:.3f}] | {cpu[0]:.3f} [{cpu[1]:.3f}, {cpu[2]:.3f}] | {each} |")
+    names, groups, spans = run(args)
+    report(args, names, groups, spans)
     return 0
-
-
-LABELS = {
-    "rps": "req/s",
-    "p50": "latency p50 ms",
-    "p95": "latency p95 ms",
-    "proxy_cpu_ms": "proxy CPU ms per request",
-    "agent_cpu_ms": "export agent CPU ms per request (on the proxy's core)",
-    "cpu_with_agent_ms": "CPU ms per request, export agent included",
-    "gc_s": "collector pause s per run",
-    "full_collections": "full collections per run",
-    "young_collections": "generation-0 collections per run",
-    "young_pause_ms": "mean generation-0 pause ms",
-    "rps_outside_gc": "req/s outside collector pauses",
-    "freed_by_full_per_request": "objects full collections freed, per request",
-    "promoted_per_request": "objects promoted to the oldest generation per request (PERFKIT_BENCH_GC_COUNT=1)",
-}
 
 
 if __name__ == "__main__":
