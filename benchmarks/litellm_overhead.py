@@ -4,29 +4,20 @@ A pair (with more than two modes, a group) is one fresh proxy per mode
 (``--modes``; the first is the baseline), started together and alive side
 by side: 1 worker each, all pinned to core 0 with perfkit's export agents,
 every recorded span exported over OTLP/HTTP protobuf to a local Jaeger. The
-mock provider, this driver and Jaeger share core 1. A round gives each proxy
-of the pair one burst of exactly ``--requests`` requests from 32 users, in
-rotating order (ABBA for two), so the machine's drift over seconds to
-minutes falls on every mode alike. A burst starts from an idle proxy and
-ends when its last response has come; each proxy's CPU (worker, and agent
-apart) is read from /proc before its first measured burst and after the
-last round plus the export schedule, so work done after the responses
-(LiteLLM's logging tasks, the agent's export) is charged, and CPU per
-request is exact: every request whose work was counted was counted.
+mock provider, this driver and Jaeger share core 1. The proxies take turns
+in bursts of exactly ``--requests`` requests from 32 users, as
+``perfkit bench --perturbation`` measures (litellm_perfkit/_bench/_bursts.py):
+the machine's drift falls on every mode alike, and each proxy's CPU (worker,
+and agent apart), read around all its measured bursts plus the export
+schedule, is charged to exactly the requests that caused it.
 
     python -m benchmarks.litellm_overhead --version 1.103.0 --pairs 8 --modes plain,perfkit-default
 
-Why this shape (docs/overhead.md, "How perfkit's cost is measured"):
-- fixed-duration windows cut 32 closed-loop users' lockstep waves: the
-  requests counted jumped by a wave while the CPU did not, up to 15% per
-  3 s window between two identical plain proxies;
-- the machine's speed moves by 10-15% over seconds: bursts alternate within
-  a pair instead of one proxy running after the other;
-- a proxy process keeps its own speed, 1-7% apart between identical plain
-  processes, for its whole life: only more pairs (fresh processes) average
-  that, so the result is the median of the pairs' ratios with a 95%
-  interval, and ``--modes plain,plain`` measures what the harness reports
-  when both sides are the same.
+A proxy process keeps its own speed for its whole life (identical plain
+processes 1-7% apart here): only more pairs of fresh processes average that,
+so the result is the median of the pairs' ratios with a 95% interval, and
+``--modes plain,plain`` measures what the harness reports when both sides
+are the same (docs/overhead.md, "How perfkit's cost is measured").
 
 A pair's ratio is its mode's CPU per request (agent included) over the
 baseline's, and its RPS (requests over the bursts' wall time) over the
@@ -48,10 +39,10 @@ from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.litellm_recording_cost import interval  # noqa: E402
-from benchmarks.middleware_overhead import cpu_seconds  # noqa: E402
 from litellm_perfkit._bench._launch import ProxyMode  # noqa: E402
 from litellm_perfkit._export._settings import SCHEDULE_DELAY_S  # noqa: E402
-from litellm_perfkit._load import LoadPlan, Workload, run_load  # noqa: E402
+from litellm_perfkit._stop import stop_signals  # noqa: E402
+from litellm_perfkit._bench._bursts import Target, interleave  # noqa: E402
 from litellm_perfkit._wire._record_rate import DEFAULT_RECORD_RATE  # noqa: E402
 from tests.support.litellm_env import VERSIONS  # noqa: E402
 from tests.support.mock_server import mock_process  # noqa: E402
@@ -108,15 +99,6 @@ def labels(modes: list[str]) -> list[str]:
     return [mode if modes[:i].count(mode) == 0 else f"{mode} ({modes[:i].count(mode) + 1})" for i, mode in enumerate(modes)]
 
 
-def children(pid: int) -> list[int]:
-    """The processes ``pid`` started (perfkit's export agent), not itself."""
-    found: list[int] = []
-    for task in os.listdir(f"/proc/{pid}/task"):
-        with contextlib.suppress(OSError):
-            found += [int(child) for child in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
-    return found
-
-
 def probe_log(log_prefix: Path) -> Iterator[tuple[int, int, int, int, list[int]]]:
     """The collections the probe (benchmarks/_gcprobe) logged, every process's:
     (ended, pause, generation, collected, the counts the probe was asked for)."""
@@ -153,44 +135,20 @@ class Measured(NamedTuple):
         return self.worker_ms + self.agent_ms
 
 
-def cpu_of(pid: int) -> tuple[float, float]:
-    """(worker, export agents) CPU seconds so far."""
-    return cpu_seconds(pid), sum(map(cpu_seconds, children(pid)))
-
-
-def burst(proxy: Proxy, stream: bool, requests: int, concurrency: int) -> tuple[int, float]:
-    """Exactly ``requests`` from ``concurrency`` users, from an idle proxy until the last response: (requests, seconds)."""
-    summary = run_load(Workload(url=proxy.url, stream=stream, prompt_repeats=150),
-                       LoadPlan(concurrency=concurrency, duration_s=None, requests=requests, timeout_s=60), progress="off")["summary"]  # fmt: skip
-    if summary["errors"]:
-        raise RuntimeError(f"{proxy.label}: errors: {summary['errors_by_class']}")
-    return summary["requests"], summary["requests"] / summary["rps"]
-
-
 def measure_group(proxies: list[Proxy], stream: bool, args: argparse.Namespace, settle_s: float) -> dict[str, Measured]:
-    """Warm-up bursts, then ``args.rounds`` rounds in rotating order; each proxy's totals over its measured bursts."""
+    """Warm-up bursts, then ``args.rounds`` interleaved ones; each proxy's totals over the measured bursts."""
     requests = args.requests or REQUESTS["stream" if stream else "json"]
-    for round_ in range(args.warmup):
-        for proxy in proxies[round_ % len(proxies) :] + proxies[: round_ % len(proxies)]:
-            burst(proxy, stream, requests, args.concurrency)
-    started = {p.label: cpu_of(p.pid) for p in proxies}
+    targets = [Target(p.label, p.url, p.pid) for p in proxies]
+    interleave(targets, stream, requests, args.concurrency, args.warmup, settle_s=0.0)
     start_ns = time.monotonic_ns()
-    served = {p.label: [0, 0.0] for p in proxies}
-    for round_ in range(args.rounds):
-        order = proxies[round_ % len(proxies) :] + proxies[: round_ % len(proxies)]
-        for proxy in order[::-1] if round_ % 2 else order:
-            count, seconds = burst(proxy, stream, requests, args.concurrency)
-            served[proxy.label][0] += count
-            served[proxy.label][1] += seconds
-    time.sleep(settle_s)  # the agent's last export, at its next drain
+    served = interleave(targets, stream, requests, args.concurrency, args.rounds, settle_s)
     end_ns = time.monotonic_ns()
     result = {}
     for proxy in proxies:
-        (worker_0, agent_0), (worker_1, agent_1) = started[proxy.label], cpu_of(proxy.pid)
-        count, seconds = served[proxy.label]
+        measured = served[proxy.label]
+        cpu_ms, agent_ms = measured.per_request_ms(measured.cpu_s) or 0.0, measured.per_request_ms(measured.agent_cpu_s) or 0.0
         full, pause_s = full_collections(proxy.gc_log, start_ns, end_ns) if args.collector else (0, 0.0)
-        result[proxy.label] = Measured((worker_1 - worker_0) / count * 1e3, (agent_1 - agent_0) / count * 1e3, count / seconds,
-                                       full / count * 1e3, pause_s / count * 1e3)  # fmt: skip
+        result[proxy.label] = Measured(cpu_ms - agent_ms, agent_ms, measured.rps, full / measured.requests * 1e3, pause_s / measured.requests * 1e3)
     return result
 
 
@@ -274,7 +232,8 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--collector", action="store_true", help="load the collector probe into every proxy: full collections and their pause per request")
     args = parser.parse_args()
-    names, groups, spans = run(args)
+    with stop_signals():  # SIGTERM too stops every proxy, Jaeger and the mock on its way out
+        names, groups, spans = run(args)
     report(args, names, groups, spans)
     return 0
 

@@ -503,12 +503,12 @@ class BenchResult(_BenchResultFields, total=False):
 
 class PerturbationSide(TypedDict):
     rps: float
-    cpu_ms_per_request: Annotated[float | None, "the proxy's process tree over the measured requests, perfkit's export agent included"]
+    cpu_ms_per_request: Annotated[float | None, "the proxy's process tree over its measured bursts and the export schedule after them, perfkit's export agent included"]
     agent_cpu_ms_per_request: Annotated[float | None, "perfkit's export agents alone (0 for the plain proxy)"]
 
 
 class PerturbationPair(TypedDict):
-    order: Annotated[list[Literal["plain", "perfkit"]], "which side ran first (pairs alternate: ABBA)"]
+    order: Annotated[list[Literal["plain", "perfkit"]], "which side started first and had the first burst (pairs alternate; bursts within a pair take turns, ABBA)"]
     nonstream: dict[Literal["plain", "perfkit"], PerturbationSide]
     stream: dict[Literal["plain", "perfkit"], PerturbationSide]
 
@@ -542,7 +542,7 @@ class _PerturbationResultFields(TypedDict):
 
 class PerturbationResult(_PerturbationResultFields, total=False):
     """``perfkit bench --perturbation --out`` (schema ``perfkit.perturbation/1``):
-    the same proxy and config plain and under ``perfkit run``, in interleaved
-    pairs; docs/bench.md."""
+    the same proxy and config plain and under ``perfkit run``, both up, in
+    interleaved bursts; pairs of fresh processes; docs/bench.md."""
 
     stopped_by: Annotated[str, "the signal that stopped it"]

@@ -1,19 +1,25 @@
 """``perfkit bench --perturbation``: what perfkit costs the proxy it measures.
 
-The same proxy and config, plain and under ``perfkit run`` at the record
-rate users run (its default unless ``--record-rate``; spans exported to the
-bench's receiver), started fresh for each side of each pair; pairs
-alternate their order (ABBA), so drift over the session (a warming machine,
-another process) falls on both sides alike. Each side runs the bench's
-non-streaming and streaming phases; its CPU per request is the proxy's
-process tree over the measured requests, perfkit's export agents included.
-A pair's ratio is perfkit / plain; the result is the geometric mean of the
-pairs' ratios with a 95% bootstrap interval over the pairs, and their median.
+A pair is the same proxy and config started twice, fresh: plain, and under
+``perfkit run`` at the record rate users run (its default unless
+``--record-rate``; spans exported to the bench's receiver at perfkit's
+default schedule). Both stay up while the pair is measured: for each phase
+(non-streaming, streaming) each side warms up, then the two take turns
+(ABBA) in bursts of the same exact number of requests (``_bursts``), so the
+machine's drift falls on both alike and every request whose work was
+counted is counted. A side's CPU per request is its process tree's over its
+bursts and the export schedule after them, perfkit's export agents
+included. Pairs start in alternating order. A proxy process keeps its own
+speed for its life (plain against plain differ by a few percent), which
+only more pairs average: a pair's ratio is perfkit / plain; the result is
+the geometric mean of the pairs' ratios with a 95% bootstrap interval over
+the pairs, and their median.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import random
 import statistics
 import tempfile
@@ -21,10 +27,13 @@ import time
 from pathlib import Path
 from typing import Literal
 
+from .._export._settings import read_settings
+from .._load import LoadPlan
 from .._stop import signal_name
 from .._version import __version__
-from ..types import PerturbationPair, PerturbationPhase, PerturbationResult, PerturbationSide, Ratio
-from ._experiment import PHASES, PhaseCpu, phase, proxy_bin
+from ..types import PerturbationPair, PerturbationPhase, PerturbationResult, Ratio
+from ._bursts import BURST_S, Target, burst_size, interleave, load
+from ._experiment import proxy_bin
 from ._launch import Children, start_litellm, start_mock
 from ._options import BenchError, BenchOptions, config_template
 from ._receiver import SpanReceiver
@@ -52,27 +61,53 @@ def ratio(pairs: list[tuple[float, float]], rounds: int = ROUNDS, seed: int = 1)
     }
 
 
-def _side(options: BenchOptions, children: Children, side: Side, receiver: SpanReceiver, upstream: str, workdir: Path,
-          version: str | None, workers: int) -> dict[str, PerturbationSide]:  # fmt: skip
-    """One fresh proxy, both phases; then stopped."""
+def _settle_s() -> float:
+    """How long after a phase the agents may still be exporting it: the schedule the proxy inherits, and a second."""
+    return read_settings(os.environ).schedule_delay_s + 1.0
+
+
+def _warm(url: str, stream: bool, concurrency: int, options: BenchOptions) -> float:
+    """The phase's warm-up on one side (``--warmup``); its requests per second."""
+    seconds, requests = options.warmup_s, options.warmup_requests
+    if not (seconds or requests):
+        requests = 4 * concurrency
+    plan = LoadPlan(concurrency=concurrency, duration_s=None if requests else seconds, requests=requests or None, timeout_s=60)
+    return float(load(url, stream, plan, options.prompt_repeats, options.processes)["rps"])
+
+
+def _pair(options: BenchOptions, children: Children, order: list[Side], receiver: SpanReceiver, upstream: str, workdir: Path,
+          version: str | None, workers: int) -> PerturbationPair:  # fmt: skip
+    """Both sides started (in ``order``), both phases measured in interleaved bursts; then both stopped."""
     litellm, perfkit = proxy_bin(version, options.say)
     template = Path(options.config).read_text() if options.config else config_template(options.provider)
-    options.say(f"starting the proxy {'under perfkit run' if side == 'perfkit' else 'plain'}")
-    proxy = start_litellm(children, litellm, perfkit, template.replace("{upstream}", upstream), workdir, workers=workers, mode=side,
-                          perfkit_args=("--endpoint", receiver.endpoint, "--protocol", "http/protobuf", "--record-rate", options.record_rate),
-                          say=options.say)  # fmt: skip
-    measured: dict[str, PerturbationSide] = {}
-    for name, stream in PHASES:
-        options.say(f"{side}, {name} phase ({options.duration_s:g} s)")
-        cpu = PhaseCpu(proxy.child, (options.warmup_s, options.warmup_requests), agents="include")
-        agent = PhaseCpu(proxy.child, (options.warmup_s, options.warmup_requests), agents="only")
-        summary = phase(proxy.url, stream, options.duration_s, (options.warmup_s, options.warmup_requests), options)["summary"]
-        requests = summary["requests"]
-        measured[name] = {"rps": summary["rps"], "cpu_ms_per_request": cpu.per_request_ms(requests),
-                          "agent_cpu_ms_per_request": agent.per_request_ms(requests)}  # fmt: skip
+    proxies = {}
+    for side in order:
+        options.say(f"starting the proxy {'under perfkit run' if side == 'perfkit' else 'plain'}")
+        proxies[side] = start_litellm(children, litellm, perfkit, template.replace("{upstream}", upstream), workdir, workers=workers, mode=side,
+                                      perfkit_args=("--endpoint", receiver.endpoint, "--protocol", "http/protobuf", "--record-rate", options.record_rate),
+                                      say=options.say)  # fmt: skip
+    targets = [Target(side, proxies[side].url, proxies[side].pid) for side in order]
+    rounds = max(2, round(options.duration_s / BURST_S))
+    pair: PerturbationPair = {"order": order, "nonstream": {}, "stream": {}}
+    for name in PHASE_NAMES:
+        stream = name == "stream"
+        concurrency = options.stream_concurrency if stream else options.concurrency
+        rates = [_warm(target.url, stream, concurrency, options) for target in targets]
+        requests = burst_size(min(rates), concurrency)
+        options.say(f"{name} phase: {rounds} bursts of {requests} requests on each side, taking turns")
+        try:
+            served = interleave(targets, stream, requests, concurrency, rounds, _settle_s(), options.prompt_repeats, options.processes)
+        except RuntimeError as exc:
+            raise BenchError(f"--perturbation, {name} phase: {exc}") from None
+        for side in order:
+            measured = served[side]
+            cpu, agent = measured.per_request_ms(measured.cpu_s), measured.per_request_ms(measured.agent_cpu_s)
+            pair[name][side] = {"rps": round(measured.rps, 2), "cpu_ms_per_request": None if cpu is None else round(cpu, 4),
+                                "agent_cpu_ms_per_request": None if agent is None else round(agent, 4)}  # fmt: skip
         receiver.clear()
-    children.stop(proxy.child)
-    return measured
+    for side in order:
+        children.stop(proxies[side].child)
+    return pair
 
 
 def _phase_ratios(pairs: list[PerturbationPair], name: PhaseName) -> PerturbationPhase | None:
@@ -92,6 +127,8 @@ def run_perturbation(options: BenchOptions) -> PerturbationResult:
                          "drop --proxy-url and --proxy-command (use --litellm-version or --config)")  # fmt: skip
     if len(options.litellm_versions) > 1 or len(options.workers) > 1:
         raise BenchError("--perturbation measures one proxy: give one --litellm-version and one --workers")
+    if options.driver != "perfkit":
+        raise BenchError("--perturbation sends bursts of an exact number of requests with perfkit's own driver: drop --driver locust")
     version = options.litellm_versions[0] if options.litellm_versions else None
     workers = options.workers[0]
     started = time.time()
@@ -103,12 +140,10 @@ def run_perturbation(options: BenchOptions) -> PerturbationResult:
             order: list[Side] = ["plain", "perfkit"] if number % 2 == 0 else ["perfkit", "plain"]
             options.say(f"pair {number + 1} of {options.repeats}")
             try:
-                sides = {side: _side(options, children, side, receiver, upstream, Path(tmp), version, workers) for side in order}
+                pairs.append(_pair(options, children, order, receiver, upstream, Path(tmp), version, workers))
             except KeyboardInterrupt as exc:
                 stop = exc
                 break
-            pairs.append({"order": order, "nonstream": {s: sides[s]["nonstream"] for s in order},
-                          "stream": {s: sides[s]["stream"] for s in order}})  # fmt: skip
     if not pairs and stop is not None:
         raise stop
     document: PerturbationResult = {

@@ -1,0 +1,111 @@
+"""Interleaved bursts: what each of several live proxies costs per request, with the machine's drift shared.
+
+Each proxy in turn gets a burst of exactly ``requests`` requests from
+``concurrency`` closed-loop users, from idle until its last response; the
+order rotates each round (ABBA for two). Each
+proxy's CPU (its process tree, perfkit's export agents included and apart)
+is read before its first burst and after the last round plus ``settle_s``,
+so work done after the responses (LiteLLM's logging tasks, the agent's next
+export) is charged too, and every request whose work was counted is counted.
+
+Why bursts of a count, not windows of a duration: a saturated proxy serves
+closed-loop users in lockstep waves, and a window's edges cut a wave, so
+the requests it counted jumped by a wave while the CPU did not (up to 15%
+per 3 s window between two identical LiteLLM proxies). Why interleaved: the
+machine's speed drifts by 10-15% over seconds to minutes, which one proxy
+measured after another takes for a difference (docs/overhead.md).
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from .._load import LoadPlan, Workload, run_load
+from .._stop import Stopped
+from ..types import LoadSummary
+from ._launch import tree_usage
+from ._options import MODEL
+
+__all__ = ["BURST_S", "Burst", "Served", "Target", "burst", "burst_size", "interleave", "load"]
+
+BURST_S = 2.0
+"""About how long a burst lasts when its size comes from a measured rate (``burst_size``)."""
+
+
+class Target(NamedTuple):
+    name: str
+    url: str
+    pid: int | None  # the process tree whose CPU is charged (None: not measured)
+
+
+class Burst(NamedTuple):
+    requests: int
+    seconds: float  # from the first request sent to the last response
+
+
+class Served(NamedTuple):
+    """One target over its measured bursts."""
+
+    requests: int
+    seconds: float  # the bursts' wall time
+    cpu_s: float | None  # the process tree, export agents included
+    agent_cpu_s: float | None  # the export agents alone
+
+    @property
+    def rps(self) -> float:
+        return self.requests / self.seconds if self.seconds else 0.0
+
+    def per_request_ms(self, cpu_s: float | None) -> float | None:
+        return None if cpu_s is None or not self.requests else cpu_s / self.requests * 1e3
+
+
+def load(url: str, stream: bool, plan: LoadPlan, prompt_repeats: int = 150, processes: int = 1) -> LoadSummary:
+    """One run of the bench's model through perfkit's driver; a stop signal during it goes on (``Stopped``)."""
+    workload = Workload(url=url, models=((MODEL, 1.0),), stream=stream, prompt_repeats=prompt_repeats)
+    result = run_load(workload, plan, processes=processes, progress="off")
+    if not result["complete"]:
+        raise Stopped(int(signal.Signals[result.get("stopped_by", "SIGINT")]))
+    return result["summary"]
+
+
+def burst(url: str, stream: bool, requests: int, concurrency: int, prompt_repeats: int = 150, processes: int = 1) -> Burst:
+    """Exactly ``requests`` requests from ``concurrency`` users; raises RuntimeError if any failed."""
+    summary = load(url, stream, LoadPlan(concurrency=concurrency, duration_s=None, requests=requests, timeout_s=60), prompt_repeats, processes)
+    if summary["errors"]:
+        raise RuntimeError(f"{url}: {summary['errors']} of {requests} requests failed: {summary['errors_by_class']}")
+    return Burst(summary["requests"], summary["requests"] / summary["rps"] if summary["rps"] else 0.0)
+
+
+def burst_size(rps: float, concurrency: int) -> int:
+    """Requests for a burst of about ``BURST_S`` at ``rps``: whole waves, every user sending as many."""
+    return max(1, round(rps * BURST_S / concurrency)) * concurrency
+
+
+def _cpu(pid: int | None) -> tuple[float, float] | None:
+    return None if pid is None else (tree_usage(pid)[0], tree_usage(pid, "only")[0])
+
+
+def interleave(targets: Sequence[Target], stream: bool, requests: int, concurrency: int, rounds: int, settle_s: float,
+               prompt_repeats: int = 150, processes: int = 1) -> dict[str, Served]:  # fmt: skip
+    """``rounds`` bursts per target, interleaved; each target's totals."""
+    before = {t.name: _cpu(t.pid) for t in targets}
+    served = {t.name: [0, 0.0] for t in targets}
+    for round_ in range(rounds):
+        # Rotating the order: each target goes first in turn (ABBA... for two), so a steady drift falls on all alike.
+        for target in list(targets[round_ % len(targets) :]) + list(targets[: round_ % len(targets)]):
+            done = burst(target.url, stream, requests, concurrency, prompt_repeats, processes)
+            served[target.name][0] += done.requests
+            served[target.name][1] += done.seconds
+    time.sleep(settle_s)
+    result = {}
+    for target in targets:
+        start, end = before[target.name], _cpu(target.pid)
+        count, seconds = served[target.name]
+        if start is None or end is None:
+            result[target.name] = Served(int(count), seconds, None, None)
+        else:
+            result[target.name] = Served(int(count), seconds, end[0] - start[0], end[1] - start[1])
+    return result
