@@ -146,7 +146,7 @@ def measure_group(proxies: list[Proxy], stream: bool, args: argparse.Namespace, 
     result = {}
     for proxy in proxies:
         measured = served[proxy.label]
-        cpu_ms, agent_ms = measured.per_request_ms(measured.cpu_s) or 0.0, measured.per_request_ms(measured.agent_cpu_s) or 0.0
+        cpu_ms, agent_ms = measured.cpu_ms or 0.0, measured.agent_ms or 0.0
         full, pause_s = full_collections(proxy.gc_log, start_ns, end_ns) if args.collector else (0, 0.0)
         result[proxy.label] = Measured(cpu_ms - agent_ms, agent_ms, measured.rps, full / measured.requests * 1e3, pause_s / measured.requests * 1e3)
     return result

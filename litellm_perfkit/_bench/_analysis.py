@@ -14,7 +14,7 @@ from typing import Any, TypedDict
 from .._wire._names import AFTER_RESPONSE_STAGE, OUTSIDE_WALL_STAGES, PROTOCOL_STAGE, Attr
 from ..types import AttributeValue, BenchStage, GcPauses, MeanP50P95, Remainder, Unmeasured
 
-__all__ = ["OUTSIDE_STAGES", "Breakdown", "ServerSamples", "requests_cpu_per_request", "stage_breakdown", "percentile"]
+__all__ = ["OUTSIDE_STAGES", "Breakdown", "ServerSamples", "requests_cpu_per_request", "sampled_warning", "stage_breakdown", "percentile"]
 
 UPSTREAM = {"upstream", "stream.upstream_wait"}
 OUTSIDE_STAGES = "(outside every stage)"
@@ -79,6 +79,17 @@ def requests_cpu_per_request(spans: list[dict[str, Any]], phases: dict[str, set[
     if not totals:
         return None, None
     return ({name: round(sum(v) / len(v), 4) for name, v in totals.items()}, {name: round(sum(v) / len(v), 4) for name, v in named.items()})
+
+
+def sampled_warning(spans: list[dict[str, Any]], trace_ids: set[str], floor: float = 0.9) -> str | None:
+    """A warning when fewer than ``floor`` of the requests sent came back with
+    the gateway's server span: the stage table then describes a sample."""
+    joined = len({span["trace_id"] for span in spans if span["kind"] == 2} & trace_ids)
+    if not trace_ids or joined >= floor * len(trace_ids):
+        return None
+    return (f"warning: only {joined} of {len(trace_ids)} requests came back with the gateway's spans; the stage table describes that "
+            "sample. A gateway behind --proxy-url records every request under perfkit run --record-rate all, and hands its spans "
+            "over in time with OTEL_BSP_SCHEDULE_DELAY=200")  # fmt: skip
 
 
 def stage_breakdown(spans: list[dict[str, Any]], trace_ids: set[str]) -> Breakdown:

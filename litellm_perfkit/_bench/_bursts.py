@@ -58,8 +58,15 @@ class Served(NamedTuple):
     def rps(self) -> float:
         return self.requests / self.seconds if self.seconds else 0.0
 
-    def per_request_ms(self, cpu_s: float | None) -> float | None:
-        return None if cpu_s is None or not self.requests else cpu_s / self.requests * 1e3
+    @property
+    def cpu_ms(self) -> float | None:
+        """CPU per request, export agents included."""
+        return None if self.cpu_s is None or not self.requests else self.cpu_s / self.requests * 1e3
+
+    @property
+    def agent_ms(self) -> float | None:
+        """The export agents' CPU per request."""
+        return None if self.agent_cpu_s is None or not self.requests else self.agent_cpu_s / self.requests * 1e3
 
 
 def load(url: str, stream: bool, plan: LoadPlan, prompt_repeats: int = 150, processes: int = 1) -> LoadSummary:

@@ -29,7 +29,7 @@ from .._profile import FlamegraphOptions, ProfileError, start_recording, stop_re
 from .._version import __version__
 from .._wire._record_rate import RECORD_RATE_VARIABLE
 from ..types import BenchResult, BenchRun, LoadResult, LoadSummary
-from ._analysis import requests_cpu_per_request, stage_breakdown
+from ._analysis import requests_cpu_per_request, sampled_warning, stage_breakdown
 from ._heartbeat import Say
 from ._launch import Agents, Child, Children, free_port, port_open, start_litellm, start_mock, tree_usage
 from ._options import CANNOT_STREAM, MODEL, PROVIDERS, BenchError, BenchOptions, config_template
@@ -175,11 +175,15 @@ def _records(jsonl: Path) -> list[dict[str, Any]]:
     return [orjson.loads(line) for line in jsonl.read_bytes().splitlines() if line] if jsonl.exists() else []
 
 
-def _received(receiver: SpanReceiver, options: BenchOptions) -> list[dict[str, Any]]:
-    """The spans received since the phase began; a warning for bodies that did not decode."""
+def _received(receiver: SpanReceiver, options: BenchOptions, trace_ids: set[str]) -> list[dict[str, Any]]:
+    """The spans received since the phase began; a warning for bodies that did
+    not decode, and for requests sent (``trace_ids``) that came back without spans."""
     spans = receiver.take()
     if receiver.rejected:
         options.say(f"warning: {receiver.rejected} OTLP request(s) from the proxy did not decode; their spans are missing from the breakdown")
+    sampled = sampled_warning(spans, trace_ids)
+    if sampled:
+        options.say(sampled)
     return spans
 
 
@@ -191,7 +195,8 @@ def _idle(url: str, options: BenchOptions, receiver: SpanReceiver, workdir: Path
     result = phase(url, False, options.idle_s, (min(1.0, options.idle_s), 0), options, str(jsonl), concurrency=1)
     records = _records(jsonl)
     time.sleep(SPANS_WAIT_S)
-    breakdown = stage_breakdown(_received(receiver, options), {r["trace_id"] for r in records})
+    trace_ids = {r["trace_id"] for r in records}
+    breakdown = stage_breakdown(_received(receiver, options, trace_ids), trace_ids)
     return {"summary": result["summary"], "breakdown": breakdown}
 
 
@@ -293,7 +298,8 @@ def _repeat(url: str, options: BenchOptions, receiver: SpanReceiver, workdir: Pa
     wall = time.monotonic() - started
     cpu_after, rss = tree_usage(proxy.process.pid) if proxy else (0.0, 0.0)
     time.sleep(SPANS_WAIT_S)
-    spans = _received(receiver, options)
+    trace_ids = set().union(*phase_ids.values())
+    spans = _received(receiver, options, trace_ids)
     own_cpu, named_cpu = requests_cpu_per_request(spans, phase_ids)
     return {
         "nonstream": phases["nonstream"],
@@ -303,7 +309,7 @@ def _repeat(url: str, options: BenchOptions, receiver: SpanReceiver, workdir: Pa
                   "rss_mb": round(rss, 1) if proxy else None, "cpu_ms_per_request": per_request or None,
                   "steps_cpu_ms_per_request": own_cpu, "named_cpu_ms_per_request": named_cpu,
                   "agent_cpu_ms_per_request": agent_per_request or None},  # fmt: skip
-        "breakdown": stage_breakdown(spans, set().union(*phase_ids.values())),
+        "breakdown": stage_breakdown(spans, trace_ids),
     }
 
 

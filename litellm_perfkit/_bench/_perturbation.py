@@ -100,9 +100,8 @@ def _pair(options: BenchOptions, children: Children, order: list[Side], receiver
         except RuntimeError as exc:
             raise BenchError(f"--perturbation, {name} phase: {exc}") from None
         for side in order:
-            measured = served[side]
-            cpu, agent = measured.per_request_ms(measured.cpu_s), measured.per_request_ms(measured.agent_cpu_s)
-            pair[name][side] = {"rps": round(measured.rps, 2), "cpu_ms_per_request": None if cpu is None else round(cpu, 4),
+            cpu, agent = served[side].cpu_ms, served[side].agent_ms
+            pair[name][side] = {"rps": round(served[side].rps, 2), "cpu_ms_per_request": None if cpu is None else round(cpu, 4),
                                 "agent_cpu_ms_per_request": None if agent is None else round(agent, 4)}  # fmt: skip
         receiver.clear()
     for side in order:

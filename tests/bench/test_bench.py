@@ -27,8 +27,10 @@ def quick(**overrides: object) -> BenchOptions:
 
 def test_bench_recovers_injected_stage_delays(tmp_path: Path) -> None:
     command = f"{sys.executable} {ROOT / 'tests' / 'support' / 'delay_gateway.py'} --port {{port}} --upstream {{upstream}}"
-    document = run_bench(quick(proxy_command=command, idle_s=2.0))
+    options = quick(proxy_command=command, idle_s=2.0)
+    document = run_bench(options)
     validate(document, "bench")
+    assert "came back with the gateway's spans" not in options.log.getvalue()  # it recorded and handed over every request
     # One user, no queueing: the non-streaming overhead is the injected stages (5 ms) and little else.
     idle = document["idle"]
     assert idle is not None and idle["requests"] > 20

@@ -22,7 +22,7 @@ def test_two_targets_take_turns_abba(monkeypatch: pytest.MonkeyPatch) -> None:
     served = interleave([Target("a", "A", None), Target("b", "B", None)], False, 10, 2, rounds=4, settle_s=0)
     assert calls == ["A", "B", "B", "A", "A", "B", "B", "A"]  # drift within a round falls on both alike
     assert served == {"a": Served(40, 2.0, None, None), "b": Served(40, 2.0, None, None)}
-    assert served["a"].rps == 20.0 and served["a"].per_request_ms(None) is None
+    assert served["a"].rps == 20.0 and served["a"].cpu_ms is None
 
 
 def test_more_targets_rotate_so_none_always_goes_first(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -49,4 +49,4 @@ def test_a_burst_sends_exactly_its_requests_and_charges_the_cpu_of_the_process_t
     assert measured.requests == 100
     assert measured.cpu_s is not None and measured.cpu_s > 0  # the mock served them
     assert measured.agent_cpu_s == 0.0  # no perfkit export agent in its tree
-    assert measured.per_request_ms(measured.cpu_s) == pytest.approx(measured.cpu_s * 10)
+    assert measured.cpu_ms == pytest.approx(measured.cpu_s * 10) and measured.agent_ms == 0.0
