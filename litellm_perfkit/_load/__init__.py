@@ -16,7 +16,7 @@ from .._stop import Stopped, signal_name
 from ._locust_run import LocustError, run_locust
 from ._recorder import Recorder
 from ._report import SCHEMA, build_result, median_run, render_table, stopped
-from ._runner import Arrival, LoadPlan, Phase, run_phase_logged, run_phase_sync, run_until_stopped
+from ._runner import Arrival, LoadPlan, Phase, init_driver, run_phase_logged, run_phase_sync, run_until_stopped
 from ._workload import Workload, WorkloadError, endpoint_url
 from ..types import LoadConfig, LoadResult
 
@@ -158,7 +158,9 @@ def _run_processes(
     recorder = Recorder()
     context = multiprocessing.get_context("spawn")
     stop: KeyboardInterrupt | None = None
-    with _progress(progress, plan) as bar, ProcessPoolExecutor(processes, mp_context=context) as pool:
+    stop_drivers = context.Event()
+    pool = ProcessPoolExecutor(processes, mp_context=context, initializer=init_driver, initargs=(stop_drivers,))
+    with _progress(progress, plan) as bar, pool:
         futures = [pool.submit(run_phase_sync, workload, _plan_for(plan, processes, i), jsonl_path) for i in range(processes)]
         started = time.monotonic()
         try:
@@ -167,10 +169,9 @@ def _run_processes(
                 if bar is not None and bar[2] == "s":
                     bar[0].update(bar[1], completed=time.monotonic() - started)
         except KeyboardInterrupt as exc:
-            # Each driver process ends its phase on SIGTERM and sends back what it measured.
+            # Each driver process ends its phase and sends back what it measured.
             stop = exc
-            for process in list(getattr(pool, "_processes", {}).values()):
-                process.terminate()
+            stop_drivers.set()
         outputs: list[dict[str, Any]] = [f.result(timeout=60) for f in futures]
     for output in outputs:
         recorder.merge_dict(output["recorder"])

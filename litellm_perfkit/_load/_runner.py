@@ -15,10 +15,12 @@ import resource
 import signal
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from multiprocessing.synchronize import Event as EventType
 from time import perf_counter_ns
+from types import FrameType
 from typing import IO, Any, Literal
 
-from .._stop import STOP_SIGNALS, signal_name, stop_signals
+from .._stop import STOP_SIGNALS
 from ._exchange import Exchange
 from ._http import Connection, connect
 from ._recorder import Recorder
@@ -117,8 +119,11 @@ class Phase:
         self.deadline = self.started_ns + int(((plan.duration_s or 0) + plan.warmup_s) * 1e9) if plan.duration_s else None
         self.total = (plan.requests + plan.warmup_requests) if plan.requests else None
         self.issued = 0
+        self.stopping = False
 
     def more(self) -> bool:
+        if self.stopping:
+            return False
         if self.total is not None and self.issued >= self.total:
             return False
         return self.deadline is None or perf_counter_ns() < self.deadline
@@ -201,8 +206,17 @@ async def run_phase(
     phase = Phase(workload, plan, progress, jsonl)
     if started is not None:
         started(phase)
+    users = asyncio.ensure_future(_closed_loop(phase) if plan.mode == "closed" else _open_loop(phase))
     try:
-        await (_closed_loop(phase) if plan.mode == "closed" else _open_loop(phase))
+        await asyncio.shield(users)
+    except asyncio.CancelledError:
+        # Cancelling is not enough: on Python 3.11 asyncio.wait_for swallows a
+        # cancel that comes as its answer does, and that user would run on to
+        # the deadline. Each user checks ``stopping`` before its next request.
+        phase.stopping = True
+        users.cancel()
+        await asyncio.wait((users,))
+        raise
     finally:
         phase.pool.close()
     return phase.result()
@@ -226,50 +240,80 @@ async def run_phase_logged(
             jsonl.close()
 
 
-def run_until_stopped(main: Coroutine[Any, Any, object]) -> str | None:
+def run_until_stopped(main: Coroutine[Any, Any, object], stop_requested: Callable[[], bool] | None = None) -> str | None:
     """Run ``main`` on the fastest loop until it ends or a stop signal (Ctrl-C,
     SIGTERM, SIGHUP) cancels it; the signal's name, or None when it ran to the end.
+    ``stop_requested``, polled ten times a second, stops it too ("parent").
 
     The loop itself cancels ``main``: a stop raised from a plain signal handler
     could land inside one of uvloop's callbacks, which logs it and runs on to
-    the deadline."""
+    the deadline. A signal that comes before the loop takes over is noted and
+    cancels ``main`` at its first step, so ``main`` always starts."""
     from .._mock._server import run_fast
 
     stopped_by: list[str] = []
+    signals = (signal.SIGINT, *STOP_SIGNALS)
+
+    def note(signum: int, frame: FrameType | None = None) -> None:
+        stopped_by.append(signal.Signals(signum).name)
 
     async def guarded() -> None:
         loop, task = asyncio.get_running_loop(), asyncio.current_task()
         assert task is not None
 
         def stop(signum: int) -> None:
-            stopped_by.append(signal.Signals(signum).name)
+            note(signum)
             task.cancel()
 
-        signals = (signal.SIGINT, *STOP_SIGNALS)
         for signum in signals:
             loop.add_signal_handler(signum, stop, signum)
+        if stopped_by:
+            task.cancel()
+        poller = asyncio.ensure_future(_poll(stop_requested, task, stopped_by)) if stop_requested else None
         try:
             await main
         except asyncio.CancelledError:
             if not stopped_by:
                 raise
         finally:
+            if poller:
+                poller.cancel()
             for signum in signals:
-                loop.remove_signal_handler(signum)
+                loop.remove_signal_handler(signum)  # which restores the default action
+                signal.signal(signum, note)
 
-    with stop_signals():  # a signal before the loop runs
-        try:
-            run_fast(guarded())
-        except KeyboardInterrupt as stopped:
-            return signal_name(stopped)
+    previous = {signum: signal.signal(signum, note) for signum in signals}
+    try:
+        run_fast(guarded())
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     return stopped_by[0] if stopped_by else None
+
+
+async def _poll(stop_requested: Callable[[], bool], task: asyncio.Task[Any], stopped_by: list[str]) -> None:
+    while not stop_requested():
+        await asyncio.sleep(0.1)
+    stopped_by.append("parent")
+    task.cancel()
+
+
+_parent_stop: list[EventType] = []  # in a driver process, from init_driver
+
+
+def init_driver(stop: EventType) -> None:
+    """Initializer of driver processes. Their parent asks them to stop by
+    setting ``stop``, not with a signal: a signal kills a process that is still
+    importing, which breaks the pool and loses every other process's measurements."""
+    _parent_stop[:] = [stop]
 
 
 def run_phase_sync(workload: Workload, plan: LoadPlan, jsonl_path: str | None = None) -> dict[str, object]:
     """For driver processes: run on the fastest loop, return a mergeable dict.
-    A stop signal ends the phase early: what it measured comes back, with the signal's name."""
+    A stop signal, or the parent's stop, ends the phase early: what it measured comes back."""
     phases: list[Phase] = []
-    stopped_by = run_until_stopped(run_phase_logged(workload, plan, jsonl_path, started=phases.append))
+    stop_requested = _parent_stop[0].is_set if _parent_stop else None
+    stopped_by = run_until_stopped(run_phase_logged(workload, plan, jsonl_path, started=phases.append), stop_requested)
     if not phases:
         raise RuntimeError("the phase did not start")
     result = phases[0].result()
