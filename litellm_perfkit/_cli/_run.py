@@ -25,10 +25,10 @@ them for you. Nothing is changed in the proxy's configuration.
 Each worker records at most 10 requests a second by default (--record-rate):
 all of them while the proxy is lightly used, a sample once it is busy, so
 that a saturated proxy pays for ten a second, not for every request. On
-this project's 2-core machine a saturated LiteLLM proxy spent 1.02x (1.83.14)
-and 1.03-1.06x (1.103.0) the CPU per request of a plain one at the default,
-export agent included, against 1.12-1.19x with every request recorded
-(docs/overhead.md). The others are counted.
+this project's 2-core machine a saturated LiteLLM proxy spent 1.02x the
+CPU per request of a plain one at the default, on 1.83.14 and 1.103.0,
+export agent included (medians of 16 pairs), against 1.12-1.19x with every
+request recorded (docs/overhead.md). The others are counted.
 
 examples:
   perfkit run -- litellm --config config.yaml --port 4000 --num_workers 2
