@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
 
 __all__ = ["STOP_SIGNALS", "Stopped", "exit_code", "signal_name", "stop_signals"]
@@ -42,14 +42,17 @@ def _raise(signum: int, frame: FrameType | None) -> None:
 
 
 @contextlib.contextmanager
-def stop_signals() -> Iterator[None]:
-    """While inside, SIGTERM and SIGHUP raise ``Stopped`` (main thread only; elsewhere a no-op)."""
+def stop_signals(
+    handler: Callable[[int, FrameType | None], None] = _raise, signals: tuple[int, ...] = STOP_SIGNALS
+) -> Iterator[None]:
+    """While inside, SIGTERM and SIGHUP raise ``Stopped``, or go to ``handler``
+    (main thread only; elsewhere a no-op). The previous handlers come back after."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {signum: signal.signal(signum, _raise) for signum in STOP_SIGNALS}
+    previous = {signum: signal.signal(signum, handler) for signum in signals}
     try:
         yield
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        for signum, before in previous.items():
+            signal.signal(signum, before)

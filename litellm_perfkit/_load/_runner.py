@@ -20,7 +20,7 @@ from time import perf_counter_ns
 from types import FrameType
 from typing import IO, Any, Literal
 
-from .._stop import STOP_SIGNALS
+from .._stop import STOP_SIGNALS, stop_signals
 from ._exchange import Exchange
 from ._http import Connection, connect
 from ._recorder import Recorder
@@ -282,12 +282,8 @@ def run_until_stopped(main: Coroutine[Any, Any, object], stop_requested: Callabl
                 loop.remove_signal_handler(signum)  # which restores the default action
                 signal.signal(signum, note)
 
-    previous = {signum: signal.signal(signum, note) for signum in signals}
-    try:
+    with stop_signals(note, signals):
         run_fast(guarded())
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
     return stopped_by[0] if stopped_by else None
 
 
