@@ -15,7 +15,22 @@ from pathlib import Path
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-SOURCES = ("module", "timeline", "stage", "sse", "token", "exchange", "start", "encode", "handoff", "split", "steps", "tasks", "otlp", "spans")
+SOURCES = (
+    "module",
+    "timeline",
+    "stage",
+    "sse",
+    "token",
+    "exchange",
+    "start",
+    "encode",
+    "handoff",
+    "split",
+    "steps",
+    "tasks",
+    "otlp",
+    "spans",
+)
 PACKAGE = Path(__file__).resolve().parent / "litellm_perfkit"
 
 
@@ -47,7 +62,11 @@ setup(
         Extension(
             "litellm_perfkit._core._speedups",
             sources=[f"litellm_perfkit/_core/csrc/{name}.c" for name in SOURCES],
-            depends=["litellm_perfkit/_core/csrc/speedups.h", "litellm_perfkit/types.py", "litellm_perfkit/_core/_fields.py"],
+            depends=[
+                "litellm_perfkit/_core/csrc/speedups.h",
+                "litellm_perfkit/types.py",
+                "litellm_perfkit/_core/_fields.py",
+            ],
             optional=True,
         )
     ],

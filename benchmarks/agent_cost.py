@@ -111,8 +111,12 @@ def _records(data: bytes) -> list[bytes]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("records", type=Path, help="batch frames: a file written by litellm_recording_cost --capture, "
-                        "or by the export agent of a proxy that benchmarks/_gcprobe is loaded into, with PERFKIT_BENCH_CAPTURE=FILE")  # fmt: skip
+    parser.add_argument(
+        "records",
+        type=Path,
+        help="batch frames: a file written by litellm_recording_cost --capture, "
+        "or by the export agent of a proxy that benchmarks/_gcprobe is loaded into, with PERFKIT_BENCH_CAPTURE=FILE",
+    )
     parser.add_argument("--batch", type=int, default=16, help="records per batch, as the worker hands them off")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--without-steps", action="store_true", help="drop each record's steps (step accounting off)")
@@ -132,8 +136,10 @@ def main() -> int:
     per_record = {part: statistics.median(p[part] for p in passes) / len(records) * 1e6 for part in passes[0]}
     total = statistics.median(sum(p.values()) for p in passes) / len(records) * 1e6
     parts = ", ".join(f"{part} {us:.1f}" for part, us in per_record.items())
-    print(f"{args.records.name}: {len(records)} records in batches of {args.batch}, median of {args.repeats} passes"
-          f"{' without steps' if args.without_steps else ''}: {total:.1f} us CPU per record ({parts})")  # fmt: skip
+    print(
+        f"{args.records.name}: {len(records)} records in batches of {args.batch}, median of {args.repeats} passes"
+        f"{' without steps' if args.without_steps else ''}: {total:.1f} us CPU per record ({parts})"
+    )
     return 0
 
 

@@ -45,11 +45,34 @@ def perfkit(url: str, duration: int, driver: str = "perfkit") -> float:
         path = out.name
     try:
         subprocess.run(
-            ["taskset", "-c", "1", sys.executable, "-m", "litellm_perfkit._cli", "load", "--url", url, "--concurrency", "64",
-             "--duration", str(duration), "--prompt-repeats", "1", "--model", "m", "--progress", "off", "--out", path,
-             "--driver", driver],
-            check=True, capture_output=True,
-        )  # fmt: skip
+            [
+                "taskset",
+                "-c",
+                "1",
+                sys.executable,
+                "-m",
+                "litellm_perfkit._cli",
+                "load",
+                "--url",
+                url,
+                "--concurrency",
+                "64",
+                "--duration",
+                str(duration),
+                "--prompt-repeats",
+                "1",
+                "--model",
+                "m",
+                "--progress",
+                "off",
+                "--out",
+                path,
+                "--driver",
+                driver,
+            ],
+            check=True,
+            capture_output=True,
+        )
         result = json.loads(Path(path).read_text())
     finally:
         os.unlink(path)
@@ -63,10 +86,34 @@ def locust(url: str, duration: int) -> float:
         locustfile = Path(workdir) / "locustfile.py"
         locustfile.write_text(LOCUSTFILE.format(body=json.dumps(BODY)))
         subprocess.run(
-            ["taskset", "-c", "1", sys.executable, "-m", "locust", "-f", str(locustfile), "--headless", "-u", "64", "-r", "64",
-             "-t", f"{duration}s", "--host", url, "--csv", f"{workdir}/stats", "--only-summary", "--loglevel", "ERROR"],
-            check=True, capture_output=True, cwd=workdir,
-        )  # fmt: skip
+            [
+                "taskset",
+                "-c",
+                "1",
+                sys.executable,
+                "-m",
+                "locust",
+                "-f",
+                str(locustfile),
+                "--headless",
+                "-u",
+                "64",
+                "-r",
+                "64",
+                "-t",
+                f"{duration}s",
+                "--host",
+                url,
+                "--csv",
+                f"{workdir}/stats",
+                "--only-summary",
+                "--loglevel",
+                "ERROR",
+            ],
+            check=True,
+            capture_output=True,
+            cwd=workdir,
+        )
         stats = Path(f"{workdir}/stats_stats.csv").read_text().splitlines()
     header = stats[0].split(",")
     row = next(line.split(",") for line in stats[1:] if line.split(",")[1] == '"Aggregated"' or "Aggregated" in line)
@@ -88,7 +135,12 @@ def main() -> int:
             print(f"needs {tool} (apt-get install wrk util-linux)", file=sys.stderr)
             return 2
     body = json.dumps(BODY).encode()
-    results: dict[str, list[float]] = {"wrk": [], "perfkit load": [], "locust FastHttpUser": [], "locust + perfkit user": []}
+    results: dict[str, list[float]] = {
+        "wrk": [],
+        "perfkit load": [],
+        "locust FastHttpUser": [],
+        "locust + perfkit user": [],
+    }
     with mock() as url:
         wrk(url, body, 2, 64)  # warm-up
         for _ in range(args.repeats):
@@ -104,8 +156,10 @@ def main() -> int:
     for tool, rps in medians.items():
         ratio = medians["perfkit load"] / rps
         print(f"| {tool} | {rps:,.0f} | {ratio:.2f}x |")
-    print(f"\nTargets: perfkit >= 0.4x wrk (here {medians['perfkit load'] / medians['wrk']:.2f}x), "
-          f">= 2x Locust FastHttpUser (here {medians['perfkit load'] / medians['locust FastHttpUser']:.2f}x)")  # fmt: skip
+    print(
+        f"\nTargets: perfkit >= 0.4x wrk (here {medians['perfkit load'] / medians['wrk']:.2f}x), "
+        f">= 2x Locust FastHttpUser (here {medians['perfkit load'] / medians['locust FastHttpUser']:.2f}x)"
+    )
     return 0
 
 

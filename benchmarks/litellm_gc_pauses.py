@@ -55,9 +55,14 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp, mock_process("--chunks", "20") as upstream:
         jsonl = Path(tmp) / "spans.jsonl"
         exporter = ("--exporter", "jsonl", "--spans-out", str(jsonl))
-        with litellm_proxy(args.version, upstream, Path(tmp), mode="perfkit", perfkit_args=exporter, pin_cpu="0") as url:
-            load = run_load(Workload(url=url, prompt_repeats=150), LoadPlan(concurrency=args.concurrency, duration_s=args.duration, warmup_s=5, timeout_s=60),
-                            progress="off")["summary"]  # fmt: skip
+        with litellm_proxy(
+            args.version, upstream, Path(tmp), mode="perfkit", perfkit_args=exporter, pin_cpu="0"
+        ) as url:
+            load = run_load(
+                Workload(url=url, prompt_repeats=150),
+                LoadPlan(concurrency=args.concurrency, duration_s=args.duration, warmup_s=5, timeout_s=60),
+                progress="off",
+            )["summary"]
         rows = server_attributes(jsonl)
     if not rows:
         print("no chat request spans were written", file=sys.stderr)
@@ -66,12 +71,16 @@ def main() -> int:
     totals = [float(row["perfkit.total_ms"]) for row in rows]
     paused = [p for p in pauses if p > 0]
     slowest = sorted(range(len(rows)), key=lambda i: -totals[i])[: max(1, len(rows) // 20)]
-    print(f"LiteLLM {args.version}, {args.concurrency} users, {load['rps']:.1f} req/s, {len(rows)} requests (warm-up included)")
+    print(
+        f"LiteLLM {args.version}, {args.concurrency} users, {load['rps']:.1f} req/s, {len(rows)} requests (warm-up included)"
+    )
     print(f"requests with a pause inside them: {len(paused)}")
     if paused:
         print(f"their pause time, median / p95: {statistics.median(paused):.1f} / {quantile(paused, 0.95):.1f} ms")
         print(f"longest pause inside one request: {max(paused):.1f} ms")
-    print(f"requests with >= 100 ms of pause: {sum(p >= 100 for p in pauses)} ({sum(p >= 100 for p in pauses) / len(rows):.1%})")
+    print(
+        f"requests with >= 100 ms of pause: {sum(p >= 100 for p in pauses)} ({sum(p >= 100 for p in pauses) / len(rows):.1%})"
+    )
     print(
         f"slowest 5%: median total {statistics.median(totals[i] for i in slowest):.0f} ms, "
         f"median pause {statistics.median(pauses[i] for i in slowest):.0f} ms"

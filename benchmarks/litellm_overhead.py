@@ -39,10 +39,10 @@ from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.litellm_recording_cost import interval  # noqa: E402
+from litellm_perfkit._bench._bursts import Target, interleave  # noqa: E402
 from litellm_perfkit._bench._launch import ProxyMode  # noqa: E402
 from litellm_perfkit._export._settings import SCHEDULE_DELAY_S  # noqa: E402
 from litellm_perfkit._stop import stop_signals  # noqa: E402
-from litellm_perfkit._bench._bursts import Target, interleave  # noqa: E402
 from litellm_perfkit._wire._record_rate import DEFAULT_RECORD_RATE  # noqa: E402
 from tests.support.litellm_env import VERSIONS  # noqa: E402
 from tests.support.mock_server import mock_process  # noqa: E402
@@ -90,13 +90,24 @@ def mode_settings(mode: str, exporter: tuple[str, ...]) -> tuple[ProxyMode, dict
     if mode.startswith("perfkit-without-"):
         return "perfkit", {"PERFKIT_LEAVE_OUT": mode.removeprefix("perfkit-without-")}, exporter
     if mode.startswith("perfkit-delay-"):
-        return "perfkit", {"PERFKIT_RECORD_RATE": str(DEFAULT_RECORD_RATE), "OTEL_BSP_SCHEDULE_DELAY": mode.removeprefix("perfkit-delay-")}, exporter
-    raise SystemExit(f"unknown mode {mode!r}: use {', '.join(MODES)}, perfkit-record-R, perfkit-rate-N, perfkit-delay-MS or perfkit-without-PART")
+        return (
+            "perfkit",
+            {
+                "PERFKIT_RECORD_RATE": str(DEFAULT_RECORD_RATE),
+                "OTEL_BSP_SCHEDULE_DELAY": mode.removeprefix("perfkit-delay-"),
+            },
+            exporter,
+        )
+    raise SystemExit(
+        f"unknown mode {mode!r}: use {', '.join(MODES)}, perfkit-record-R, perfkit-rate-N, perfkit-delay-MS or perfkit-without-PART"
+    )
 
 
 def labels(modes: list[str]) -> list[str]:
     """Each mode's name, numbered when it comes twice (``plain,plain``: the harness against itself)."""
-    return [mode if modes[:i].count(mode) == 0 else f"{mode} ({modes[:i].count(mode) + 1})" for i, mode in enumerate(modes)]
+    return [
+        mode if modes[:i].count(mode) == 0 else f"{mode} ({modes[:i].count(mode) + 1})" for i, mode in enumerate(modes)
+    ]
 
 
 def probe_log(log_prefix: Path) -> Iterator[tuple[int, int, int, int, list[int]]]:
@@ -110,7 +121,11 @@ def probe_log(log_prefix: Path) -> Iterator[tuple[int, int, int, int, list[int]]
 
 def full_collections(log_prefix: Path, start_ns: int, end_ns: int) -> tuple[int, float]:
     """Full collections the probe logged in the window, and their pause in seconds."""
-    found = [pause for ended, pause, generation, _, _ in probe_log(log_prefix) if generation == 2 and start_ns <= ended <= end_ns]
+    found = [
+        pause
+        for ended, pause, generation, _, _ in probe_log(log_prefix)
+        if generation == 2 and start_ns <= ended <= end_ns
+    ]
     return len(found), sum(found) / 1e9
 
 
@@ -148,18 +163,27 @@ def measure_group(proxies: list[Proxy], stream: bool, args: argparse.Namespace, 
         measured = served[proxy.label]
         cpu_ms, agent_ms = measured.cpu_ms or 0.0, measured.agent_ms or 0.0
         full, pause_s = full_collections(proxy.gc_log, start_ns, end_ns) if args.collector else (0, 0.0)
-        result[proxy.label] = Measured(cpu_ms - agent_ms, agent_ms, measured.rps, full / measured.requests * 1e3, pause_s / measured.requests * 1e3)
+        result[proxy.label] = Measured(
+            cpu_ms - agent_ms, agent_ms, measured.rps, full / measured.requests * 1e3, pause_s / measured.requests * 1e3
+        )
     return result
 
 
 def run(args: argparse.Namespace) -> tuple[list[str], list[dict[str, Measured]], int]:
     modes = args.modes.split(",")
     names = labels(modes)
-    settle_s = max(float(mode_settings(m, ())[1].get("OTEL_BSP_SCHEDULE_DELAY", SCHEDULE_DELAY_S * 1e3)) / 1e3 for m in modes) + 1.0
+    settle_s = (
+        max(float(mode_settings(m, ())[1].get("OTEL_BSP_SCHEDULE_DELAY", SCHEDULE_DELAY_S * 1e3)) / 1e3 for m in modes)
+        + 1.0
+    )
     groups: list[dict[str, Measured]] = []
     # The driver (this process) and what it starts, Jaeger and the mock, on core 1; the proxies on core 0.
     os.sched_setaffinity(0, {1})
-    with tempfile.TemporaryDirectory() as tmp, jaeger_process(Path(tmp)) as jaeger, mock_process("--chunks", "20") as upstream:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        jaeger_process(Path(tmp)) as jaeger,
+        mock_process("--chunks", "20") as upstream,
+    ):
         exporter = ("--endpoint", jaeger.otlp_http, "--protocol", "http/protobuf", "--service-name", "bench-litellm")
         for number in range(args.pairs):
             # Started in rotating order too: no mode is always the first process of its group.
@@ -172,31 +196,67 @@ def run(args: argparse.Namespace) -> tuple[list[str], list[dict[str, Measured]],
                     workdir.mkdir()
                     gc_log = workdir / "gc"
                     if args.collector:
-                        env = {**env, "PYTHONPATH": os.pathsep.join(filter(None, (env.get("PYTHONPATH"), str(GC_PROBE)))), "PERFKIT_BENCH_GC_LOG": str(gc_log)}
+                        env = {
+                            **env,
+                            "PYTHONPATH": os.pathsep.join(filter(None, (env.get("PYTHONPATH"), str(GC_PROBE)))),
+                            "PERFKIT_BENCH_GC_LOG": str(gc_log),
+                        }
                     pids: list[int] = []
-                    url = stack.enter_context(litellm_proxy(args.version, upstream, workdir, mode=proxy_mode, perfkit_args=perfkit_args, pin_cpu="0",
-                                                            env=env, pids=pids))  # fmt: skip
+                    url = stack.enter_context(
+                        litellm_proxy(
+                            args.version,
+                            upstream,
+                            workdir,
+                            mode=proxy_mode,
+                            perfkit_args=perfkit_args,
+                            pin_cpu="0",
+                            env=env,
+                            pids=pids,
+                        )
+                    )
                     proxies[i] = Proxy(names[i], url, pids[0], gc_log)
-                group = measure_group([proxies[i] for i in range(len(modes))], args.workload == "stream", args, settle_s)
+                group = measure_group(
+                    [proxies[i] for i in range(len(modes))], args.workload == "stream", args, settle_s
+                )
             groups.append(group)
             base = group[names[0]]
-            print(f"pair {number + 1}/{args.pairs}: " + "; ".join(
-                f"{name} {m.cpu_ms:.3f} ms ({m.agent_ms:.3f} agent), {m.rps:.1f} req/s" + (f", {m.cpu_ms / base.cpu_ms:.3f}x" if name != names[0] else "")
-                for name, m in group.items()), file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"pair {number + 1}/{args.pairs}: "
+                + "; ".join(
+                    f"{name} {m.cpu_ms:.3f} ms ({m.agent_ms:.3f} agent), {m.rps:.1f} req/s"
+                    + (f", {m.cpu_ms / base.cpu_ms:.3f}x" if name != names[0] else "")
+                    for name, m in group.items()
+                ),
+                file=sys.stderr,
+                flush=True,
+            )
         spans = sum(len(t["spans"]) for t in jaeger.traces("bench-litellm"))
     return names, groups, spans
 
 
 def report(args: argparse.Namespace, names: list[str], groups: list[dict[str, Measured]], spans: int) -> None:
     base = names[0]
-    print(f"\nLiteLLM {args.version}, {args.workload}: {len(groups)} pairs of fresh proxies (1 worker each, with perfkit's agents, on core 0; "
-          f"mock, driver and Jaeger on core 1), {args.rounds} interleaved bursts of {args.requests or REQUESTS[args.workload]} requests "
-          f"per proxy after {args.warmup} warm-up, {args.concurrency} users")  # fmt: skip
+    print(
+        f"\nLiteLLM {args.version}, {args.workload}: {len(groups)} pairs of fresh proxies (1 worker each, with perfkit's agents, on core 0; "
+        f"mock, driver and Jaeger on core 1), {args.rounds} interleaved bursts of {args.requests or REQUESTS[args.workload]} requests "
+        f"per proxy after {args.warmup} warm-up, {args.concurrency} users"
+    )
     print(f"spans stored in Jaeger (last 1000 traces shown by its API): {spans}\n")
-    print("| mode | CPU ms per request (worker) | export agent | together | req/s | CPU / " + base + ", median of pairs [95%] | RPS / " + base
-          + ", median of pairs [95%] | ratio of medians: CPU, RPS |")  # fmt: skip
+    print(
+        "| mode | CPU ms per request (worker) | export agent | together | req/s | CPU / "
+        + base
+        + ", median of pairs [95%] | RPS / "
+        + base
+        + ", median of pairs [95%] | ratio of medians: CPU, RPS |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    medians = {name: {field: statistics.median(getattr(g[name], field) for g in groups) for field in ("worker_ms", "agent_ms", "cpu_ms", "rps")} for name in names}
+    medians = {
+        name: {
+            field: statistics.median(getattr(g[name], field) for g in groups)
+            for field in ("worker_ms", "agent_ms", "cpu_ms", "rps")
+        }
+        for name in names
+    }
     for name in names:
         m = medians[name]
         row = f"| {name} | {m['worker_ms']:.3f} | {m['agent_ms']:.3f} | {m['cpu_ms']:.3f} | {m['rps']:.1f} |"
@@ -205,32 +265,45 @@ def report(args: argparse.Namespace, names: list[str], groups: list[dict[str, Me
             continue
         cpu = interval([g[name].cpu_ms / g[base].cpu_ms for g in groups])
         rps = interval([g[name].rps / g[base].rps for g in groups])
-        print(row + f" {cpu[0]:.3f} [{cpu[1]:.3f}, {cpu[2]:.3f}] | {rps[0]:.3f} [{rps[1]:.3f}, {rps[2]:.3f}] | "
-              f"{m['cpu_ms'] / medians[base]['cpu_ms']:.3f}, {m['rps'] / medians[base]['rps']:.3f} |")  # fmt: skip
+        print(
+            row + f" {cpu[0]:.3f} [{cpu[1]:.3f}, {cpu[2]:.3f}] | {rps[0]:.3f} [{rps[1]:.3f}, {rps[2]:.3f}] | "
+            f"{m['cpu_ms'] / medians[base]['cpu_ms']:.3f}, {m['rps'] / medians[base]['rps']:.3f} |"
+        )
     print("\nEach pair's CPU ratio, sorted:")
     for name in names[1:]:
         print(f"- {name}: " + " ".join(f"{r:.3f}" for r in sorted(g[name].cpu_ms / g[base].cpu_ms for g in groups)))
     if args.collector:
         print("\nFull collections (benchmarks/_gcprobe), median of pairs:")
         for name in names:
-            print(f"- {name}: {statistics.median(g[name].full_per_1000 for g in groups):.2f} per 1000 requests, "
-                  f"their pause {statistics.median(g[name].full_pause_ms for g in groups):.3f} ms per request")  # fmt: skip
+            print(
+                f"- {name}: {statistics.median(g[name].full_per_1000 for g in groups):.2f} per 1000 requests, "
+                f"their pause {statistics.median(g[name].full_pause_ms for g in groups):.3f} ms per request"
+            )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", default=VERSIONS[-1], choices=VERSIONS)
-    parser.add_argument("--modes", default="plain,perfkit-default", help="comma-separated, the first is the baseline: " + "; ".join(f"{k}: {v}" for k, v in MODES.items()) +
-                        "; perfkit-record-R (PERFKIT_RECORD_RATIO=R); perfkit-rate-N (PERFKIT_RECORD_RATE=N); perfkit-delay-MS (the default rate, OTEL_BSP_SCHEDULE_DELAY=MS); "
-                        "perfkit-without-PART (PERFKIT_LEAVE_OUT=PART: points, middleware, gcwatch, shutdown, profiles, point:STAGE); A+B: A with B's environment; "
-                        "a mode given twice is measured against itself")  # fmt: skip
+    parser.add_argument(
+        "--modes",
+        default="plain,perfkit-default",
+        help="comma-separated, the first is the baseline: "
+        + "; ".join(f"{k}: {v}" for k, v in MODES.items())
+        + "; perfkit-record-R (PERFKIT_RECORD_RATIO=R); perfkit-rate-N (PERFKIT_RECORD_RATE=N); perfkit-delay-MS (the default rate, OTEL_BSP_SCHEDULE_DELAY=MS); "
+        "perfkit-without-PART (PERFKIT_LEAVE_OUT=PART: points, middleware, gcwatch, shutdown, profiles, point:STAGE); A+B: A with B's environment; "
+        "a mode given twice is measured against itself",
+    )
     parser.add_argument("--pairs", type=int, default=8, help="groups of fresh proxies, one per mode")
     parser.add_argument("--rounds", type=int, default=10, help="measured bursts per proxy")
     parser.add_argument("--warmup", type=int, default=2, help="bursts per proxy before measuring")
     parser.add_argument("--requests", type=int, default=0, help="requests per burst (default: 640 json, 160 stream)")
     parser.add_argument("--workload", default="json", choices=("json", "stream"))
     parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--collector", action="store_true", help="load the collector probe into every proxy: full collections and their pause per request")
+    parser.add_argument(
+        "--collector",
+        action="store_true",
+        help="load the collector probe into every proxy: full collections and their pause per request",
+    )
     args = parser.parse_args()
     with stop_signals():  # SIGTERM too stops every proxy, Jaeger and the mock on its way out
         names, groups, spans = run(args)

@@ -86,12 +86,20 @@ async def _started_proxy(args: argparse.Namespace) -> tuple[Any, Callable[[], Aw
         if not started.done():
             started.set_result(message["type"])
 
-    app.state.perfkit_bench_lifespan = asyncio.create_task(app({"type": "lifespan", "asgi": {"version": "3.0"}}, startup.get, lifespan_send))
+    app.state.perfkit_bench_lifespan = asyncio.create_task(
+        app({"type": "lifespan", "asgi": {"version": "3.0"}}, startup.get, lifespan_send)
+    )
     if await started != "lifespan.startup.complete":
         raise SystemExit(f"the proxy did not start: {started.result()}")
-    body = {"model": args.model, "messages": [{"role": "user", "content": "hi " * 150}], "stream": args.workload == "stream"}
+    body = {
+        "model": args.model,
+        "messages": [{"role": "user", "content": "hi " * 150}],
+        "stream": args.workload == "stream",
+    }
     headers = {"Authorization": "Bearer sk-1234"}
-    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app, client=("127.0.0.1", 1234)), base_url="http://proxy")
+    client = httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app, client=("127.0.0.1", 1234)), base_url="http://proxy"
+    )
 
     async def one() -> None:
         response = await client.post("/v1/chat/completions", json=body, headers=headers)
@@ -129,9 +137,11 @@ async def _toggled(args: argparse.Namespace) -> None:
     await client.aclose()
     median, low, high = interval([a - b for a, b in zip(results["recorded"], results["passed"])])
     passed = statistics.median(results["passed"])
-    print(f"{args.workload}: passed through {passed:.3f} ms CPU per request, recorded {statistics.median(results['recorded']):.3f}; "
-          f"recording adds {median * 1e3:.1f} us per request (95% interval {low * 1e3:.1f} to {high * 1e3:.1f}), "
-          f"{median / passed * 100:.1f}% of the request")  # fmt: skip
+    print(
+        f"{args.workload}: passed through {passed:.3f} ms CPU per request, recorded {statistics.median(results['recorded']):.3f}; "
+        f"recording adds {median * 1e3:.1f} us per request (95% interval {low * 1e3:.1f} to {high * 1e3:.1f}), "
+        f"{median / passed * 100:.1f}% of the request"
+    )
 
 
 async def _captured(args: argparse.Namespace) -> None:
@@ -149,7 +159,9 @@ async def _captured(args: argparse.Namespace) -> None:
     _sink.set_sink(None)
     await client.aclose()
     args.capture.write_bytes(batch_frame(0, 0, records))
-    print(f"{args.workload}: {len(records)} records, {sum(map(len, records)) / len(records):.0f} bytes each, written to {args.capture}")
+    print(
+        f"{args.workload}: {len(records)} records, {sum(map(len, records)) / len(records):.0f} bytes each, written to {args.capture}"
+    )
 
 
 async def _served(args: argparse.Namespace) -> None:
@@ -165,8 +177,13 @@ async def _served(args: argparse.Namespace) -> None:
 
 # (PERFKIT_RECORD_RATIO, PERFKIT_RECORD_RATE) under perfkit; None: plain. "first" records
 # one request, the first, then passes every other through; "rate-10" is perfkit run's default.
-MODES: dict[str, tuple[str, str] | None] = {"plain": None, "passed": ("0", "all"), "recorded": ("1", "all"), "first": ("1", "0.001"),
-                                            "rate-10": ("1", "10")}  # fmt: skip
+MODES: dict[str, tuple[str, str] | None] = {
+    "plain": None,
+    "passed": ("0", "all"),
+    "recorded": ("1", "all"),
+    "first": ("1", "0.001"),
+    "rate-10": ("1", "10"),
+}
 
 
 def _against_plain(args: argparse.Namespace, python: Path, env: dict[str, str], workload: str) -> None:
@@ -183,10 +200,31 @@ def _against_plain(args: argparse.Namespace, python: Path, env: dict[str, str], 
                         mode_env.pop(name)
                 else:
                     mode_env.update(PERFKIT_RECORD_RATIO=setting[0], PERFKIT_RECORD_RATE=setting[1])
-                command = ["taskset", "-c", "0", str(python), __file__, _INNER, "--serve", "--workload", workload, "--batch", str(args.batch),
-                           "--settle", str(args.settle)]  # fmt: skip
-                child = subprocess.Popen(command, env=mode_env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                         text=True, pass_fds=(write,), cwd=env["PERFKIT_BENCH_WORKDIR"])  # fmt: skip
+                command = [
+                    "taskset",
+                    "-c",
+                    "0",
+                    str(python),
+                    __file__,
+                    _INNER,
+                    "--serve",
+                    "--workload",
+                    workload,
+                    "--batch",
+                    str(args.batch),
+                    "--settle",
+                    str(args.settle),
+                ]
+                child = subprocess.Popen(
+                    command,
+                    env=mode_env,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    text=True,
+                    pass_fds=(write,),
+                    cwd=env["PERFKIT_BENCH_WORKDIR"],
+                )
                 os.close(write)
                 results = os.fdopen(read)
                 if results.readline().strip() != "ready":
@@ -214,9 +252,14 @@ def _against_plain(args: argparse.Namespace, python: Path, env: dict[str, str], 
         for mode in ratios:
             median, low, high = interval([a / b for a, b in zip(per_round[mode], per_round["plain"])])
             ratios[mode].append(median)
-            line.append(f"{mode} {statistics.median(per_round[mode]):.3f} ({median:.3f}x, 95% interval {low:.3f} to {high:.3f})")
+            line.append(
+                f"{mode} {statistics.median(per_round[mode]):.3f} ({median:.3f}x, 95% interval {low:.3f} to {high:.3f})"
+            )
         print(f"{workload}: " + ", ".join(line), flush=True)
-    summary = ", ".join(f"{mode} {statistics.median(values):.3f}x ({min(values):.3f} to {max(values):.3f})" for mode, values in ratios.items())
+    summary = ", ".join(
+        f"{mode} {statistics.median(values):.3f}x ({min(values):.3f} to {max(values):.3f})"
+        for mode, values in ratios.items()
+    )
     print(f"{workload}: median over {args.sets} sets, against plain: {summary}")
 
 
@@ -233,11 +276,22 @@ def _outer(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as tmp, mock_process("--chunks", "20") as upstream:
         config = Path(tmp) / "config.yaml"
         config.write_text(CONFIG_TEMPLATE.replace("{upstream}", upstream))
-        env = {**os.environ, **OFFLINE_ENV, "CONFIG_FILE_PATH": str(config), "PERFKIT_RUN": "1", "PERFKIT_BENCH_WORKDIR": tmp,
-               "PYTHONPATH": os.pathsep.join((str(BOOTSTRAP), str(BOOTSTRAP.parents[2]))),
-               "PERFKIT_OTEL_TRACES_EXPORTER": "none", "PERFKIT_LEAVE_OUT": args.leave_out, "PERFKIT_RECORD_RATE": "all"}  # fmt: skip
-        print(f"LiteLLM {args.version}, in-process (ASGI), core 0; batches of {args.batch} concurrent requests, "
-              f"{args.rounds} rounds after {args.warmup} warm-up rounds" + (f"; left out: {args.leave_out}" if args.leave_out else ""))  # fmt: skip
+        env = {
+            **os.environ,
+            **OFFLINE_ENV,
+            "CONFIG_FILE_PATH": str(config),
+            "PERFKIT_RUN": "1",
+            "PERFKIT_BENCH_WORKDIR": tmp,
+            "PYTHONPATH": os.pathsep.join((str(BOOTSTRAP), str(BOOTSTRAP.parents[2]))),
+            "PERFKIT_OTEL_TRACES_EXPORTER": "none",
+            "PERFKIT_LEAVE_OUT": args.leave_out,
+            "PERFKIT_RECORD_RATE": "all",
+        }
+        print(
+            f"LiteLLM {args.version}, in-process (ASGI), core 0; batches of {args.batch} concurrent requests, "
+            f"{args.rounds} rounds after {args.warmup} warm-up rounds"
+            + (f"; left out: {args.leave_out}" if args.leave_out else "")
+        )
         for workload in args.workloads.split(","):
             if args.against_plain:
                 _against_plain(args, python, env, workload)
@@ -261,15 +315,35 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--batch", type=int, default=16, help="concurrent requests per batch")
     parser.add_argument("--warmup", type=int, default=20, help="rounds not counted")
-    parser.add_argument("--settle", type=float, default=0.02, help="seconds each batch waits for its work after the response")
-    parser.add_argument("--against-plain", action="store_true", help="interleave processes: plain, perfkit passing through, perfkit recording")
-    parser.add_argument("--sets", type=int, default=3, help="with --against-plain: sets of processes, one after the other")
-    parser.add_argument("--modes", default="passed,recorded", help="with --against-plain: beside plain, from " + ", ".join(m for m in MODES if m != "plain"))
-    parser.add_argument("--python", type=Path, help="the proxy's interpreter (default: --version's cached venv, built if missing); "
-                        "this checkout's perfkit runs in it either way")  # fmt: skip
+    parser.add_argument(
+        "--settle", type=float, default=0.02, help="seconds each batch waits for its work after the response"
+    )
+    parser.add_argument(
+        "--against-plain",
+        action="store_true",
+        help="interleave processes: plain, perfkit passing through, perfkit recording",
+    )
+    parser.add_argument(
+        "--sets", type=int, default=3, help="with --against-plain: sets of processes, one after the other"
+    )
+    parser.add_argument(
+        "--modes",
+        default="passed,recorded",
+        help="with --against-plain: beside plain, from " + ", ".join(m for m in MODES if m != "plain"),
+    )
+    parser.add_argument(
+        "--python",
+        type=Path,
+        help="the proxy's interpreter (default: --version's cached venv, built if missing); "
+        "this checkout's perfkit runs in it either way",
+    )
     parser.add_argument("--leave-out", default="", help="PERFKIT_LEAVE_OUT for the proxy (docs/configuration.md)")
-    parser.add_argument("--capture", type=Path, help="write the encoded records of --rounds recorded batches to this file (one per workload: "
-                        "FILE.json.EXT, FILE.stream.EXT), for benchmarks/agent_cost.py")  # fmt: skip
+    parser.add_argument(
+        "--capture",
+        type=Path,
+        help="write the encoded records of --rounds recorded batches to this file (one per workload: "
+        "FILE.json.EXT, FILE.stream.EXT), for benchmarks/agent_cost.py",
+    )
     parser.add_argument("--model", default="fake-openai-endpoint", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.inner:

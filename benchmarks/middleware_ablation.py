@@ -74,8 +74,10 @@ def main() -> int:
     finally:
         _sink.set_sink(None)
     bare, ours = main_us["bare"], main_us["perfkit"]
-    print(f"{args.workload}: {args.rounds} rounds x {args.batch} requests per variant, interleaved; core 0, no exporter; "
-          "main-thread CPU, medians over rounds\n")  # fmt: skip
+    print(
+        f"{args.workload}: {args.rounds} rounds x {args.batch} requests per variant, interleaved; core 0, no exporter; "
+        "main-thread CPU, medians over rounds\n"
+    )
     print("| variant | µs per request | added vs bare | saving vs perfkit |")
     print("|---|---:|---:|---:|")
     for name, values in main_us.items():

@@ -71,14 +71,22 @@ from litellm_perfkit._export import Pipeline, read_settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._pinning import pin  # noqa: E402
-from tests.support.servers import jaeger_process  # noqa: E402
 from tests.support import backends  # noqa: E402
+from tests.support.servers import jaeger_process  # noqa: E402
 
 CHUNK = b'data: {"choices":[{"index":0,"delta":{"content":"tok"}}]}\n\n'
 VARIANTS = [
-    "bare", "perfkit-process", "perfkit-thread", "perfkit-noexport", "perfkit-noexport-nosteps",
-    "perfkit-process-py", "perfkit-noexport-py", "perfkit-sdk", "otel-asgi", "otel-asgi-exclude",
-]  # fmt: skip
+    "bare",
+    "perfkit-process",
+    "perfkit-thread",
+    "perfkit-noexport",
+    "perfkit-noexport-nosteps",
+    "perfkit-process-py",
+    "perfkit-noexport-py",
+    "perfkit-sdk",
+    "otel-asgi",
+    "otel-asgi-exclude",
+]
 WORKLOADS = (("json", "/json"), ("sse-20", "/stream"))
 APP_CORE, EXPORT_CORE = {0}, {1}
 
@@ -130,10 +138,19 @@ async def drive(app: Any, path: str, n: int) -> None:
             return {"type": "http.request", "body": b"", "more_body": False}
 
         scope = {
-            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
-            "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "", "headers": headers,
-            "client": ("127.0.0.1", 1234), "server": ("127.0.0.1", 80),
-        }  # fmt: skip
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "GET",
+            "scheme": "http",
+            "path": path,
+            "raw_path": path.encode(),
+            "query_string": b"",
+            "root_path": "",
+            "headers": headers,
+            "client": ("127.0.0.1", 1234),
+            "server": ("127.0.0.1", 80),
+        }
         await app(scope, receive, send)
 
 
@@ -176,12 +193,20 @@ def open_variant(name: str, endpoint: str, pinned: bool) -> Variant:
     elif name.startswith("perfkit"):
         # perfkit-sdk: spans handed to the host's SDK tracer provider (--host-provider on), built in a thread.
         exporter = "sdk" if name == "perfkit-sdk" else "otlp"
-        settings = read_settings(service_name=f"bench-{name}", exporter=exporter, protocol="http/protobuf", endpoint=endpoint)
+        settings = read_settings(
+            service_name=f"bench-{name}", exporter=exporter, protocol="http/protobuf", endpoint=endpoint
+        )
         mode = "process" if "process" in name else "thread"
         pipeline = Pipeline(settings, mode=mode, backend=PYTHON if python_path else ACTIVE).start()
         agent = getattr(pipeline, "_agent", None)
-        variant = Variant(name, middleware(app), pipeline.sink, pipeline.force_flush, pipeline.shutdown,
-                          agent_pid=agent.process.pid if agent else None)  # fmt: skip
+        variant = Variant(
+            name,
+            middleware(app),
+            pipeline.sink,
+            pipeline.force_flush,
+            pipeline.shutdown,
+            agent_pid=agent.process.pid if agent else None,
+        )
         if pinned and variant.agent_pid:
             pin(variant.agent_pid, EXPORT_CORE)  # it inherited the app's core
     else:
@@ -192,7 +217,9 @@ def open_variant(name: str, endpoint: str, pinned: bool) -> Variant:
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
         provider = TracerProvider(resource=Resource.create({"service.name": f"bench-{name}"}))
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces"), max_queue_size=100_000))
+        provider.add_span_processor(
+            BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces"), max_queue_size=100_000)
+        )
         exclude = ["receive", "send"] if "exclude" in name else None
         otel = OpenTelemetryMiddleware(app, tracer_provider=provider, exclude_spans=exclude)
         variant = Variant(name, otel, flush=lambda: provider.force_flush(60_000), close=provider.shutdown)
@@ -220,7 +247,9 @@ async def interleave(variants: list[Variant], path: str, rounds: int, batch: int
     return main
 
 
-def measure_time(endpoint: str, path: str, names: list[str], rounds: int, batch: int, pinned: bool) -> dict[str, Measured]:
+def measure_time(
+    endpoint: str, path: str, names: list[str], rounds: int, batch: int, pinned: bool
+) -> dict[str, Measured]:
     variants = [open_variant(name, endpoint, pinned) for name in names]
     try:
         threads_before = {v.name: sum(thread_cpu_ns(t) for t in v.threads) for v in variants}
@@ -250,10 +279,16 @@ def median_interval(values: list[float]) -> tuple[float, float, float]:
 
 
 def print_table(results: dict[str, dict[str, Measured]], args: argparse.Namespace) -> None:
-    print(f"\n{args.rounds} rounds x {args.batch} requests per variant, interleaved by batch; python {sys.version.split()[0]}, {os.cpu_count()} cores")
-    print("app: main-thread CPU per request (median over rounds) plus the variant's export thread; " + (
-        "app on core 0, Jaeger and the export agent on core 1" if args.pinned else "not pinned"))
-    print("\n| workload | variant | main-thread CPU µs | added main-thread µs [95% CI] | export thread µs | added app µs | agent CPU µs | added total µs | OTel / perfkit (app, total) |")
+    print(
+        f"\n{args.rounds} rounds x {args.batch} requests per variant, interleaved by batch; python {sys.version.split()[0]}, {os.cpu_count()} cores"
+    )
+    print(
+        "app: main-thread CPU per request (median over rounds) plus the variant's export thread; "
+        + ("app on core 0, Jaeger and the export agent on core 1" if args.pinned else "not pinned")
+    )
+    print(
+        "\n| workload | variant | main-thread CPU µs | added main-thread µs [95% CI] | export thread µs | added app µs | agent CPU µs | added total µs | OTel / perfkit (app, total) |"
+    )
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for workload, by_variant in results.items():
         bare = by_variant["bare"].main_us
@@ -267,8 +302,10 @@ def print_table(results: dict[str, dict[str, Measured]], args: argparse.Namespac
             (mid, low, high), app, total = added[name]
             ratio = f"{app / ours[1]:.1f}x, {total / ours[2]:.1f}x" if name.startswith("otel") and ours else ""
             agent = f"{m.agent_us:.1f}" if m.agent_us else ""
-            print(f"| {workload} | {name} | {statistics.median(m.main_us):.1f} | {mid:+.1f} [{low:+.1f}, {high:+.1f}] | "
-                  f"{m.export_us:.1f} | {app:+.1f} | {agent} | {total:+.1f} | {ratio} |")  # fmt: skip
+            print(
+                f"| {workload} | {name} | {statistics.median(m.main_us):.1f} | {mid:+.1f} [{low:+.1f}, {high:+.1f}] | "
+                f"{m.export_us:.1f} | {app:+.1f} | {agent} | {total:+.1f} | {ratio} |"
+            )
 
 
 # -- instructions -----------------------------------------------------------------
@@ -284,11 +321,25 @@ def run_child(name: str, path: str, n: int, endpoint: str) -> None:
 
 def _instructions(variant: str, path: str, n: int, endpoint: str) -> int:
     """Total instructions of one child run under cachegrind (app process only)."""
-    command = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
-               sys.executable, "-m", "benchmarks.middleware_overhead", "--child", variant, path, str(n), endpoint]  # fmt: skip
+    command = [
+        "valgrind",
+        "--tool=cachegrind",
+        "--cache-sim=no",
+        "--cachegrind-out-file=/dev/null",
+        sys.executable,
+        "-m",
+        "benchmarks.middleware_overhead",
+        "--child",
+        variant,
+        path,
+        str(n),
+        endpoint,
+    ]
     # Fixed hash seed and no address randomization: the same run counts the same.
     env = {**os.environ, "PYTHONHASHSEED": "0"}
-    result = subprocess.run(["setarch", "-R", *command], capture_output=True, text=True, env=env, cwd=Path(__file__).resolve().parents[1])
+    result = subprocess.run(
+        ["setarch", "-R", *command], capture_output=True, text=True, env=env, cwd=Path(__file__).resolve().parents[1]
+    )
     match = re.search(r"I\s+refs:\s+([\d,]+)", result.stderr)
     if result.returncode != 0 or match is None:
         raise RuntimeError(f"valgrind run of {variant} {path} failed: {result.stderr.strip()[-500:]}")
@@ -305,7 +356,9 @@ def count_instructions(endpoint: str, requests: int) -> dict[tuple[str, str], fl
 
 
 def print_instructions(per_request: dict[tuple[str, str], float], args: argparse.Namespace) -> None:
-    print(f"\ninstructions per request (valgrind cachegrind, app process, export flushed); N = {args.requests}; python {sys.version.split()[0]}\n")
+    print(
+        f"\ninstructions per request (valgrind cachegrind, app process, export flushed); N = {args.requests}; python {sys.version.split()[0]}\n"
+    )
     print("| workload | variant | instructions | added | added / perfkit added | bare + added, as a multiple of bare |")
     print("|---|---|---:|---:|---:|---:|")
     for workload, _ in WORKLOADS:
@@ -327,7 +380,9 @@ def set_host_provider(endpoint: str) -> None:
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     provider = TracerProvider(resource=Resource.create({"service.name": "bench-host"}))
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces"), max_queue_size=100_000))
+    provider.add_span_processor(
+        BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces"), max_queue_size=100_000)
+    )
     trace.set_tracer_provider(provider)
 
 
@@ -338,11 +393,22 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=200, help="time: rounds of one batch per variant (default 200)")
     parser.add_argument("--batch", type=int, default=50, help="time: requests per batch (default 50)")
     parser.add_argument("--requests", type=int, default=200, help="instructions: N (default 200; streams N/2)")
-    parser.add_argument("--variants", default=",".join(VARIANTS), help="time: a comma-separated subset (bare is always run)")
-    parser.add_argument("--pin", choices=["on", "off"], default="on", help="time: app on core 0, Jaeger and the agent on core 1 (default: on)")
-    parser.add_argument("--host-provider", choices=["on", "off"], default="off",
-                        help="time: the process sets an OpenTelemetry SDK tracer provider (a host that traces, exporting to the "
-                             "same Jaeger), so perfkit joins its trace on every request; needed by perfkit-sdk")  # fmt: skip
+    parser.add_argument(
+        "--variants", default=",".join(VARIANTS), help="time: a comma-separated subset (bare is always run)"
+    )
+    parser.add_argument(
+        "--pin",
+        choices=["on", "off"],
+        default="on",
+        help="time: app on core 0, Jaeger and the agent on core 1 (default: on)",
+    )
+    parser.add_argument(
+        "--host-provider",
+        choices=["on", "off"],
+        default="off",
+        help="time: the process sets an OpenTelemetry SDK tracer provider (a host that traces, exporting to the "
+        "same Jaeger), so perfkit joins its trace on every request; needed by perfkit-sdk",
+    )
     parser.add_argument("--child", nargs=4, metavar=("VARIANT", "PATH", "N", "ENDPOINT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:

@@ -49,12 +49,22 @@ def wrk(url: str, body: bytes, duration: int, connections: int) -> float:
     """Requests per second reported by wrk (one thread, on core 1)."""
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
         script.write(
-            'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\n'
-            f"wrk.body = [[{body.decode()}]]\n"
+            f'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\nwrk.body = [[{body.decode()}]]\n'
         )
     try:
         out = subprocess.run(
-            ["taskset", "-c", "1", "wrk", "-t1", f"-c{connections}", f"-d{duration}s", "-s", script.name, f"{url}/v1/chat/completions"],
+            [
+                "taskset",
+                "-c",
+                "1",
+                "wrk",
+                "-t1",
+                f"-c{connections}",
+                f"-d{duration}s",
+                "-s",
+                script.name,
+                f"{url}/v1/chat/completions",
+            ],
             capture_output=True,
             text=True,
             check=True,
@@ -85,7 +95,9 @@ async def one_stream(host: str, port: int) -> float:
     raise RuntimeError("no content chunk in the stream")
 
 
-async def ttft_under_load(url: str, concurrency: int, seconds: float, warmup_s: float = 1.0) -> tuple[float, float, int]:
+async def ttft_under_load(
+    url: str, concurrency: int, seconds: float, warmup_s: float = 1.0
+) -> tuple[float, float, int]:
     """Closed loop: ``concurrency`` clients, each streaming again as soon as one ends.
     Returns the p50 and p99 of the mock's own TTFT after the warm-up, and the count."""
     host, port = url.removeprefix("http://").split(":")
@@ -124,7 +136,9 @@ def main() -> int:
             ttft_p50.append(p50)
             ttft_p99.append(p99)
             counts.append(count)
-    print(f"\nmock on one core (taskset -c 0), load on the other; {args.repeats} repeats of {args.duration} s; medians\n")
+    print(
+        f"\nmock on one core (taskset -c 0), load on the other; {args.repeats} repeats of {args.duration} s; medians\n"
+    )
     print("| measurement | tool | result | target |")
     print("|---|---|---:|---:|")
     print(f"| non-streaming chat completions | wrk -c64 | {statistics.median(plain):,.0f} req/s | >= 15,000 |")

@@ -65,11 +65,18 @@ def main() -> int:
             for variant in order:
                 result = run(variant, path, n)
                 results.setdefault((workload, variant), []).append(result)
-                print(f"{workload} {variant} repeat {repeat + 1}: {result[0]:.1f} us, {result[1]} samples", file=sys.stderr)
+                print(
+                    f"{workload} {variant} repeat {repeat + 1}: {result[0]:.1f} us, {result[1]} samples",
+                    file=sys.stderr,
+                )
     litellm_perfkit.shutdown()
-    print(f"\nrequests per run: {args.requests} (json), {args.requests // 2} (sse-20); repeats: {args.repeats}; medians")
+    print(
+        f"\nrequests per run: {args.requests} (json), {args.requests // 2} (sse-20); repeats: {args.repeats}; medians"
+    )
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores; CPU = process CPU time per request\n")
-    print("| workload | per-stage profiling | CPU us / request | added vs off | ratio to off | samples per 1000 requests |")
+    print(
+        "| workload | per-stage profiling | CPU us / request | added vs off | ratio to off | samples per 1000 requests |"
+    )
     print("|---|---|---:|---:|---:|---:|")
     for workload in ("json", "sse-20"):
         n = args.requests if workload == "json" else args.requests // 2

@@ -33,7 +33,16 @@ def main() -> int:
     with Children() as children:
         mock = start_mock(children, "--ttft-ms", "30", "--itl-ms", "5")
         port = free_port()
-        gateway = [sys.executable, "-m", "uvicorn", "examples.gateway:app", "--port", str(port), "--log-level", "warning"]
+        gateway = [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "examples.gateway:app",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ]
         env = {**os.environ, "UPSTREAM": mock, "OTEL_TRACES_EXPORTER": "jsonl", "PERFKIT_JSONL_PATH": str(spans)}
         children.start("gateway", gateway, env, ROOT).wait_ready(lambda: port_open(port), timeout_s=30)
         for name, url in (("direct to the mock", mock), ("through the gateway", f"http://127.0.0.1:{port}")):

@@ -10,4 +10,13 @@ from __future__ import annotations
 
 from ._mock import ConfigError, Deployment, MockApp, MockConfig, ModelProfile, load_config, serve, start_servers
 
-__all__ = ["ConfigError", "Deployment", "MockApp", "MockConfig", "ModelProfile", "load_config", "serve", "start_servers"]
+__all__ = [
+    "ConfigError",
+    "Deployment",
+    "MockApp",
+    "MockConfig",
+    "ModelProfile",
+    "load_config",
+    "serve",
+    "start_servers",
+]

@@ -7,7 +7,7 @@ Wall-clock time appears only when a record is exported, anchored once per batch.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, Optional, TypedDict, Union
+from typing import Annotated, Any, Literal, TypedDict
 
 __all__ = [
     "AttributeValue",
@@ -30,7 +30,7 @@ __all__ = [
     "StageRecord",
 ]
 
-AttributeValue = Union[str, int, float, bool]
+AttributeValue = str | int | float | bool
 
 HeaderMode = Literal["trusted", "on", "off"]
 """Whether the middleware adds a timing header to a response. ``trusted``
@@ -52,7 +52,7 @@ is built; ``off`` runs the pure-Python path (the reference)."""
 StepMode = Literal["on", "off"]
 """Step accounting per request (CPU, event-loop queueing, I/O wait): on by default."""
 
-RecordRate = Union[float, Literal["all"]]
+RecordRate = float | Literal["all"]
 """Recorded requests per second per process (``PERFKIT_RECORD_RATE``,
 default 10), or ``all``: the others pass through unrecorded and are counted."""
 
@@ -212,21 +212,21 @@ class LoadConfig(TypedDict, total=False):
     """The run's settings, as given (the Locust driver writes a subset)."""
 
     url: str
-    models: list[list[Union[str, float]]]
+    models: list[list[str | float]]
     stream: bool
-    max_tokens: Optional[int]
+    max_tokens: int | None
     prompt_repeats: int
     mode: Literal["open", "closed"]
-    concurrency: Optional[int]
-    rate: Optional[float]
+    concurrency: int | None
+    rate: float | None
     arrival: str
-    duration_s: Optional[float]
-    requests: Optional[int]
+    duration_s: float | None
+    requests: int | None
     warmup_s: float
     warmup_requests: int
     ramp_s: float
     timeout_s: float
-    seed: Optional[int]
+    seed: int | None
     processes: int
     repeats: int
     driver: Literal["perfkit", "locust"]
@@ -257,13 +257,13 @@ class _LoadSummaryFields(TypedDict):
     errors_by_class: dict[str, int]
     duration_s: Annotated[float, "the measured part, after warm-up"]
     rps: float
-    latency_ms: Optional[Percentiles]
-    latency_uncorrected_ms: Optional[Percentiles]
-    ttft_ms: Optional[Percentiles]
-    ttft_uncorrected_ms: Optional[Percentiles]
-    itl_ms: Optional[Percentiles]
-    e2e_ms: Optional[Percentiles]
-    schedule_lag_ms: Optional[Percentiles]
+    latency_ms: Percentiles | None
+    latency_uncorrected_ms: Percentiles | None
+    ttft_ms: Percentiles | None
+    ttft_uncorrected_ms: Percentiles | None
+    itl_ms: Percentiles | None
+    e2e_ms: Percentiles | None
+    schedule_lag_ms: Percentiles | None
     output_tokens: OutputTokens
     driver: DriverUsage
     flags: Annotated[list[str], "warnings: the driver fell behind or was saturated, requests failed"]
@@ -274,8 +274,8 @@ class LoadSummary(_LoadSummaryFields, total=False):
 
 
 class GroundTruth(TypedDict):
-    gateway_added_ttft_ms: Optional[Percentiles]
-    added_delay_per_chunk_ms: Optional[Percentiles]
+    gateway_added_ttft_ms: Percentiles | None
+    added_delay_per_chunk_ms: Percentiles | None
 
 
 class ErrorInfo(TypedDict):
@@ -289,16 +289,18 @@ class LocustEntry(TypedDict):
     name: str
     requests: int
     failures: int
-    mean_ms: Optional[float]
-    p50_ms: Optional[float]
-    p95_ms: Optional[float]
-    p99_ms: Optional[float]
-    max_ms: Optional[float]
+    mean_ms: float | None
+    p50_ms: float | None
+    p95_ms: float | None
+    p99_ms: float | None
+    max_ms: float | None
 
 
 class _LoadResultFields(TypedDict):
     schema: Literal["perfkit.load/1"]
-    complete: Annotated[bool, "false when a signal (Ctrl-C, SIGTERM, SIGHUP) stopped the run: it holds what was measured until then"]
+    complete: Annotated[
+        bool, "false when a signal (Ctrl-C, SIGTERM, SIGHUP) stopped the run: it holds what was measured until then"
+    ]
     tool: ToolInfo
     config: LoadConfig
     summary: LoadSummary
@@ -318,21 +320,21 @@ class LoadResult(_LoadResultFields, total=False):
 
 
 class P50P95(TypedDict):
-    p50: Optional[float]
-    p95: Optional[float]
+    p50: float | None
+    p95: float | None
 
 
 class P50P95P99(TypedDict):
-    p50: Optional[float]
-    p95: Optional[float]
-    p99: Optional[float]
+    p50: float | None
+    p95: float | None
+    p99: float | None
 
 
 class BenchNonStream(TypedDict):
     rps: float
     latency_ms: P50P95P99
     client_overhead_ms: Annotated[dict[str, float], "proxy minus direct latency, p50 and p95"]
-    litellm_overhead_header_ms: Optional[P50P95]
+    litellm_overhead_header_ms: P50P95 | None
     errors: int
 
 
@@ -360,20 +362,22 @@ class BenchStage(TypedDict):
     p50_ms: float
     p95_ms: float
     mean_self_ms: Annotated[float, "exclusive time per request, mean"]
-    share: Annotated[Optional[float], "of the mean server-side overhead; null for upstream stages"]
+    share: Annotated[float | None, "of the mean server-side overhead; null for upstream stages"]
     requests: int
     upstream: bool
-    cpu_ms: Annotated[Optional[float], "own CPU per request, mean (the stage's code running); null without step accounting"]
-    queue_ms: Annotated[Optional[float], "own event-loop queueing per request, mean (ready to run, the loop busy)"]
-    io_ms: Annotated[Optional[float], "own I/O wait per request, mean (waiting on sockets, timers, locks)"]
+    cpu_ms: Annotated[
+        float | None, "own CPU per request, mean (the stage's code running); null without step accounting"
+    ]
+    queue_ms: Annotated[float | None, "own event-loop queueing per request, mean (ready to run, the loop busy)"]
+    io_ms: Annotated[float | None, "own I/O wait per request, mean (waiting on sockets, timers, locks)"]
 
 
 class Remainder(TypedDict):
     mean_ms: float
-    share: Optional[float]
-    cpu_ms: Annotated[Optional[float], "CPU per request outside every stage, mean"]
-    queue_ms: Annotated[Optional[float], "event-loop queueing per request outside every stage, mean"]
-    io_ms: Annotated[Optional[float], "I/O wait per request outside every stage, mean"]
+    share: float | None
+    cpu_ms: Annotated[float | None, "CPU per request outside every stage, mean"]
+    queue_ms: Annotated[float | None, "event-loop queueing per request outside every stage, mean"]
+    io_ms: Annotated[float | None, "I/O wait per request outside every stage, mean"]
 
 
 class Unmeasured(TypedDict):
@@ -389,28 +393,28 @@ class GcPauses(TypedDict):
     mean: float
     p95: float
     max: float
-    share: Optional[float]
+    share: float | None
 
 
 class ProxyUsage(TypedDict):
-    cpu_percent: Optional[float]
-    rss_mb: Optional[float]
+    cpu_percent: float | None
+    rss_mb: float | None
     cpu_ms_per_request: Annotated[
-        Optional[dict[str, float]],
+        dict[str, float] | None,
         "proxy process-tree CPU over each phase's measured part (perfkit's export agents left out), per request sent in it, "
         "by phase (nonstream, stream); none with a warm-up in requests",
     ]
     steps_cpu_ms_per_request: Annotated[
-        Optional[dict[str, float]],
+        dict[str, float] | None,
         "the requests' own CPU (step accounting: their tasks' steps, their thread calls, their work after the response), mean per "
         "request by phase; the rest of cpu_ms_per_request ran outside any request's steps (the server's protocol work, the event loop)",
     ]
     named_cpu_ms_per_request: Annotated[
-        Optional[dict[str, float]],
+        dict[str, float] | None,
         "the part of steps_cpu_ms_per_request inside named stages (less the CPU outside every stage), mean per request by phase",
     ]
     agent_cpu_ms_per_request: Annotated[
-        Optional[dict[str, float]],
+        dict[str, float] | None,
         "perfkit's export agents alone over the same part of each phase, per request, by phase: what exporting costs beside "
         "cpu_ms_per_request (0 for a gateway that exports from its own process); none with a warm-up in requests",
     ]
@@ -424,7 +428,7 @@ class IdleOverhead(TypedDict):
     requests: int
     latency_ms: P50P95
     client_overhead_ms: Annotated[dict[str, float], "p50 and p95, idle latency minus direct (empty without data)"]
-    server_overhead_ms: Optional[MeanP50P95]
+    server_overhead_ms: MeanP50P95 | None
 
 
 class BenchDriver(TypedDict):
@@ -447,33 +451,35 @@ class BenchSamples(TypedDict):
     stream_e2e_ms: list[list[float]]
     server_overhead_ms: list[list[float]]
     stage_self_ms: dict[str, list[list[float]]]
-    stage_cpu_ms: Annotated[dict[str, list[list[float]]], "each stage's own CPU per request (step accounting); empty without it"]
+    stage_cpu_ms: Annotated[
+        dict[str, list[list[float]]], "each stage's own CPU per request (step accounting); empty without it"
+    ]
     rps_repeats: list[float]
     streams_per_s_repeats: list[float]
 
 
 class _BenchRunFields(TypedDict):
     target: str
-    litellm_version: Optional[str]
+    litellm_version: str | None
     workers: int
     repeats: int
     spread: BenchSpread
     nonstream: BenchNonStream
     stream: BenchStream
     direct: BenchDirect
-    server_overhead_ms: Optional[MeanP50P95]
+    server_overhead_ms: MeanP50P95 | None
     stages: dict[str, BenchStage]
-    remainder: Optional[Remainder]
-    gc_pause_ms: Optional[GcPauses]
+    remainder: Remainder | None
+    gc_pause_ms: GcPauses | None
     fast_paths: dict[str, AttributeValue]
     joined_requests: int
     unmeasured: Unmeasured
-    workers_seen: Optional[int]
+    workers_seen: int | None
     proxy: ProxyUsage
-    idle: Annotated[Optional[IdleOverhead], "none with --idle 0"]
+    idle: Annotated[IdleOverhead | None, "none with --idle 0"]
     driver: BenchDriver
     samples: BenchSamples
-    flamegraph: Optional[str]
+    flamegraph: str | None
 
 
 class BenchRun(_BenchRunFields, total=False):
@@ -503,12 +509,18 @@ class BenchResult(_BenchResultFields, total=False):
 
 class PerturbationSide(TypedDict):
     rps: float
-    cpu_ms_per_request: Annotated[float | None, "the proxy's process tree over its measured bursts and the export schedule after them, perfkit's export agent included"]
+    cpu_ms_per_request: Annotated[
+        float | None,
+        "the proxy's process tree over its measured bursts and the export schedule after them, perfkit's export agent included",
+    ]
     agent_cpu_ms_per_request: Annotated[float | None, "perfkit's export agents alone (0 for the plain proxy)"]
 
 
 class PerturbationPair(TypedDict):
-    order: Annotated[list[Literal["plain", "perfkit"]], "which side started first and had the first burst (pairs alternate; bursts within a pair take turns, ABBA)"]
+    order: Annotated[
+        list[Literal["plain", "perfkit"]],
+        "which side started first and had the first burst (pairs alternate; bursts within a pair take turns, ABBA)",
+    ]
     nonstream: dict[Literal["plain", "perfkit"], PerturbationSide]
     stream: dict[Literal["plain", "perfkit"], PerturbationSide]
 

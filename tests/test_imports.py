@@ -17,9 +17,13 @@ print(loaded, len(ours))
 """
 
 
-@pytest.mark.parametrize("module", ["litellm_perfkit.mock", "litellm_perfkit._load", "litellm_perfkit.locust", "litellm_perfkit._cli._main"])
+@pytest.mark.parametrize(
+    "module", ["litellm_perfkit.mock", "litellm_perfkit._load", "litellm_perfkit.locust", "litellm_perfkit._cli._main"]
+)
 def test_light_imports(module: str) -> None:
-    result = subprocess.run([sys.executable, "-c", CHECK.format(module=module)], capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", CHECK.format(module=module)], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "[] 0", result.stdout
 

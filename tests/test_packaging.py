@@ -21,7 +21,9 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     out = tmp_path_factory.mktemp("dist")
-    built = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)], capture_output=True, text=True, timeout=900)
+    built = subprocess.run(
+        [sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)], capture_output=True, text=True, timeout=900
+    )
     assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
     yield out
 
@@ -29,8 +31,13 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def fresh_venv(path: Path, install: str, env: dict[str, str] | None = None) -> Path:
     subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
     python = path / "bin" / "python"
-    done = subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", install],
-                          capture_output=True, text=True, timeout=900, env={**os.environ, **(env or {})})  # fmt: skip
+    done = subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", install],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, **(env or {})},
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return path / "bin" / "perfkit"
 
@@ -50,14 +57,18 @@ def test_the_wheel_with_no_extras_gives_a_working_cli(dist: Path, tmp_path: Path
     # Something that needs a missing extra: one line naming it, exit 2, before any work.
     missing = perfkit(script, "bench", "--driver", "locust", "--proxy-url", "http://127.0.0.1:9")
     assert missing.returncode == 2 and "Traceback" not in missing.stderr
-    assert missing.stderr.strip().splitlines() == ["perfkit bench: error: --driver locust needs Locust: pip install 'litellm_perfkit[locust]'"]
+    assert missing.stderr.strip().splitlines() == [
+        "perfkit bench: error: --driver locust needs Locust: pip install 'litellm_perfkit[locust]'"
+    ]
     bar = perfkit(script, "load", "--url", "http://127.0.0.1:9", "--requests", "1", "--progress", "on")
     assert bar.returncode == 2 and bar.stderr.strip().splitlines() == [
         "perfkit load: error: this needs rich, which the 'cli' extra installs: pip install 'litellm_perfkit[cli]'"
     ]
 
 
-@pytest.mark.parametrize(("compiler", "path"), [("cc", "C accelerator"), ("/bin/false", "pure Python, the C accelerator is not built")])
+@pytest.mark.parametrize(
+    ("compiler", "path"), [("cc", "C accelerator"), ("/bin/false", "pure Python, the C accelerator is not built")]
+)
 def test_the_sdist_installs_with_and_without_a_compiler(dist: Path, tmp_path: Path, compiler: str, path: str) -> None:
     [sdist] = dist.glob("*.tar.gz")
     script = fresh_venv(tmp_path / "venv", str(sdist), env={"CC": compiler, "PIP_NO_CACHE_DIR": "1"})
@@ -71,10 +82,16 @@ def test_every_extra_beside_a_pinned_litellm_keeps_its_version(dist: Path) -> No
     """pip's own answer, without installing: what ``perfkit[all]`` would change in a proxy's environment."""
     [wheel] = dist.glob("*.whl")
     python = litellm_python("1.83.14")
-    resolved = subprocess.run([str(python), "-m", "pip", "install", "--dry-run", "--quiet", "--report", "-", f"{wheel}[all]"],
-                              capture_output=True, text=True, timeout=900)  # fmt: skip
+    resolved = subprocess.run(
+        [str(python), "-m", "pip", "install", "--dry-run", "--quiet", "--report", "-", f"{wheel}[all]"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert resolved.returncode == 0, resolved.stderr[-3000:]
-    changes = {item["metadata"]["name"].lower(): item["metadata"]["version"] for item in json.loads(resolved.stdout)["install"]}
+    changes = {
+        item["metadata"]["name"].lower(): item["metadata"]["version"] for item in json.loads(resolved.stdout)["install"]
+    }
     assert "litellm" not in changes, changes
     pinned = {"orjson", "starlette", "pyroscope-io", "uvicorn", "uvloop"}
     assert not pinned & set(changes), {name: changes[name] for name in pinned & set(changes)}

@@ -30,7 +30,9 @@ def test_mock_and_types_api() -> None:
     assert sorted(litellm_perfkit.mock.__all__) == sorted(
         ["ConfigError", "Deployment", "MockApp", "MockConfig", "ModelProfile", "load_config", "serve", "start_servers"]
     )
-    assert {"HeaderMode", "ExportMode", "RequestRecord", "StageRecord", "StageKind"} <= set(litellm_perfkit.types.__all__)
+    assert {"HeaderMode", "ExportMode", "RequestRecord", "StageRecord", "StageKind"} <= set(
+        litellm_perfkit.types.__all__
+    )
 
 
 def test_importing_perfkit_does_not_import_litellm() -> None:

@@ -26,20 +26,26 @@ PORTABLE = ["tests/core", "tests/wire", "tests/mock", "tests/export", "tests/loa
 
 def _runs(python: Path, version: str) -> bool:
     """Whether ``python`` starts and is ``version`` (a pyenv shim may exist and refuse to run)."""
-    check = subprocess.run([str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], capture_output=True, text=True)
+    check = subprocess.run(
+        [str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], capture_output=True, text=True
+    )
     return check.returncode == 0 and check.stdout.strip() == version
 
 
 def interpreter(version: str) -> Path:
     """pyenv's newest <version>.x, else python<version> on PATH."""
     root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
-    candidates = sorted(root.glob(f"{version}.*/bin/python"), key=lambda p: [int(x) for x in p.parts[-3].split(".")[:3] if x.isdigit()])
+    candidates = sorted(
+        root.glob(f"{version}.*/bin/python"), key=lambda p: [int(x) for x in p.parts[-3].split(".")[:3] if x.isdigit()]
+    )
     on_path = shutil.which(f"python{version}")
     for python in [*reversed(candidates), *([Path(on_path)] if on_path else [])]:
         if _runs(python, version):
             return python
-    raise AssertionError(f"CPython {version} is not installed (looked in {root} and for python{version} on PATH): "
-                         f"install it (e.g. pyenv install {version}) to test every supported version")  # fmt: skip
+    raise AssertionError(
+        f"CPython {version} is not installed (looked in {root} and for python{version} on PATH): "
+        f"install it (e.g. pyenv install {version}) to test every supported version"
+    )
 
 
 @pytest.mark.integration
@@ -52,7 +58,17 @@ def test_the_portable_tests_pass_on(version: str) -> None:
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
     installed = subprocess.run([*pip, "-e", f"{ROOT}[test]"], capture_output=True, text=True, timeout=1200)
     assert installed.returncode == 0, installed.stderr[-3000:]
-    command = [str(venv / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not litellm", *PORTABLE]
+    command = [
+        str(venv / "bin" / "python"),
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-m",
+        "not litellm",
+        *PORTABLE,
+    ]
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=1800)
     assert result.returncode == 0, f"CPython {version}:\n{result.stdout[-4000:]}\n{result.stderr[-2000:]}"
     assert " passed" in result.stdout and " failed" not in result.stdout

@@ -80,7 +80,9 @@ _CAPTURE = os.environ.get("PERFKIT_BENCH_CAPTURE")
 if _CAPTURE and os.environ.get("PERFKIT_ROLE") == "agent":
     import importlib
 
-    _pipeline = importlib.import_module("litellm_perfkit._export._pipeline")  # the package's global _pipeline hides it as an attribute
+    _pipeline = importlib.import_module(
+        "litellm_perfkit._export._pipeline"
+    )  # the package's global _pipeline hides it as an attribute
 
     _read_batch = _pipeline.read_batch
     _frames = open(f"{_CAPTURE}.{os.getpid()}", "ab")  # noqa: SIM115 - lives as long as the process

@@ -14,7 +14,15 @@ from typing import Any, TypedDict
 from .._wire._names import AFTER_RESPONSE_STAGE, OUTSIDE_WALL_STAGES, PROTOCOL_STAGE, Attr
 from ..types import AttributeValue, BenchStage, GcPauses, MeanP50P95, Remainder, Unmeasured
 
-__all__ = ["OUTSIDE_STAGES", "Breakdown", "ServerSamples", "requests_cpu_per_request", "sampled_warning", "stage_breakdown", "percentile"]
+__all__ = [
+    "OUTSIDE_STAGES",
+    "Breakdown",
+    "ServerSamples",
+    "requests_cpu_per_request",
+    "sampled_warning",
+    "stage_breakdown",
+    "percentile",
+]
 
 UPSTREAM = {"upstream", "stream.upstream_wait"}
 OUTSIDE_STAGES = "(outside every stage)"
@@ -54,7 +62,9 @@ def percentile(values: list[float], p: float) -> float:
 _OWN_OUTSIDE_WALL = (PROTOCOL_STAGE, AFTER_RESPONSE_STAGE)
 
 
-def requests_cpu_per_request(spans: list[dict[str, Any]], phases: dict[str, set[str]]) -> tuple[dict[str, float] | None, dict[str, float] | None]:
+def requests_cpu_per_request(
+    spans: list[dict[str, Any]], phases: dict[str, set[str]]
+) -> tuple[dict[str, float] | None, dict[str, float] | None]:
     """Per phase, the mean CPU of its requests' own steps and thread calls,
     and the part of it inside named stages; (None, None) without step accounting."""
     # A request's own CPU: its split while it ran (the server span's), the
@@ -78,7 +88,10 @@ def requests_cpu_per_request(spans: list[dict[str, Any]], phases: dict[str, set[
                 named[name].append(cpu + outside_wall[trace_id] - outside[trace_id])
     if not totals:
         return None, None
-    return ({name: round(sum(v) / len(v), 4) for name, v in totals.items()}, {name: round(sum(v) / len(v), 4) for name, v in named.items()})
+    return (
+        {name: round(sum(v) / len(v), 4) for name, v in totals.items()},
+        {name: round(sum(v) / len(v), 4) for name, v in named.items()},
+    )
 
 
 def sampled_warning(spans: list[dict[str, Any]], trace_ids: set[str], floor: float = 0.9) -> str | None:
@@ -87,9 +100,11 @@ def sampled_warning(spans: list[dict[str, Any]], trace_ids: set[str], floor: flo
     joined = len({span["trace_id"] for span in spans if span["kind"] == 2} & trace_ids)
     if not trace_ids or joined >= floor * len(trace_ids):
         return None
-    return (f"warning: only {joined} of {len(trace_ids)} requests came back with the gateway's spans; the stage table describes that "
-            "sample. A gateway behind --proxy-url records every request under perfkit run --record-rate all, and hands its spans "
-            "over in time with OTEL_BSP_SCHEDULE_DELAY=200")  # fmt: skip
+    return (
+        f"warning: only {joined} of {len(trace_ids)} requests came back with the gateway's spans; the stage table describes that "
+        "sample. A gateway behind --proxy-url records every request under perfkit run --record-rate all, and hands its spans "
+        "over in time with OTEL_BSP_SCHEDULE_DELAY=200"
+    )
 
 
 def stage_breakdown(spans: list[dict[str, Any]], trace_ids: set[str]) -> Breakdown:
@@ -103,12 +118,23 @@ def stage_breakdown(spans: list[dict[str, Any]], trace_ids: set[str]) -> Breakdo
             by_trace[span["trace_id"]].append(span)
     servers = [next((s for s in group if s["kind"] == 2), None) for group in by_trace.values()]
     joined = [(server, group) for server, group in zip(servers, by_trace.values()) if server is not None]
-    unmeasured: Unmeasured = {"upstream": sum(1 for server, _ in joined if server["attrs"].get(Attr.UPSTREAM_UNMEASURED)),
-                              "auth": sum(1 for server, _ in joined if server["attrs"].get(Attr.AUTH_UNMEASURED))}  # fmt: skip
+    unmeasured: Unmeasured = {
+        "upstream": sum(1 for server, _ in joined if server["attrs"].get(Attr.UPSTREAM_UNMEASURED)),
+        "auth": sum(1 for server, _ in joined if server["attrs"].get(Attr.AUTH_UNMEASURED)),
+    }
     requests = [(server, group) for server, group in joined if not server["attrs"].get(Attr.UPSTREAM_UNMEASURED)]
     if not requests:
-        return {"joined_requests": 0, "unmeasured": unmeasured, "stages": {}, "remainder": None, "gc_pause_ms": None, "server_overhead_ms": None, "fast_paths": {},
-                "workers_seen": None, "samples": {"server_overhead_ms": [], "stage_self_ms": {}, "stage_cpu_ms": {}}}  # fmt: skip
+        return {
+            "joined_requests": 0,
+            "unmeasured": unmeasured,
+            "stages": {},
+            "remainder": None,
+            "gc_pause_ms": None,
+            "server_overhead_ms": None,
+            "fast_paths": {},
+            "workers_seen": None,
+            "samples": {"server_overhead_ms": [], "stage_self_ms": {}, "stage_cpu_ms": {}},
+        }
     n = len(requests)
     durations: dict[str, list[float]] = defaultdict(list)
     own: dict[str, float] = defaultdict(float)
@@ -119,7 +145,9 @@ def stage_breakdown(spans: list[dict[str, Any]], trace_ids: set[str]) -> Breakdo
     splits = [split for split in (_own_split(server, group) for server, group in requests) if split is not None]
     split_requests = len(splits)
     split_names = {name for own_parts, _ in splits for name in own_parts}
-    split_own = {name: [sum(own_parts.get(name, _ZERO)[i] for own_parts, _ in splits) for i in range(3)] for name in split_names}
+    split_own = {
+        name: [sum(own_parts.get(name, _ZERO)[i] for own_parts, _ in splits) for i in range(3)] for name in split_names
+    }
     split_remainder = [sum(outside[i] for _, outside in splits) for i in range(3)]
     cpu_per_request = {name: [own_parts.get(name, _ZERO)[0] for own_parts, _ in splits] for name in split_names}
     if splits:
@@ -144,7 +172,9 @@ def stage_breakdown(spans: list[dict[str, Any]], trace_ids: set[str]) -> Breakdo
             "p95_ms": round(percentile(values, 95), 4),
             "mean_self_ms": round(own[name] / n, 4),
             # The protocol work before the app and the work after the response are outside the request's overhead.
-            "share": None if upstream or name in OUTSIDE_WALL_STAGES or not mean_overhead else round(own[name] / n / mean_overhead, 4),
+            "share": None
+            if upstream or name in OUTSIDE_WALL_STAGES or not mean_overhead
+            else round(own[name] / n / mean_overhead, 4),
             "requests": len(values),
             "upstream": upstream,
             **_split_means(split_own.get(name), split_requests),  # type: ignore[typeddict-item]
@@ -172,7 +202,9 @@ def stage_breakdown(spans: list[dict[str, Any]], trace_ids: set[str]) -> Breakdo
             "p50": round(percentile(overhead, 50), 4),
             "p95": round(percentile(overhead, 95), 4),
         },
-        "fast_paths": {k.removeprefix(Attr.LITELLM_PREFIX): v for k, v in first.items() if k.startswith(Attr.LITELLM_PREFIX)},
+        "fast_paths": {
+            k.removeprefix(Attr.LITELLM_PREFIX): v for k, v in first.items() if k.startswith(Attr.LITELLM_PREFIX)
+        },
         "workers_seen": len({server.get("pid") for server, _ in requests}),
         "samples": {
             "server_overhead_ms": [round(v, 4) for v in overhead],
@@ -182,14 +214,15 @@ def stage_breakdown(spans: list[dict[str, Any]], trace_ids: set[str]) -> Breakdo
     }
 
 
-
 _SPLIT_KEYS = (Attr.STAGE_CPU_MS, Attr.STAGE_QUEUE_MS, Attr.STAGE_IO_MS)
 
 
 _ZERO = (0.0, 0.0, 0.0)
 
 
-def _own_split(server: dict[str, Any], group: list[dict[str, Any]]) -> tuple[dict[str, list[float]], list[float]] | None:
+def _own_split(
+    server: dict[str, Any], group: list[dict[str, Any]]
+) -> tuple[dict[str, list[float]], list[float]] | None:
     """One request's own CPU, queueing and I/O wait per stage name (a stage's
     minus its child stages'), and outside every stage; None when its spans carry no split."""
     attrs = server["attrs"]

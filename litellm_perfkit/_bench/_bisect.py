@@ -28,12 +28,34 @@ import orjson
 
 from ..types import AttributeValue
 
-__all__ = ["BISECT_SCHEMA", "Bisection", "BisectResult", "Change", "Journal", "Sample", "Unavailable", "bisect", "releases_between"]
+__all__ = [
+    "BISECT_SCHEMA",
+    "Bisection",
+    "BisectResult",
+    "Change",
+    "Journal",
+    "Sample",
+    "Unavailable",
+    "bisect",
+    "releases_between",
+]
 
 BISECT_SCHEMA = "perfkit.bisect/1"
 # Student's t, two-sided 99%, by degrees of freedom: a search makes many
 # comparisons, and a noise estimate from few samples must not split hairs.
-_T99 = ((1, 63.66), (2, 9.92), (3, 5.84), (4, 4.60), (5, 4.03), (6, 3.71), (8, 3.36), (10, 3.17), (15, 2.95), (20, 2.85), (30, 2.75))
+_T99 = (
+    (1, 63.66),
+    (2, 9.92),
+    (3, 5.84),
+    (4, 4.60),
+    (5, 4.03),
+    (6, 3.71),
+    (8, 3.36),
+    (10, 3.17),
+    (15, 2.95),
+    (20, 2.85),
+    (30, 2.75),
+)
 _Z99 = 2.58
 
 
@@ -81,7 +103,9 @@ class Drift(TypedDict):
 class BisectResult(TypedDict):
     changes: list[Change]
     drifts: list[Drift]
-    unresolved: list[tuple[str, str, int]]  # (lower, upper, releases between): ranges not searched when the budget ran out
+    unresolved: list[
+        tuple[str, str, int]
+    ]  # (lower, upper, releases between): ranges not searched when the budget ran out
     measured: dict[str, tuple[float, float, int]]  # version -> (mean, half-width of its interval, samples)
     complete: bool
     unavailable: dict[str, str]  # releases that could not be measured, and why
@@ -104,12 +128,18 @@ class Journal:
             try:
                 data = orjson.loads(path.read_bytes())
             except orjson.JSONDecodeError:
-                raise ValueError(f"{path} is not a perfkit bisect journal (not JSON); remove it or choose another --journal") from None
+                raise ValueError(
+                    f"{path} is not a perfkit bisect journal (not JSON); remove it or choose another --journal"
+                ) from None
             if not isinstance(data, dict) or data.get("schema") != BISECT_SCHEMA:
-                raise ValueError(f"{path} is not a perfkit bisect journal ({BISECT_SCHEMA}); remove it or choose another --journal")
+                raise ValueError(
+                    f"{path} is not a perfkit bisect journal ({BISECT_SCHEMA}); remove it or choose another --journal"
+                )
             if data.get("settings") != settings:
                 changed = sorted(k for k in settings if data.get("settings", {}).get(k) != settings[k])
-                raise ValueError(f"{path} was made with other settings ({', '.join(changed)}); use them, or another --journal")
+                raise ValueError(
+                    f"{path} was made with other settings ({', '.join(changed)}); use them, or another --journal"
+                )
             journal = cls(path, settings, data.get("samples", {}), data.get("unavailable", {}))
             journal._stored_result = data.get("result")
             return journal
@@ -127,8 +157,13 @@ class Journal:
 
     def save(self) -> None:
         if self.path is not None:
-            document = {"schema": BISECT_SCHEMA, "settings": self.settings, "samples": self.samples, "unavailable": self.unavailable,
-                        "result": self.result}  # fmt: skip
+            document = {
+                "schema": BISECT_SCHEMA,
+                "settings": self.settings,
+                "samples": self.samples,
+                "unavailable": self.unavailable,
+                "result": self.result,
+            }
             self.path.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
 
 
@@ -201,7 +236,9 @@ class Bisection:
         moves = [(name, round(b.get(name, 0.0) - a.get(name, 0.0), 4)) for name in sorted(a.keys() | b.keys())]
         return sorted(moves, key=lambda move: -abs(move[1]))[:5]
 
-    def _fast_path_moves(self, before: str, release: str) -> dict[str, tuple[AttributeValue | None, AttributeValue | None]]:
+    def _fast_path_moves(
+        self, before: str, release: str
+    ) -> dict[str, tuple[AttributeValue | None, AttributeValue | None]]:
         a = self.journal.samples[before][-1]["fast_paths"]
         b = self.journal.samples[release][-1]["fast_paths"]
         return {k: (a.get(k), b.get(k)) for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k) and k != "version"}
@@ -256,7 +293,10 @@ def bisect(
             if left is not None and left <= 0:
                 out_of_time = True
                 return False
-            say(f"measuring {version} (sample {len(stats.values(version)) + 1})" + ("" if left is None else f", {left / 60:.1f} min of the budget left"))
+            say(
+                f"measuring {version} (sample {len(stats.values(version)) + 1})"
+                + ("" if left is None else f", {left / 60:.1f} min of the budget left")
+            )
             journal.add(version, measure(version))
         return True
 
@@ -264,7 +304,9 @@ def bisect(
         """Whether the two ends of a range differ, measured again while unclear; None when out of time."""
         if not (ensure(lower, min_samples) and ensure(upper, min_samples)):
             return None
-        while not stats.separated(lower, upper) and min(len(stats.values(lower)), len(stats.values(upper))) < max_samples:
+        while (
+            not stats.separated(lower, upper) and min(len(stats.values(lower)), len(stats.values(upper))) < max_samples
+        ):
             fewer = lower if len(stats.values(lower)) <= len(stats.values(upper)) else upper
             if not ensure(fewer, len(stats.values(fewer)) + 1):
                 return None
@@ -318,14 +360,31 @@ def bisect(
             work += [(middle, high), (low, middle)]
     # Sized with every sample taken, also those taken after the release was named.
     changes = [stats.change(lower, upper) for lower, upper in sorted(found, key=lambda pair: versions.index(pair[1]))]
-    measured = {v: (round(stats.mean(v), 4), round(stats.half_width(v), 4), len(stats.values(v))) for v in versions if stats.values(v)}
+    measured = {
+        v: (round(stats.mean(v), 4), round(stats.half_width(v), 4), len(stats.values(v)))
+        for v in versions
+        if stats.values(v)
+    }
     drifts: list[Drift] = []
     for (low, high), middle in sorted(split_at.items()):
         if outcome.get((low, middle)) is False and outcome.get((middle, high)) is False:
             moved_by = stats.change(versions[low], versions[high])
-            drifts.append({"lower": versions[low], "upper": versions[high], "size": moved_by["size"], "interval": moved_by["interval"]})
-    result: BisectResult = {"changes": changes, "drifts": drifts, "unresolved": unresolved, "measured": measured,
-                            "complete": not unresolved, "unavailable": dict(journal.unavailable)}  # fmt: skip
+            drifts.append(
+                {
+                    "lower": versions[low],
+                    "upper": versions[high],
+                    "size": moved_by["size"],
+                    "interval": moved_by["interval"],
+                }
+            )
+    result: BisectResult = {
+        "changes": changes,
+        "drifts": drifts,
+        "unresolved": unresolved,
+        "measured": measured,
+        "complete": not unresolved,
+        "unavailable": dict(journal.unavailable),
+    }
     journal.result = result
     journal.save()
     return result

@@ -38,7 +38,9 @@ METRICS: dict[Metric, tuple[str, str, Callable[[BenchRun], float | None]]] = {
 }
 
 
-def measure_with_bench(options: BenchOptions, package: str, metric: Metric, pip_args: list[str]) -> Callable[[str], Sample]:
+def measure_with_bench(
+    options: BenchOptions, package: str, metric: Metric, pip_args: list[str]
+) -> Callable[[str], Sample]:
     """A sample of ``version``: one bench of it, with ``options``. Any package
     but LiteLLM runs through ``options.proxy_command`` ({python} is filled in)."""
     from ._experiment import run_bench
@@ -97,16 +99,23 @@ def render_bisect(result: BisectResult, versions: list[str], metric: Metric, pac
         lines.append(f"no release moved the metric by more than the noise between {versions[0]} and {versions[-1]}")
     for drift in drifts:
         low, high = drift["interval"]
-        lines.append(f"drifted from {package} {drift['lower']} to {drift['upper']}: {drift['size']:+.3f} {unit} (interval {low:+.3f} to "
-                     f"{high:+.3f}), in steps each too small to tell from the noise; more samples (--max-samples) or a lower "
-                     "--min-change may resolve them")  # fmt: skip
+        lines.append(
+            f"drifted from {package} {drift['lower']} to {drift['upper']}: {drift['size']:+.3f} {unit} (interval {low:+.3f} to "
+            f"{high:+.3f}), in steps each too small to tell from the noise; more samples (--max-samples) or a lower "
+            "--min-change may resolve them"
+        )
     for change in result["changes"]:
         low, high = change["interval"]
         relative = f" ({change['relative']:+.1%})" if change["relative"] is not None else ""
         skipped = versions.index(change["release"]) - versions.index(change["before"]) - 1
-        where = f"{change['release']} (after {change['before']})" if not skipped else \
-            f"{change['before']}..{change['release']} ({skipped} release(s) between could not be measured)"  # fmt: skip
-        lines.append(f"changed in {package} {where}: {change['size']:+.3f} {unit}{relative}, interval {low:+.3f} to {high:+.3f}")
+        where = (
+            f"{change['release']} (after {change['before']})"
+            if not skipped
+            else f"{change['before']}..{change['release']} ({skipped} release(s) between could not be measured)"
+        )
+        lines.append(
+            f"changed in {package} {where}: {change['size']:+.3f} {unit}{relative}, interval {low:+.3f} to {high:+.3f}"
+        )
         moved = ", ".join(f"{name} {delta:+.3f} ms" for name, delta in change["stages"] if delta)
         if moved:
             lines.append(f"  stages (own CPU per request, or self time without step accounting): {moved}")
@@ -117,5 +126,7 @@ def render_bisect(result: BisectResult, versions: list[str], metric: Metric, pac
     for version, why in result["unavailable"].items():
         lines.append(f"not measured: {package} {version} ({why})")
     for low_version, high_version, between in result["unresolved"]:
-        lines.append(f"not searched (budget spent): {low_version} to {high_version} ({between} release(s) between); rerun to resume")
+        lines.append(
+            f"not searched (budget spent): {low_version} to {high_version} ({between} release(s) between); rerun to resume"
+        )
     return "\n".join(lines)

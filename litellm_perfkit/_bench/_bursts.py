@@ -78,9 +78,17 @@ def load(url: str, stream: bool, plan: LoadPlan, prompt_repeats: int = 150, proc
     return result["summary"]
 
 
-def burst(url: str, stream: bool, requests: int, concurrency: int, prompt_repeats: int = 150, processes: int = 1) -> Burst:
+def burst(
+    url: str, stream: bool, requests: int, concurrency: int, prompt_repeats: int = 150, processes: int = 1
+) -> Burst:
     """Exactly ``requests`` requests from ``concurrency`` users; raises RuntimeError if any failed."""
-    summary = load(url, stream, LoadPlan(concurrency=concurrency, duration_s=None, requests=requests, timeout_s=60), prompt_repeats, processes)
+    summary = load(
+        url,
+        stream,
+        LoadPlan(concurrency=concurrency, duration_s=None, requests=requests, timeout_s=60),
+        prompt_repeats,
+        processes,
+    )
     if summary["errors"]:
         raise RuntimeError(f"{url}: {summary['errors']} of {requests} requests failed: {summary['errors_by_class']}")
     return Burst(summary["requests"], summary["requests"] / summary["rps"] if summary["rps"] else 0.0)
@@ -95,8 +103,16 @@ def _cpu(pid: int | None) -> tuple[float, float] | None:
     return None if pid is None else (tree_usage(pid)[0], tree_usage(pid, "only")[0])
 
 
-def interleave(targets: Sequence[Target], stream: bool, requests: int, concurrency: int, rounds: int, settle_s: float,
-               prompt_repeats: int = 150, processes: int = 1) -> dict[str, Served]:  # fmt: skip
+def interleave(
+    targets: Sequence[Target],
+    stream: bool,
+    requests: int,
+    concurrency: int,
+    rounds: int,
+    settle_s: float,
+    prompt_repeats: int = 150,
+    processes: int = 1,
+) -> dict[str, Served]:
     """``rounds`` bursts per target, interleaved; each target's totals."""
     before = {t.name: _cpu(t.pid) for t in targets}
     served = {t.name: [0, 0.0] for t in targets}

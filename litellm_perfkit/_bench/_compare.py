@@ -84,7 +84,9 @@ def _runs(values: Any) -> Runs:
     return values or []
 
 
-def _delta(metric: str, a: Any, b: Any, statistic: Statistic, higher_is_worse: bool, rounds: int = ROUNDS) -> Delta | None:
+def _delta(
+    metric: str, a: Any, b: Any, statistic: Statistic, higher_is_worse: bool, rounds: int = ROUNDS
+) -> Delta | None:
     a, b = _runs(a), _runs(b)
     pooled_a, pooled_b = _pool(a), _pool(b)
     if not pooled_a or not pooled_b:
@@ -113,7 +115,14 @@ def compare(baseline: BenchRun, candidate: BenchRun, rounds: int = ROUNDS) -> li
         _delta("streaming TTFT p50 ms", a["stream_ttft_ms"], b["stream_ttft_ms"], median, True, rounds),
         _delta("full stream p50 ms", a["stream_e2e_ms"], b["stream_e2e_ms"], median, True, rounds),
         _delta("streams/s", [a["streams_per_s_repeats"]], [b["streams_per_s_repeats"]], median, False, rounds),
-        _delta("server overhead mean ms", a.get("server_overhead_ms", []), b.get("server_overhead_ms", []), _mean, True, rounds),
+        _delta(
+            "server overhead mean ms",
+            a.get("server_overhead_ms", []),
+            b.get("server_overhead_ms", []),
+            _mean,
+            True,
+            rounds,
+        ),
     ]
     rows += _stage_deltas(a.get("stage_self_ms", {}), b.get("stage_self_ms", {}), "mean self ms", rounds)
     # CPU per stage: far steadier under load than wall time, which mixes in queueing.
@@ -126,7 +135,10 @@ def compare(baseline: BenchRun, candidate: BenchRun, rounds: int = ROUNDS) -> li
 def _stage_deltas(a: Mapping[str, Runs], b: Mapping[str, Runs], what: str, rounds: int) -> list[Delta | None]:
     """One row per stage on either side, the largest first; a stage one side lacks counts as 0 there."""
     order = sorted(set(a) | set(b), key=lambda s: -_mean(_pool(a.get(s) or b.get(s) or [[0.0]])))
-    return [_delta(f"stage {stage} ({what})", a.get(stage, [[0.0]]), b.get(stage, [[0.0]]), _mean, True, rounds) for stage in order]
+    return [
+        _delta(f"stage {stage} ({what})", a.get(stage, [[0.0]]), b.get(stage, [[0.0]]), _mean, True, rounds)
+        for stage in order
+    ]
 
 
 def repeat_counts(baseline: BenchRun | BenchResult, candidate: BenchRun | BenchResult) -> tuple[int, int]:
@@ -143,7 +155,9 @@ def render_sweep(document: BenchResult) -> str | None:
     baseline = runs[0]
     parts = []
     for run in runs[1:]:
-        parts.append(render_compare(_label(baseline), _label(run), compare(baseline, run), repeat_counts(baseline, run)))
+        parts.append(
+            render_compare(_label(baseline), _label(run), compare(baseline, run), repeat_counts(baseline, run))
+        )
     return "\n\n".join(parts)
 
 
@@ -175,18 +189,24 @@ def render_compare(label_a: str, label_b: str, deltas: list[Delta], repeats: tup
     for d in deltas:
         relative = "n/a" if d.relative is None else f"{d.relative:+.1%}"
         interval = "n/a" if d.low is None else f"[{_fmt(d.low, 3)}, {_fmt(d.high, 3)}]"
-        lines.append(f"| {d.metric} | {d.baseline:.3f} | {d.candidate:.3f} | {_fmt(d.change, 3)} | {relative} | {interval} | {d.verdict} |")
+        lines.append(
+            f"| {d.metric} | {d.baseline:.3f} | {d.candidate:.3f} | {_fmt(d.change, 3)} | {relative} | {interval} | {d.verdict} |"
+        )
     stages = [d for d in deltas if d.metric.endswith("(mean self ms)") and d.verdict == "worse"]
     total = next((d for d in deltas if d.metric.startswith("server overhead")), None)
     if stages and total is not None and total.change:
         lines += ["", "stages that explain the change in server overhead:"]
         for d in sorted(stages, key=lambda d: -d.change):
-            lines.append(f"  {d.metric.removeprefix('stage ').removesuffix(' (mean self ms)')}: {d.change:+.3f} ms ({d.change / total.change:.0%} of the total change)")
+            lines.append(
+                f"  {d.metric.removeprefix('stage ').removesuffix(' (mean self ms)')}: {d.change:+.3f} ms ({d.change / total.change:.0%} of the total change)"
+            )
     cpu = [d for d in deltas if d.metric.endswith("(mean own CPU ms)") and d.verdict in ("worse", "better")]
     if cpu:
         lines += ["", "stages whose CPU per request changed (interval excludes 0):"]
         for d in sorted(cpu, key=lambda d: -abs(d.change)):
-            lines.append(f"  {d.metric.removeprefix('stage ').removesuffix(' (mean own CPU ms)')}: {d.baseline:.3f} -> {d.candidate:.3f} ms ({d.change:+.3f} ms)")
+            lines.append(
+                f"  {d.metric.removeprefix('stage ').removesuffix(' (mean own CPU ms)')}: {d.baseline:.3f} -> {d.candidate:.3f} ms ({d.change:+.3f} ms)"
+            )
     return "\n".join(lines)
 
 

@@ -24,8 +24,8 @@ import orjson
 
 from .._executables import find_executable
 from .._load import LoadPlan, LocustError, Workload, WorkloadError, run_load
-from .._stop import Stopped, signal_name
 from .._profile import FlamegraphOptions, ProfileError, start_recording, stop_recording
+from .._stop import Stopped, signal_name
 from .._version import __version__
 from .._wire._record_rate import RECORD_RATE_VARIABLE
 from ..types import BenchResult, BenchRun, LoadResult, LoadSummary
@@ -56,7 +56,9 @@ def preflight(options: BenchOptions) -> None:
     if options.provider not in PROVIDERS:
         raise BenchError(f"provider {options.provider!r}: use one of {', '.join(sorted(PROVIDERS))}")
     if options.provider in CANNOT_STREAM:
-        options.say(f"note: LiteLLM cannot stream through {options.provider}; the streaming phase will count its errors")
+        options.say(
+            f"note: LiteLLM cannot stream through {options.provider}; the streaming phase will count its errors"
+        )
     if not (options.proxy_url or options.proxy_command or options.litellm_versions):
         proxy_bin(None)
 
@@ -69,15 +71,29 @@ def run_bench(options: BenchOptions) -> BenchResult:
     started = time.time()
     runs: list[BenchRun] = []
     stop: KeyboardInterrupt | None = None
-    with tempfile.TemporaryDirectory(prefix="perfkit-bench-") as tmp, Children() as children, SpanReceiver() as receiver:
+    with (
+        tempfile.TemporaryDirectory(prefix="perfkit-bench-") as tmp,
+        Children() as children,
+        SpanReceiver() as receiver,
+    ):
         workdir = Path(tmp)
-        upstream = start_mock(children, "--ttft-ms", str(options.ttft_ms), "--itl-ms", str(options.itl_ms), "--chunks", str(options.chunks))
+        upstream = start_mock(
+            children,
+            "--ttft-ms",
+            str(options.ttft_ms),
+            "--itl-ms",
+            str(options.itl_ms),
+            "--chunks",
+            str(options.chunks),
+        )
         direct = _direct(upstream, options)
         for target, version in _targets(options):
             for workers in options.workers:
                 repeats: list[Repeat] = []
                 try:
-                    flamegraph, idle = _target(children, options, target, version, workers, upstream, receiver, workdir, repeats)
+                    flamegraph, idle = _target(
+                        children, options, target, version, workers, upstream, receiver, workdir, repeats
+                    )
                 except KeyboardInterrupt as exc:
                     stop = exc
                     if repeats:
@@ -90,16 +106,19 @@ def run_bench(options: BenchOptions) -> BenchResult:
         if stop is not None:
             raise stop
         raise BenchError("no run was measured")
-    document = cast(BenchResult, {
-        "schema": "perfkit.bench/1",
-        "complete": stop is None,
-        "label": options.label,
-        "tool": {"name": "perfkit bench", "version": __version__},
-        "created_unix": int(started),
-        "duration_s": round(time.time() - started, 1),
-        "config": {k: v for k, v in options.__dict__.items() if k not in ("log", "progress")},
-        **runs[0],  # the first run's fields at the top (BenchResult extends BenchRun)
-    })  # fmt: skip
+    document = cast(
+        BenchResult,
+        {
+            "schema": "perfkit.bench/1",
+            "complete": stop is None,
+            "label": options.label,
+            "tool": {"name": "perfkit bench", "version": __version__},
+            "created_unix": int(started),
+            "duration_s": round(time.time() - started, 1),
+            "config": {k: v for k, v in options.__dict__.items() if k not in ("log", "progress")},
+            **runs[0],  # the first run's fields at the top (BenchResult extends BenchRun)
+        },
+    )
     if len(runs) > 1:
         document["runs"] = runs
     if stop is not None:
@@ -107,14 +126,30 @@ def run_bench(options: BenchOptions) -> BenchResult:
     return document
 
 
-def phase(url: str, stream: bool, duration: float, warmup: tuple[float, int], options: BenchOptions, jsonl: str | None = None,
-           concurrency: int | None = None) -> LoadResult:  # fmt: skip
+def phase(
+    url: str,
+    stream: bool,
+    duration: float,
+    warmup: tuple[float, int],
+    options: BenchOptions,
+    jsonl: str | None = None,
+    concurrency: int | None = None,
+) -> LoadResult:
     workload = Workload(url=url, models=((MODEL, 1.0),), stream=stream, prompt_repeats=options.prompt_repeats)
     if concurrency is None:
         concurrency = options.stream_concurrency if stream else options.concurrency
-    plan = LoadPlan(concurrency=concurrency, duration_s=duration, warmup_s=warmup[0], warmup_requests=warmup[1], timeout_s=60)
+    plan = LoadPlan(
+        concurrency=concurrency, duration_s=duration, warmup_s=warmup[0], warmup_requests=warmup[1], timeout_s=60
+    )
     try:
-        result = run_load(workload, plan, processes=options.processes, progress=options.progress, jsonl_path=jsonl, driver=options.driver)
+        result = run_load(
+            workload,
+            plan,
+            processes=options.processes,
+            progress=options.progress,
+            jsonl_path=jsonl,
+            driver=options.driver,
+        )
     except (LocustError, WorkloadError) as exc:
         raise BenchError(str(exc)) from None
     if not result["complete"]:  # a stop signal: this phase's repeat is not kept
@@ -127,7 +162,9 @@ def _direct(upstream: str, options: BenchOptions) -> dict[str, LoadSummary]:
     direct = {}
     for name, stream in PHASES:
         options.say(f"direct to the mock, {name} ({options.direct_duration_s:g} s)")
-        direct[name] = phase(upstream, stream, options.direct_duration_s, (min(1.0, options.direct_duration_s), 0), options)["summary"]
+        direct[name] = phase(
+            upstream, stream, options.direct_duration_s, (min(1.0, options.direct_duration_s), 0), options
+        )["summary"]
     return direct
 
 
@@ -140,8 +177,17 @@ def _targets(options: BenchOptions) -> list[tuple[str, str | None]]:
     return [("litellm (installed)", None)]
 
 
-def _target(children: Children, options: BenchOptions, target: str, version: str | None, workers: int, upstream: str,
-            receiver: SpanReceiver, workdir: Path, repeats: list[Repeat]) -> tuple[str | None, Idle | None]:  # fmt: skip
+def _target(
+    children: Children,
+    options: BenchOptions,
+    target: str,
+    version: str | None,
+    workers: int,
+    upstream: str,
+    receiver: SpanReceiver,
+    workdir: Path,
+    repeats: list[Repeat],
+) -> tuple[str | None, Idle | None]:
     """One target measured ``options.repeats`` times, each finished repeat
     appended to ``repeats``, then idle; the flamegraph's path, when one was
     asked for, and the idle phase."""
@@ -180,7 +226,9 @@ def _received(receiver: SpanReceiver, options: BenchOptions, trace_ids: set[str]
     not decode, and for requests sent (``trace_ids``) that came back without spans."""
     spans = receiver.take()
     if receiver.rejected:
-        options.say(f"warning: {receiver.rejected} OTLP request(s) from the proxy did not decode; their spans are missing from the breakdown")
+        options.say(
+            f"warning: {receiver.rejected} OTLP request(s) from the proxy did not decode; their spans are missing from the breakdown"
+        )
     sampled = sampled_warning(spans, trace_ids)
     if sampled:
         options.say(sampled)
@@ -218,10 +266,21 @@ def proxy_bin(version: str | None, say: Say | None = None) -> tuple[Path, Path]:
     return Path(litellm), Path(perfkit or "perfkit")
 
 
-def _start_proxy(children: Children, options: BenchOptions, version: str | None, workers: int, upstream: str,
-                 receiver: SpanReceiver, workdir: Path) -> tuple[str, Child]:  # fmt: skip
+def _start_proxy(
+    children: Children,
+    options: BenchOptions,
+    version: str | None,
+    workers: int,
+    upstream: str,
+    receiver: SpanReceiver,
+    workdir: Path,
+) -> tuple[str, Child]:
     # Every request recorded and handed over soon: the bench joins each to its spans and attributes them.
-    env = {"OTEL_SERVICE_NAME": "perfkit-bench-proxy", RECORD_RATE_VARIABLE: "all", "OTEL_BSP_SCHEDULE_DELAY": str(EXPORT_DELAY_MS)}
+    env = {
+        "OTEL_SERVICE_NAME": "perfkit-bench-proxy",
+        RECORD_RATE_VARIABLE: "all",
+        "OTEL_BSP_SCHEDULE_DELAY": str(EXPORT_DELAY_MS),
+    }
     if options.proxy_command:
         port = free_port()
         command = shlex.split(options.proxy_command.format(port=port, upstream=upstream))
@@ -233,9 +292,26 @@ def _start_proxy(children: Children, options: BenchOptions, version: str | None,
         return f"http://127.0.0.1:{port}", proxy
     litellm, perfkit = proxy_bin(version, options.say)
     template = Path(options.config).read_text() if options.config else config_template(options.provider)
-    started = start_litellm(children, litellm, perfkit, template.replace("{upstream}", upstream), workdir, workers=workers,
-                            perfkit_args=("--endpoint", receiver.endpoint, "--protocol", "http/protobuf",
-                                          "--server-timing", "on", "--overhead-header", "on"), env=env, say=options.say)  # fmt: skip
+    started = start_litellm(
+        children,
+        litellm,
+        perfkit,
+        template.replace("{upstream}", upstream),
+        workdir,
+        workers=workers,
+        perfkit_args=(
+            "--endpoint",
+            receiver.endpoint,
+            "--protocol",
+            "http/protobuf",
+            "--server-timing",
+            "on",
+            "--overhead-header",
+            "on",
+        ),
+        env=env,
+        say=options.say,
+    )
     return started.url, started.child
 
 
@@ -277,7 +353,9 @@ def _repeat(url: str, options: BenchOptions, receiver: SpanReceiver, workdir: Pa
     samples: Samples = {"nonstream_latency_ms": [], "stream_ttft_ms": [], "stream_e2e_ms": []}
     for name, stream in PHASES:
         jsonl = workdir / f"{name}-{time.monotonic_ns()}.jsonl"
-        options.say(f"proxy, {name} phase ({options.duration_s:g} s, {options.stream_concurrency if stream else options.concurrency} users)")
+        options.say(
+            f"proxy, {name} phase ({options.duration_s:g} s, {options.stream_concurrency if stream else options.concurrency} users)"
+        )
         warmup = (options.warmup_s, options.warmup_requests)
         cpu, agent = PhaseCpu(proxy, warmup), PhaseCpu(proxy, warmup, agents="only")
         phases[name] = phase(url, stream, options.duration_s, warmup, options, str(jsonl))
@@ -305,10 +383,14 @@ def _repeat(url: str, options: BenchOptions, receiver: SpanReceiver, workdir: Pa
         "nonstream": phases["nonstream"],
         "stream": phases["stream"],
         "samples": samples,
-        "proxy": {"cpu_percent": round((cpu_after - cpu_before) / wall * 100, 1) if proxy else None,
-                  "rss_mb": round(rss, 1) if proxy else None, "cpu_ms_per_request": per_request or None,
-                  "steps_cpu_ms_per_request": own_cpu, "named_cpu_ms_per_request": named_cpu,
-                  "agent_cpu_ms_per_request": agent_per_request or None},  # fmt: skip
+        "proxy": {
+            "cpu_percent": round((cpu_after - cpu_before) / wall * 100, 1) if proxy else None,
+            "rss_mb": round(rss, 1) if proxy else None,
+            "cpu_ms_per_request": per_request or None,
+            "steps_cpu_ms_per_request": own_cpu,
+            "named_cpu_ms_per_request": named_cpu,
+            "agent_cpu_ms_per_request": agent_per_request or None,
+        },
         "breakdown": stage_breakdown(spans, trace_ids),
     }
 
@@ -320,7 +402,9 @@ def _start_flamegraph(options: BenchOptions, proxy: Child | None, target: str, w
     slug = "".join(c if c.isalnum() or c in ".-" else "-" for c in target)
     suffix = "speedscope.json" if options.flamegraph == "speedscope" else "svg"
     output = str(Path(f"{options.flamegraph_prefix}.{slug}.w{workers}.{suffix}").resolve())
-    flamegraph = FlamegraphOptions(output=output, format=options.flamegraph, rate=50, subprocesses=True, nonblocking=True)
+    flamegraph = FlamegraphOptions(
+        output=output, format=options.flamegraph, rate=50, subprocesses=True, nonblocking=True
+    )
     try:
         return start_recording(flamegraph, proxy.process.pid), output
     except ProfileError as exc:

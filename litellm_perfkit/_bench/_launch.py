@@ -60,14 +60,17 @@ class Child:
     """One child process in a session of its own. Its output goes to ``log_path``
     (kept), or to a temporary file removed when it stops."""
 
-    def __init__(self, name: str, command: list[str], env: dict[str, str], cwd: Path, log_path: Path | None = None) -> None:
+    def __init__(
+        self, name: str, command: list[str], env: dict[str, str], cwd: Path, log_path: Path | None = None
+    ) -> None:
         self.command = command
         self.name = name
         self._keep_log = log_path is not None
         self.log: IO[bytes] = (
-            log_path.open("wb") if log_path is not None
+            log_path.open("wb")
+            if log_path is not None
             else tempfile.NamedTemporaryFile(prefix=f"perfkit-{name}-", suffix=".log", delete=False)  # noqa: SIM115
-        )  # fmt: skip
+        )
         try:
             self.process = subprocess.Popen(
                 command, stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True
@@ -84,7 +87,9 @@ class Child:
         deadline = time.monotonic() + timeout_s
         while True:
             if self.process.poll() is not None:
-                raise StartError(f"{self.name} exited with code {self.process.returncode}; its log ends:\n{self.tail()}")
+                raise StartError(
+                    f"{self.name} exited with code {self.process.returncode}; its log ends:\n{self.tail()}"
+                )
             try:
                 if check():
                     return
@@ -123,8 +128,14 @@ class Children:
     def __init__(self) -> None:
         self.children: list[Child] = []
 
-    def start(self, name: str, command: list[str], env: dict[str, str] | None = None, cwd: Path | None = None,
-              log_path: Path | None = None) -> Child:  # fmt: skip
+    def start(
+        self,
+        name: str,
+        command: list[str],
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+        log_path: Path | None = None,
+    ) -> Child:
         child = Child(name, command, env or dict(os.environ), cwd or Path.cwd(), log_path)
         self.children.append(child)
         return child
@@ -188,7 +199,9 @@ def tree_usage(root: int, agents: Agents = "include") -> tuple[float, float]:
     cpu = rss = 0.0
     for pid in _tree(root):
         try:
-            if agents != "include" and (AGENT_MODULE.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()) != (agents == "only"):
+            if agents != "include" and (AGENT_MODULE.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()) != (
+                agents == "only"
+            ):
                 continue
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
@@ -253,7 +266,17 @@ def start_litellm(
     port = free_port()
     config = workdir / f"litellm-{port}.yaml"
     config.write_text(config_text)
-    command = [str(litellm), "--config", str(config), "--host", host, "--port", str(port), "--num_workers", str(workers)]
+    command = [
+        str(litellm),
+        "--config",
+        str(config),
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--num_workers",
+        str(workers),
+    ]
     if mode == "perfkit":
         command = [str(perfkit), "run", *perfkit_args, "--", *command]
     if pin_cpu is not None:

@@ -11,7 +11,16 @@ from .._wire._record_rate import DEFAULT_RECORD_RATE
 if TYPE_CHECKING:
     from .._load import Driver
 
-__all__ = ["BenchError", "BenchOptions", "CANNOT_STREAM", "CONFIG_TEMPLATE", "MODEL", "PROVIDERS", "config_template", "model_entry"]
+__all__ = [
+    "BenchError",
+    "BenchOptions",
+    "CANNOT_STREAM",
+    "CONFIG_TEMPLATE",
+    "MODEL",
+    "PROVIDERS",
+    "config_template",
+    "model_entry",
+]
 
 MODEL = "fake-openai-endpoint"
 # How the embedded config reaches the mock through each provider path

@@ -71,21 +71,46 @@ def _warm(url: str, stream: bool, concurrency: int, options: BenchOptions) -> fl
     seconds, requests = options.warmup_s, options.warmup_requests
     if not (seconds or requests):
         requests = 4 * concurrency
-    plan = LoadPlan(concurrency=concurrency, duration_s=None if requests else seconds, requests=requests or None, timeout_s=60)
+    plan = LoadPlan(
+        concurrency=concurrency, duration_s=None if requests else seconds, requests=requests or None, timeout_s=60
+    )
     return float(load(url, stream, plan, options.prompt_repeats, options.processes)["rps"])
 
 
-def _pair(options: BenchOptions, children: Children, order: list[Side], receiver: SpanReceiver, upstream: str, workdir: Path,
-          version: str | None, workers: int) -> PerturbationPair:  # fmt: skip
+def _pair(
+    options: BenchOptions,
+    children: Children,
+    order: list[Side],
+    receiver: SpanReceiver,
+    upstream: str,
+    workdir: Path,
+    version: str | None,
+    workers: int,
+) -> PerturbationPair:
     """Both sides started (in ``order``), both phases measured in interleaved bursts; then both stopped."""
     litellm, perfkit = proxy_bin(version, options.say)
     template = Path(options.config).read_text() if options.config else config_template(options.provider)
     proxies = {}
     for side in order:
         options.say(f"starting the proxy {'under perfkit run' if side == 'perfkit' else 'plain'}")
-        proxies[side] = start_litellm(children, litellm, perfkit, template.replace("{upstream}", upstream), workdir, workers=workers, mode=side,
-                                      perfkit_args=("--endpoint", receiver.endpoint, "--protocol", "http/protobuf", "--record-rate", options.record_rate),
-                                      say=options.say)  # fmt: skip
+        proxies[side] = start_litellm(
+            children,
+            litellm,
+            perfkit,
+            template.replace("{upstream}", upstream),
+            workdir,
+            workers=workers,
+            mode=side,
+            perfkit_args=(
+                "--endpoint",
+                receiver.endpoint,
+                "--protocol",
+                "http/protobuf",
+                "--record-rate",
+                options.record_rate,
+            ),
+            say=options.say,
+        )
     targets = [Target(side, proxies[side].url, proxies[side].pid) for side in order]
     rounds = max(2, round(options.duration_s / BURST_S))
     pair: PerturbationPair = {"order": order, "nonstream": {}, "stream": {}}
@@ -96,13 +121,18 @@ def _pair(options: BenchOptions, children: Children, order: list[Side], receiver
         requests = burst_size(min(rates), concurrency)
         options.say(f"{name} phase: {rounds} bursts of {requests} requests on each side, taking turns")
         try:
-            served = interleave(targets, stream, requests, concurrency, rounds, _settle_s(), options.prompt_repeats, options.processes)
+            served = interleave(
+                targets, stream, requests, concurrency, rounds, _settle_s(), options.prompt_repeats, options.processes
+            )
         except RuntimeError as exc:
             raise BenchError(f"--perturbation, {name} phase: {exc}") from None
         for side in order:
             cpu, agent = served[side].cpu_ms, served[side].agent_ms
-            pair[name][side] = {"rps": round(served[side].rps, 2), "cpu_ms_per_request": None if cpu is None else round(cpu, 4),
-                                "agent_cpu_ms_per_request": None if agent is None else round(agent, 4)}  # fmt: skip
+            pair[name][side] = {
+                "rps": round(served[side].rps, 2),
+                "cpu_ms_per_request": None if cpu is None else round(cpu, 4),
+                "agent_cpu_ms_per_request": None if agent is None else round(agent, 4),
+            }
         receiver.clear()
     for side in order:
         children.stop(proxies[side].child)
@@ -122,19 +152,35 @@ def run_perturbation(options: BenchOptions) -> PerturbationResult:
     """``options.repeats`` pairs. A stop signal ends it early: the document
     then holds the pairs finished until then, marked incomplete."""
     if options.proxy_url or options.proxy_command:
-        raise BenchError("--perturbation starts the LiteLLM proxy plain and under perfkit run itself: "
-                         "drop --proxy-url and --proxy-command (use --litellm-version or --config)")  # fmt: skip
+        raise BenchError(
+            "--perturbation starts the LiteLLM proxy plain and under perfkit run itself: "
+            "drop --proxy-url and --proxy-command (use --litellm-version or --config)"
+        )
     if len(options.litellm_versions) > 1 or len(options.workers) > 1:
         raise BenchError("--perturbation measures one proxy: give one --litellm-version and one --workers")
     if options.driver != "perfkit":
-        raise BenchError("--perturbation sends bursts of an exact number of requests with perfkit's own driver: drop --driver locust")
+        raise BenchError(
+            "--perturbation sends bursts of an exact number of requests with perfkit's own driver: drop --driver locust"
+        )
     version = options.litellm_versions[0] if options.litellm_versions else None
     workers = options.workers[0]
     started = time.time()
     pairs: list[PerturbationPair] = []
     stop: KeyboardInterrupt | None = None
-    with tempfile.TemporaryDirectory(prefix="perfkit-perturbation-") as tmp, Children() as children, SpanReceiver() as receiver:
-        upstream = start_mock(children, "--ttft-ms", str(options.ttft_ms), "--itl-ms", str(options.itl_ms), "--chunks", str(options.chunks))
+    with (
+        tempfile.TemporaryDirectory(prefix="perfkit-perturbation-") as tmp,
+        Children() as children,
+        SpanReceiver() as receiver,
+    ):
+        upstream = start_mock(
+            children,
+            "--ttft-ms",
+            str(options.ttft_ms),
+            "--itl-ms",
+            str(options.itl_ms),
+            "--chunks",
+            str(options.chunks),
+        )
         for number in range(options.repeats):
             order: list[Side] = ["plain", "perfkit"] if number % 2 == 0 else ["perfkit", "plain"]
             options.say(f"pair {number + 1} of {options.repeats}")
@@ -173,8 +219,11 @@ def render_perturbation(document: PerturbationResult) -> str:
     """Each phase's medians per side and the ratios with their intervals."""
     version = document["litellm_version"] or "installed"
     rate = document["config"].get("record_rate", "all")  # documents from before the record rate recorded every request
-    lines = [f"perturbation: LiteLLM {version}, {document['workers']} worker(s), {len(document['pairs'])} interleaved pairs "
-             f"(perfkit run --record-rate {rate} vs plain; spans exported)", ""]  # fmt: skip
+    lines = [
+        f"perturbation: LiteLLM {version}, {document['workers']} worker(s), {len(document['pairs'])} interleaved pairs "
+        f"(perfkit run --record-rate {rate} vs plain; spans exported)",
+        "",
+    ]
     lines.append(f"{'phase':<10} {'metric':<24} {'plain':>9} {'perfkit':>9}  perfkit / plain, 95% interval")
     for name in PHASE_NAMES:
         result = document[name]
@@ -185,7 +234,9 @@ def render_perturbation(document: PerturbationResult) -> str:
         cpu = [statistics.median(s["cpu_ms_per_request"] or 0.0 for s in measured) for measured in sides]
         agent = statistics.median(s["agent_cpu_ms_per_request"] or 0.0 for s in sides[1])
         lines.append(f"{name:<10} {'req/s':<24} {rps[0]:>9.1f} {rps[1]:>9.1f}  {_fmt(result['rps_ratio'])}")
-        lines.append(f"{name:<10} {'CPU ms per request':<24} {cpu[0]:>9.3f} {cpu[1]:>9.3f}  {_fmt(result['cpu_ratio'])}")
+        lines.append(
+            f"{name:<10} {'CPU ms per request':<24} {cpu[0]:>9.3f} {cpu[1]:>9.3f}  {_fmt(result['cpu_ratio'])}"
+        )
         lines.append(f"{name:<10} {'  of which export agent':<24} {'':>9} {agent:>9.3f}")
     if len(document["pairs"]) < 4:
         lines.append("\nfewer than 4 pairs: the intervals cannot see run-to-run noise well; use --repeats 8")

@@ -39,12 +39,17 @@ def decode_json(body: bytes) -> list[ReceivedSpan]:
         resource = {a["key"]: _value(a["value"]) for a in resource_spans.get("resource", {}).get("attributes", [])}
         for scope in resource_spans.get("scopeSpans", []):
             for span in scope.get("spans", []):
-                spans.append({
-                    "trace_id": span["traceId"], "span_id": span["spanId"], "parent": span.get("parentSpanId", ""),
-                    "name": span["name"], "kind": span.get("kind", 0),
-                    "attrs": {a["key"]: _value(a["value"]) for a in span.get("attributes", [])},
-                    "pid": resource.get("process.pid"),
-                })  # fmt: skip
+                spans.append(
+                    {
+                        "trace_id": span["traceId"],
+                        "span_id": span["spanId"],
+                        "parent": span.get("parentSpanId", ""),
+                        "name": span["name"],
+                        "kind": span.get("kind", 0),
+                        "attrs": {a["key"]: _value(a["value"]) for a in span.get("attributes", [])},
+                        "pid": resource.get("process.pid"),
+                    }
+                )
     return spans
 
 
@@ -166,7 +171,14 @@ class SpanReceiver:
         for content_type, body in bodies:
             try:
                 spans.extend(_DECODERS[content_type](body))
-            except (ValueError, KeyError, TypeError, AttributeError, IndexError, struct.error):  # orjson's error is a ValueError
+            except (
+                ValueError,
+                KeyError,
+                TypeError,
+                AttributeError,
+                IndexError,
+                struct.error,
+            ):  # orjson's error is a ValueError
                 self.rejected += 1
         return spans
 

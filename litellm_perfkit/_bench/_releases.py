@@ -24,7 +24,17 @@ _SAFE = re.compile(r"[A-Za-z0-9._-]+")
 
 def available_versions(package: str, pip_args: list[str]) -> list[str]:
     """Every version pip can install of ``package`` (``pip index versions``)."""
-    command = [sys.executable, "-m", "pip", "index", "versions", package, "--pre", "--disable-pip-version-check", *pip_args]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "index",
+        "versions",
+        package,
+        "--pre",
+        "--disable-pip-version-check",
+        *pip_args,
+    ]
     result = subprocess.run(command, capture_output=True, text=True)
     for line in result.stdout.splitlines():
         if line.startswith("Available versions:"):
@@ -53,9 +63,24 @@ def release(package: str, version: str, pip_args: list[str], say: Say | None = N
     marker = target / ".perfkit-complete"
     if not marker.exists():
         with waiting(say, f"installing {package}=={version} into {target} (once)"):
-            result = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
-                                     "--upgrade", "--target", str(target), f"{package}=={version}", *pip_args],
-                                    capture_output=True, text=True)  # fmt: skip
+            result = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "install",
+                    "-q",
+                    "--disable-pip-version-check",
+                    "--no-deps",
+                    "--upgrade",
+                    "--target",
+                    str(target),
+                    f"{package}=={version}",
+                    *pip_args,
+                ],
+                capture_output=True,
+                text=True,
+            )
         if result.returncode != 0:
             detail = (result.stderr.strip().splitlines() or ["(no output)"])[-1]
             raise VenvError(f"cannot install {package}=={version}: {detail}")

@@ -11,7 +11,9 @@ from ._analysis import OUTSIDE_STAGES
 __all__ = ["render_bench", "unmeasured_warning"]
 
 # What the share column says of a stage outside the request's wall time.
-_OUTSIDE_WALL = {name: "before the app" if name == PROTOCOL_STAGE else "after the response" for name in OUTSIDE_WALL_STAGES}
+_OUTSIDE_WALL = {
+    name: "before the app" if name == PROTOCOL_STAGE else "after the response" for name in OUTSIDE_WALL_STAGES
+}
 
 
 def _pair(data: Mapping[str, object] | None, unit: str = "ms") -> str:
@@ -25,8 +27,10 @@ def unmeasured_warning(unmeasured: Unmeasured, joined: int) -> str | None:
     """One line when some requests took a path perfkit could not measure."""
     parts = []
     if unmeasured["upstream"]:
-        parts.append(f"{unmeasured['upstream']} of {joined} requests waited on an upstream perfkit does not see (an HTTP client it does "
-                     "not wrap, or a cache hit): their overhead would include the provider's time, so it is left out of the figures")  # fmt: skip
+        parts.append(
+            f"{unmeasured['upstream']} of {joined} requests waited on an upstream perfkit does not see (an HTTP client it does "
+            "not wrap, or a cache hit): their overhead would include the provider's time, so it is left out of the figures"
+        )
     if unmeasured["auth"]:
         parts.append(f"{unmeasured['auth']} of {joined} requests had no auth stage (their route's auth is not wrapped)")
     return "warning: " + "; ".join(parts) + " (docs/litellm.md)" if parts else None
@@ -52,39 +56,66 @@ def _run(run: BenchRun) -> list[str]:
     ]
     driver = run.get("driver")
     if driver:
-        lines.append(f"| load driver | {driver['name']}, {driver['processes']} process(es), CPU {driver['cpu_fraction']:.0%} of a core each |")
+        lines.append(
+            f"| load driver | {driver['name']}, {driver['processes']} process(es), CPU {driver['cpu_fraction']:.0%} of a core each |"
+        )
     proxy = run.get("proxy") or {}
     if proxy.get("cpu_percent") is not None:
-        lines.append(f"| proxy CPU / RSS | {proxy['cpu_percent']:.0f}% of a core / {proxy['rss_mb']:.0f} MiB (all processes) |")
+        lines.append(
+            f"| proxy CPU / RSS | {proxy['cpu_percent']:.0f}% of a core / {proxy['rss_mb']:.0f} MiB (all processes) |"
+        )
     per_request = proxy.get("cpu_ms_per_request") or {}
     if per_request:
-        capacity = ", ".join(f"{name} {ms:.2f} ms (at most {1000 / ms:.0f}/s per core)" for name, ms in per_request.items() if ms > 0)
+        capacity = ", ".join(
+            f"{name} {ms:.2f} ms (at most {1000 / ms:.0f}/s per core)" for name, ms in per_request.items() if ms > 0
+        )
         lines.append(f"| proxy CPU per request | {capacity} |")
     agent = proxy.get("agent_cpu_ms_per_request") or {}
     if any(ms > 0 for ms in agent.values()):
-        lines.append(f"| perfkit's export agent CPU per request (beside the proxy's) | {', '.join(f'{name} {ms:.3f} ms' for name, ms in agent.items())} |")
+        lines.append(
+            f"| perfkit's export agent CPU per request (beside the proxy's) | {', '.join(f'{name} {ms:.3f} ms' for name, ms in agent.items())} |"
+        )
     idle = run.get("idle")
     if idle:
         server = idle["server_overhead_ms"]
-        lines.append(f"| overhead on an idle proxy (1 user) | client-observed {_pair(idle['client_overhead_ms'])}"
-                     + (f"; server-side p50 {server['p50']:.2f} ms" if server else "") + " |")  # fmt: skip
+        lines.append(
+            f"| overhead on an idle proxy (1 user) | client-observed {_pair(idle['client_overhead_ms'])}"
+            + (f"; server-side p50 {server['p50']:.2f} ms" if server else "")
+            + " |"
+        )
     if ns["errors"] or st["errors"]:
         lines.append(f"| errors | {ns['errors']} non-streaming, {st['errors']} streaming |")
     stages, remainder, overhead = run["stages"], run["remainder"], run["server_overhead_ms"]
     if stages and remainder and overhead:
-        lines += ["", f"where the server-side overhead went ({run['joined_requests']} requests joined by trace id):", "",
-                  "| stage | p50 ms | p95 ms | mean self ms | share of overhead |", "|---|---:|---:|---:|---:|"]  # fmt: skip
+        lines += [
+            "",
+            f"where the server-side overhead went ({run['joined_requests']} requests joined by trace id):",
+            "",
+            "| stage | p50 ms | p95 ms | mean self ms | share of overhead |",
+            "|---|---:|---:|---:|---:|",
+        ]
         for name, stage in stages.items():
-            share = "upstream" if stage["upstream"] else _OUTSIDE_WALL.get(name, "-") if stage["share"] is None else f"{stage['share']:.1%}"
-            lines.append(f"| {name} | {stage['p50_ms']:.3f} | {stage['p95_ms']:.3f} | {stage['mean_self_ms']:.3f} | {share} |")
+            share = (
+                "upstream"
+                if stage["upstream"]
+                else _OUTSIDE_WALL.get(name, "-")
+                if stage["share"] is None
+                else f"{stage['share']:.1%}"
+            )
+            lines.append(
+                f"| {name} | {stage['p50_ms']:.3f} | {stage['p95_ms']:.3f} | {stage['mean_self_ms']:.3f} | {share} |"
+            )
         lines.append(f"| (unattributed) | | | {remainder['mean_ms']:.3f} | {remainder['share']:.1%} |")
         total = sum(s["share"] for s in stages.values() if s["share"] is not None) + (remainder["share"] or 0)
         lines.append(f"| total | | | {overhead['mean']:.3f} | {total:.1%} |")
         lines += _cpu_table(run)
         paused = run.get("gc_pause_ms")
         if paused and paused["share"] is not None:
-            lines += ["", f"collector pauses inside requests (they overlap the rows above): mean {paused['mean']:.3f} ms, "
-                          f"p95 {paused['p95']:.3f} ms, max {paused['max']:.3f} ms; {paused['share']:.1%} of the mean overhead"]  # fmt: skip
+            lines += [
+                "",
+                f"collector pauses inside requests (they overlap the rows above): mean {paused['mean']:.3f} ms, "
+                f"p95 {paused['p95']:.3f} ms, max {paused['max']:.3f} ms; {paused['share']:.1%} of the mean overhead",
+            ]
     else:
         lines += ["", "no per-stage data: the gateway exported no spans to perfkit"]
     unmeasured = run.get("unmeasured")
@@ -93,7 +124,11 @@ def _run(run: BenchRun) -> list[str]:
         lines += ["", warning]
     fast = run.get("fast_paths") or {}
     if fast:
-        lines += ["", "fast paths: " + ", ".join(f"{k}={v}" for k, v in fast.items() if k not in ("version", "table", "callbacks"))]
+        lines += [
+            "",
+            "fast paths: "
+            + ", ".join(f"{k}={v}" for k, v in fast.items() if k not in ("version", "table", "callbacks")),
+        ]
     return lines
 
 
@@ -112,24 +147,42 @@ def _cpu_table(run: BenchRun) -> list[str]:
     queue = sum(float(s["queue_ms"] or 0.0) for s in during) + float(remainder["queue_ms"] or 0.0)
     waits = sum(float(s["io_ms"] or 0.0) for s in during) + float(remainder["io_ms"] or 0.0)
     cpu = sum(ms for _, ms in rows)
-    lines = ["", "the same overhead by CPU (the stage's own code running), event-loop queueing and other waits, means per request:", "",
-             "| stage | own CPU ms | share of overhead |", "|---|---:|---:|"]  # fmt: skip
+    lines = [
+        "",
+        "the same overhead by CPU (the stage's own code running), event-loop queueing and other waits, means per request:",
+        "",
+        "| stage | own CPU ms | share of overhead |",
+        "|---|---:|---:|",
+    ]
     lines += [f"| {name} | {ms:.3f} | {ms / mean:.1%} |" for name, ms in rows]
-    lines += [f"| CPU, all stages | {cpu:.3f} | {cpu / mean:.1%} |",
-              f"| event-loop queueing (ready, the loop busy with others) | {queue:.3f} | {queue / mean:.1%} |",
-              f"| I/O and other waits (not upstream) | {waits:.3f} | {waits / mean:.1%} |"]  # fmt: skip
+    lines += [
+        f"| CPU, all stages | {cpu:.3f} | {cpu / mean:.1%} |",
+        f"| event-loop queueing (ready, the loop busy with others) | {queue:.3f} | {queue / mean:.1%} |",
+        f"| I/O and other waits (not upstream) | {waits:.3f} | {waits / mean:.1%} |",
+    ]
     proxy = run.get("proxy") or {}
     process = proxy.get("cpu_ms_per_request") or {}
     steps, named = proxy.get("steps_cpu_ms_per_request") or {}, proxy.get("named_cpu_ms_per_request") or {}
     phases = [phase for phase in process if phase in steps and process[phase] > 0]
     if phases:
-        lines += ["", "the requests' own CPU against the proxy's process CPU, per request: "
-                  + "; ".join(f"{phase} {steps[phase]:.2f} of {process[phase]:.2f} ms ({steps[phase] / process[phase]:.0%})" for phase in phases)
-                  + ". The rest ran outside the requests' steps and threads: the event loop between steps, the server's work outside its parsing callbacks, the collector outside any step."]  # fmt: skip
+        lines += [
+            "",
+            "the requests' own CPU against the proxy's process CPU, per request: "
+            + "; ".join(
+                f"{phase} {steps[phase]:.2f} of {process[phase]:.2f} ms ({steps[phase] / process[phase]:.0%})"
+                for phase in phases
+            )
+            + ". The rest ran outside the requests' steps and threads: the event loop between steps, the server's work outside its parsing callbacks, the collector outside any step.",
+        ]
     phases = [phase for phase in phases if phase in named]
     if phases:
-        lines += ["named stages' CPU against the proxy's process CPU, per request: "
-                  + "; ".join(f"{phase} {named[phase]:.2f} of {process[phase]:.2f} ms ({named[phase] / process[phase]:.0%})" for phase in phases)]  # fmt: skip
+        lines += [
+            "named stages' CPU against the proxy's process CPU, per request: "
+            + "; ".join(
+                f"{phase} {named[phase]:.2f} of {process[phase]:.2f} ms ({named[phase] / process[phase]:.0%})"
+                for phase in phases
+            )
+        ]
     return lines
 
 
@@ -137,17 +190,24 @@ def _scaling(runs: list[BenchRun]) -> list[str]:
     """RPS and latency per proxy worker count, for each target swept over workers."""
     lines: list[str] = []
     for target in dict.fromkeys((r["target"], r.get("litellm_version")) for r in runs):
-        series = sorted((r for r in runs if (r["target"], r.get("litellm_version")) == target), key=lambda r: r["workers"])
+        series = sorted(
+            (r for r in runs if (r["target"], r.get("litellm_version")) == target), key=lambda r: r["workers"]
+        )
         if len({r["workers"] for r in series}) < 2:
             continue
         base = series[0]["nonstream"]["rps"] or 1.0
-        lines += [f"scaling: {target[0]} (LiteLLM {target[1] or '?'})", "",
-                  "| workers | RPS | x first | latency p50 / p95 ms | streams/s | TTFT p50 ms | proxy CPU |",
-                  "|---:|---:|---:|---|---:|---:|---:|"]  # fmt: skip
+        lines += [
+            f"scaling: {target[0]} (LiteLLM {target[1] or '?'})",
+            "",
+            "| workers | RPS | x first | latency p50 / p95 ms | streams/s | TTFT p50 ms | proxy CPU |",
+            "|---:|---:|---:|---|---:|---:|---:|",
+        ]
         for r in series:
             ns, st, cpu = r["nonstream"], r["stream"], (r.get("proxy") or {}).get("cpu_percent")
-            lines.append(f"| {r['workers']} | {ns['rps']:.1f} | {ns['rps'] / base:.2f} | {ns['latency_ms']['p50']:.2f} / {ns['latency_ms']['p95']:.2f} "
-                         f"| {st['streams_per_s']:.1f} | {st['ttft_ms']['p50']:.2f} | {'n/a' if cpu is None else f'{cpu:.0f}%'} |")  # fmt: skip
+            lines.append(
+                f"| {r['workers']} | {ns['rps']:.1f} | {ns['rps'] / base:.2f} | {ns['latency_ms']['p50']:.2f} / {ns['latency_ms']['p95']:.2f} "
+                f"| {st['streams_per_s']:.1f} | {st['ttft_ms']['p50']:.2f} | {'n/a' if cpu is None else f'{cpu:.0f}%'} |"
+            )
         lines.append("")
     return lines
 

@@ -66,8 +66,12 @@ def _cdf(chart_id: str, series: list[tuple[str, list[float]]], x_label: str) -> 
             f"{PAD + (W - 2 * PAD) * min(v, x_max) / x_max:.1f},{H - PAD - (H - 1.5 * PAD) * (n + 1) / len(values):.1f}"
             for n, v in list(enumerate(values))[::step]
         )
-        lines.append(f'<polyline class="series" fill="none" stroke="{COLORS[i % len(COLORS)]}" stroke-width="2" points="{points}"/>')
-    return _svg(chart_id, _axis(x_max, "fraction of requests", x_label) + "".join(lines) + _legend([s[0] for s in series]))
+        lines.append(
+            f'<polyline class="series" fill="none" stroke="{COLORS[i % len(COLORS)]}" stroke-width="2" points="{points}"/>'
+        )
+    return _svg(
+        chart_id, _axis(x_max, "fraction of requests", x_label) + "".join(lines) + _legend([s[0] for s in series])
+    )
 
 
 def _histogram(chart_id: str, series: list[tuple[str, list[float]]], x_label: str, bins: int = 40) -> str:
@@ -106,7 +110,9 @@ def _waterfall(chart_id: str, run: BenchRun) -> str:
             continue
         wall = float(part["mean_self_ms"] if "mean_self_ms" in part else part["mean_ms"])  # type: ignore[typeddict-item]
         cpu = part.get("cpu_ms")
-        split = None if cpu is None else (float(cpu), float(part.get("queue_ms") or 0.0), float(part.get("io_ms") or 0.0))
+        split = (
+            None if cpu is None else (float(cpu), float(part.get("queue_ms") or 0.0), float(part.get("io_ms") or 0.0))
+        )
         rows.append((name, wall, split))
     total = sum(wall for _, wall, _ in rows) or 1.0
     height = 24 * len(rows) + PAD + (16 if any(split for _, _, split in rows) else 0)
@@ -116,22 +122,28 @@ def _waterfall(chart_id: str, run: BenchRun) -> str:
         width = max(1.0, (W - 190) * value / total)
         bars.append(f'<text x="164" y="{22 + 24 * i}" font-size="11" text-anchor="end">{html.escape(name)}</text>')
         if split is None or not sum(split):
-            bars.append(f'<rect class="bar" x="{x:.1f}" y="{10 + 24 * i}" width="{width:.1f}" height="16" fill="{COLORS[i % len(COLORS)]}"/>')
+            bars.append(
+                f'<rect class="bar" x="{x:.1f}" y="{10 + 24 * i}" width="{width:.1f}" height="16" fill="{COLORS[i % len(COLORS)]}"/>'
+            )
             label = f"{value:.2f} ms"
         else:
             offset = x
             for ms, color in zip(split, (COLORS[i % len(COLORS)], _QUEUE_COLOR, _IO_COLOR)):
                 piece = (W - 190) * ms / total
-                bars.append(f'<rect class="bar" x="{offset:.1f}" y="{10 + 24 * i}" width="{piece:.1f}" height="16" fill="{color}"/>')
+                bars.append(
+                    f'<rect class="bar" x="{offset:.1f}" y="{10 + 24 * i}" width="{piece:.1f}" height="16" fill="{color}"/>'
+                )
                 offset += piece
             label = f"{value:.2f} ms (CPU {split[0]:.2f}, queued {split[1]:.2f}, waiting {split[2]:.2f})"
         bars.append(f'<text x="{x + width + 4:.1f}" y="{22 + 24 * i}" font-size="10">{label}</text>')
         start += value
     if height > 24 * len(rows) + PAD:
         y = 24 * len(rows) + 20
-        bars.append(f'<rect x="170" y="{y - 9}" width="10" height="10" fill="{_QUEUE_COLOR}"/><text x="184" y="{y}" font-size="10">event-loop queueing</text>'
-                    f'<rect x="310" y="{y - 9}" width="10" height="10" fill="{_IO_COLOR}"/><text x="324" y="{y}" font-size="10">I/O and other waits</text>'
-                    f'<text x="460" y="{y}" font-size="10">the rest of each bar: CPU</text>')  # fmt: skip
+        bars.append(
+            f'<rect x="170" y="{y - 9}" width="10" height="10" fill="{_QUEUE_COLOR}"/><text x="184" y="{y}" font-size="10">event-loop queueing</text>'
+            f'<rect x="310" y="{y - 9}" width="10" height="10" fill="{_IO_COLOR}"/><text x="324" y="{y}" font-size="10">I/O and other waits</text>'
+            f'<text x="460" y="{y}" font-size="10">the rest of each bar: CPU</text>'
+        )
     return f'<svg class="chart" id="{chart_id}" width="{W + 300}" height="{height}" xmlns="http://www.w3.org/2000/svg">{"".join(bars)}</svg>'
 
 
@@ -155,8 +167,15 @@ def _ab_bars(chart_id: str, runs: list[tuple[str, BenchRun]]) -> str:
                 f'<rect class="bar" x="{x:.1f}" y="{H - PAD - height:.1f}" width="{width - 2:.1f}" height="{height:.1f}" fill="{COLORS[i % len(COLORS)]}"/>'
                 f'<text x="{x + width / 2:.1f}" y="{H - PAD - height - 4:.1f}" font-size="9" text-anchor="middle">{value:.1f}</text>'
             )
-        bars.append(f'<text x="{PAD + (m + 0.4) * group:.1f}" y="{H - PAD + 16}" font-size="11" text-anchor="middle">{name}</text>')
-    return _svg(chart_id, "".join(bars) + f'<line x1="{PAD}" y1="{H - PAD}" x2="{W - PAD}" y2="{H - PAD}" stroke="#333"/>' + _legend([n for n, _ in runs]))
+        bars.append(
+            f'<text x="{PAD + (m + 0.4) * group:.1f}" y="{H - PAD + 16}" font-size="11" text-anchor="middle">{name}</text>'
+        )
+    return _svg(
+        chart_id,
+        "".join(bars)
+        + f'<line x1="{PAD}" y1="{H - PAD}" x2="{W - PAD}" y2="{H - PAD}" stroke="#333"/>'
+        + _legend([n for n, _ in runs]),
+    )
 
 
 def _share(stage: BenchStage) -> str:
@@ -173,8 +192,10 @@ def _table(run: BenchRun) -> str:
         f"<td>{_share(s)}</td><td>{_ms(s.get('cpu_ms'))}</td><td>{_ms(s.get('queue_ms'))}</td><td>{_ms(s.get('io_ms'))}</td></tr>"
         for name, s in (run.get("stages") or {}).items()
     )
-    return ("<table><tr><th>stage</th><th>p50 ms</th><th>p95 ms</th><th>mean self ms</th><th>share</th>"
-            f"<th>own CPU ms</th><th>queued ms</th><th>waiting ms</th></tr>{rows}</table>")  # fmt: skip
+    return (
+        "<table><tr><th>stage</th><th>p50 ms</th><th>p95 ms</th><th>mean self ms</th><th>share</th>"
+        f"<th>own CPU ms</th><th>queued ms</th><th>waiting ms</th></tr>{rows}</table>"
+    )
 
 
 def _flamegraph_link(run: BenchRun, base: Path | None) -> str:
@@ -201,7 +222,9 @@ def _bisect_chart(chart_id: str, measured: dict[str, list[float]], order: list[s
             f'<line x1="{x + slot / 2:.1f}" y1="{low:.1f}" x2="{x + slot / 2:.1f}" y2="{high:.1f}" stroke="#111"/>'
             f'<text x="{x + slot / 2:.1f}" y="{H - PAD + 14}" font-size="9" text-anchor="middle">{html.escape(version)}</text>'
         )
-    return _svg(chart_id, "".join(marks) + f'<line x1="{PAD}" y1="{H - PAD}" x2="{W - PAD}" y2="{H - PAD}" stroke="#333"/>')
+    return _svg(
+        chart_id, "".join(marks) + f'<line x1="{PAD}" y1="{H - PAD}" x2="{W - PAD}" y2="{H - PAD}" stroke="#333"/>'
+    )
 
 
 def render_bisect_section(label: str, journal: dict[str, Any], n: int) -> str:
@@ -220,34 +243,63 @@ def render_bisect_section(label: str, journal: dict[str, Any], n: int) -> str:
         f"<td>{html.escape(', '.join(f'{name} {delta:+.3f} ms' for name, delta in c['stages'] if delta))}</td></tr>"
         for c in result.get("changes", [])
     )
-    return (f"<h2>Bisect: {html.escape(label)}: {html.escape(str(settings.get('package')))}, {html.escape(what)} ({html.escape(unit)})</h2>"
-            + _bisect_chart(f"bisect-{n}", measured, order)
-            + "<table><tr><th>release</th><th>after</th><th>change</th><th>interval</th><th>stages that moved</th></tr>"
-            + (rows or '<tr><td colspan="5">no release moved the metric beyond the noise</td></tr>') + "</table>")  # fmt: skip
+    return (
+        f"<h2>Bisect: {html.escape(label)}: {html.escape(str(settings.get('package')))}, {html.escape(what)} ({html.escape(unit)})</h2>"
+        + _bisect_chart(f"bisect-{n}", measured, order)
+        + "<table><tr><th>release</th><th>after</th><th>change</th><th>interval</th><th>stages that moved</th></tr>"
+        + (rows or '<tr><td colspan="5">no release moved the metric beyond the noise</td></tr>')
+        + "</table>"
+    )
 
 
-def render_html(documents: list[tuple[str, BenchResult]], base: Path | None = None,
-                bisections: Sequence[tuple[str, dict[str, Any]]] = ()) -> str:  # fmt: skip
+def render_html(
+    documents: list[tuple[str, BenchResult]],
+    base: Path | None = None,
+    bisections: Sequence[tuple[str, dict[str, Any]]] = (),
+) -> str:
     """``documents``: (label, bench result) pairs; every run of each is drawn.
     ``bisections``: (label, ``perfkit bisect`` journal) pairs, drawn after them.
     ``base``: the HTML file's directory, for relative links to flamegraphs."""
-    runs = [(f"{label}" if len(doc.get("runs") or [doc]) == 1 else f"{label} / {run['target']}", run)
-            for label, doc in documents for run in (doc.get("runs") or [doc])]  # fmt: skip
-    sections = [] if not runs else [
-        "<h2>Non-streaming latency (CDF)</h2>",
-        _cdf("latency-cdf", [(label, _pool(run.get("samples", {}).get("nonstream_latency_ms"))) for label, run in runs], "latency ms"),
-        "<h2>Streaming TTFT (histogram)</h2>",
-        _histogram("ttft-histogram", [(label, _pool(run.get("samples", {}).get("stream_ttft_ms"))) for label, run in runs], "TTFT ms"),
+    runs = [
+        (f"{label}" if len(doc.get("runs") or [doc]) == 1 else f"{label} / {run['target']}", run)
+        for label, doc in documents
+        for run in (doc.get("runs") or [doc])
     ]
+    sections = (
+        []
+        if not runs
+        else [
+            "<h2>Non-streaming latency (CDF)</h2>",
+            _cdf(
+                "latency-cdf",
+                [(label, _pool(run.get("samples", {}).get("nonstream_latency_ms"))) for label, run in runs],
+                "latency ms",
+            ),
+            "<h2>Streaming TTFT (histogram)</h2>",
+            _histogram(
+                "ttft-histogram",
+                [(label, _pool(run.get("samples", {}).get("stream_ttft_ms"))) for label, run in runs],
+                "TTFT ms",
+            ),
+        ]
+    )
     if len(runs) > 1:
         sections += ["<h2>A/B</h2>", _ab_bars("ab-bars", runs)]
     for n, (label, run) in enumerate(runs):
-        sections += [f"<h2>Where the overhead went: {html.escape(label)}</h2>", _waterfall(f"waterfall-{n}", run), _table(run),
-                     _flamegraph_link(run, base)]  # fmt: skip
+        sections += [
+            f"<h2>Where the overhead went: {html.escape(label)}</h2>",
+            _waterfall(f"waterfall-{n}", run),
+            _table(run),
+            _flamegraph_link(run, base),
+        ]
     sections += [render_bisect_section(label, journal, n) for n, (label, journal) in enumerate(bisections)]
-    style = ("body{font-family:sans-serif;margin:24px;color:#111}h2{font-size:16px;margin-top:28px}"
-             "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}"
-             "td:first-child,th:first-child{text-align:left}")  # fmt: skip
+    style = (
+        "body{font-family:sans-serif;margin:24px;color:#111}h2{font-size:16px;margin-top:28px}"
+        "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}"
+        "td:first-child,th:first-child{text-align:left}"
+    )
     title = " vs ".join(html.escape(label) for label, _ in [*documents, *bisections])
-    return (f'<!doctype html><html><head><meta charset="utf-8"><title>perfkit report: {title}</title>'
-            f"<style>{style}</style></head><body><h1>perfkit report: {title}</h1>{''.join(sections)}</body></html>")  # fmt: skip
+    return (
+        f'<!doctype html><html><head><meta charset="utf-8"><title>perfkit report: {title}</title>'
+        f"<style>{style}</style></head><body><h1>perfkit report: {title}</h1>{''.join(sections)}</body></html>"
+    )

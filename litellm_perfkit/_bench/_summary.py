@@ -6,7 +6,7 @@ import statistics
 from typing import TypedDict
 
 from .._wire._names import LITELLM_OVERHEAD_HEADER
-from ..types import BenchRun, BenchSamples, IdleOverhead, LoadResult, LoadSummary, P50P95, Percentiles, ProxyUsage
+from ..types import P50P95, BenchRun, BenchSamples, IdleOverhead, LoadResult, LoadSummary, Percentiles, ProxyUsage
 from ._analysis import Breakdown
 
 __all__ = ["Repeat", "Samples", "summarize"]
@@ -74,12 +74,23 @@ def _idle(idle: Idle | None, direct: LoadSummary) -> IdleOverhead | None:
     if idle is None:
         return None
     latency = idle["summary"]["latency_ms"]
-    return {"requests": idle["summary"]["requests"], "latency_ms": _p50_p95(latency), "client_overhead_ms": _added(latency, direct["latency_ms"]),
-            "server_overhead_ms": idle["breakdown"]["server_overhead_ms"]}  # fmt: skip
+    return {
+        "requests": idle["summary"]["requests"],
+        "latency_ms": _p50_p95(latency),
+        "client_overhead_ms": _added(latency, direct["latency_ms"]),
+        "server_overhead_ms": idle["breakdown"]["server_overhead_ms"],
+    }
 
 
-def summarize(target: str, version: str | None, workers: int, direct: dict[str, LoadSummary], repeats: list[Repeat],
-              flamegraph: str | None, idle: Idle | None) -> BenchRun:  # fmt: skip
+def summarize(
+    target: str,
+    version: str | None,
+    workers: int,
+    direct: dict[str, LoadSummary],
+    repeats: list[Repeat],
+    flamegraph: str | None,
+    idle: Idle | None,
+) -> BenchRun:
     """The median repeat (by non-streaming RPS), with the spread and samples of every repeat."""
     median = sorted(repeats, key=lambda r: r["nonstream"]["summary"]["rps"])[(len(repeats) - 1) // 2]
     ns, st = median["nonstream"]["summary"], median["stream"]["summary"]
@@ -94,11 +105,17 @@ def summarize(target: str, version: str | None, workers: int, direct: dict[str, 
         "litellm_version": _version(breakdown["fast_paths"].get("version"), version),
         "workers": workers,
         "repeats": len(repeats),
-        "spread": {"rps": {"min": min(rps), "median": statistics.median(rps), "max": max(rps)},
-                   "streams_per_s": {"min": min(streams), "median": statistics.median(streams), "max": max(streams)}},  # fmt: skip
+        "spread": {
+            "rps": {"min": min(rps), "median": statistics.median(rps), "max": max(rps)},
+            "streams_per_s": {"min": min(streams), "median": statistics.median(streams), "max": max(streams)},
+        },
         "nonstream": {
             "rps": ns["rps"],
-            "latency_ms": {"p50": lat["p50"] if lat else None, "p95": lat["p95"] if lat else None, "p99": lat["p99"] if lat else None},
+            "latency_ms": {
+                "p50": lat["p50"] if lat else None,
+                "p95": lat["p95"] if lat else None,
+                "p99": lat["p99"] if lat else None,
+            },
             "client_overhead_ms": _added(lat, dns["latency_ms"]),
             "litellm_overhead_header_ms": _p50_p95(litellm_header) if litellm_header else None,
             "errors": ns["errors"],

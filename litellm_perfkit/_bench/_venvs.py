@@ -40,7 +40,11 @@ class VenvError(RuntimeError):
 
 
 def _pip(python: Path, venv: Path, what: str, *args: str) -> None:
-    result = subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *args], capture_output=True, text=True)
+    result = subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *args],
+        capture_output=True,
+        text=True,
+    )
     if result.returncode != 0:
         raise VenvError(f"cannot install {what} into {venv}: {result.stderr.strip()[-300:]}")
 
@@ -52,13 +56,18 @@ def installed(python: Path) -> tuple[Path | None, bool]:
     # sys.path, so from a perfkit checkout this would find the checkout, not
     # what the venv holds, and perfkit (and its script) would never be installed.
     check = subprocess.run(
-        [str(python), "-I", "-c", "import importlib.util as u, os\n"
-                                  "spec = u.find_spec('litellm_perfkit')\n"
-                                  "print(os.path.dirname(os.path.dirname(spec.origin)) if spec and spec.origin else '-')\n"
-                                  "print(u.find_spec('pyinstrument') is not None)"],
+        [
+            str(python),
+            "-I",
+            "-c",
+            "import importlib.util as u, os\n"
+            "spec = u.find_spec('litellm_perfkit')\n"
+            "print(os.path.dirname(os.path.dirname(spec.origin)) if spec and spec.origin else '-')\n"
+            "print(u.find_spec('pyinstrument') is not None)",
+        ],
         capture_output=True,
         text=True,
-    )  # fmt: skip
+    )
     lines = check.stdout.split()
     if check.returncode != 0 or len(lines) != 2:
         return None, False

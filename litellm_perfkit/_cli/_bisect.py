@@ -42,28 +42,62 @@ def _fraction(text: str) -> float:
 
 
 def add_parser(subparsers: Any) -> None:
-    p = subparsers.add_parser("bisect", help=HELP, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "bisect", help=HELP, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     what = p.add_argument_group("what to bisect")
     what.add_argument("--good", required=True, help="a release that was fast, e.g. 1.83.14")
     what.add_argument("--bad", required=True, help="a release that is slow, e.g. 1.103.0")
-    what.add_argument("--package", default="litellm",
-                      help="the package whose releases are measured (default: litellm, each in its cached venv); another package "
-                           "is installed per release without dependencies and run with --proxy-command")  # fmt: skip
-    what.add_argument("--proxy-command", help="for --package other than litellm: the gateway's command; {python}, {port}, {upstream} are filled in")
-    what.add_argument("--pip-args", default="", help="extra pip arguments to list and install releases, e.g. '--find-links ./dist'")
+    what.add_argument(
+        "--package",
+        default="litellm",
+        help="the package whose releases are measured (default: litellm, each in its cached venv); another package "
+        "is installed per release without dependencies and run with --proxy-command",
+    )
+    what.add_argument(
+        "--proxy-command",
+        help="for --package other than litellm: the gateway's command; {python}, {port}, {upstream} are filled in",
+    )
+    what.add_argument(
+        "--pip-args", default="", help="extra pip arguments to list and install releases, e.g. '--find-links ./dist'"
+    )
     what.add_argument("--pre", action="store_true", help="include pre-releases between the two ends")
-    what.add_argument("--metric", choices=list(METRICS), default="cpu",
-                      help="what to bisect on (default: cpu, the steadiest): "
-                           + "; ".join(f"{name}: {what} ({unit})" for name, (what, unit, _) in METRICS.items()))  # fmt: skip
+    what.add_argument(
+        "--metric",
+        choices=list(METRICS),
+        default="cpu",
+        help="what to bisect on (default: cpu, the steadiest): "
+        + "; ".join(f"{name}: {what} ({unit})" for name, (what, unit, _) in METRICS.items()),
+    )
     search = p.add_argument_group("search")
-    search.add_argument("--budget", type=duration, help="stop after this much time (30m, 2h); the answer is then the releases left")
-    search.add_argument("--min-samples", type=positive_int, default=2, help="bench runs per release at least (default: 2)")
-    search.add_argument("--max-samples", type=positive_int, default=4, help="bench runs per release at most, when it is unclear (default: 4)")
-    search.add_argument("--min-change", type=_fraction, default=0.05,
-                        help="the smallest change worth naming, relative: 5%% or 0.05 (default: 5%%); two runs of the same "
-                             "release differ by a few percent")  # fmt: skip
-    search.add_argument("--journal", default="perfkit-bisect.json", help="every measurement, and the answer; a rerun resumes from it")
-    search.add_argument("--progress", choices=["auto", "on", "off"], default="off", help="the load driver's progress bars (default: off)")
+    search.add_argument(
+        "--budget", type=duration, help="stop after this much time (30m, 2h); the answer is then the releases left"
+    )
+    search.add_argument(
+        "--min-samples", type=positive_int, default=2, help="bench runs per release at least (default: 2)"
+    )
+    search.add_argument(
+        "--max-samples",
+        type=positive_int,
+        default=4,
+        help="bench runs per release at most, when it is unclear (default: 4)",
+    )
+    search.add_argument(
+        "--min-change",
+        type=_fraction,
+        default=0.05,
+        help="the smallest change worth naming, relative: 5%% or 0.05 (default: 5%%); two runs of the same "
+        "release differ by a few percent",
+    )
+    search.add_argument(
+        "--journal", default="perfkit-bisect.json", help="every measurement, and the answer; a rerun resumes from it"
+    )
+    search.add_argument(
+        "--progress",
+        choices=["auto", "on", "off"],
+        default="off",
+        help="the load driver's progress bars (default: off)",
+    )
     add_load_arguments(p, duration_default=10.0, concurrency_default=8)
     p.set_defaults(run=run)
 
@@ -78,9 +112,13 @@ def run(args: argparse.Namespace) -> int:
 
     def action() -> int:
         if args.package != "litellm" and not args.proxy_command:
-            raise CliError(f"--package {args.package} needs --proxy-command to run it, e.g. \"{{python}} -m my_gateway --port {{port}} --upstream {{upstream}}\"")
+            raise CliError(
+                f'--package {args.package} needs --proxy-command to run it, e.g. "{{python}} -m my_gateway --port {{port}} --upstream {{upstream}}"'
+            )
         if args.package == "litellm" and args.proxy_command:
-            raise CliError("--proxy-command is for --package other than litellm; LiteLLM runs from its cached venv per release")
+            raise CliError(
+                "--proxy-command is for --package other than litellm; LiteLLM runs from its cached venv per release"
+            )
         if args.min_samples > args.max_samples:
             raise CliError(f"--min-samples {args.min_samples} is more than --max-samples {args.max_samples}")
         try:
@@ -98,27 +136,52 @@ def run(args: argparse.Namespace) -> int:
         if len(versions) < 2 or args.good == args.bad:
             raise CliError(f"--good {args.good} and --bad {args.bad} must be two different releases of {args.package}")
         # The baseline without the proxy is not what bisect compares: kept short.
-        options = BenchOptions(proxy_command=args.proxy_command, direct_duration_s=0.5, idle_s=0.0, label="bisect", **load_options(args))
-        settings = {"package": args.package, "metric": args.metric, "good": args.good, "bad": args.bad, "pre": args.pre,
-                    "proxy_command": args.proxy_command, "concurrency": args.concurrency, "duration_s": args.duration,
-                    "stream_concurrency": args.stream_concurrency, "ttft_ms": args.ttft_ms, "itl_ms": args.itl_ms, "chunks": args.chunks,
-                    "min_change": args.min_change}  # fmt: skip
+        options = BenchOptions(
+            proxy_command=args.proxy_command, direct_duration_s=0.5, idle_s=0.0, label="bisect", **load_options(args)
+        )
+        settings = {
+            "package": args.package,
+            "metric": args.metric,
+            "good": args.good,
+            "bad": args.bad,
+            "pre": args.pre,
+            "proxy_command": args.proxy_command,
+            "concurrency": args.concurrency,
+            "duration_s": args.duration,
+            "stream_concurrency": args.stream_concurrency,
+            "ttft_ms": args.ttft_ms,
+            "itl_ms": args.itl_ms,
+            "chunks": args.chunks,
+            "min_change": args.min_change,
+        }
         try:
             journal = Journal.open(Path(args.journal), settings)
         except ValueError as exc:
             raise CliError(str(exc)) from None
         finished = journal.load_result()
         if finished is not None and finished["complete"]:
-            say(f"{args.journal} holds a complete answer for these settings; remove it (or choose another --journal) to measure again")
+            say(
+                f"{args.journal} holds a complete answer for these settings; remove it (or choose another --journal) to measure again"
+            )
             print(render_bisect(finished, versions, args.metric, args.package))
             return 0
         resumed = sum(len(samples) for samples in journal.samples.values())
-        say(f"{len(versions)} releases of {args.package} from {versions[0]} to {versions[-1]}"
-            + (f"; resuming {args.journal} ({resumed} measurements)" if resumed else ""))  # fmt: skip
+        say(
+            f"{len(versions)} releases of {args.package} from {versions[0]} to {versions[-1]}"
+            + (f"; resuming {args.journal} ({resumed} measurements)" if resumed else "")
+        )
         measure = measure_with_bench(options, args.package, args.metric, pip_args)
         try:
-            result = bisect(versions, measure, journal, budget_s=args.budget, min_samples=args.min_samples, max_samples=args.max_samples,
-                            min_change=args.min_change, say=say)  # fmt: skip
+            result = bisect(
+                versions,
+                measure,
+                journal,
+                budget_s=args.budget,
+                min_samples=args.min_samples,
+                max_samples=args.max_samples,
+                min_change=args.min_change,
+                say=say,
+            )
         except (BenchError, StartError) as exc:
             raise CliError(f"{exc} (measurements so far are in {args.journal}; rerun to resume)") from None
         except Unavailable as exc:  # an end of the range: nothing to compare with

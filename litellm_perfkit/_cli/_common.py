@@ -9,7 +9,19 @@ from collections.abc import Callable
 from .._stop import exit_code, signal_name, stop_signals
 from .._wire._record_rate import parse_record_rate
 
-__all__ = ["CliError", "EXTRAS", "RENAMED", "needs_extra", "duration", "fraction", "non_negative", "positive_int", "record_rate", "run_command", "warmup"]
+__all__ = [
+    "CliError",
+    "EXTRAS",
+    "RENAMED",
+    "needs_extra",
+    "duration",
+    "fraction",
+    "non_negative",
+    "positive_int",
+    "record_rate",
+    "run_command",
+    "warmup",
+]
 
 RENAMED = {
     "--jsonl": "--records-out (perfkit load: one line per request) or --spans-out (perfkit run: spans)",
@@ -110,7 +122,9 @@ def duration(text: str) -> float:
     try:
         seconds = float(value) * scale
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration: use seconds (20, 20s) or 500ms, 1.5m, 1h") from None
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a duration: use seconds (20, 20s) or 500ms, 1.5m, 1h"
+        ) from None
     if seconds < 0 or seconds != seconds:
         raise argparse.ArgumentTypeError(f"{text!r} is not a duration >= 0")
     return seconds

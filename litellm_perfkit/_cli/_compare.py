@@ -31,9 +31,13 @@ examples:
 
 
 def add_parser(subparsers: Any) -> None:
-    p = subparsers.add_parser("compare", help=HELP, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "compare", help=HELP, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("results", nargs="+", help="perfkit bench result files, the first the baseline; or one sweep's file")
-    p.add_argument("--fail-above", type=non_negative, help="exit 1 when a metric got really worse by more than this percent")
+    p.add_argument(
+        "--fail-above", type=non_negative, help="exit 1 when a metric got really worse by more than this percent"
+    )
     p.set_defaults(run=run)
 
 
@@ -54,7 +58,9 @@ def run(args: argparse.Namespace) -> int:
         if len(documents) == 1:
             sweep = render_sweep(documents[0])
             if sweep is None:
-                raise CliError(f"{args.results[0]} holds one run: give a second result file to compare with (the baseline first)")
+                raise CliError(
+                    f"{args.results[0]} holds one run: give a second result file to compare with (the baseline first)"
+                )
             print(sweep)
             return 0
         baseline = documents[0]
@@ -64,7 +70,14 @@ def run(args: argparse.Namespace) -> int:
                 deltas = compare(baseline, document)
             except CompareError as exc:
                 raise CliError(f"{path}: {exc}") from None
-            print(render_compare(baseline.get("label", args.results[0]), document.get("label", path), deltas, repeat_counts(baseline, document)))
+            print(
+                render_compare(
+                    baseline.get("label", args.results[0]),
+                    document.get("label", path),
+                    deltas,
+                    repeat_counts(baseline, document),
+                )
+            )
             print()
             if args.fail_above is not None:
                 failed += regressions(deltas, args.fail_above / 100)

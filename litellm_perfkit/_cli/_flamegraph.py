@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from ._common import CliError, duration, positive_int, run_command
 
 if TYPE_CHECKING:
-    from .._profile import FlamegraphOptions, ProfileError, record
+    pass
 
 HELP = "capture a flamegraph (py-spy) of a running proxy or of a command"
 DESCRIPTION = """\
@@ -37,22 +37,41 @@ examples:
 
 
 def add_parser(subparsers: Any) -> None:
-    p = subparsers.add_parser("flamegraph", help=HELP, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "flamegraph", help=HELP, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--pid", type=positive_int, help="attach to this running process")
-    p.add_argument("--duration", type=duration, help="how long to record: 30, 30s, 1m (default: until the target exits or Ctrl-C)")
+    p.add_argument(
+        "--duration", type=duration, help="how long to record: 30, 30s, 1m (default: until the target exits or Ctrl-C)"
+    )
     p.add_argument("--rate", type=positive_int, default=100, help="samples per second (default: 100)")
     p.add_argument("--subprocesses", action="store_true", help="also sample child processes (the proxy's workers)")
-    p.add_argument("--idle", action="store_true", help="include threads that are waiting (I/O, locks, the idle event loop)")
+    p.add_argument(
+        "--idle", action="store_true", help="include threads that are waiting (I/O, locks, the idle event loop)"
+    )
     p.add_argument("--native", action="store_true", help="include native (C/C++/Rust) frames")
-    p.add_argument("--nonblocking", action="store_true", help="do not pause the target to sample it (less intrusive, may misread)")
-    p.add_argument("--format", choices=["speedscope", "svg"], default="speedscope", help="output format (default: speedscope)")
+    p.add_argument(
+        "--nonblocking", action="store_true", help="do not pause the target to sample it (less intrusive, may misread)"
+    )
+    p.add_argument(
+        "--format", choices=["speedscope", "svg"], default="speedscope", help="output format (default: speedscope)"
+    )
     p.add_argument("--out", help="the file (default: flamegraph.speedscope.json or flamegraph.svg)")
     diff = p.add_argument_group("compare two recordings")
-    diff.add_argument("--diff", nargs=2, metavar=("A", "B"),
-                      help="the baseline and the other recording(s): files, or comma-separated files per side (repeats)")  # fmt: skip
-    diff.add_argument("--requests", metavar="NA,NB",
-                      help="requests each side's recordings served (per recording with repeats: NA1;NA2,NB1;NB2): times per request")  # fmt: skip
-    diff.add_argument("--folded", metavar="FILE", help="with --diff: also write the stacks with both sides' weights ('stack A B')")
+    diff.add_argument(
+        "--diff",
+        nargs=2,
+        metavar=("A", "B"),
+        help="the baseline and the other recording(s): files, or comma-separated files per side (repeats)",
+    )
+    diff.add_argument(
+        "--requests",
+        metavar="NA,NB",
+        help="requests each side's recordings served (per recording with repeats: NA1;NA2,NB1;NB2): times per request",
+    )
+    diff.add_argument(
+        "--folded", metavar="FILE", help="with --diff: also write the stacks with both sides' weights ('stack A B')"
+    )
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- then a command to launch and profile")
     p.set_defaults(run=run)
 
@@ -77,7 +96,9 @@ def _diff(args: argparse.Namespace) -> int:
     sides = [[f for f in side.split(",") if f] for side in args.diff]
     counts = _requests(args.requests, sides)
     try:
-        recordings = [[load_recording(Path(f), n, args.rate) for f, n in zip(files, ns)] for files, ns in zip(sides, counts)]
+        recordings = [
+            [load_recording(Path(f), n, args.rate) for f, n in zip(files, ns)] for files, ns in zip(sides, counts)
+        ]
     except DiffError as exc:
         raise CliError(str(exc)) from None
     deltas, whole_a, whole_b = diff(recordings[0], recordings[1])
@@ -105,9 +126,15 @@ def run(args: argparse.Namespace) -> int:
             raise CliError("give either --pid PID or a command after -- (not both)")
         output = args.out or ("flamegraph.speedscope.json" if args.format == "speedscope" else "flamegraph.svg")
         options = FlamegraphOptions(
-            output=output, format=args.format, duration_s=args.duration, rate=args.rate, subprocesses=args.subprocesses,
-            idle=args.idle, native=args.native, nonblocking=args.nonblocking,
-        )  # fmt: skip
+            output=output,
+            format=args.format,
+            duration_s=args.duration,
+            rate=args.rate,
+            subprocesses=args.subprocesses,
+            idle=args.idle,
+            native=args.native,
+            nonblocking=args.nonblocking,
+        )
         try:
             path = record(options, pid=args.pid, command=command or None)
         except ProfileError as exc:

@@ -7,8 +7,8 @@ import sys
 from typing import Any, NoReturn
 
 from .._version import __version__
-from ._common import RENAMED
 from . import _bench, _bisect, _compare, _flamegraph, _load, _mock, _report, _run, _schema
+from ._common import RENAMED
 
 __all__ = ["main", "build_parser"]
 
@@ -42,20 +42,28 @@ def _request_path() -> str:
 
     if ACTIVE.name == "c":
         return "C accelerator"
-    return "pure Python, PERFKIT_SPEEDUPS=off" if speedups_mode() == "off" else "pure Python, the C accelerator is not built"
+    return (
+        "pure Python, PERFKIT_SPEEDUPS=off"
+        if speedups_mode() == "off"
+        else "pure Python, the C accelerator is not built"
+    )
 
 
 class _Version(argparse.Action):
     """--version, with the request path found only when asked (it loads the recorder)."""
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: Any, values: Any, option_string: str | None = None) -> None:
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: Any, values: Any, option_string: str | None = None
+    ) -> None:
         print(f"perfkit {__version__} (request path: {_request_path()})")
         parser.exit(0)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="perfkit", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action=_Version, nargs=0, help="print the version and which request path runs here, and exit")
+    parser.add_argument(
+        "--version", action=_Version, nargs=0, help="print the version and which request path runs here, and exit"
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     _bench.add_parser(subparsers)
     _compare.add_parser(subparsers)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ._common import CliError, fraction, non_negative, port_number, positive_int, run_command
 
 if TYPE_CHECKING:
-    from .._mock import ConfigError, Deployment, MockConfig, ModelProfile, load_config, serve
+    from .._mock import MockConfig
 
 HELP = "run the mock OpenAI-compatible provider (known TTFT, ITL, chunks, faults, quotas)"
 DESCRIPTION = """\
@@ -32,22 +32,42 @@ examples:
 
 
 def add_parser(subparsers: Any) -> None:
-    parser = subparsers.add_parser("mock", help=HELP, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser(
+        "mock", help=HELP, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
-    parser.add_argument("--port", type=port_number, action="append", help="port to listen on; repeat for several deployments (default: 8000)")
+    parser.add_argument(
+        "--port",
+        type=port_number,
+        action="append",
+        help="port to listen on; repeat for several deployments (default: 8000)",
+    )
     timing = parser.add_argument_group("timing (milliseconds)")
-    timing.add_argument("--ttft-ms", type=non_negative, default=0.0, help="request received to first content chunk (default: 0)")
+    timing.add_argument(
+        "--ttft-ms", type=non_negative, default=0.0, help="request received to first content chunk (default: 0)"
+    )
     timing.add_argument("--itl-ms", type=non_negative, default=0.0, help="gap between content chunks (default: 0)")
-    timing.add_argument("--distribution", choices=["fixed", "uniform", "normal", "exponential", "lognormal"], default="fixed",
-                        help="how TTFT and ITL vary around their values (default: fixed)")  # fmt: skip
+    timing.add_argument(
+        "--distribution",
+        choices=["fixed", "uniform", "normal", "exponential", "lognormal"],
+        default="fixed",
+        help="how TTFT and ITL vary around their values (default: fixed)",
+    )
     timing.add_argument("--spread-ms", type=non_negative, default=0.0, help="uniform half-width, or standard deviation")
     timing.add_argument("--jitter-ms", type=non_negative, default=0.0, help="extra uniform noise on every delay")
     size = parser.add_argument_group("size")
     size.add_argument("--chunks", type=positive_int, default=20, help="content chunks per response (default: 20)")
-    size.add_argument("--tokens-per-chunk", type=positive_int, default=1, help="tokens each content chunk counts for in usage (default: 1)")
+    size.add_argument(
+        "--tokens-per-chunk",
+        type=positive_int,
+        default=1,
+        help="tokens each content chunk counts for in usage (default: 1)",
+    )
     faults = parser.add_argument_group("faults (fractions of requests)")
     faults.add_argument("--error-500-rate", type=fraction, default=0.0, help="answer HTTP 500 (an upstream failure)")
-    faults.add_argument("--error-429-rate", type=fraction, default=0.0, help="answer HTTP 429 with retry-after (rate limited)")
+    faults.add_argument(
+        "--error-429-rate", type=fraction, default=0.0, help="answer HTTP 429 with retry-after (rate limited)"
+    )
     faults.add_argument("--timeout-rate", type=fraction, default=0.0, help="never answer (a stuck upstream)")
     faults.add_argument("--disconnect-rate", type=fraction, default=0.0, help="cut the connection mid-stream")
     quota = parser.add_argument_group("quota, per deployment")
@@ -59,7 +79,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def build_config(args: argparse.Namespace) -> MockConfig:
-    from .._mock import ConfigError, Deployment, MockConfig, ModelProfile, load_config, serve
+    from .._mock import ConfigError, Deployment, MockConfig, ModelProfile, load_config
 
     profile = ModelProfile(
         ttft_ms=args.ttft_ms,
@@ -75,7 +95,9 @@ def build_config(args: argparse.Namespace) -> MockConfig:
         disconnect_rate=args.disconnect_rate,
     )
     ports = args.port or [8000]
-    deployments = tuple(Deployment(f"deployment-{i + 1}", port, int(args.rpm), int(args.tpm)) for i, port in enumerate(ports))
+    deployments = tuple(
+        Deployment(f"deployment-{i + 1}", port, int(args.rpm), int(args.tpm)) for i, port in enumerate(ports)
+    )
     try:
         config = MockConfig(host=args.host, default=profile.validate(), deployments=deployments, seed=args.seed)
         return load_config(args.config, config)
@@ -84,7 +106,7 @@ def build_config(args: argparse.Namespace) -> MockConfig:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .._mock import ConfigError, Deployment, MockConfig, ModelProfile, load_config, serve
+    from .._mock import serve
 
     def action() -> int:
         config = build_config(args)

@@ -12,7 +12,7 @@ from ._common import CliError, run_command
 from ._compare import load_results
 
 if TYPE_CHECKING:
-    from .._bench._report import render_html
+    pass
 
 HELP = "draw bench results as one self-contained HTML file"
 DESCRIPTION = """\
@@ -29,7 +29,9 @@ examples:
 
 
 def add_parser(subparsers: Any) -> None:
-    p = subparsers.add_parser("report", help=HELP, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "report", help=HELP, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("results", nargs="+", help="perfkit bench result files, and perfkit bisect journals")
     p.add_argument("--out", required=True, help="the HTML file to write")
     p.set_defaults(run=run)
@@ -53,7 +55,9 @@ def run(args: argparse.Namespace) -> int:
         documents = [(str(d.get("label") or path), d) for path, d in zip(results, load_results(results))]
         bisections = [(path, orjson.loads(Path(path).read_bytes())) for path in journals]
         try:
-            Path(args.out).write_text(render_html(documents, base=Path(args.out).resolve().parent, bisections=bisections))
+            Path(args.out).write_text(
+                render_html(documents, base=Path(args.out).resolve().parent, bisections=bisections)
+            )
         except OSError as exc:
             raise CliError(f"cannot write --out {args.out}: {exc.strerror}") from None
         print(f"written: {args.out}")

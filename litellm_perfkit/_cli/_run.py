@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import tempfile
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -42,35 +42,88 @@ BOOTSTRAP = Path(__file__).resolve().parents[1] / "_litellm" / "_bootstrap"
 
 
 def add_parser(subparsers: Any) -> None:
-    p = subparsers.add_parser("run", help=HELP, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--service-name", help="perfkit's service name (PERFKIT_OTEL_SERVICE_NAME, over OTEL_SERVICE_NAME; default: litellm-proxy)")
-    p.add_argument("--exporter", choices=["otlp", "console", "jsonl", "none"], help="PERFKIT_OTEL_TRACES_EXPORTER, over OTEL_TRACES_EXPORTER (default: otlp)")
-    p.add_argument("--endpoint", help="PERFKIT_OTEL_EXPORTER_OTLP_ENDPOINT, over OTEL_EXPORTER_OTLP_ENDPOINT (default: http://localhost:4318)")
-    p.add_argument("--protocol", choices=["http/protobuf", "http/json", "grpc"], help="PERFKIT_OTEL_EXPORTER_OTLP_PROTOCOL, over OTEL_EXPORTER_OTLP_PROTOCOL")
-    p.add_argument("--sampler", help="PERFKIT_OTEL_TRACES_SAMPLER, over OTEL_TRACES_SAMPLER, e.g. parentbased_traceidratio (with --sampler-arg)")
+    p = subparsers.add_parser(
+        "run", help=HELP, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--service-name",
+        help="perfkit's service name (PERFKIT_OTEL_SERVICE_NAME, over OTEL_SERVICE_NAME; default: litellm-proxy)",
+    )
+    p.add_argument(
+        "--exporter",
+        choices=["otlp", "console", "jsonl", "none"],
+        help="PERFKIT_OTEL_TRACES_EXPORTER, over OTEL_TRACES_EXPORTER (default: otlp)",
+    )
+    p.add_argument(
+        "--endpoint",
+        help="PERFKIT_OTEL_EXPORTER_OTLP_ENDPOINT, over OTEL_EXPORTER_OTLP_ENDPOINT (default: http://localhost:4318)",
+    )
+    p.add_argument(
+        "--protocol",
+        choices=["http/protobuf", "http/json", "grpc"],
+        help="PERFKIT_OTEL_EXPORTER_OTLP_PROTOCOL, over OTEL_EXPORTER_OTLP_PROTOCOL",
+    )
+    p.add_argument(
+        "--sampler",
+        help="PERFKIT_OTEL_TRACES_SAMPLER, over OTEL_TRACES_SAMPLER, e.g. parentbased_traceidratio (with --sampler-arg)",
+    )
     p.add_argument("--sampler-arg", help="PERFKIT_OTEL_TRACES_SAMPLER_ARG, e.g. 0.1")
-    p.add_argument("--record-ratio", type=ratio,
-                   help="record this share of requests, drawn when each starts (PERFKIT_RECORD_RATIO, default 1): the others "
-                        "pass through untouched, so perfkit's cost falls in proportion; spans and metrics describe the sample")  # fmt: skip
-    p.add_argument("--record-rate", type=record_rate, metavar="N|all",
-                   help=f"record at most N requests a second per worker (PERFKIT_RECORD_RATE, default {DEFAULT_RECORD_RATE:g}: every request "
-                        "of a lightly used proxy, about 1%% of a core when it is saturated), or all; the others pass through "
-                        "untouched and are counted in perfkit.requests.unrecorded")  # fmt: skip
-    p.add_argument("--spans-out", metavar="FILE", help="with --exporter jsonl: the file of spans, one OTLP/JSON request per line (PERFKIT_JSONL_PATH)")
-    p.add_argument("--server-timing", choices=["trusted", "on", "off"], default="trusted",
-                   help="the Server-Timing response header: to loopback clients and requests with $PERFKIT_HEADER_SECRET "
-                        "in x-perfkit-secret (trusted, the default), to all, or to none (docs/headers.md)")  # fmt: skip
-    p.add_argument("--overhead-header", choices=["trusted", "on", "off"], default="trusted",
-                   help="the x-perfkit-overhead-ms response header, the same choices")  # fmt: skip
-    p.add_argument("--prometheus-port", type=positive_int, metavar="PORT",
-                   help="serve perfkit's metrics at http://127.0.0.1:PORT/metrics in Prometheus' text format, every worker summed")  # fmt: skip
-    p.add_argument("--prometheus-host", default="127.0.0.1", help="the address the Prometheus endpoint binds (default: 127.0.0.1)")
+    p.add_argument(
+        "--record-ratio",
+        type=ratio,
+        help="record this share of requests, drawn when each starts (PERFKIT_RECORD_RATIO, default 1): the others "
+        "pass through untouched, so perfkit's cost falls in proportion; spans and metrics describe the sample",
+    )
+    p.add_argument(
+        "--record-rate",
+        type=record_rate,
+        metavar="N|all",
+        help=f"record at most N requests a second per worker (PERFKIT_RECORD_RATE, default {DEFAULT_RECORD_RATE:g}: every request "
+        "of a lightly used proxy, about 1%% of a core when it is saturated), or all; the others pass through "
+        "untouched and are counted in perfkit.requests.unrecorded",
+    )
+    p.add_argument(
+        "--spans-out",
+        metavar="FILE",
+        help="with --exporter jsonl: the file of spans, one OTLP/JSON request per line (PERFKIT_JSONL_PATH)",
+    )
+    p.add_argument(
+        "--server-timing",
+        choices=["trusted", "on", "off"],
+        default="trusted",
+        help="the Server-Timing response header: to loopback clients and requests with $PERFKIT_HEADER_SECRET "
+        "in x-perfkit-secret (trusted, the default), to all, or to none (docs/headers.md)",
+    )
+    p.add_argument(
+        "--overhead-header",
+        choices=["trusted", "on", "off"],
+        default="trusted",
+        help="the x-perfkit-overhead-ms response header, the same choices",
+    )
+    p.add_argument(
+        "--prometheus-port",
+        type=positive_int,
+        metavar="PORT",
+        help="serve perfkit's metrics at http://127.0.0.1:PORT/metrics in Prometheus' text format, every worker summed",
+    )
+    p.add_argument(
+        "--prometheus-host", default="127.0.0.1", help="the address the Prometheus endpoint binds (default: 127.0.0.1)"
+    )
     p.add_argument("--export-mode", choices=["process", "thread"], help="PERFKIT_EXPORT_MODE (default: process)")
     prof = p.add_argument_group("profiling (docs/profiling.md)")
-    prof.add_argument("--stage-profile", metavar="DIR", help="per-stage CPU profiles: each worker writes DIR/stages-PID.* when it exits")
-    prof.add_argument("--profile-dir", metavar="DIR",
-                      help="per-request profiles for requests with x-perfkit-profile: $PERFKIT_PROFILE_SECRET (the secret comes only from the environment)")  # fmt: skip
-    prof.add_argument("--pyroscope", metavar="URL", help="continuous profiling: push to this pyroscope server, tagged by perfkit")
+    prof.add_argument(
+        "--stage-profile",
+        metavar="DIR",
+        help="per-stage CPU profiles: each worker writes DIR/stages-PID.* when it exits",
+    )
+    prof.add_argument(
+        "--profile-dir",
+        metavar="DIR",
+        help="per-request profiles for requests with x-perfkit-profile: $PERFKIT_PROFILE_SECRET (the secret comes only from the environment)",
+    )
+    prof.add_argument(
+        "--pyroscope", metavar="URL", help="continuous profiling: push to this pyroscope server, tagged by perfkit"
+    )
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command to run")
     p.set_defaults(run=run)
 
@@ -79,7 +132,9 @@ def environment(args: argparse.Namespace, base: dict[str, str]) -> dict[str, str
     env = dict(base)
     env["PERFKIT_RUN"] = "1"
     env["PERFKIT_RUN_PID"] = str(os.getpid())  # exec keeps the pid: the command's own process
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(BOOTSTRAP), str(BOOTSTRAP.parents[2]), base.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(BOOTSTRAP), str(BOOTSTRAP.parents[2]), base.get("PYTHONPATH")])
+    )
     # Every worker's metric snapshots: for --prometheus-port's server, and for
     # LiteLLM's own /metrics when its prometheus callback serves one.
     env[PROMETHEUS_DIR_VARIABLE] = tempfile.mkdtemp(prefix="perfkit-prometheus-")
@@ -123,14 +178,20 @@ def run(args: argparse.Namespace) -> int:
         if args.exporter == "jsonl" and not args.spans_out:
             raise CliError("--exporter jsonl needs --spans-out FILE")
         if args.profile_dir and not os.environ.get("PERFKIT_PROFILE_SECRET"):
-            raise CliError("--profile-dir needs a secret: export PERFKIT_PROFILE_SECRET=<token> (not on the command line, where ps shows it)")
+            raise CliError(
+                "--profile-dir needs a secret: export PERFKIT_PROFILE_SECRET=<token> (not on the command line, where ps shows it)"
+            )
         if args.pyroscope and not args.pyroscope.startswith(("http://", "https://")):
             raise CliError(f"--pyroscope {args.pyroscope!r}: give the server's URL, e.g. http://127.0.0.1:4040")
         env = environment(args, dict(os.environ))
         rate = record_rate_in(env) or DEFAULT_RECORD_RATE  # a bad value: the workers warn, and use the default
         if rate != "all":  # fewer spans than requests should surprise nobody
-            print(f"perfkit run: recording at most {rate:g} requests a second per worker, every request below that "
-                  "(--record-rate all: every request, at a cost: docs/overhead.md)", file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"perfkit run: recording at most {rate:g} requests a second per worker, every request below that "
+                "(--record-rate all: every request, at a cost: docs/overhead.md)",
+                file=sys.stderr,
+                flush=True,
+            )
         # exec: the command takes this process's place, so Ctrl-C and signals reach it directly.
         os.execve(executable, command, env)
         return 0  # not reached

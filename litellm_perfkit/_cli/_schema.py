@@ -23,8 +23,14 @@ examples:
 
 
 def add_parser(subparsers: Any) -> None:
-    p = subparsers.add_parser("schema", help=HELP, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("document", choices=sorted(DOCUMENTS), help="which document: load (perfkit.load/1), bench (perfkit.bench/1) or perturbation (perfkit.perturbation/1)")
+    p = subparsers.add_parser(
+        "schema", help=HELP, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "document",
+        choices=sorted(DOCUMENTS),
+        help="which document: load (perfkit.load/1), bench (perfkit.bench/1) or perturbation (perfkit.perturbation/1)",
+    )
     p.set_defaults(run=run)
 
 

@@ -111,15 +111,26 @@ def _assemble(name: BackendName, speedups: ModuleType | None) -> Backend:
     fields = _PyTimelineFields if speedups is None else speedups.Timeline
     stage_core = _PyStage if speedups is None else speedups.Stage
     exchange_core = _PyExchange if speedups is None else speedups.Exchange
-    steps = PYTHON_STEPS if speedups is None else StepAccounting(speedups.Batches, speedups.StepClock, speedups.TaskFactory)
+    steps = (
+        PYTHON_STEPS if speedups is None else StepAccounting(speedups.Batches, speedups.StepClock, speedups.TaskFactory)
+    )
     timeline = type("Timeline", (Timeline, fields), {"__slots__": (), "__module__": Timeline.__module__})
-    stage = type("Stage", (Stage, stage_core), {"__slots__": (), "__module__": Stage.__module__, "__doc__": Stage.__doc__})
+    stage = type(
+        "Stage", (Stage, stage_core), {"__slots__": (), "__module__": Stage.__module__, "__doc__": Stage.__doc__}
+    )
     # receive is a coroutine: the C core has none, so it is Python's in both.
     exchange = type("_Exchange", (exchange_core,), {"__slots__": (), "receive": _PyExchange.receive})
-    middleware = type("PerfkitMiddleware", (PerfkitMiddleware,), {
-        "__module__": PerfkitMiddleware.__module__, "__doc__": PerfkitMiddleware.__doc__,
-        "_timeline_class": timeline, "_exchange_class": exchange, "_step_accounting": steps,
-    })  # fmt: skip
+    middleware = type(
+        "PerfkitMiddleware",
+        (PerfkitMiddleware,),
+        {
+            "__module__": PerfkitMiddleware.__module__,
+            "__doc__": PerfkitMiddleware.__doc__,
+            "_timeline_class": timeline,
+            "_exchange_class": exchange,
+            "_step_accounting": steps,
+        },
+    )
     return Backend(name, timeline, stage, middleware, None if speedups is None else speedups.Handoff, speedups)
 
 

@@ -19,7 +19,18 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["CONSTRUCTOR", "Field", "FINISHED", "GENERATOR", "INTERNAL", "SUM_CALL", "THREAD_CALL", "Layout", "c_header", "layout"]
+__all__ = [
+    "CONSTRUCTOR",
+    "Field",
+    "FINISHED",
+    "GENERATOR",
+    "INTERNAL",
+    "SUM_CALL",
+    "THREAD_CALL",
+    "Layout",
+    "c_header",
+    "layout",
+]
 
 Kind = Literal["int64", "bool", "ssize", "object"]
 
@@ -129,11 +140,17 @@ def c_header(fields: Layout) -> str:
         "/* X(name, C type, member type) for every number and flag. */",
         macro("PK_TIMELINE_SCALARS", [f"X({f.name}, {_C_TYPES[f.kind]}, {_MEMBER_TYPES[f.kind]})" for f in scalars]),
         "/* X(name, position in timeline_defaults, member type) for every object. */",
-        macro("PK_TIMELINE_OBJECTS", [f"X({f.name}, {i}, {'T_OBJECT' if f.nullable else 'T_OBJECT_EX'})" for i, f in enumerate(objects)]),
+        macro(
+            "PK_TIMELINE_OBJECTS",
+            [f"X({f.name}, {i}, {'T_OBJECT' if f.nullable else 'T_OBJECT_EX'})" for i, f in enumerate(objects)],
+        ),
         f"#define PK_TIMELINE_OBJECT_COUNT {len(objects)}",
         "",
         "/* The constructor's positional arguments, in order: X(name, kind). */",
-        macro("PK_TIMELINE_CONSTRUCTOR", [f"X({name}, {next(f.kind for f in fields.fields if f.name == name).upper()})" for name in CONSTRUCTOR]),
+        macro(
+            "PK_TIMELINE_CONSTRUCTOR",
+            [f"X({name}, {next(f.kind for f in fields.fields if f.name == name).upper()})" for name in CONSTRUCTOR],
+        ),
         f"#define PK_TIMELINE_CONSTRUCTOR_COUNT {len(CONSTRUCTOR)}",
         "",
         "/* The hand-off encoding: X(name, kind), in Timeline.encode's order. */",

@@ -27,7 +27,9 @@ from ._guard import internal_error
 
 __all__ = ["HOST_TRACING"]
 
-_RECHECK_NS = 1_000_000_000  # a provider set after start-up (LiteLLM sets one when its otel callback loads) is seen within 1 s
+_RECHECK_NS = (
+    1_000_000_000  # a provider set after start-up (LiteLLM sets one when its otel callback loads) is seen within 1 s
+)
 
 
 class _HostTracing:
@@ -62,14 +64,21 @@ class _HostTracing:
                 parent = trace.get_current_span(propagate.extract(carrier)).get_span_context()
             bits = self._random.getrandbits
             if parent.is_valid:
-                timeline.traceparent = format_traceparent(f"{parent.trace_id:032x}", f"{parent.span_id:016x}", int(parent.trace_flags))
+                timeline.traceparent = format_traceparent(
+                    f"{parent.trace_id:032x}", f"{parent.span_id:016x}", int(parent.trace_flags)
+                )
                 trace_id, flags = parent.trace_id, parent.trace_flags
             else:
                 trace_id, flags = bits(128) or 1, trace.TraceFlags(trace.TraceFlags.SAMPLED)
             span_id = bits(64) or 1
             timeline.span_context = (f"{trace_id:032x}", f"{span_id:016x}")
-            own = trace.SpanContext(trace_id, span_id, is_remote=False, trace_flags=flags,
-                                    trace_state=parent.trace_state if parent.is_valid else None)  # fmt: skip
+            own = trace.SpanContext(
+                trace_id,
+                span_id,
+                is_remote=False,
+                trace_flags=flags,
+                trace_state=parent.trace_state if parent.is_valid else None,
+            )
             return context.attach(trace.set_span_in_context(trace.NonRecordingSpan(own)))
         except Exception as exc:
             internal_error("hosttrace.begin", exc)
@@ -93,8 +102,13 @@ class _HostTracing:
             timeline = stage._timeline
             enclosing = trace.get_current_span().get_span_context()
             span_id = int(stage_span_id(timeline.span_context[1], stage.name, stage.start_ns), 16)
-            own = trace.SpanContext(int(timeline.span_context[0], 16), span_id, is_remote=False,
-                                    trace_flags=enclosing.trace_flags, trace_state=enclosing.trace_state)  # fmt: skip
+            own = trace.SpanContext(
+                int(timeline.span_context[0], 16),
+                span_id,
+                is_remote=False,
+                trace_flags=enclosing.trace_flags,
+                trace_state=enclosing.trace_state,
+            )
             return context.attach(trace.set_span_in_context(trace.NonRecordingSpan(own)))
         except Exception as exc:
             internal_error("hosttrace.stage", exc)

@@ -9,7 +9,7 @@ figures then miss it.
 from __future__ import annotations
 
 import os
-from typing import get_args, Literal
+from typing import Literal, get_args
 
 from ._guard import warn_once
 
@@ -27,6 +27,10 @@ def leave_out(text: str | None = None) -> frozenset[str]:
     parts = frozenset(p.strip() for p in text.split(",") if p.strip())
     unknown = sorted(p for p in parts if p not in get_args(Part) and not p.startswith("point:"))
     if unknown:
-        warn_once("leave_out", "perfkit: PERFKIT_LEAVE_OUT names unknown parts %s (use %s or point:<stage>)",
-                  ", ".join(unknown), ", ".join(get_args(Part)))  # fmt: skip
+        warn_once(
+            "leave_out",
+            "perfkit: PERFKIT_LEAVE_OUT names unknown parts %s (use %s or point:<stage>)",
+            ", ".join(unknown),
+            ", ".join(get_args(Part)),
+        )
     return parts

@@ -5,24 +5,24 @@ from __future__ import annotations
 import hmac
 import os
 from asyncio.events import _get_running_loop  # None outside asyncio (trio, a test stepping by hand)
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
 from contextvars import Token
 from time import perf_counter_ns
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, MutableMapping
+from typing import Any
 
+from .._wire._headers import ENTRY_PREFIXES, THOUSANDTHS, entry_prefix, format_ms, server_timing_entry
+from .._wire._names import HEADER_SECRET_HEADER, OVERHEAD_HEADER, SERVER_TIMING_HEADER, SemConv
 from ..types import AttributeValue, HeaderMode, RecordRate, StepMode
 from . import _sink
 from ._collector import closed_by_collector
+from ._gcwatch import WATCH as _GC
+from ._gcwatch import install as watch_gc
 from ._guard import internal_error
 from ._hosttrace import HOST_TRACING
 from ._protocol import adopt as _adopt_protocol_work
-from .._wire._headers import ENTRY_PREFIXES, THOUSANDTHS, entry_prefix, format_ms, server_timing_entry
-from ._gcwatch import WATCH as _GC
-from ._gcwatch import install as watch_gc
-from .._wire._names import HEADER_SECRET_HEADER, OVERHEAD_HEADER, SERVER_TIMING_HEADER, SemConv
+from ._sampling import RecordChoice, record_rate_from_env, record_ratio_from_env
 from ._sse import SseScanner
 from ._steps import PYTHON_STEPS, StepAccounting, steps_mode
-from ._sampling import RecordChoice, record_rate_from_env, record_ratio_from_env
 from ._timeline import TIMELINE, Timeline
 
 __all__ = ["PerfkitMiddleware", "OVERHEAD_HEADER"]
@@ -98,7 +98,10 @@ class PerfkitMiddleware:
         self._loud = _HeaderSettings(server_timing != "off", overhead_header != "off", stages)
         self._quiet = _HeaderSettings(server_timing == "on", overhead_header == "on", stages)
         # Only "trusted" asks who the client is.
-        self._check = (self._loud.server_timing, self._loud.overhead_header) != (self._quiet.server_timing, self._quiet.overhead_header)
+        self._check = (self._loud.server_timing, self._loud.overhead_header) != (
+            self._quiet.server_timing,
+            self._quiet.overhead_header,
+        )
         secret = os.environ.get("PERFKIT_HEADER_SECRET") if header_secret is None else header_secret
         self._secret = secret.encode() if secret else None
         # Called once per request; its (ideally cached) mapping goes on the span.
@@ -118,7 +121,10 @@ class PerfkitMiddleware:
             for name, value in headers:
                 if name == _SECRET_HEADER:
                     kept = [(n, v) for n, v in headers if n != _SECRET_HEADER]
-                    return (self._loud if hmac.compare_digest(value, secret) else self._quiet), {**scope, "headers": kept}
+                    return (self._loud if hmac.compare_digest(value, secret) else self._quiet), {
+                        **scope,
+                        "headers": kept,
+                    }
         client = scope.get("client")
         if client and (client[0].startswith("127.") or client[0] == "::1"):
             return self._loud, scope
@@ -150,7 +156,9 @@ class PerfkitMiddleware:
             except Exception as exc:
                 internal_error("middleware.attributes", exc)
         host = None
-        if HOST_TRACING.active or (timeline.start_ns >= HOST_TRACING.next_check_ns and HOST_TRACING.refresh(timeline.start_ns)):
+        if HOST_TRACING.active or (
+            timeline.start_ns >= HOST_TRACING.next_check_ns and HOST_TRACING.refresh(timeline.start_ns)
+        ):
             host = HOST_TRACING.begin(timeline, scope["headers"])
         call = self.app(scope, exchange.receive, exchange.send)
         if self._clock_steps:
@@ -202,7 +210,9 @@ class _PyExchange:
 
     __slots__ = ("_middleware", "_timeline", "_receive", "_send", "_scanner", "_batch", "_complete", "_disconnected")
 
-    def __init__(self, middleware: _HeaderSettings, scope: Scope, timeline: Timeline, receive: Receive, send: Send) -> None:
+    def __init__(
+        self, middleware: _HeaderSettings, scope: Scope, timeline: Timeline, receive: Receive, send: Send
+    ) -> None:
         # The request's side of the timeline: which stages wait upstream, the
         # collector's pause total at the start (finish() makes it the
         # difference) and the caller's traceparent.

@@ -34,7 +34,9 @@ if TYPE_CHECKING:
 
 __all__ = ["adopt", "parsing"]
 
-_INDEX, _FIRST, _LAST, _SELF, _ITEMS, _CALLS = (GENERATOR.index(f) for f in ("index", "first_ns", "last_ns", "self_ns", "items", "intervals"))
+_INDEX, _FIRST, _LAST, _SELF, _ITEMS, _CALLS = (
+    GENERATOR.index(f) for f in ("index", "first_ns", "last_ns", "self_ns", "items", "intervals")
+)
 # On the protocol object: (the request it is parsing, that request's stage).
 _HELD = "_perfkit_protocol_work"
 

@@ -24,8 +24,8 @@ import random
 from collections.abc import Callable
 from time import perf_counter_ns
 
-from ..types import RecordRate
 from .._wire._record_rate import DEFAULT_RECORD_RATE, RECORD_RATE_VARIABLE, record_rate_in
+from ..types import RecordRate
 from ._guard import warn_once
 
 __all__ = ["RecordChoice", "UNRECORDED", "draw", "record_ratio_from_env", "record_rate_from_env"]
@@ -94,7 +94,9 @@ def record_ratio_from_env() -> float:
     except ValueError:
         value = -1.0
     if not 0.0 <= value <= 1.0:
-        warn_once("record_ratio", "perfkit: PERFKIT_RECORD_RATIO=%r is not a number from 0 to 1; recording every request", raw)
+        warn_once(
+            "record_ratio", "perfkit: PERFKIT_RECORD_RATIO=%r is not a number from 0 to 1; recording every request", raw
+        )
         return 1.0
     return value
 
@@ -103,7 +105,12 @@ def record_rate_from_env() -> RecordRate:
     """``PERFKIT_RECORD_RATE``: ``all`` or requests per second (default 10); anything else warns and means 10."""
     rate = record_rate_in(os.environ)
     if rate is None:
-        warn_once("record_rate", "perfkit: %s=%r is neither 'all' nor a positive number; recording at most %g requests a second",
-                  RECORD_RATE_VARIABLE, os.environ[RECORD_RATE_VARIABLE].strip(), DEFAULT_RECORD_RATE)  # fmt: skip
+        warn_once(
+            "record_rate",
+            "perfkit: %s=%r is neither 'all' nor a positive number; recording at most %g requests a second",
+            RECORD_RATE_VARIABLE,
+            os.environ[RECORD_RATE_VARIABLE].strip(),
+            DEFAULT_RECORD_RATE,
+        )
         return DEFAULT_RECORD_RATE
     return rate

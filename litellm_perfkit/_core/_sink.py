@@ -16,7 +16,7 @@ __all__ = ["Sink", "set_sink"]
 Sink = Callable[["Timeline"], None]
 
 
-def _discard(timeline: "Timeline") -> None:
+def _discard(timeline: Timeline) -> None:
     return None
 
 

@@ -193,7 +193,9 @@ class StepAccounting:
         return self.clock_class(awaitable, steps, self.batches_for(loop))  # type: ignore[no-any-return]
 
 
-async def _clocked(clock_class: type[Any], coroutine: Awaitable[Any], steps: list[int], batches: Any, created_ns: int) -> Any:
+async def _clocked(
+    clock_class: type[Any], coroutine: Awaitable[Any], steps: list[int], batches: Any, created_ns: int
+) -> Any:
     # A native coroutine around the clock, a task's coroutine: code that
     # inspects it (anyio reads cr_frame) finds one. The C task factory needs
     # none: its StepClock is a coroutine itself (csrc/steps.c).
@@ -211,7 +213,9 @@ class TaskFactory:
         self._batches = batches
         self._clock_class = clock_class
 
-    def __call__(self, loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, Any], **kwargs: Any) -> asyncio.Future[Any]:
+    def __call__(
+        self, loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, Any], **kwargs: Any
+    ) -> asyncio.Future[Any]:
         context = kwargs.get("context")
         timeline = queued_by = None
         try:
@@ -224,7 +228,11 @@ class TaskFactory:
         except Exception as exc:  # perfkit's bug must never become the app's
             internal_error("steps.task_factory", exc)
         previous = self._previous
-        task = previous(loop, coroutine, **kwargs) if previous is not None else asyncio.Task(coroutine, loop=loop, **kwargs)
+        task = (
+            previous(loop, coroutine, **kwargs)
+            if previous is not None
+            else asyncio.Task(coroutine, loop=loop, **kwargs)
+        )
         try:
             # The request's hand-off waits for the task (_after); a task
             # started for a coroutine the request queued takes its hold over.

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 from .._wire._names import AFTER_RESPONSE_THREAD_STAGE, THREAD_STAGE
 from ._after import hold, release
 from ._context import OPEN_STAGE, TIMELINE
-from ._fields import THREAD_CALL
 from ._guard import internal_error
 
 if TYPE_CHECKING:
@@ -72,7 +71,16 @@ def _record(timeline: Timeline, name: str, parent: int, start: int, end: int, cp
         if entry is None:
             # Each call keeps its own parent (THREAD_CALL): calls under different
             # stages become one stage each when the record is decoded.
-            timeline.generators[name] = [timeline.next_index, start, end, -1, cpu, 1, "thread", [start, end, cpu, parent]]
+            timeline.generators[name] = [
+                timeline.next_index,
+                start,
+                end,
+                -1,
+                cpu,
+                1,
+                "thread",
+                [start, end, cpu, parent],
+            ]
             timeline.next_index += 1
         else:
             entry[1], entry[2] = min(entry[1], start), max(entry[2], end)

@@ -19,7 +19,7 @@ import marshal
 import operator
 from collections.abc import Callable
 from time import perf_counter_ns
-from typing import TYPE_CHECKING, Any, Tuple
+from typing import TYPE_CHECKING, Any
 
 from ..types import RequestRecord, StageKind, StageRecord
 from ._context import OPEN_STAGE, TIMELINE
@@ -29,7 +29,7 @@ __all__ = ["LAYOUT", "Timeline", "current_timeline", "decode", "stage_records", 
 
 LAYOUT = layout(RequestRecord)
 # A finished block stage (_fields.FINISHED): (index, name, start_ns, end_ns, parent index).
-Finished = Tuple[int, str, int, int, int]
+Finished = tuple[int, str, int, int, int]
 # What ``encode`` writes and ``decode`` reads, in this order.
 ENCODED_FIELDS = operator.attrgetter(*LAYOUT.encoded)
 
@@ -82,7 +82,9 @@ class Timeline(_TimelineFields):
         if name not in self.marks:
             self.marks[name] = perf_counter_ns() if at_ns is None else at_ns
 
-    def add_generator_time(self, name: str, first_ns: int, self_ns: int, items: int, kind: StageKind = "generator") -> None:
+    def add_generator_time(
+        self, name: str, first_ns: int, self_ns: int, items: int, kind: StageKind = "generator"
+    ) -> None:
         """Fold one run of an async generator's own time (or one call of a
         ``sum`` stage) into its stage (a list of _fields.GENERATOR)."""
         now = perf_counter_ns()
@@ -93,7 +95,16 @@ class Timeline(_TimelineFields):
             # A sum stage's calls each keep their parent (SUM_CALL): calls under
             # different stages become one stage each when the record is decoded.
             # A call's end is its start and duration as the caller measured them, so its intervals add up to self_ns.
-            self.generators[name] = [self.next_index, first_ns, now, parent, self_ns, items, kind, [first_ns, first_ns + self_ns, parent] if kind == "sum" else []]
+            self.generators[name] = [
+                self.next_index,
+                first_ns,
+                now,
+                parent,
+                self_ns,
+                items,
+                kind,
+                [first_ns, first_ns + self_ns, parent] if kind == "sum" else [],
+            ]
             self.next_index += 1
         else:
             entry[2] = now
@@ -113,7 +124,9 @@ class Timeline(_TimelineFields):
         turn NaN and infinities into null, and refuses big ints); the agent
         runs this same interpreter. The C hand-off (_native) writes the same
         format without building the tuple."""
-        return marshal.dumps(ENCODED_FIELDS(self), 2)  # version 2: no back-references, the same bytes for the same values
+        return marshal.dumps(
+            ENCODED_FIELDS(self), 2
+        )  # version 2: no back-references, the same bytes for the same values
 
     def freeze(self) -> RequestRecord:
         """The public record of this timeline (export side only)."""
@@ -133,7 +146,7 @@ def _record(values: dict[str, Any]) -> RequestRecord:
 
 
 # A stage before its parent's position is known: StageRecord's fields, in order.
-_Row = Tuple[str, int, int, int, StageKind, int, int, Tuple[int, ...]]
+_Row = tuple[str, int, int, int, StageKind, int, int, tuple[int, ...]]
 
 
 def stage_records(finished: list[Finished], generators: dict[str, list[Any]]) -> tuple[StageRecord, ...]:
@@ -143,7 +156,9 @@ def stage_records(finished: list[Finished], generators: dict[str, list[Any]]) ->
     Each record is built once, its parent already a position: the export
     agent decodes every request, and a second build per stage (a frozen
     dataclass's ``replace``) cost twice the first."""
-    entries: list[tuple[float, _Row]] = [(index, (name, start, end, parent, "block", 0, 0, ())) for index, name, start, end, parent in finished]
+    entries: list[tuple[float, _Row]] = [
+        (index, (name, start, end, parent, "block", 0, 0, ())) for index, name, start, end, parent in finished
+    ]
     for name, (index, first, last, parent, own, items, kind, intervals) in generators.items():
         if kind in _CALLS:
             # After its parent, which may have started after the first call (ties keep this order).
@@ -174,7 +189,9 @@ def _stage_builder() -> Callable[[list[_Row]], tuple[StageRecord, ...]]:
 
     if ACTIVE.speedups is None:
         return _python_stages
-    return functools.partial(ACTIVE.speedups.instances, StageRecord, tuple(field.name for field in dataclasses.fields(StageRecord)))
+    return functools.partial(
+        ACTIVE.speedups.instances, StageRecord, tuple(field.name for field in dataclasses.fields(StageRecord))
+    )
 
 
 _build_stages: Callable[[list[_Row]], tuple[StageRecord, ...]] | None = None

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import threading
 import os
+import threading
 
 from .._core._guard import logger
 from ..types import ExporterName, ExportMode, OtlpProtocol, SamplerName
@@ -11,7 +11,15 @@ from ._pipeline import Pipeline
 from ._prometheus import serve_prometheus
 from ._settings import ExportSettings, read_settings
 
-__all__ = ["configure", "shutdown", "serve_prometheus", "active_pipeline", "Pipeline", "ExportSettings", "read_settings"]
+__all__ = [
+    "configure",
+    "shutdown",
+    "serve_prometheus",
+    "active_pipeline",
+    "Pipeline",
+    "ExportSettings",
+    "read_settings",
+]
 
 _lock = threading.Lock()
 _pipeline: Pipeline | None = None
@@ -43,7 +51,11 @@ def configure(
     every span processor and exporter the host configured gets them.
     """
     global _pipeline
-    if exporter is None and not os.environ.get("OTEL_TRACES_EXPORTER") and not os.environ.get("PERFKIT_OTEL_TRACES_EXPORTER"):
+    if (
+        exporter is None
+        and not os.environ.get("OTEL_TRACES_EXPORTER")
+        and not os.environ.get("PERFKIT_OTEL_TRACES_EXPORTER")
+    ):
         from ._sdk import host_provider
 
         if host_provider() is not None:

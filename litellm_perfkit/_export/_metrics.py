@@ -15,15 +15,44 @@ from bisect import bisect_left
 from .._wire._names import Attr, SemConv, gen_ai_operation
 from ..types import AttributeValue, RequestRecord
 
-__all__ = ["Histogram", "MetricStore", "BOUNDARIES_NS", "DESCRIPTIONS", "LLM_REQUEST_DURATION", "REQUEST_DURATION", "TIME_TO_FIRST_TOKEN", "UNRECORDED_COUNTER"]
+__all__ = [
+    "Histogram",
+    "MetricStore",
+    "BOUNDARIES_NS",
+    "DESCRIPTIONS",
+    "LLM_REQUEST_DURATION",
+    "REQUEST_DURATION",
+    "TIME_TO_FIRST_TOKEN",
+    "UNRECORDED_COUNTER",
+]
 
 # Fine at the low end: gateway stages take tens of microseconds.
 BOUNDARIES_NS: tuple[int, ...] = tuple(
     int(ms * 1_000_000)
     for ms in (
-        0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 75, 100,
-        250, 500, 750, 1000, 2500, 5000, 7500, 10000,
-    )  # fmt: skip
+        0.01,
+        0.025,
+        0.05,
+        0.1,
+        0.25,
+        0.5,
+        1,
+        2.5,
+        5,
+        10,
+        25,
+        50,
+        75,
+        100,
+        250,
+        500,
+        750,
+        1000,
+        2500,
+        5000,
+        7500,
+        10000,
+    )
 )
 
 # The OTel conventions' http.server.request.duration and the gen_ai.server.*
@@ -87,8 +116,13 @@ class MetricStore:
     def __init__(self) -> None:
         self.histograms: dict[MetricKey, Histogram] = {}
         self._stages: dict[str, Histogram] = {}  # a shortcut to the per-stage entries
-        self.counters: dict[str, int] = {"perfkit.spans.dropped": 0, "perfkit.requests.dropped": 0, UNRECORDED_COUNTER: 0,
-                                         _UPSTREAM_UNMEASURED: 0, _AUTH_UNMEASURED: 0}  # fmt: skip
+        self.counters: dict[str, int] = {
+            "perfkit.spans.dropped": 0,
+            "perfkit.requests.dropped": 0,
+            UNRECORDED_COUNTER: 0,
+            _UPSTREAM_UNMEASURED: 0,
+            _AUTH_UNMEASURED: 0,
+        }
         self._lock = threading.Lock()
         self._gc_pause = self._histogram("perfkit.gc.pause", ())
 
@@ -108,7 +142,9 @@ class MetricStore:
         ).record(duration)
         if gen_ai_operation(record.path) is not None:
             self._histogram(LLM_REQUEST_DURATION, ((Attr.STREAMING, record.streaming),)).record(duration)
-            self._histogram("perfkit.request.overhead", ((Attr.STREAMING, record.streaming),)).record(record.overhead_ns)
+            self._histogram("perfkit.request.overhead", ((Attr.STREAMING, record.streaming),)).record(
+                record.overhead_ns
+            )
             ttft = record.ttft_ns
             if ttft is not None:
                 self._histogram(TIME_TO_FIRST_TOKEN, ()).record(ttft)

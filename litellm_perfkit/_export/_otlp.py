@@ -311,4 +311,3 @@ def metrics_protobuf(
     request = _metrics_request(store, service_name, resource, start_unix_ns, now_unix_ns)
     message = json_format.ParseDict(request, ExportMetricsServiceRequest())
     return bytes(message.SerializeToString())
-

@@ -38,16 +38,16 @@ try:
 except ImportError:  # not on Windows
     fcntl = None  # type: ignore[assignment]
 
-from .._core._guard import internal_error, logger, warn_once
 from .._core._backend import ACTIVE, Backend
+from .._core._guard import internal_error, logger, warn_once
 from .._core._sampling import UNRECORDED
 from .._core._sink import set_sink
 from .._core._timeline import Timeline
 from .._wire._names import AGENT_MODULE
 from ..types import ExportMode, RequestRecord
 from ._metrics import UNRECORDED_COUNTER, MetricStore
-from ._settings import ExportSettings
 from ._prometheus import SnapshotWriter
+from ._settings import ExportSettings
 from ._spans import Sampler, Span, record_to_spans, trace_context
 from ._transport import Exporter, make_exporter
 
@@ -241,7 +241,11 @@ class _Agent:
 
 class Pipeline:
     def __init__(
-        self, settings: ExportSettings, exporter: Exporter | None = None, mode: ExportMode = "thread", backend: Backend = ACTIVE
+        self,
+        settings: ExportSettings,
+        exporter: Exporter | None = None,
+        mode: ExportMode = "thread",
+        backend: Backend = ACTIVE,
     ) -> None:
         self.settings = settings
         self.mode: ExportMode = mode

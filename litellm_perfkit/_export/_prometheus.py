@@ -16,10 +16,9 @@ import re
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -28,6 +27,7 @@ from .._wire._names import PROMETHEUS_DIR_VARIABLE
 from ._metrics import BOUNDARIES_NS, DESCRIPTIONS, MetricStore
 
 __all__ = ["Collector", "SnapshotWriter", "add_to_registry", "merged", "render", "serve_prometheus"]
+
 
 def _label(name: str) -> str:
     return re.sub(r"[^a-zA-Z0-9_]", "_", name)
@@ -62,7 +62,10 @@ class SnapshotWriter:
         if not force and (not self._unwritten or now - self._written_at < self._interval_s):
             return
         self._unwritten, self._written_at = False, now
-        histograms = [[name, [list(a) for a in attributes], h.counts, h.count, h.total_ns] for (name, attributes), h in store.snapshot()]
+        histograms = [
+            [name, [list(a) for a in attributes], h.counts, h.count, h.total_ns]
+            for (name, attributes), h in store.snapshot()
+        ]
         document = orjson.dumps({"histograms": histograms, "counters": dict(store.counters)})
         handle, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=".", suffix=".tmp")
         with os.fdopen(handle, "wb") as out:

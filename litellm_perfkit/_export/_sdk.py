@@ -38,8 +38,11 @@ class SdkExporter:
 
         self._processor = getattr(provider, "_active_span_processor", None)
         if self._processor is None:
-            warn_once("export.sdk", "perfkit: this OpenTelemetry SDK's tracer provider has no span processors perfkit can reach; "
-                                    "its spans are not exported (use OTEL_TRACES_EXPORTER=otlp)")  # fmt: skip
+            warn_once(
+                "export.sdk",
+                "perfkit: this OpenTelemetry SDK's tracer provider has no span processors perfkit can reach; "
+                "its spans are not exported (use OTEL_TRACES_EXPORTER=otlp)",
+            )
         self._resource = provider.resource
         self._scope = InstrumentationScope("litellm_perfkit", __version__)
 
@@ -53,13 +56,27 @@ class SdkExporter:
         for trace_id, span_id, parent_id, name, kind, start, end, attributes, status, message in spans:
             trace_number = int(trace_id, 16)
             context = SpanContext(trace_number, int(span_id, 16), is_remote=False, trace_flags=sampled)
-            parent = SpanContext(trace_number, int(parent_id, 16), is_remote=False, trace_flags=sampled) if parent_id else None
-            self._processor.on_end(ReadableSpan(
-                name=name, context=context, parent=parent, resource=self._resource, attributes=dict(attributes),
-                kind=SpanKind.SERVER if kind == SPAN_KIND_SERVER else SpanKind.INTERNAL,
-                status=Status(StatusCode.ERROR, message or None) if status == STATUS_ERROR else Status(StatusCode.UNSET),
-                start_time=start, end_time=end, instrumentation_scope=self._scope,
-            ))  # fmt: skip
+            parent = (
+                SpanContext(trace_number, int(parent_id, 16), is_remote=False, trace_flags=sampled)
+                if parent_id
+                else None
+            )
+            self._processor.on_end(
+                ReadableSpan(
+                    name=name,
+                    context=context,
+                    parent=parent,
+                    resource=self._resource,
+                    attributes=dict(attributes),
+                    kind=SpanKind.SERVER if kind == SPAN_KIND_SERVER else SpanKind.INTERNAL,
+                    status=Status(StatusCode.ERROR, message or None)
+                    if status == STATUS_ERROR
+                    else Status(StatusCode.UNSET),
+                    start_time=start,
+                    end_time=end,
+                    instrumentation_scope=self._scope,
+                )
+            )
         return True
 
     def export_metrics(self, store: MetricStore, start_unix_ns: int, now_unix_ns: int) -> bool:

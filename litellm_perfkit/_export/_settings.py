@@ -119,8 +119,13 @@ def _url(variable: str, raw: str, default: str) -> str:
     return raw.rstrip("/")
 
 
-_LITELLM_PROTOCOLS = {"otlp_http": "http/protobuf", "otlp_grpc": "grpc", "http/protobuf": "http/protobuf", "http/json": "http/json",
-                      "grpc": "grpc"}  # fmt: skip
+_LITELLM_PROTOCOLS = {
+    "otlp_http": "http/protobuf",
+    "otlp_grpc": "grpc",
+    "http/protobuf": "http/protobuf",
+    "http/json": "http/json",
+    "grpc": "grpc",
+}
 
 
 def effective_env(env: Mapping[str, str]) -> dict[str, str]:

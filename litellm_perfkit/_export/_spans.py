@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import Tuple
 
 from .._wire._headers import parse_traceparent, stage_span_id
 from .._wire._names import OUTSIDE_WALL_STAGES, Attr, SemConv, gen_ai_operation
@@ -31,10 +30,10 @@ SPAN_KIND_SERVER = 2
 STATUS_UNSET = 0
 STATUS_ERROR = 2
 
-Attributes = list[Tuple[str, AttributeValue]]
+Attributes = list[tuple[str, AttributeValue]]
 # (trace_id hex, span_id hex, parent_span_id hex or "", name, kind,
 #  start unix ns, end unix ns, attributes, status code, status message)
-Span = Tuple[str, str, str, str, int, int, int, Attributes, int, str]
+Span = tuple[str, str, str, str, int, int, int, Attributes, int, str]
 
 _bits = random.Random().getrandbits
 
@@ -71,7 +70,9 @@ def exclusive_ns(record: RequestRecord, durations: list[int] | None = None) -> l
     return [max(0, duration - below) for duration, below in zip(durations, children)]
 
 
-def reconcile(record: RequestRecord, own: list[int] | None = None, durations: list[int] | None = None) -> tuple[int, int, int, int]:
+def reconcile(
+    record: RequestRecord, own: list[int] | None = None, durations: list[int] | None = None
+) -> tuple[int, int, int, int]:
     """(total, upstream, attributed, unattributed) in ns.
 
     overhead = total - upstream = attributed + unattributed. Upstream is the
@@ -158,7 +159,9 @@ def record_to_spans(record: RequestRecord, trace_id: str, parent_span_id: str, a
     server_attributes = _server_attributes(record, own, durations)
     if split is not None:
         # The request's parts are all kept, zeros too: they say the split is there.
-        server_attributes += _split_attributes(_REQUEST_SPLIT, split.request) + _split_attributes(_REMAINDER_SPLIT, split.remainder)
+        server_attributes += _split_attributes(_REQUEST_SPLIT, split.request) + _split_attributes(
+            _REMAINDER_SPLIT, split.remainder
+        )
         if record.steps_dropped:
             server_attributes.append((Attr.STEPS_DROPPED, record.steps_dropped))
     failed = record.error is not None or record.status >= 500
@@ -180,9 +183,14 @@ def record_to_spans(record: RequestRecord, trace_id: str, parent_span_id: str, a
     chosen_while_running = record.span_context is not None
     ids = _random_ids(len(record.stages))
     if chosen_while_running:
-        ids = [stage_span_id(server_id, stage.name, stage.start_ns) if stage.kind == "block" else ids[n] for n, stage in enumerate(record.stages)]
+        ids = [
+            stage_span_id(server_id, stage.name, stage.start_ns) if stage.kind == "block" else ids[n]
+            for n, stage in enumerate(record.stages)
+        ]
     splits = split.stages if split is not None else None
-    spans += _stage_spans(record.stages, durations, own, splits, ids, trace_id, server_id, anchor_ns, record.end_ns, _STAGE_KEYS)
+    spans += _stage_spans(
+        record.stages, durations, own, splits, ids, trace_id, server_id, anchor_ns, record.end_ns, _STAGE_KEYS
+    )
     return spans
 
 
@@ -193,8 +201,16 @@ def _random_ids(count: int) -> list[str]:
 
 
 # In the order _stage_spans reads them: duration, self, the four split parts, kind, items.
-_STAGE_KEYS = (Attr.STAGE_DURATION_MS, Attr.STAGE_SELF_MS, Attr.STAGE_CPU_MS, Attr.STAGE_QUEUE_MS, Attr.STAGE_IO_MS,
-               Attr.STAGE_UNCERTAIN_MS, Attr.STAGE_KIND, Attr.STAGE_ITEMS)  # fmt: skip
+_STAGE_KEYS = (
+    Attr.STAGE_DURATION_MS,
+    Attr.STAGE_SELF_MS,
+    Attr.STAGE_CPU_MS,
+    Attr.STAGE_QUEUE_MS,
+    Attr.STAGE_IO_MS,
+    Attr.STAGE_UNCERTAIN_MS,
+    Attr.STAGE_KIND,
+    Attr.STAGE_ITEMS,
+)
 
 
 def _stage_spans_python(

@@ -113,7 +113,9 @@ class _Splitter:
         return Split(cpu, queue, max(0, b - a - cpu - queue), maybe - maybe // 2)
 
 
-def _split_python(steps: list[int], windows: list[int], calls: list[int] | None = None, cls: type[Split] | None = None) -> list[Split]:
+def _split_python(
+    steps: list[int], windows: list[int], calls: list[int] | None = None, cls: type[Split] | None = None
+) -> list[Split]:
     """Each (start, end) window of the flat ``windows``, split: the reference
     for the C accelerator's ``split_windows``.
 
@@ -195,7 +197,9 @@ def time_split(record: RequestRecord) -> TimeSplit | None:
     covered += [
         split
         for stage, split in zip(record.stages, stages)
-        if stage.kind != "block" and stage.name not in OUTSIDE_WALL_STAGES and not _inside(stage.start_ns, stage.end_ns, blocks)
+        if stage.kind != "block"
+        and stage.name not in OUTSIDE_WALL_STAGES
+        and not _inside(stage.start_ns, stage.end_ns, blocks)
     ]
     remainder = Split(*(max(0, total - sum(part[i] for part in covered)) for i, total in enumerate(request)))
     return TimeSplit(request, stages, remainder)

@@ -20,8 +20,8 @@ from .._core._guard import warn_once
 from .._version import __version__
 from ..types import OtlpProtocol
 from ._metrics import MetricStore
-from ._retry import RETRYABLE_HTTP_STATUSES, Busy, RetryPolicy, retry_after_s
 from ._otlp import metrics_json, metrics_protobuf, span_json, spans_json, spans_protobuf
+from ._retry import RETRYABLE_HTTP_STATUSES, Busy, RetryPolicy, retry_after_s
 from ._settings import ExportSettings
 from ._spans import Span
 
@@ -41,7 +41,9 @@ class _HttpPost:
         parts = urlsplit(url)
         self._https = parts.scheme == "https"
         self._signal = signal
-        self._tls: ssl.SSLContext | None = None  # built at the first connection: a bad file is an export failure, not the app's
+        self._tls: ssl.SSLContext | None = (
+            None  # built at the first connection: a bad file is an export failure, not the app's
+        )
         headers, timeout_s, gzip_body = signal.headers, signal.timeout_s, signal.compression == "gzip"
         self._host = parts.hostname or "localhost"
         self._port = parts.port or (443 if self._https else 80)
@@ -87,7 +89,9 @@ class _HttpPost:
                 self.close()
                 raise
             if response.status in RETRYABLE_HTTP_STATUSES:
-                raise Busy(f"HTTP {response.status}: {answer[:200]!r}", retry_after_s(response.getheader("Retry-After")))
+                raise Busy(
+                    f"HTTP {response.status}: {answer[:200]!r}", retry_after_s(response.getheader("Retry-After"))
+                )
             if not 200 <= response.status < 300:
                 raise RuntimeError(f"HTTP {response.status}: {answer[:200]!r}")
             return
@@ -206,7 +210,14 @@ class OtlpGrpcExporter:
         busy = grpc.StatusCode
         # The OTLP/gRPC specification's retryable codes; RESOURCE_EXHAUSTED
         # only when the server says when to retry (RetryInfo).
-        self._busy_codes = {busy.CANCELLED, busy.DEADLINE_EXCEEDED, busy.ABORTED, busy.OUT_OF_RANGE, busy.UNAVAILABLE, busy.DATA_LOSS}
+        self._busy_codes = {
+            busy.CANCELLED,
+            busy.DEADLINE_EXCEEDED,
+            busy.ABORTED,
+            busy.OUT_OF_RANGE,
+            busy.UNAVAILABLE,
+            busy.DATA_LOSS,
+        }
         self._channels: list[Any] = []
         self._export_traces = self._sender(self._TRACES, Signal.of(settings, "traces"))
         self._export_metrics = self._sender(self._METRICS, Signal.of(settings, "metrics"))
@@ -217,7 +228,9 @@ class OtlpGrpcExporter:
         import grpc
 
         if self._secure:
-            credentials = grpc.ssl_channel_credentials(_read(signal.certificate), _read(signal.client_key), _read(signal.client_certificate))
+            credentials = grpc.ssl_channel_credentials(
+                _read(signal.certificate), _read(signal.client_key), _read(signal.client_certificate)
+            )
             channel = grpc.secure_channel(self._target, credentials)
         else:
             channel = grpc.insecure_channel(self._target)
@@ -233,7 +246,9 @@ class OtlpGrpcExporter:
             except grpc.RpcError as exc:
                 code = exc.code() if hasattr(exc, "code") else None
                 trailing = dict(exc.trailing_metadata() or ()) if hasattr(exc, "trailing_metadata") else {}
-                if code in self._busy_codes or (code == grpc.StatusCode.RESOURCE_EXHAUSTED and "google.rpc.retryinfo-bin" in trailing):
+                if code in self._busy_codes or (
+                    code == grpc.StatusCode.RESOURCE_EXHAUSTED and "google.rpc.retryinfo-bin" in trailing
+                ):
                     raise Busy(f"gRPC {code}") from exc
                 raise
 
@@ -250,7 +265,9 @@ class OtlpGrpcExporter:
     def export_metrics(self, store: MetricStore, start_unix_ns: int, now_unix_ns: int) -> bool:
         s = self._settings
         try:
-            self._export_metrics(metrics_protobuf(store, s.service_name, s.resource_attributes, start_unix_ns, now_unix_ns))
+            self._export_metrics(
+                metrics_protobuf(store, s.service_name, s.resource_attributes, start_unix_ns, now_unix_ns)
+            )
             return True
         except Exception as exc:
             return _failed("metrics", self._target, exc)
@@ -304,7 +321,10 @@ def make_exporter(settings: ExportSettings) -> Exporter | None:
 
         provider = host_provider()
         if provider is None:
-            warn_once("export.sdk", "perfkit: OTEL_TRACES_EXPORTER=sdk, but no OpenTelemetry SDK tracer provider is set; spans are not exported")
+            warn_once(
+                "export.sdk",
+                "perfkit: OTEL_TRACES_EXPORTER=sdk, but no OpenTelemetry SDK tracer provider is set; spans are not exported",
+            )
             return None
         return SdkExporter(provider)
     if settings.exporter == "console":
@@ -319,6 +339,9 @@ def make_exporter(settings: ExportSettings) -> Exporter | None:
         parts = urlsplit(settings.endpoint)
         base = f"{parts.scheme}://{parts.hostname}:4318"
         settings = replace(
-            settings, protocol="http/protobuf", traces_endpoint=base + "/v1/traces", metrics_endpoint=base + "/v1/metrics"
+            settings,
+            protocol="http/protobuf",
+            traces_endpoint=base + "/v1/traces",
+            metrics_endpoint=base + "/v1/metrics",
         )
     return OtlpHttpExporter(settings, settings.protocol)

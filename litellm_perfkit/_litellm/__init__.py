@@ -14,18 +14,18 @@ import importlib
 import importlib.metadata
 import os
 import sys
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
+from .._core import PerfkitMiddleware, Stage, _middleware
 from .._core._guard import logger
 from .._core._leave_out import leave_out
-from .._core import PerfkitMiddleware, Stage, _middleware
 from .._core._timeline import TIMELINE
 from ..types import HeaderMode
+from ._autoload import on_import
 from ._fastpath import FastPaths
 from ._points import MIDDLEWARES, UPSTREAM_STAGES, Point, table_for
-from ._autoload import on_import
 from ._wrap import apply_point, make_wrapper
 
 __all__ = ["InstrumentReport", "instrument", "uninstrument", "extra_points"]
@@ -73,7 +73,11 @@ def _routes(container: Any) -> Any:
 
 
 def _swap_depends(value: Any, original: Any, wrapper: Any) -> Any:
-    if getattr(value, "dependency", None) is original and dataclasses.is_dataclass(value) and not isinstance(value, type):
+    if (
+        getattr(value, "dependency", None) is original
+        and dataclasses.is_dataclass(value)
+        and not isinstance(value, type)
+    ):
         return dataclasses.replace(value, dependency=wrapper)
     return value
 

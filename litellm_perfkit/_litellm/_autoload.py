@@ -15,12 +15,12 @@ import importlib.machinery
 import importlib.util
 import os
 import sys
-from types import ModuleType
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any, cast, get_args
 
-from ..types import HeaderMode
 from .._core._leave_out import leave_out
+from ..types import HeaderMode
 
 TARGET = "litellm.proxy.proxy_server"
 
@@ -66,10 +66,15 @@ def _on_import(module: ModuleType) -> None:
 
     try:
         import litellm_perfkit
+
         from . import instrument
 
         litellm_perfkit.configure()
-        instrument(module.app, server_timing=_header_mode("PERFKIT_SERVER_TIMING"), overhead_header=_header_mode("PERFKIT_OVERHEAD_HEADER"))
+        instrument(
+            module.app,
+            server_timing=_header_mode("PERFKIT_SERVER_TIMING"),
+            overhead_header=_header_mode("PERFKIT_OVERHEAD_HEADER"),
+        )
         from .._core._lifespan import OnShutdown
         from .._profile._setup import from_environment
 
@@ -81,7 +86,9 @@ def _on_import(module: ModuleType) -> None:
             # runs after uvicorn re-raises SIGTERM.
             module.app.add_middleware(OnShutdown, callback=litellm_perfkit.shutdown)
     except Exception as exc:  # never stop the proxy from starting
-        logger.warning("perfkit: could not instrument the LiteLLM proxy (%s: %s); it runs uninstrumented", type(exc).__name__, exc)
+        logger.warning(
+            "perfkit: could not instrument the LiteLLM proxy (%s: %s); it runs uninstrumented", type(exc).__name__, exc
+        )
 
 
 def _header_mode(variable: str) -> HeaderMode:

@@ -14,7 +14,12 @@ from ..types import AttributeValue
 
 __all__ = ["FastPaths"]
 
-_HOOKS = ("async_post_call_streaming_iterator_hook", "async_post_call_streaming_hook", "async_pre_call_hook", "async_moderation_hook")
+_HOOKS = (
+    "async_post_call_streaming_iterator_hook",
+    "async_post_call_streaming_hook",
+    "async_pre_call_hook",
+    "async_moderation_hook",
+)
 
 
 def _overrides(callback: Any, method: str) -> bool:
@@ -51,7 +56,9 @@ class FastPaths:
         }
         resolved = self._resolve(callbacks)
         names = sorted({type(c).__name__ for c in resolved} | {c for c in callbacks if isinstance(c, str)})
-        slow = sorted({type(c).__name__ for c in resolved if any(_overrides(c, hook) for hook in _HOOKS) or _is_guardrail(c)})
+        slow = sorted(
+            {type(c).__name__ for c in resolved if any(_overrides(c, hook) for hook in _HOOKS) or _is_guardrail(c)}
+        )
         attributes["perfkit.litellm.callbacks"] = ",".join(names)
         attributes["perfkit.litellm.slow_path_callbacks"] = ",".join(slow)
         try:
@@ -72,7 +79,9 @@ class FastPaths:
 
             wrapped = flag("has_iterator_override")
             attributes["perfkit.litellm.stream_iterator"] = "wrapped" if wrapped else "direct"
-            attributes["perfkit.litellm.stream_iterator_layers"] = len(getattr(caps, "iterator_overrides", ())) if wrapped else 0
+            attributes["perfkit.litellm.stream_iterator_layers"] = (
+                len(getattr(caps, "iterator_overrides", ())) if wrapped else 0
+            )
             per_chunk = flag("has_streaming_chunk_override") or flag("has_guardrail")
             attributes["perfkit.litellm.per_chunk_hook"] = "on" if per_chunk else "off"
             pre = flag("has_guardrail") or flag("has_content_enforcer") or flag("has_pre_call_override")
@@ -80,7 +89,8 @@ class FastPaths:
             during = flag("has_guardrail") or flag("has_moderation_override")
             attributes["perfkit.litellm.during_call_hooks"] = "run" if during else "skipped"
             attributes["perfkit.litellm.fast_path_source"] = "callback_capabilities" + (
-                f" (this version lacks {', '.join(sorted(set(missing)))})" if missing else "")  # fmt: skip
+                f" (this version lacks {', '.join(sorted(set(missing)))})" if missing else ""
+            )
         else:
             # No capability cache: every request walks litellm.callbacks, the
             # stream always goes through the iterator hook and the per-chunk hook.

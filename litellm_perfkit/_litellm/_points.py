@@ -16,11 +16,36 @@ from typing import Literal
 
 from .._wire._names import AFTER_RESPONSE_STAGE, PROTOCOL_STAGE, THREAD_STAGE
 
-__all__ = ["FRAMEWORK_STAGES", "MIDDLEWARES", "Point", "PointKind", "TABLES", "table_for", "UPSTREAM_STAGES", "AUTH", "LLM_CALL", "OUTBOUND", "STREAM_WAIT", "UPSTREAM"]
+__all__ = [
+    "FRAMEWORK_STAGES",
+    "MIDDLEWARES",
+    "Point",
+    "PointKind",
+    "TABLES",
+    "table_for",
+    "UPSTREAM_STAGES",
+    "AUTH",
+    "LLM_CALL",
+    "OUTBOUND",
+    "STREAM_WAIT",
+    "UPSTREAM",
+]
 
 PointKind = Literal[
-    "call", "dependency", "stream", "sum", "route", "outbound", "body_wait", "body_stream", "routes_added", "metrics_app", "deferred", "detached",
-    "thread", "protocol",
+    "call",
+    "dependency",
+    "stream",
+    "sum",
+    "route",
+    "outbound",
+    "body_wait",
+    "body_stream",
+    "routes_added",
+    "metrics_app",
+    "deferred",
+    "detached",
+    "thread",
+    "protocol",
 ]
 """``call``: one stage per call (async or sync function, or method).
 ``dependency``: a FastAPI dependency of the proxy's routes.
@@ -108,7 +133,12 @@ _FRAMEWORK: tuple[Point, ...] = (
 # The server's parsing, before the request reaches the app (uvicorn: LiteLLM's
 # server; the protocol its --http option chose is the one that is loaded).
 _SERVER: tuple[Point, ...] = (
-    Point(PROTOCOL_STAGE, "uvicorn.protocols.http.httptools_impl:HttpToolsProtocol.data_received", "protocol", when="loaded"),
+    Point(
+        PROTOCOL_STAGE,
+        "uvicorn.protocols.http.httptools_impl:HttpToolsProtocol.data_received",
+        "protocol",
+        when="loaded",
+    ),
     Point(PROTOCOL_STAGE, "uvicorn.protocols.http.h11_impl:H11Protocol.data_received", "protocol", when="loaded"),
 )
 
@@ -119,27 +149,33 @@ framework's exception handling): a stage around the app perfkit's middleware cal
 FRAMEWORK_STAGES = frozenset(point.stage for point in _FRAMEWORK) | {MIDDLEWARES}
 """Stages that only frame LiteLLM's work: an upstream wait inside them is the provider's, not another service's."""
 
-_COMMON: tuple[Point, ...] = _TRANSPORT + _THREADS + _FRAMEWORK + _SERVER + (
-    Point("request.parse", f"{_PS}:_read_request_body"),
-    Point(AUTH, "litellm.proxy.auth.user_api_key_auth:user_api_key_auth", "dependency"),
-    Point("pre_call", f"{_CRP}:ProxyBaseLLMRequestProcessing.common_processing_pre_call_logic"),
-    Point("hooks.pre_call", f"{_UTILS}:ProxyLogging.pre_call_hook"),
-    Point("hooks.during_call", f"{_UTILS}:ProxyLogging.during_call_hook"),
-    # Every LLM route (chat, completions, embeddings, messages, responses)
-    # asks route_request for its call: one point for all of them.
-    Point("route", f"{_CRP}:route_request", "route"),
-    Point("hooks.post_call", f"{_UTILS}:ProxyLogging.post_call_success_hook"),
-    Point("headers", f"{_CRP}:ProxyBaseLLMRequestProcessing.get_custom_headers"),
-    Point("serialize", "fastapi.routing:serialize_response"),
-    Point("stream", f"{_PS}:async_data_generator", "stream"),
-    # Anthropic /v1/messages (and other SSE formats) stream through this one.
-    Point("stream", f"{_CRP}:ProxyBaseLLMRequestProcessing.async_streaming_data_generator", "stream"),
-    Point("stream.hooks", f"{_UTILS}:ProxyLogging.async_post_call_streaming_hook", "sum"),
-    Point("stream.cleanup", "litellm.litellm_core_utils.streaming_handler:CustomStreamWrapper.aclose", "sum"),
-    # Success logging runs after the response, in a task the logging worker
-    # starts per request in that request's context.
-    Point(AFTER_RESPONSE_STAGE, f"{_LOGGING_WORKER}.enqueue", "deferred"),
-    Point(AFTER_RESPONSE_STAGE, f"{_LOGGING_WORKER}.start", "detached"),
+_COMMON: tuple[Point, ...] = (
+    _TRANSPORT
+    + _THREADS
+    + _FRAMEWORK
+    + _SERVER
+    + (
+        Point("request.parse", f"{_PS}:_read_request_body"),
+        Point(AUTH, "litellm.proxy.auth.user_api_key_auth:user_api_key_auth", "dependency"),
+        Point("pre_call", f"{_CRP}:ProxyBaseLLMRequestProcessing.common_processing_pre_call_logic"),
+        Point("hooks.pre_call", f"{_UTILS}:ProxyLogging.pre_call_hook"),
+        Point("hooks.during_call", f"{_UTILS}:ProxyLogging.during_call_hook"),
+        # Every LLM route (chat, completions, embeddings, messages, responses)
+        # asks route_request for its call: one point for all of them.
+        Point("route", f"{_CRP}:route_request", "route"),
+        Point("hooks.post_call", f"{_UTILS}:ProxyLogging.post_call_success_hook"),
+        Point("headers", f"{_CRP}:ProxyBaseLLMRequestProcessing.get_custom_headers"),
+        Point("serialize", "fastapi.routing:serialize_response"),
+        Point("stream", f"{_PS}:async_data_generator", "stream"),
+        # Anthropic /v1/messages (and other SSE formats) stream through this one.
+        Point("stream", f"{_CRP}:ProxyBaseLLMRequestProcessing.async_streaming_data_generator", "stream"),
+        Point("stream.hooks", f"{_UTILS}:ProxyLogging.async_post_call_streaming_hook", "sum"),
+        Point("stream.cleanup", "litellm.litellm_core_utils.streaming_handler:CustomStreamWrapper.aclose", "sum"),
+        # Success logging runs after the response, in a task the logging worker
+        # starts per request in that request's context.
+        Point(AFTER_RESPONSE_STAGE, f"{_LOGGING_WORKER}.enqueue", "deferred"),
+        Point(AFTER_RESPONSE_STAGE, f"{_LOGGING_WORKER}.start", "detached"),
+    )
 )
 
 TABLES: dict[str, tuple[Point, ...]] = {
@@ -162,7 +198,12 @@ TABLES: dict[str, tuple[Point, ...]] = {
         Point("callbacks.check", f"{_UTILS}:ProxyLogging._callback_capabilities", "sum"),
         Point("callbacks.check", f"{_CRP}:ProxyBaseLLMRequestProcessing._has_post_call_guardrails", "sum"),
         Point("stream.serialize", f"{_PS}:_serialize_streaming_chunk", "sum"),
-        Point("metrics", "litellm.integrations.prometheus_metrics_endpoint:make_metrics_asgi_app", "metrics_app", when="loaded"),
+        Point(
+            "metrics",
+            "litellm.integrations.prometheus_metrics_endpoint:make_metrics_asgi_app",
+            "metrics_app",
+            when="loaded",
+        ),
     ),
 }
 

@@ -190,8 +190,15 @@ async def _llm_call(call: Awaitable[T], timeline: Timeline) -> T:
 
 
 # LiteLLM's provider names whose convention name differs (gen_ai.provider.name's well-known values).
-_PROVIDER_NAMES = {"azure": "azure.ai.openai", "azure_ai": "azure.ai.inference", "bedrock": "aws.bedrock",
-                   "vertex_ai": "gcp.vertex_ai", "gemini": "gcp.gemini", "mistral": "mistral_ai", "xai": "x_ai"}  # fmt: skip
+_PROVIDER_NAMES = {
+    "azure": "azure.ai.openai",
+    "azure_ai": "azure.ai.inference",
+    "bedrock": "aws.bedrock",
+    "vertex_ai": "gcp.vertex_ai",
+    "gemini": "gcp.gemini",
+    "mistral": "mistral_ai",
+    "xai": "x_ai",
+}
 
 
 def _provider(result: Any) -> str | None:

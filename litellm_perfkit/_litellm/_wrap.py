@@ -14,8 +14,8 @@ from .._core import Stage
 from .._core._after import expect
 from .._core._guard import internal_error
 from .._core._protocol import parsing
-from .._core._threads import in_thread
 from .._core._stage import _timed_generator
+from .._core._threads import in_thread
 from .._core._timeline import TIMELINE
 from ._points import Point, PointKind
 from ._transport import awaited_stage, body_stream, body_wait, outbound
@@ -31,7 +31,9 @@ _TRANSPORT_KINDS: dict[PointKind, Callable[[Callable[..., Any]], Callable[..., A
 }
 
 
-def make_wrapper(point: Point, original: Callable[..., Any], then: Callable[[], None] | None = None) -> Callable[..., Any]:
+def make_wrapper(
+    point: Point, original: Callable[..., Any], then: Callable[[], None] | None = None
+) -> Callable[..., Any]:
     """The wrapper for ``point``; a ``routes_added`` point calls ``then`` after each call."""
     stage = point.stage
     if point.kind == "routes_added":

@@ -8,19 +8,31 @@ import multiprocessing
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
-from typing import Any, Iterator, Literal
+from typing import Any, Literal
 
 from .._stop import Stopped, signal_name
+from ..types import LoadConfig, LoadResult
 from ._locust_run import LocustError, run_locust
 from ._recorder import Recorder
 from ._report import SCHEMA, build_result, median_run, render_table, stopped
 from ._runner import Arrival, LoadPlan, Phase, init_driver, run_phase_logged, run_phase_sync, run_until_stopped
 from ._workload import Workload, WorkloadError, endpoint_url
-from ..types import LoadConfig, LoadResult
 
-__all__ = ["Arrival", "Driver", "LoadPlan", "LocustError", "Workload", "WorkloadError", "run_load", "render_table", "endpoint_url", "SCHEMA"]
+__all__ = [
+    "Arrival",
+    "Driver",
+    "LoadPlan",
+    "LocustError",
+    "Workload",
+    "WorkloadError",
+    "run_load",
+    "render_table",
+    "endpoint_url",
+    "SCHEMA",
+]
 
 ProgressMode = Literal["auto", "on", "off"]
 Driver = Literal["perfkit", "locust"]
@@ -60,8 +72,13 @@ def _progress(mode: ProgressMode, plan: LoadPlan) -> Iterator[Any]:
 
     total = (plan.requests + plan.warmup_requests) if plan.requests else (plan.duration_s or 0) + plan.warmup_s
     unit = "requests" if plan.requests else "s"
-    with Progress(TextColumn("perfkit load"), BarColumn(), TextColumn(f"{{task.completed:.0f}}/{{task.total:.0f}} {unit}"),
-                  TimeRemainingColumn(), transient=True) as bar:  # fmt: skip
+    with Progress(
+        TextColumn("perfkit load"),
+        BarColumn(),
+        TextColumn(f"{{task.completed:.0f}}/{{task.total:.0f}} {unit}"),
+        TimeRemainingColumn(),
+        transient=True,
+    ) as bar:
         task = bar.add_task("load", total=total)
         yield (bar, task, unit)
 
@@ -119,7 +136,9 @@ def run_load(
     return document
 
 
-def _run_here(workload: Workload, plan: LoadPlan, progress: ProgressMode, jsonl_path: str | None, config: LoadConfig) -> LoadResult:
+def _run_here(
+    workload: Workload, plan: LoadPlan, progress: ProgressMode, jsonl_path: str | None, config: LoadConfig
+) -> LoadResult:
     """One phase in this process. A stop signal (Ctrl-C, SIGTERM, SIGHUP) ends
     it early: the result then holds what was measured until then."""
     phases: list[Phase] = []
@@ -153,7 +172,12 @@ async def _tick(bar: Any) -> None:
 
 
 def _run_processes(
-    workload: Workload, plan: LoadPlan, processes: int, progress: ProgressMode, jsonl_path: str | None, config: LoadConfig
+    workload: Workload,
+    plan: LoadPlan,
+    processes: int,
+    progress: ProgressMode,
+    jsonl_path: str | None,
+    config: LoadConfig,
 ) -> LoadResult:
     recorder = Recorder()
     context = multiprocessing.get_context("spawn")
@@ -161,7 +185,9 @@ def _run_processes(
     stop_drivers = context.Event()
     pool = ProcessPoolExecutor(processes, mp_context=context, initializer=init_driver, initargs=(stop_drivers,))
     with _progress(progress, plan) as bar, pool:
-        futures = [pool.submit(run_phase_sync, workload, _plan_for(plan, processes, i), jsonl_path) for i in range(processes)]
+        futures = [
+            pool.submit(run_phase_sync, workload, _plan_for(plan, processes, i), jsonl_path) for i in range(processes)
+        ]
         started = time.monotonic()
         try:
             while not all(f.done() for f in futures):

@@ -19,9 +19,19 @@ from .._wire._events import DONE, TERMINAL_TYPES, SseDecoder, carries_output, ou
 __all__ = ["ERROR_MESSAGES", "ErrorClass", "Exchange", "ResponseReader", "http_error"]
 
 ErrorClass = Literal[
-    "connection_refused", "connect_error", "http_429", "http_5xx", "http_4xx", "timeout", "disconnect",
-    "malformed_sse", "malformed_body", "stream_error", "stream_incomplete", "protocol_error",
-]  # fmt: skip
+    "connection_refused",
+    "connect_error",
+    "http_429",
+    "http_5xx",
+    "http_4xx",
+    "timeout",
+    "disconnect",
+    "malformed_sse",
+    "malformed_body",
+    "stream_error",
+    "stream_incomplete",
+    "protocol_error",
+]
 
 ERROR_MESSAGES: dict[str, str] = {
     "connection_refused": "connection refused: is the server running on that host and port?",

@@ -79,14 +79,24 @@ class Histogram:
             return round(value / 1e6, 4)
 
         return {
-            "p50": ms(self.percentile(50)), "p90": ms(self.percentile(90)), "p95": ms(self.percentile(95)),
-            "p99": ms(self.percentile(99)), "max": ms(self.maximum), "min": ms(self.minimum),
-            "mean": round(self.total / self.count / 1e6, 4) if self.count else 0.0, "count": self.count,
-        }  # fmt: skip
+            "p50": ms(self.percentile(50)),
+            "p90": ms(self.percentile(90)),
+            "p95": ms(self.percentile(95)),
+            "p99": ms(self.percentile(99)),
+            "max": ms(self.maximum),
+            "min": ms(self.minimum),
+            "mean": round(self.total / self.count / 1e6, 4) if self.count else 0.0,
+            "count": self.count,
+        }
 
     def to_dict(self) -> HistogramData:
-        return {"counts": {str(k): v for k, v in self.counts.items()}, "count": self.count,
-                "total": self.total, "min": self.minimum, "max": self.maximum}  # fmt: skip
+        return {
+            "counts": {str(k): v for k, v in self.counts.items()},
+            "count": self.count,
+            "total": self.total,
+            "min": self.minimum,
+            "max": self.maximum,
+        }
 
     @classmethod
     def from_dict(cls, data: HistogramData | Mapping[str, object]) -> Histogram:

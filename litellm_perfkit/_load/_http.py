@@ -46,7 +46,12 @@ class Connection(asyncio.Protocol):
             if self._state == "body" and self._remaining < 0 and not self._chunked:
                 self._finish(perf_counter_ns())  # body delimited by close
             else:
-                self._fail("disconnect", "connection closed mid-stream" if self._state == "body" else "connection closed before the response")
+                self._fail(
+                    "disconnect",
+                    "connection closed mid-stream"
+                    if self._state == "body"
+                    else "connection closed before the response",
+                )
 
     def data_received(self, data: bytes) -> None:
         now = perf_counter_ns()

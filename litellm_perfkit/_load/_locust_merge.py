@@ -23,10 +23,10 @@ from locust import events
 from locust.env import Environment
 from locust.runners import WorkerRunner
 
+from ..types import LoadConfig, LoadResult
 from ._exchange import Exchange
 from ._recorder import Recorder
 from ._report import build_result, render_table
-from ..types import LoadConfig, LoadResult
 
 __all__ = ["ENTRY_KINDS", "STATE", "add_options", "extra_entries"]
 
@@ -36,24 +36,64 @@ ENTRY_KINDS = ("ttft", "chunk_gap", "overhead", "stage")
 def add_options(parser: Any, **_: Any) -> None:
     """The ``--perfkit-*`` options; each also reads a ``PERFKIT_*`` variable."""
     # LocustArgumentParser.add_argument itself (not an argument group's) knows include_in_web_ui and is_secret.
-    parser.add_argument("--perfkit-model", env_var="PERFKIT_MODEL", default="fake-openai-endpoint", help="model name to request")
-    parser.add_argument("--perfkit-stream", env_var="PERFKIT_STREAM", choices=("on", "off"), default="on",
-                        help="stream responses (TTFT and chunk gaps are measured only when on)")  # fmt: skip
-    parser.add_argument("--perfkit-prompt-repeats", env_var="PERFKIT_PROMPT_REPEATS", type=int, default=150,
-                        help="the prompt is a uuid plus LiteLLM's load-test sentence, this many times (150: about 2,700 tokens)")  # fmt: skip
-    parser.add_argument("--perfkit-max-tokens", env_var="PERFKIT_MAX_TOKENS", type=int, default=0, help="max_tokens (0: not sent)")
+    parser.add_argument(
+        "--perfkit-model", env_var="PERFKIT_MODEL", default="fake-openai-endpoint", help="model name to request"
+    )
+    parser.add_argument(
+        "--perfkit-stream",
+        env_var="PERFKIT_STREAM",
+        choices=("on", "off"),
+        default="on",
+        help="stream responses (TTFT and chunk gaps are measured only when on)",
+    )
+    parser.add_argument(
+        "--perfkit-prompt-repeats",
+        env_var="PERFKIT_PROMPT_REPEATS",
+        type=int,
+        default=150,
+        help="the prompt is a uuid plus LiteLLM's load-test sentence, this many times (150: about 2,700 tokens)",
+    )
+    parser.add_argument(
+        "--perfkit-max-tokens", env_var="PERFKIT_MAX_TOKENS", type=int, default=0, help="max_tokens (0: not sent)"
+    )
     parser.add_argument("--perfkit-path", env_var="PERFKIT_PATH", default="/v1/chat/completions", help="endpoint path")
-    parser.add_argument("--perfkit-api-key", env_var="PERFKIT_API_KEY", default="", is_secret=True,
-                        help="bearer key (default: $API_KEY, else sk-1234)")  # fmt: skip
-    parser.add_argument("--perfkit-entries", env_var="PERFKIT_ENTRIES", default="",
-                        help="extra Locust entries beside each request, comma-separated: " + ", ".join(ENTRY_KINDS)
-                             + " (default: none, so Locust's Aggregated row counts requests; perfkit's table has them all)")  # fmt: skip
-    parser.add_argument("--perfkit-warmup", env_var="PERFKIT_WARMUP", type=float, default=0.0, include_in_web_ui=False,
-                        help="seconds after the test starts (in each process) that perfkit's histograms ignore")  # fmt: skip
-    parser.add_argument("--perfkit-result", env_var="PERFKIT_RESULT", default="", include_in_web_ui=False,
-                        help="write the merged perfkit.load/1 document here when the test stops")  # fmt: skip
-    parser.add_argument("--perfkit-jsonl-dir", env_var="PERFKIT_JSONL_DIR", default="", include_in_web_ui=False,
-                        help="each process writes one JSON line per request to DIR/locust-PID.jsonl")  # fmt: skip
+    parser.add_argument(
+        "--perfkit-api-key",
+        env_var="PERFKIT_API_KEY",
+        default="",
+        is_secret=True,
+        help="bearer key (default: $API_KEY, else sk-1234)",
+    )
+    parser.add_argument(
+        "--perfkit-entries",
+        env_var="PERFKIT_ENTRIES",
+        default="",
+        help="extra Locust entries beside each request, comma-separated: "
+        + ", ".join(ENTRY_KINDS)
+        + " (default: none, so Locust's Aggregated row counts requests; perfkit's table has them all)",
+    )
+    parser.add_argument(
+        "--perfkit-warmup",
+        env_var="PERFKIT_WARMUP",
+        type=float,
+        default=0.0,
+        include_in_web_ui=False,
+        help="seconds after the test starts (in each process) that perfkit's histograms ignore",
+    )
+    parser.add_argument(
+        "--perfkit-result",
+        env_var="PERFKIT_RESULT",
+        default="",
+        include_in_web_ui=False,
+        help="write the merged perfkit.load/1 document here when the test stops",
+    )
+    parser.add_argument(
+        "--perfkit-jsonl-dir",
+        env_var="PERFKIT_JSONL_DIR",
+        default="",
+        include_in_web_ui=False,
+        help="each process writes one JSON line per request to DIR/locust-PID.jsonl",
+    )
 
 
 def extra_entries(options: Any) -> frozenset[str]:
@@ -106,8 +146,13 @@ class _State:
     def take(self) -> dict[str, Any]:
         """This process's data since the last take, for the master."""
         now = time.process_time()
-        data = {"recorder": self.recorder.to_dict(), "first": self.first_wall, "last": self.last_wall,
-                "cpu_s": now - self.cpu_mark if self.first_wall else 0.0, "pid": f"{os.uname().nodename}:{os.getpid()}"}  # fmt: skip
+        data = {
+            "recorder": self.recorder.to_dict(),
+            "first": self.first_wall,
+            "last": self.last_wall,
+            "cpu_s": now - self.cpu_mark if self.first_wall else 0.0,
+            "pid": f"{os.uname().nodename}:{os.getpid()}",
+        }
         self.cpu_mark = now
         self.recorder = Recorder(self.jsonl, self.recorder.start_ns)
         return data

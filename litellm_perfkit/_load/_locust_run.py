@@ -15,10 +15,10 @@ import orjson
 
 from .._executables import find_executable
 from .._stop import signal_name
+from ..types import LoadResult, LocustEntry
 from ._report import stopped
 from ._runner import LoadPlan
 from ._workload import Workload, WorkloadError
-from ..types import LoadResult, LocustEntry
 
 __all__ = ["LocustError", "run_locust", "locust_executable"]
 
@@ -58,12 +58,19 @@ def _entries(stats: list[dict[str, Any]]) -> list[LocustEntry]:
     for entry in stats:
         count = entry["num_requests"]
         times = entry.get("response_times", {})
-        out.append({
-            "type": entry["method"], "name": entry["name"], "requests": count, "failures": entry["num_failures"],
-            "mean_ms": round(entry["total_response_time"] / count, 3) if count else None,
-            "p50_ms": _percentile(times, count, 0.50), "p95_ms": _percentile(times, count, 0.95),
-            "p99_ms": _percentile(times, count, 0.99), "max_ms": entry.get("max_response_time"),
-        })  # fmt: skip
+        out.append(
+            {
+                "type": entry["method"],
+                "name": entry["name"],
+                "requests": count,
+                "failures": entry["num_failures"],
+                "mean_ms": round(entry["total_response_time"] / count, 3) if count else None,
+                "p50_ms": _percentile(times, count, 0.50),
+                "p95_ms": _percentile(times, count, 0.95),
+                "p99_ms": _percentile(times, count, 0.99),
+                "max_ms": entry.get("max_response_time"),
+            }
+        )
     return out
 
 
@@ -94,20 +101,48 @@ def run_locust(workload: Workload, plan: LoadPlan, processes: int = 1, jsonl_pat
     with tempfile.TemporaryDirectory(prefix="perfkit-locust-") as tmp:
         result_path, jsonl_dir = Path(tmp) / "result.json", Path(tmp) / "jsonl"
         command = [
-            locust_executable(), "-f", str(_LOCUSTFILE), "--headless", "--only-summary", "--json",
-            "-u", str(users), "-r", str(users), "-t", f"{max(1, round(plan.warmup_s + plan.duration_s))}s",
-            "--host", f"http://{workload.host}:{workload.port}", "--stop-timeout", "5",
-            "--perfkit-path", workload.path, "--perfkit-model", workload.models[0][0],
-            "--perfkit-stream", "on" if workload.stream else "off", "--perfkit-prompt-repeats", str(workload.prompt_repeats),
-            "--perfkit-max-tokens", str(workload.max_tokens or 0), "--perfkit-warmup", str(plan.warmup_s),
-            "--perfkit-result", str(result_path), "--perfkit-jsonl-dir", str(jsonl_dir),
+            locust_executable(),
+            "-f",
+            str(_LOCUSTFILE),
+            "--headless",
+            "--only-summary",
+            "--json",
+            "-u",
+            str(users),
+            "-r",
+            str(users),
+            "-t",
+            f"{max(1, round(plan.warmup_s + plan.duration_s))}s",
+            "--host",
+            f"http://{workload.host}:{workload.port}",
+            "--stop-timeout",
+            "5",
+            "--perfkit-path",
+            workload.path,
+            "--perfkit-model",
+            workload.models[0][0],
+            "--perfkit-stream",
+            "on" if workload.stream else "off",
+            "--perfkit-prompt-repeats",
+            str(workload.prompt_repeats),
+            "--perfkit-max-tokens",
+            str(workload.max_tokens or 0),
+            "--perfkit-warmup",
+            str(plan.warmup_s),
+            "--perfkit-result",
+            str(result_path),
+            "--perfkit-jsonl-dir",
+            str(jsonl_dir),
             # Locust's view of what perfkit measures too, folded into the result (not per chunk: too many rows).
-            "--perfkit-entries", "ttft,overhead,stage",
-        ]  # fmt: skip
+            "--perfkit-entries",
+            "ttft,overhead,stage",
+        ]
         if processes > 1:
             command += ["--processes", str(processes)]
         env = {**os.environ, "PERFKIT_API_KEY": workload.api_key or ""}
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True
+        )
         stop: KeyboardInterrupt | None = None
         try:
             stdout, stderr = process.communicate(timeout=plan.warmup_s + plan.duration_s + plan.timeout_s + 60)
@@ -127,7 +162,9 @@ def run_locust(workload: Workload, plan: LoadPlan, processes: int = 1, jsonl_pat
             raise stop
         if not result_path.exists():
             tail = "\n".join(stderr.decode(errors="replace").strip().splitlines()[-15:])
-            raise LocustError(f"locust exited with code {process.returncode} and wrote no result; its log ends:\n{tail}")
+            raise LocustError(
+                f"locust exited with code {process.returncode} and wrote no result; its log ends:\n{tail}"
+            )
         result = cast(LoadResult, orjson.loads(result_path.read_bytes()))
         if stop is not None:
             result = stopped(result, signal_name(stop))

@@ -53,8 +53,9 @@ class ChatCompletionsUser(FastHttpUser):
         self.chat_completion()
 
     # -- one request ----------------------------------------------------------
-    def chat_completion(self, model: str | None = None, stream: bool | None = None, name: str | None = None,
-                        path: str | None = None) -> Exchange:  # fmt: skip
+    def chat_completion(
+        self, model: str | None = None, stream: bool | None = None, name: str | None = None, path: str | None = None
+    ) -> Exchange:
         """Send one request, report it to Locust and perfkit; returns what was measured.
         Each argument left out comes from the ``--perfkit-*`` options."""
         options = self.environment.parsed_options
@@ -64,15 +65,18 @@ class ChatCompletionsUser(FastHttpUser):
         path = str(path or getattr(options, "perfkit_path", "/v1/chat/completions"))
         label = name or f"{path} ({'stream' if stream else 'json'})"
         prompt = seed_prompt(getattr(options, "perfkit_prompt_repeats", 150))
-        body = request_body(api_of(path) or "chat", model, prompt, stream, getattr(options, "perfkit_max_tokens", 0) or None)
+        body = request_body(
+            api_of(path) or "chat", model, prompt, stream, getattr(options, "perfkit_max_tokens", 0) or None
+        )
         trace_id = os.urandom(16).hex()
         api_key = getattr(options, "perfkit_api_key", None) or os.environ.get("API_KEY", "sk-1234")
         exchange = Exchange(intended_ns=perf_counter_ns(), trace_id=trace_id, model=model)
         exchange.sent_ns = exchange.intended_ns
         started_wall = time.time()
         payload: Any = orjson.dumps(body)  # bytes work; Locust's annotation says str or dict
-        with self.client.post(path, data=payload, headers=request_headers(api_key, trace_id), name=label, stream=True,
-                              catch_response=True) as response:  # fmt: skip
+        with self.client.post(
+            path, data=payload, headers=request_headers(api_key, trace_id), name=label, stream=True, catch_response=True
+        ) as response:
             exchange.headers_ns = exchange.first_byte_ns = perf_counter_ns()
             self._read(response, exchange)
             # Locust's own entry: the whole response, not just its headers.

@@ -13,10 +13,11 @@ import orjson
 
 from .._wire._headers import parse_server_timing
 from .._wire._names import LITELLM_OVERHEAD_HEADER, MOCK_PROCESSING_HEADER, OVERHEAD_HEADERS, SERVER_TIMING_HEADER
-from ._hdr import Histogram
 from ._exchange import Exchange
+from ._hdr import Histogram
 
 __all__ = ["Recorder"]
+
 
 def _ms_to_ns(text: str) -> int | None:
     try:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import statistics
-from typing import Any, cast
 
 from .._version import __version__
 from .._wire._names import LOAD_SCHEMA
-from ..types import GroundTruth, LoadConfig, LoadResult, LoadSummary, Percentiles
+from ..types import LoadConfig, LoadResult, Percentiles
 from ._exchange import ERROR_MESSAGES
 from ._recorder import Recorder
 
@@ -34,7 +33,9 @@ def build_result(
     lag_p99 = lag.percentile(99) / 1e6 if lag and lag.count else 0.0
     flags = []
     if config.get("mode") == "open" and lag_p99 > LAG_FLAG_MS:
-        flags.append(f"driver fell behind its schedule: schedule lag p99 {lag_p99:.1f} ms (> {LAG_FLAG_MS:g} ms); add --processes")
+        flags.append(
+            f"driver fell behind its schedule: schedule lag p99 {lag_p99:.1f} ms (> {LAG_FLAG_MS:g} ms); add --processes"
+        )
     if cpu_fraction > CPU_FLAG and wall_s >= 1:
         flags.append(f"driver CPU {cpu_fraction:.0%} of a core per process: it may be the bottleneck; add --processes")
     if recorder.errors:
@@ -71,14 +72,20 @@ def build_result(
             name.removeprefix("header:"): hist.summary_ms() for name, hist in h.items() if name.startswith("header:")
         },
         "server_timing": {
-            name.removeprefix("server_timing:"): hist.summary_ms() for name, hist in h.items() if name.startswith("server_timing:")
+            name.removeprefix("server_timing:"): hist.summary_ms()
+            for name, hist in h.items()
+            if name.startswith("server_timing:")
         },
         "ground_truth": {
             "gateway_added_ttft_ms": summary("gateway_added_ttft"),
             "added_delay_per_chunk_ms": summary("added_delay_per_chunk"),
         },
         "errors": {
-            name: {"count": count, "meaning": ERROR_MESSAGES.get(name, name), "example": recorder.error_examples.get(name, "")}
+            name: {
+                "count": count,
+                "meaning": ERROR_MESSAGES.get(name, name),
+                "example": recorder.error_examples.get(name, ""),
+            }
             for name, count in recorder.errors.items()
         },
         "histograms": {name: hist.to_dict() for name, hist in h.items()},
@@ -92,7 +99,10 @@ def median_run(results: list[LoadResult]) -> LoadResult:
     chosen = ordered[(len(ordered) - 1) // 2].copy()
     chosen["repeats"] = [r["summary"] for r in results]
     rps = [r["summary"]["rps"] for r in results]
-    chosen["summary"] = {**chosen["summary"], "rps_spread": {"min": min(rps), "median": statistics.median(rps), "max": max(rps)}}
+    chosen["summary"] = {
+        **chosen["summary"],
+        "rps_spread": {"min": min(rps), "median": statistics.median(rps), "max": max(rps)},
+    }
     return chosen
 
 
@@ -106,11 +116,17 @@ def stopped(result: LoadResult, signal: str) -> LoadResult:
 
 def render_table(result: LoadResult) -> str:
     s = result["summary"]
-    rows = [("requests", f"{s['requests']} ({s['errors']} errors)"), ("duration", f"{s['duration_s']:.2f} s"), ("throughput", f"{s['rps']:.1f} req/s")]
+    rows = [
+        ("requests", f"{s['requests']} ({s['errors']} errors)"),
+        ("duration", f"{s['duration_s']:.2f} s"),
+        ("throughput", f"{s['rps']:.1f} req/s"),
+    ]
 
     def pct(name: str, data: Percentiles | None) -> None:
         if data:
-            rows.append((name, "p50 {p50:.2f}  p90 {p90:.2f}  p95 {p95:.2f}  p99 {p99:.2f}  max {max:.2f} ms".format(**data)))
+            rows.append(
+                (name, "p50 {p50:.2f}  p90 {p90:.2f}  p95 {p95:.2f}  p99 {p99:.2f}  max {max:.2f} ms".format(**data))
+            )
 
     pct("latency", s["latency_ms"])
     pct("latency (uncorrected)", s["latency_uncorrected_ms"])
@@ -127,7 +143,9 @@ def render_table(result: LoadResult) -> str:
     pct("added delay per chunk", truth["added_delay_per_chunk_ms"])
     tokens = s["output_tokens"]
     rows.append(("output tokens", f"{tokens['total']} ({tokens['per_s']:.1f}/s, from {tokens['source']})"))
-    rows.append(("driver", f"{s['driver']['processes']} process(es), CPU {s['driver']['cpu_fraction']:.0%} of a core each"))
+    rows.append(
+        ("driver", f"{s['driver']['processes']} process(es), CPU {s['driver']['cpu_fraction']:.0%} of a core each")
+    )
     for name, info in result["errors"].items():
         rows.append((f"error {name}", f"{info['count']}: {info['meaning']}"))
     for flag in s["flags"]:

@@ -116,7 +116,9 @@ class Phase:
         self.started_ns = perf_counter_ns()
         self.measure_from = self.started_ns + int(plan.warmup_s * 1e9)
         self.recorder = Recorder(jsonl=jsonl, start_ns=self.measure_from)
-        self.deadline = self.started_ns + int(((plan.duration_s or 0) + plan.warmup_s) * 1e9) if plan.duration_s else None
+        self.deadline = (
+            self.started_ns + int(((plan.duration_s or 0) + plan.warmup_s) * 1e9) if plan.duration_s else None
+        )
         self.total = (plan.requests + plan.warmup_requests) if plan.requests else None
         self.issued = 0
         self.stopping = False
@@ -145,7 +147,9 @@ class Phase:
         ended_ns = perf_counter_ns()
         end = min(ended_ns, self.deadline) if self.deadline else ended_ns
         measured_ns = end - max(self.measure_from, self.started_ns)
-        return PhaseResult(self.recorder, max(measured_ns, 1) / 1e9, _cpu() - self.cpu_before, (ended_ns - self.started_ns) / 1e9)
+        return PhaseResult(
+            self.recorder, max(measured_ns, 1) / 1e9, _cpu() - self.cpu_before, (ended_ns - self.started_ns) / 1e9
+        )
 
 
 async def _closed_loop(phase: Phase) -> None:
@@ -198,7 +202,10 @@ async def _open_loop(phase: Phase) -> None:
 
 
 async def run_phase(
-    workload: Workload, plan: LoadPlan, progress: Progress | None = None, jsonl: IO[bytes] | None = None,
+    workload: Workload,
+    plan: LoadPlan,
+    progress: Progress | None = None,
+    jsonl: IO[bytes] | None = None,
     started: Callable[[Phase], None] | None = None,
 ) -> PhaseResult:
     """One phase; ``started`` gets the phase first, so a caller that is stopped
@@ -228,7 +235,10 @@ def _cpu() -> float:
 
 
 async def run_phase_logged(
-    workload: Workload, plan: LoadPlan, jsonl_path: str | None, progress: Progress | None = None,
+    workload: Workload,
+    plan: LoadPlan,
+    jsonl_path: str | None,
+    progress: Progress | None = None,
     started: Callable[[Phase], None] | None = None,
 ) -> PhaseResult:
     """run_phase, appending one JSON line per request to ``jsonl_path`` when given."""
@@ -240,7 +250,9 @@ async def run_phase_logged(
             jsonl.close()
 
 
-def run_until_stopped(main: Coroutine[Any, Any, object], stop_requested: Callable[[], bool] | None = None) -> str | None:
+def run_until_stopped(
+    main: Coroutine[Any, Any, object], stop_requested: Callable[[], bool] | None = None
+) -> str | None:
     """Run ``main`` on the fastest loop until it ends or a stop signal (Ctrl-C,
     SIGTERM, SIGHUP) cancels it; the signal's name, or None when it ran to the end.
     ``stop_requested``, polled ten times a second, stops it too ("parent").
@@ -313,5 +325,10 @@ def run_phase_sync(workload: Workload, plan: LoadPlan, jsonl_path: str | None = 
     if not phases:
         raise RuntimeError("the phase did not start")
     result = phases[0].result()
-    return {"stopped_by": stopped_by, "recorder": result.recorder.to_dict(), "duration_s": result.duration_s,
-            "cpu_s": result.cpu_s, "wall_s": result.wall_s}  # fmt: skip
+    return {
+        "stopped_by": stopped_by,
+        "recorder": result.recorder.to_dict(),
+        "duration_s": result.duration_s,
+        "cpu_s": result.cpu_s,
+        "wall_s": result.wall_s,
+    }

@@ -13,7 +13,17 @@ import orjson
 
 from .._wire._headers import format_traceparent
 
-__all__ = ["Api", "Workload", "WorkloadError", "api_of", "endpoint_url", "request_body", "request_headers", "seed_prompt", "SEED_SENTENCE"]
+__all__ = [
+    "Api",
+    "Workload",
+    "WorkloadError",
+    "api_of",
+    "endpoint_url",
+    "request_body",
+    "request_headers",
+    "seed_prompt",
+    "SEED_SENTENCE",
+]
 
 Api = Literal["chat", "completions", "embeddings", "messages", "responses"]
 _APIS: tuple[tuple[str, Api], ...] = (
@@ -140,9 +150,17 @@ class Workload:
             body_obj = request_body(api, model, seed_prompt(self.prompt_repeats), self.stream, self.max_tokens)
         body = orjson.dumps(body_obj)
         trace_id = os.urandom(16).hex()
-        headers = {**request_headers(self.api_key, trace_id, self.send_traceparent), "User-Agent": "perfkit-load", **dict(self.headers)}
-        lines = [f"POST {self.path} HTTP/1.1", f"Host: {self.host}:{self.port}", *(f"{k}: {v}" for k, v in headers.items()),
-                 f"Content-Length: {len(body)}"]  # fmt: skip
+        headers = {
+            **request_headers(self.api_key, trace_id, self.send_traceparent),
+            "User-Agent": "perfkit-load",
+            **dict(self.headers),
+        }
+        lines = [
+            f"POST {self.path} HTTP/1.1",
+            f"Host: {self.host}:{self.port}",
+            *(f"{k}: {v}" for k, v in headers.items()),
+            f"Content-Length: {len(body)}",
+        ]
         return "\r\n".join(lines).encode("latin-1") + b"\r\n\r\n" + body, trace_id, model
 
     def _pick_model(self, rng: random.Random) -> str:

@@ -43,7 +43,9 @@ class MockApp:
                 break
         received = time.perf_counter_ns()
         query = scope.get("query_string", b"").decode("latin-1")
-        plan = self.engine.plan(scope["method"], f"{scope['path']}?{query}" if query else scope["path"], b"".join(chunks))
+        plan = self.engine.plan(
+            scope["method"], f"{scope['path']}?{query}" if query else scope["path"], b"".join(chunks)
+        )
         await self._execute(plan, received, send)
 
     async def _execute(self, plan: Plan, received_ns: int, send: Any) -> None:

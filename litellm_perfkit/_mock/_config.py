@@ -117,7 +117,9 @@ _PROFILE_FIELDS = {f.name for f in dataclasses.fields(ModelProfile)}
 def _profile(base: ModelProfile, values: dict[str, Any], where: str) -> ModelProfile:
     unknown = set(values) - _PROFILE_FIELDS
     if unknown:
-        raise ConfigError(f"{where}: unknown setting(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(_PROFILE_FIELDS))}")
+        raise ConfigError(
+            f"{where}: unknown setting(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(_PROFILE_FIELDS))}"
+        )
     try:
         return dataclasses.replace(base, **values).validate()
     except TypeError as exc:
@@ -150,11 +152,15 @@ def load_config(path: str | None, base: MockConfig) -> MockConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping")
     default = _profile(base.default, data.get("default", {}), f"{path}: default")
-    models = {name: _profile(default, values, f"{path}: model {name}") for name, values in data.get("models", {}).items()}
+    models = {
+        name: _profile(default, values, f"{path}: model {name}") for name, values in data.get("models", {}).items()
+    }
     deployments = base.deployments
     if "deployments" in data:
         try:
             deployments = tuple(Deployment(**d) for d in data["deployments"])
         except TypeError as exc:
             raise ConfigError(f"{path}: deployments: {exc}") from None
-    return dataclasses.replace(base, default=default, models=models, deployments=deployments, seed=data.get("seed", base.seed))
+    return dataclasses.replace(
+        base, default=default, models=models, deployments=deployments, seed=data.get("seed", base.seed)
+    )

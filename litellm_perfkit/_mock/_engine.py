@@ -102,7 +102,11 @@ def _text_chars(content: Any) -> int:
     if isinstance(content, str):
         return len(content)
     if isinstance(content, list):
-        return sum(len(part.get("text", "")) for part in content if isinstance(part, dict) and isinstance(part.get("text", ""), str))
+        return sum(
+            len(part.get("text", ""))
+            for part in content
+            if isinstance(part, dict) and isinstance(part.get("text", ""), str)
+        )
     return 0
 
 
@@ -207,8 +211,13 @@ class MockEngine:
         field_name, field_type = _REQUIRED[endpoint]
         value = payload.get(field_name)
         if value is None or (field_type is not None and not isinstance(value, field_type)):
-            return self._error(api, 400, f"'{field_name}' is required" + (" (a list)" if field_type else ""), "invalid_request_error",
-                               param=field_name)  # fmt: skip
+            return self._error(
+                api,
+                400,
+                f"'{field_name}' is required" + (" (a list)" if field_type else ""),
+                "invalid_request_error",
+                param=field_name,
+            )
 
         profile = self.config.profile(model)
         rng = self._rng(profile)
@@ -221,7 +230,13 @@ class MockEngine:
             completion_tokens = profile.chunks * profile.tokens_per_chunk
         wait = self.quota.admit(tokens + completion_tokens)
         if wait is not None:
-            plan = self._error(api, 429, "Rate limit reached for this deployment (mock quota)", "rate_limit_error", "rate_limit_exceeded")
+            plan = self._error(
+                api,
+                429,
+                "Rate limit reached for this deployment (mock quota)",
+                "rate_limit_error",
+                "rate_limit_exceeded",
+            )
             plan.headers.append((b"retry-after", str(max(1, math.ceil(wait))).encode()))
             return plan
         fault = self._fault(api, profile, rng)
@@ -237,14 +252,19 @@ class MockEngine:
         return plan
 
     # -- plans --------------------------------------------------------------
-    def _error(self, api: Api, status: int, message: str, kind: str, code: str | None = None, param: str | None = None) -> Plan:
+    def _error(
+        self, api: Api, status: int, message: str, kind: str, code: str | None = None, param: str | None = None
+    ) -> Plan:
         data = error_body(message, kind, code, param, api)
         return Plan(status, JSON, render=lambda _: data)
 
     def _models(self) -> Plan:
         names = sorted({"mock-model", *self.config.models})
         data = orjson.dumps(
-            {"object": "list", "data": [{"id": n, "object": "model", "created": 0, "owned_by": "perfkit"} for n in names]}
+            {
+                "object": "list",
+                "data": [{"id": n, "object": "model", "created": 0, "owned_by": "perfkit"} for n in names],
+            }
         )
         return Plan(200, JSON, render=lambda _: data)
 
@@ -281,18 +301,35 @@ class MockEngine:
         return [ms / 1000 for ms in offsets]
 
     def _completion(
-        self, api: Api, payload: dict[str, Any], model: str, profile: ModelProfile, prompt_tokens: int, rng: random.Random | None
+        self,
+        api: Api,
+        payload: dict[str, Any],
+        model: str,
+        profile: ModelProfile,
+        prompt_tokens: int,
+        rng: random.Random | None,
     ) -> Plan:
         chunks = profile.chunks
         finish: Literal["stop", "length"] = "stop"
-        max_tokens = payload.get("max_tokens") or payload.get("max_completion_tokens") or payload.get("max_output_tokens")
+        max_tokens = (
+            payload.get("max_tokens") or payload.get("max_completion_tokens") or payload.get("max_output_tokens")
+        )
         if isinstance(max_tokens, int) and max_tokens > 0 and max_tokens < chunks * profile.tokens_per_chunk:
             chunks = max(1, math.ceil(max_tokens / profile.tokens_per_chunk))
             finish = "length"
         piece = (profile.token_text + " ") * (profile.tokens_per_chunk - 1) + profile.token_text
         form = FORMATS[api]
-        answer = Answer(ident=f"{form.id_prefix}{self.requests}", model=model, created=int(time.time()), first=piece, rest=" " + piece,
-                        chunks=chunks, finish=finish, prompt_tokens=prompt_tokens, completion_tokens=chunks * profile.tokens_per_chunk)  # fmt: skip
+        answer = Answer(
+            ident=f"{form.id_prefix}{self.requests}",
+            model=model,
+            created=int(time.time()),
+            first=piece,
+            rest=" " + piece,
+            chunks=chunks,
+            finish=finish,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=chunks * profile.tokens_per_chunk,
+        )
         offsets = self._offsets(profile, chunks, rng)
         if not payload.get("stream"):
             prefix = self._body(api, answer, profile)
@@ -323,7 +360,9 @@ class MockEngine:
             self._templates[key] = template
         return template[0] + answer.ident.encode() + template[1]
 
-    def _embeddings(self, payload: dict[str, Any], model: str, profile: ModelProfile, tokens: int, rng: random.Random | None) -> Plan:
+    def _embeddings(
+        self, payload: dict[str, Any], model: str, profile: ModelProfile, tokens: int, rng: random.Random | None
+    ) -> Plan:
         inputs = payload["input"] if isinstance(payload["input"], list) else [payload["input"]]
         dims = int(payload.get("dimensions") or profile.embedding_dims)
         vector = [round(1 / math.sqrt(dims), 6)] * dims

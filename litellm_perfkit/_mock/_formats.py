@@ -62,7 +62,9 @@ def _sse(data: dict[str, Any], event: str | None = None) -> bytes:
     return head + b"data: " + open_json(data)
 
 
-def _layout(before: list[bytes], content: list[bytes], after: list[bytes], offsets: list[float]) -> tuple[list[bytes], list[float]]:
+def _layout(
+    before: list[bytes], content: list[bytes], after: list[bytes], offsets: list[float]
+) -> tuple[list[bytes], list[float]]:
     """Events before the content go at once, content at its offsets, the rest with the last chunk."""
     return [*before, *content, *after], [0.0] * len(before) + offsets + [offsets[-1]] * len(after)
 
@@ -74,31 +76,75 @@ def _usage_openai(answer: Answer) -> dict[str, int]:
 
 
 def _chat_body(answer: Answer) -> dict[str, Any]:
-    choice = {"index": 0, "message": {"role": "assistant", "content": answer.text}, "finish_reason": answer.finish, "logprobs": None}
-    return {"id": ID_MARKER, "object": "chat.completion", "created": answer.created, "model": answer.model, "choices": [choice],
-            "usage": _usage_openai(answer), "system_fingerprint": None}  # fmt: skip
+    choice = {
+        "index": 0,
+        "message": {"role": "assistant", "content": answer.text},
+        "finish_reason": answer.finish,
+        "logprobs": None,
+    }
+    return {
+        "id": ID_MARKER,
+        "object": "chat.completion",
+        "created": answer.created,
+        "model": answer.model,
+        "choices": [choice],
+        "usage": _usage_openai(answer),
+        "system_fingerprint": None,
+    }
 
 
 def _completions_body(answer: Answer) -> dict[str, Any]:
     choice = {"index": 0, "text": answer.text, "finish_reason": answer.finish, "logprobs": None}
-    return {"id": ID_MARKER, "object": "text_completion", "created": answer.created, "model": answer.model, "choices": [choice],
-            "usage": _usage_openai(answer)}  # fmt: skip
+    return {
+        "id": ID_MARKER,
+        "object": "text_completion",
+        "created": answer.created,
+        "model": answer.model,
+        "choices": [choice],
+        "usage": _usage_openai(answer),
+    }
 
 
 def _openai_stream(chat: bool) -> Callable[[Answer, list[float], dict[str, Any]], Events]:
     def stream(answer: Answer, offsets: list[float], payload: dict[str, Any]) -> Events:
-        head = {"id": answer.ident, "object": "chat.completion.chunk" if chat else "text_completion", "created": answer.created,
-                "model": answer.model}  # fmt: skip
+        head = {
+            "id": answer.ident,
+            "object": "chat.completion.chunk" if chat else "text_completion",
+            "created": answer.created,
+            "model": answer.model,
+        }
 
         def event(choices: list[dict[str, Any]], extra: dict[str, Any] | None = None) -> bytes:
             return _sse({**head, "choices": choices, **(extra or {})})
 
         def content(text: str, finish: str | None) -> list[dict[str, Any]]:
             if chat:
-                return [{"index": 0, "delta": {"content": text} if finish is None else {}, "finish_reason": finish, "logprobs": None}]
+                return [
+                    {
+                        "index": 0,
+                        "delta": {"content": text} if finish is None else {},
+                        "finish_reason": finish,
+                        "logprobs": None,
+                    }
+                ]
             return [{"index": 0, "text": text, "finish_reason": finish, "logprobs": None}]
 
-        before = [event([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None, "logprobs": None}])] if chat else []
+        before = (
+            [
+                event(
+                    [
+                        {
+                            "index": 0,
+                            "delta": {"role": "assistant", "content": ""},
+                            "finish_reason": None,
+                            "logprobs": None,
+                        }
+                    ]
+                )
+            ]
+            if chat
+            else []
+        )
         first, rest = event(content(answer.first, None)), event(content(answer.rest, None))
         after = [event(content("", answer.finish))]
         if (payload.get("stream_options") or {}).get("include_usage"):
@@ -114,13 +160,22 @@ _STOP_REASON = {"stop": "end_turn", "length": "max_tokens"}
 
 
 def _message(answer: Answer, content: list[dict[str, Any]], stop: str | None, output_tokens: int) -> dict[str, Any]:
-    return {"id": ID_MARKER if stop else answer.ident, "type": "message", "role": "assistant", "model": answer.model, "content": content,
-            "stop_reason": stop, "stop_sequence": None,
-            "usage": {"input_tokens": answer.prompt_tokens, "output_tokens": output_tokens}}  # fmt: skip
+    return {
+        "id": ID_MARKER if stop else answer.ident,
+        "type": "message",
+        "role": "assistant",
+        "model": answer.model,
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": {"input_tokens": answer.prompt_tokens, "output_tokens": output_tokens},
+    }
 
 
 def _messages_body(answer: Answer) -> dict[str, Any]:
-    return _message(answer, [{"type": "text", "text": answer.text}], _STOP_REASON[answer.finish], answer.completion_tokens)
+    return _message(
+        answer, [{"type": "text", "text": answer.text}], _STOP_REASON[answer.finish], answer.completion_tokens
+    )
 
 
 def _messages_stream(answer: Answer, offsets: list[float], payload: dict[str, Any]) -> Events:
@@ -136,8 +191,11 @@ def _messages_stream(answer: Answer, offsets: list[float], payload: dict[str, An
     ]
     after = [
         event("content_block_stop", index=0),
-        event("message_delta", delta={"stop_reason": _STOP_REASON[answer.finish], "stop_sequence": None},
-              usage={"output_tokens": answer.completion_tokens}),  # fmt: skip
+        event(
+            "message_delta",
+            delta={"stop_reason": _STOP_REASON[answer.finish], "stop_sequence": None},
+            usage={"output_tokens": answer.completion_tokens},
+        ),
         event("message_stop"),
     ]
     first, rest = delta(answer.first), delta(answer.rest)
@@ -148,13 +206,33 @@ def _messages_stream(answer: Answer, offsets: list[float], payload: dict[str, An
 # -- OpenAI Responses -------------------------------------------------------
 def _response(answer: Answer, status: str, output: list[dict[str, Any]]) -> dict[str, Any]:
     done = status == "completed"
-    usage = {"input_tokens": answer.prompt_tokens, "output_tokens": answer.completion_tokens,
-             "total_tokens": answer.prompt_tokens + answer.completion_tokens,
-             "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}}  # fmt: skip
-    return {"id": ID_MARKER if done else answer.ident, "object": "response", "created_at": answer.created, "status": status,
-            "model": answer.model, "output": output, "usage": usage if done else None, "error": None, "incomplete_details": None,
-            "instructions": None, "metadata": {}, "parallel_tool_calls": True, "temperature": 1.0, "top_p": 1.0,
-            "tool_choice": "auto", "tools": [], "text": {"format": {"type": "text"}}, "truncation": "disabled"}  # fmt: skip
+    usage = {
+        "input_tokens": answer.prompt_tokens,
+        "output_tokens": answer.completion_tokens,
+        "total_tokens": answer.prompt_tokens + answer.completion_tokens,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens_details": {"reasoning_tokens": 0},
+    }
+    return {
+        "id": ID_MARKER if done else answer.ident,
+        "object": "response",
+        "created_at": answer.created,
+        "status": status,
+        "model": answer.model,
+        "output": output,
+        "usage": usage if done else None,
+        "error": None,
+        "incomplete_details": None,
+        "instructions": None,
+        "metadata": {},
+        "parallel_tool_calls": True,
+        "temperature": 1.0,
+        "top_p": 1.0,
+        "tool_choice": "auto",
+        "tools": [],
+        "text": {"format": {"type": "text"}},
+        "truncation": "disabled",
+    }
 
 
 def _output_item(answer: Answer, status: str, text: str | None) -> dict[str, Any]:
@@ -184,8 +262,10 @@ def _responses_stream(answer: Answer, offsets: list[float], payload: dict[str, A
         event("response.output_item.added", output_index=0, item=_output_item(answer, "in_progress", None)),
         event("response.content_part.added", **at, part=part("")),
     ]
-    content = [event("response.output_text.delta", **at, delta=answer.first if i == 0 else answer.rest, logprobs=[])
-               for i in range(answer.chunks)]  # fmt: skip
+    content = [
+        event("response.output_text.delta", **at, delta=answer.first if i == 0 else answer.rest, logprobs=[])
+        for i in range(answer.chunks)
+    ]
     after = [
         event("response.output_text.done", **at, text=answer.text, logprobs=[]),
         event("response.content_part.done", **at, part=part(answer.text)),

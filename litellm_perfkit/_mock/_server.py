@@ -22,8 +22,15 @@ from ._engine import MockEngine, Plan
 
 __all__ = ["serve", "start_servers", "run_fast", "MockProtocol"]
 
-_REASONS = {200: b"OK", 400: b"Bad Request", 404: b"Not Found", 405: b"Method Not Allowed", 413: b"Payload Too Large",
-            429: b"Too Many Requests", 500: b"Internal Server Error"}  # fmt: skip
+_REASONS = {
+    200: b"OK",
+    400: b"Bad Request",
+    404: b"Not Found",
+    405: b"Method Not Allowed",
+    413: b"Payload Too Large",
+    429: b"Too Many Requests",
+    500: b"Internal Server Error",
+}
 _MAX_HEAD = 64 * 1024
 _PROCESSING = MOCK_PROCESSING_HEADER.encode()
 _RECEIVED = MOCK_RECEIVED_HEADER.encode()
@@ -132,7 +139,15 @@ class MockProtocol(asyncio.Protocol):
         # The mock's own time: the deliberate delay is not processing.
         processing = max(0, time.perf_counter_ns() - received_ns - int(plan.at_s * 1e9))
         transport.write(
-            _head(plan.status, plan.content_type, len(body), plan.headers, processing, close=not self.keep_alive, received_ns=received_ns)
+            _head(
+                plan.status,
+                plan.content_type,
+                len(body),
+                plan.headers,
+                processing,
+                close=not self.keep_alive,
+                received_ns=received_ns,
+            )
             + body
         )
         self._done()
@@ -141,7 +156,15 @@ class MockProtocol(asyncio.Protocol):
         assert self.transport is not None and plan.offsets_s is not None
         processing = time.perf_counter_ns() - received_ns
         self.transport.write(
-            _head(plan.status, plan.content_type, None, plan.headers, processing, close=not self.keep_alive, received_ns=received_ns)
+            _head(
+                plan.status,
+                plan.content_type,
+                None,
+                plan.headers,
+                processing,
+                close=not self.keep_alive,
+                received_ns=received_ns,
+            )
         )
         start = self.loop.time() - (time.perf_counter_ns() - received_ns) / 1e9
         # Events due at the same moment go out together, in order: timers with
@@ -234,7 +257,9 @@ async def start_servers(config: MockConfig, deployments: Sequence[Deployment] | 
     servers = []
     for deployment in deployments or config.deployments:
         engine = MockEngine(config, deployment)
-        server = await loop.create_server(functools.partial(MockProtocol, engine), config.host, deployment.port, backlog=4096)
+        server = await loop.create_server(
+            functools.partial(MockProtocol, engine), config.host, deployment.port, backlog=4096
+        )
         servers.append(server)
     return servers
 

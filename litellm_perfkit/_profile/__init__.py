@@ -7,4 +7,12 @@ from ._flamegraph import FlamegraphOptions, ProfileError, record, start_recordin
 from ._request import RequestProfileMiddleware
 from ._stages import StageProfiler
 
-__all__ = ["FlamegraphOptions", "ProfileError", "RequestProfileMiddleware", "StageProfiler", "record", "start_recording", "stop_recording"]
+__all__ = [
+    "FlamegraphOptions",
+    "ProfileError",
+    "RequestProfileMiddleware",
+    "StageProfiler",
+    "record",
+    "start_recording",
+    "stop_recording",
+]

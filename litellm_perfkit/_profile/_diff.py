@@ -67,7 +67,9 @@ def _speedscope(document: dict[str, Any], path: Path, sample_ms: float) -> dict[
     stacks: dict[Stack, float] = defaultdict(float)
     for profile in document.get("profiles", []):
         if profile.get("type") != "sampled":
-            raise DiffError(f"{path}: a speedscope {profile.get('type')!r} profile; give sampled profiles (py-spy's, perfkit's)")
+            raise DiffError(
+                f"{path}: a speedscope {profile.get('type')!r} profile; give sampled profiles (py-spy's, perfkit's)"
+            )
         scale = _TO_MS.get(profile.get("unit", "none"), sample_ms)
         for sample, weight in zip(profile["samples"], profile.get("weights") or [1] * len(profile["samples"])):
             if sample:
@@ -97,7 +99,11 @@ def load_recording(path: Path, requests: float | None, rate: int) -> Recording:
         raise DiffError(f"cannot read {path}: {exc.strerror}") from None
     sample_ms = 1000.0 / rate
     try:
-        stacks = _speedscope(orjson.loads(data), path, sample_ms) if data.lstrip()[:1] == b"{" else _folded(data.decode(), path, sample_ms)
+        stacks = (
+            _speedscope(orjson.loads(data), path, sample_ms)
+            if data.lstrip()[:1] == b"{"
+            else _folded(data.decode(), path, sample_ms)
+        )
     except (orjson.JSONDecodeError, UnicodeDecodeError, KeyError, IndexError, TypeError) as exc:
         raise DiffError(f"{path}: not a speedscope file or folded stacks ({type(exc).__name__})") from None
     if not stacks:
@@ -143,8 +149,17 @@ def diff(side_a: list[Recording], side_b: list[Recording]) -> tuple[list[FrameDe
     deltas = []
     for frame in frames:
         a, b = [s.get(frame, 0.0) for s in selfs_a], [s.get(frame, 0.0) for s in selfs_b]
-        deltas.append(FrameDelta(frame, statistics.fmean(a), statistics.fmean(b), statistics.fmean(t.get(frame, 0.0) for t in totals_a),
-                                 statistics.fmean(t.get(frame, 0.0) for t in totals_b), 0.0, _interval(a, b)))  # fmt: skip
+        deltas.append(
+            FrameDelta(
+                frame,
+                statistics.fmean(a),
+                statistics.fmean(b),
+                statistics.fmean(t.get(frame, 0.0) for t in totals_a),
+                statistics.fmean(t.get(frame, 0.0) for t in totals_b),
+                0.0,
+                _interval(a, b),
+            )
+        )
     moved = sum(abs(d.self_delta) for d in deltas)
     for d in deltas:
         d.share = abs(d.self_delta) / moved if moved else 0.0
@@ -153,14 +168,19 @@ def diff(side_a: list[Recording], side_b: list[Recording]) -> tuple[list[FrameDe
 
 
 def render_diff(deltas: list[FrameDelta], whole_a: float, whole_b: float, unit: str, top: int = 20) -> str:
-    lines = [f"A {whole_a:.3f} {unit}, B {whole_b:.3f} {unit}: {whole_b - whole_a:+.3f} {unit}"
-             + (f" ({(whole_b - whole_a) / whole_a:+.1%})" if whole_a else ""), "",
-             "| frame | self A | self B | self change | share of what moved | 95% interval | total A | total B |",
-             "|---|---:|---:|---:|---:|---|---:|---:|"]  # fmt: skip
+    lines = [
+        f"A {whole_a:.3f} {unit}, B {whole_b:.3f} {unit}: {whole_b - whole_a:+.3f} {unit}"
+        + (f" ({(whole_b - whole_a) / whole_a:+.1%})" if whole_a else ""),
+        "",
+        "| frame | self A | self B | self change | share of what moved | 95% interval | total A | total B |",
+        "|---|---:|---:|---:|---:|---|---:|---:|",
+    ]
     for d in deltas[:top]:
         interval = f"{d.interval[0]:+.3f} to {d.interval[1]:+.3f}" if d.interval else "(repeats needed)"
-        lines.append(f"| {d.frame} | {d.self_a:.3f} | {d.self_b:.3f} | {d.self_delta:+.3f} | {d.share:.1%} | {interval} | "
-                     f"{d.total_a:.3f} | {d.total_b:.3f} |")  # fmt: skip
+        lines.append(
+            f"| {d.frame} | {d.self_a:.3f} | {d.self_b:.3f} | {d.self_delta:+.3f} | {d.share:.1%} | {interval} | "
+            f"{d.total_a:.3f} | {d.total_b:.3f} |"
+        )
     return "\n".join(lines)
 
 
@@ -183,10 +203,25 @@ def write_diff(side_a: list[Recording], side_b: list[Recording], speedscope: Pat
         def profile(name: str, sign: float) -> dict[str, Any]:
             picked = [(s, sign * (mean_b.get(s, 0.0) - mean_a.get(s, 0.0))) for s in stacks]
             picked = [(s, w) for s, w in picked if w > 0]
-            return {"type": "sampled", "name": name, "unit": "milliseconds", "startValue": 0, "endValue": sum(w for _, w in picked),
-                    "samples": [[index[f] for f in s] for s, _ in picked], "weights": [w for _, w in picked]}  # fmt: skip
+            return {
+                "type": "sampled",
+                "name": name,
+                "unit": "milliseconds",
+                "startValue": 0,
+                "endValue": sum(w for _, w in picked),
+                "samples": [[index[f] for f in s] for s, _ in picked],
+                "weights": [w for _, w in picked],
+            }
 
-        document = {"$schema": "https://www.speedscope.app/file-format-schema.json", "name": "perfkit profile diff (B - A)",
-                    "activeProfileIndex": 0, "exporter": "perfkit", "shared": {"frames": [{"name": n} for n in names]},
-                    "profiles": [profile("grew from A to B (ms per request)", 1.0), profile("shrank from A to B (ms per request)", -1.0)]}  # fmt: skip
+        document = {
+            "$schema": "https://www.speedscope.app/file-format-schema.json",
+            "name": "perfkit profile diff (B - A)",
+            "activeProfileIndex": 0,
+            "exporter": "perfkit",
+            "shared": {"frames": [{"name": n} for n in names]},
+            "profiles": [
+                profile("grew from A to B (ms per request)", 1.0),
+                profile("shrank from A to B (ms per request)", -1.0),
+            ],
+        }
         speedscope.write_bytes(orjson.dumps(document))

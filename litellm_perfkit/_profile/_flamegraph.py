@@ -18,7 +18,16 @@ import orjson
 
 from .._executables import find_executable
 
-__all__ = ["conform_speedscope", "FlamegraphOptions", "ProfileError", "PTRACE_HELP", "py_spy_command", "record", "start_recording", "stop_recording"]
+__all__ = [
+    "conform_speedscope",
+    "FlamegraphOptions",
+    "ProfileError",
+    "PTRACE_HELP",
+    "py_spy_command",
+    "record",
+    "start_recording",
+    "stop_recording",
+]
 
 FlamegraphFormat = Literal["speedscope", "svg"]
 
@@ -65,12 +74,24 @@ def check_pid(pid: int) -> None:
 
 
 def py_spy_command(options: FlamegraphOptions, pid: int | None = None, command: list[str] | None = None) -> list[str]:
-    argv = [_py_spy(), "record", "--output", options.output, "--rate", str(options.rate),
-            "--format", "speedscope" if options.format == "speedscope" else "flamegraph"]  # fmt: skip
+    argv = [
+        _py_spy(),
+        "record",
+        "--output",
+        options.output,
+        "--rate",
+        str(options.rate),
+        "--format",
+        "speedscope" if options.format == "speedscope" else "flamegraph",
+    ]
     if options.duration_s is not None:
         argv += ["--duration", str(max(1, round(options.duration_s)))]
-    for flag, on in (("--subprocesses", options.subprocesses), ("--idle", options.idle), ("--native", options.native),
-                     ("--nonblocking", options.nonblocking)):  # fmt: skip
+    for flag, on in (
+        ("--subprocesses", options.subprocesses),
+        ("--idle", options.idle),
+        ("--native", options.native),
+        ("--nonblocking", options.nonblocking),
+    ):
         if on:
             argv.append(flag)
     if pid is not None:
@@ -89,7 +110,9 @@ def _explain(returncode: int, stderr: str) -> str:
     return f"py-spy failed: {detail.removeprefix('Error: ')}"
 
 
-def _spawn(options: FlamegraphOptions, pid: int | None = None, command: list[str] | None = None) -> subprocess.Popen[bytes]:
+def _spawn(
+    options: FlamegraphOptions, pid: int | None = None, command: list[str] | None = None
+) -> subprocess.Popen[bytes]:
     if pid is not None:
         check_pid(pid)
     Path(options.output).parent.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,12 @@ __all__ = ["perfkit_tags", "start_pyroscope"]
 
 
 def perfkit_tags(service: str) -> dict[str, str]:
-    tags = {"service_name": service, "perfkit_version": __version__, "host": socket.gethostname(), "pid": str(os.getpid())}
+    tags = {
+        "service_name": service,
+        "perfkit_version": __version__,
+        "host": socket.gethostname(),
+        "pid": str(os.getpid()),
+    }
     try:
         tags["litellm_version"] = importlib.metadata.version("litellm")
     except importlib.metadata.PackageNotFoundError:
@@ -26,7 +31,9 @@ def perfkit_tags(service: str) -> dict[str, str]:
     return tags
 
 
-def start_pyroscope(server_address: str, service: str, sample_rate: int = 100, extra_tags: dict[str, str] | None = None) -> dict[str, str]:
+def start_pyroscope(
+    server_address: str, service: str, sample_rate: int = 100, extra_tags: dict[str, str] | None = None
+) -> dict[str, str]:
     """Start pyroscope-io's sampler in this process; returns the tags it carries."""
     import pyroscope
 

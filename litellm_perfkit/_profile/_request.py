@@ -44,7 +44,9 @@ class RequestProfileMiddleware:
             try:
                 from pyinstrument import Profiler  # noqa: F401 - fail at setup, not per request
             except ImportError:
-                raise RuntimeError("per-request profiles need pyinstrument: pip install 'litellm_perfkit[profile]'") from None
+                raise RuntimeError(
+                    "per-request profiles need pyinstrument: pip install 'litellm_perfkit[profile]'"
+                ) from None
         self.directory = Path(directory)
         self.max_profiles = max_profiles
         self.max_concurrent = max_concurrent
@@ -79,7 +81,12 @@ class RequestProfileMiddleware:
     def _claim(self) -> bool:
         with self._lock:
             if self.written + self.active >= self.max_profiles:
-                warn_once("profiles-full", "perfkit: %d request profiles written to %s; no more will be taken", self.written, self.directory)
+                warn_once(
+                    "profiles-full",
+                    "perfkit: %d request profiles written to %s; no more will be taken",
+                    self.written,
+                    self.directory,
+                )
                 return False
             if self.active >= self.max_concurrent:
                 return False
@@ -95,7 +102,10 @@ class RequestProfileMiddleware:
 
         async def send_with_id(message: Any) -> None:
             if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", []), (PROFILE_ID_HEADER, profile_id.encode())]}
+                message = {
+                    **message,
+                    "headers": [*message.get("headers", []), (PROFILE_ID_HEADER, profile_id.encode())],
+                }
             await send(message)
 
         try:

@@ -38,9 +38,12 @@ def _try(what: str, action: Any) -> None:
 def _request_profiles(app: Any, env: Any) -> None:
     from ._request import RequestProfileMiddleware
 
-    app.add_middleware(RequestProfileMiddleware, secret=env["PERFKIT_PROFILE_SECRET"],
-                       directory=env.get("PERFKIT_PROFILE_DIR", "perfkit-profiles"),
-                       max_profiles=int(env.get("PERFKIT_PROFILE_MAX", "50")))  # fmt: skip
+    app.add_middleware(
+        RequestProfileMiddleware,
+        secret=env["PERFKIT_PROFILE_SECRET"],
+        directory=env.get("PERFKIT_PROFILE_DIR", "perfkit-profiles"),
+        max_profiles=int(env.get("PERFKIT_PROFILE_MAX", "50")),
+    )
 
 
 def _stage_profiles(app: Any, env: Any) -> None:

@@ -143,11 +143,17 @@ class StageProfiler:
         for stage, counter in sorted(self.samples.items(), key=lambda item: -sum(item[1].values())):
             stacks = list(counter.items())
             total = sum(counter.values()) * weight
-            profiles.append({
-                "type": "sampled", "name": stage, "unit": "seconds", "startValue": 0, "endValue": total,
-                "samples": [[frame_id(code) for code in stack] for stack, _ in stacks],
-                "weights": [count * weight for _, count in stacks],
-            })  # fmt: skip
+            profiles.append(
+                {
+                    "type": "sampled",
+                    "name": stage,
+                    "unit": "seconds",
+                    "startValue": 0,
+                    "endValue": total,
+                    "samples": [[frame_id(code) for code in stack] for stack, _ in stacks],
+                    "weights": [count * weight for _, count in stacks],
+                }
+            )
         return {
             "$schema": "https://www.speedscope.app/file-format-schema.json",
             "shared": {"frames": frames},

@@ -39,8 +39,16 @@ TERMINAL_TYPES = frozenset({"message_stop", "response.completed", "response.fail
 CHAT_OUTPUT_KEYS = ("content", "tool_calls", "function_call", "reasoning_content", "reasoning")
 _ANTHROPIC_OUTPUT = ("text", "partial_json", "thinking")
 
-TOKEN_HINTS = (b'"content"', b'"tool_calls"', b'"reasoning', b'"text"', b'"function_call"', b'"partial_json"',
-               b'"thinking"', b'.delta"')  # fmt: skip
+TOKEN_HINTS = (
+    b'"content"',
+    b'"tool_calls"',
+    b'"reasoning',
+    b'"text"',
+    b'"function_call"',
+    b'"partial_json"',
+    b'"thinking"',
+    b'.delta"',
+)
 """Byte strings one of which every output-carrying event contains (a cheap
 filter before parsing; the C scanner gets the same tuple)."""
 

@@ -5,7 +5,19 @@ from __future__ import annotations
 import hashlib
 import re
 
-__all__ = ["ENTRY_PREFIXES", "THOUSANDTHS", "entry_prefix", "format_ms", "format_server_timing", "format_traceparent", "metric_name", "stage_span_id", "parse_server_timing", "parse_traceparent", "server_timing_entry"]
+__all__ = [
+    "ENTRY_PREFIXES",
+    "THOUSANDTHS",
+    "entry_prefix",
+    "format_ms",
+    "format_server_timing",
+    "format_traceparent",
+    "metric_name",
+    "stage_span_id",
+    "parse_server_timing",
+    "parse_traceparent",
+    "server_timing_entry",
+]
 
 _NOT_TCHAR = re.compile(r"[^!#$%&'*+\-.^_`|~0-9A-Za-z]")
 _SERVER_TIMING_DUR = re.compile(r"([!#$%&'*+\-.^_`|~0-9A-Za-z]+)[^,]*?;\s*dur=([0-9.]+)")

@@ -48,8 +48,14 @@ MOCK_PROCESSING_HEADER = "x-perfkit-mock-processing-ms"
 
 OVERHEAD_HEADERS = (LITELLM_OVERHEAD_HEADER, OVERHEAD_HEADER)
 """The overhead headers a client reads, gateway's own and perfkit's."""
-CAPTURED_HEADERS = (*OVERHEAD_HEADERS, SERVER_TIMING_HEADER, MOCK_RECEIVED_HEADER, MOCK_PROCESSING_HEADER,
-                    "content-type", "retry-after")  # fmt: skip
+CAPTURED_HEADERS = (
+    *OVERHEAD_HEADERS,
+    SERVER_TIMING_HEADER,
+    MOCK_RECEIVED_HEADER,
+    MOCK_PROCESSING_HEADER,
+    "content-type",
+    "retry-after",
+)
 """Response headers the load drivers keep."""
 
 # -- stages perfkit itself records ----------------------------------------------
@@ -152,6 +158,7 @@ class Attr:
     UPSTREAM_UNMEASURED = "perfkit.upstream_unmeasured"
     AUTH_UNMEASURED = "perfkit.auth_unmeasured"
     LITELLM_PREFIX = "perfkit.litellm."
+
 
 AGENT_MODULE = "litellm_perfkit._export._agent"
 """The export agent's module: its process runs ``python -m`` this (the bench leaves it out of the proxy's CPU per request)."""

@@ -10,27 +10,41 @@ import pytest
 
 from litellm_perfkit._bench import BenchOptions, run_bench
 from litellm_perfkit._bench._render import render_bench
-from tests.support.documents import validate
 from tests.support.delay_gateway import DELAYS_MS
+from tests.support.documents import validate
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def quick(**overrides: object) -> BenchOptions:
     values: dict[str, object] = dict(
-        concurrency=2, stream_concurrency=2, duration_s=3.0, direct_duration_s=2.0, warmup_s=1.0,
-        prompt_repeats=5, ttft_ms=5.0, itl_ms=1.0, chunks=5, progress="off", log=io.StringIO(), idle_s=0.0,
-    )  # fmt: skip
+        concurrency=2,
+        stream_concurrency=2,
+        duration_s=3.0,
+        direct_duration_s=2.0,
+        warmup_s=1.0,
+        prompt_repeats=5,
+        ttft_ms=5.0,
+        itl_ms=1.0,
+        chunks=5,
+        progress="off",
+        log=io.StringIO(),
+        idle_s=0.0,
+    )
     values.update(overrides)
     return BenchOptions(**values)  # type: ignore[arg-type]
 
 
 def test_bench_recovers_injected_stage_delays(tmp_path: Path) -> None:
-    command = f"{sys.executable} {ROOT / 'tests' / 'support' / 'delay_gateway.py'} --port {{port}} --upstream {{upstream}}"
+    command = (
+        f"{sys.executable} {ROOT / 'tests' / 'support' / 'delay_gateway.py'} --port {{port}} --upstream {{upstream}}"
+    )
     options = quick(proxy_command=command, idle_s=2.0)
     document = run_bench(options)
     validate(document, "bench")
-    assert "came back with the gateway's spans" not in options.log.getvalue()  # it recorded and handed over every request
+    assert (
+        "came back with the gateway's spans" not in options.log.getvalue()
+    )  # it recorded and handed over every request
     # One user, no queueing: the non-streaming overhead is the injected stages (5 ms) and little else.
     idle = document["idle"]
     assert idle is not None and idle["requests"] > 20
@@ -71,13 +85,18 @@ def test_a_proxy_that_fails_to_start_gives_its_log(tmp_path: Path) -> None:
 
 
 def test_bench_through_locust_folds_its_entries_into_the_result() -> None:
-    command = f"{sys.executable} {ROOT / 'tests' / 'support' / 'delay_gateway.py'} --port {{port}} --upstream {{upstream}}"
+    command = (
+        f"{sys.executable} {ROOT / 'tests' / 'support' / 'delay_gateway.py'} --port {{port}} --upstream {{upstream}}"
+    )
     document = run_bench(quick(proxy_command=command, driver="locust", processes=2, concurrency=4, duration_s=4.0))
     validate(document, "bench")
     assert document["driver"]["name"] == "locust" and document["driver"]["processes"] == 2
     entries = {(e["type"], e["name"]): e for e in document["locust"]["stream"]}
     streamed = entries[("POST", "/v1/chat/completions (stream)")]
-    assert streamed["failures"] == 0 and entries[("TTFT", "/v1/chat/completions (stream)")]["requests"] == streamed["requests"]
+    assert (
+        streamed["failures"] == 0
+        and entries[("TTFT", "/v1/chat/completions (stream)")]["requests"] == streamed["requests"]
+    )
     # Server-Timing carries the stages finished before the headers: all of them without streaming.
     assert {("STAGE", name) for name in DELAYS_MS} <= {(e["type"], e["name"]) for e in document["locust"]["nonstream"]}
     # Locust's requests carry traceparent too: the gateway's spans join them.
@@ -93,8 +112,12 @@ def test_bench_flamegraph_of_the_gateway_is_linked_from_the_report(tmp_path: Pat
     from litellm_perfkit._bench._report import render_html
     from tests.support.speedscope import validate_speedscope
 
-    command = f"{sys.executable} {ROOT / 'tests' / 'support' / 'delay_gateway.py'} --port {{port}} --upstream {{upstream}}"
-    document = run_bench(quick(proxy_command=command, flamegraph="speedscope", flamegraph_prefix=str(tmp_path / "bench")))
+    command = (
+        f"{sys.executable} {ROOT / 'tests' / 'support' / 'delay_gateway.py'} --port {{port}} --upstream {{upstream}}"
+    )
+    document = run_bench(
+        quick(proxy_command=command, flamegraph="speedscope", flamegraph_prefix=str(tmp_path / "bench"))
+    )
     path = Path(document["flamegraph"])
     assert path.parent == tmp_path and path.name.endswith(".w1.speedscope.json")
     profile = json.loads(path.read_text())
@@ -113,7 +136,12 @@ def test_collector_pauses_are_summarised_beside_the_breakdown_not_in_it() -> Non
         server = {"trace_id": trace, "kind": 2, "attrs": {"perfkit.overhead_ms": 20.0, "perfkit.unattributed_ms": 5.0}}
         if gc_ms:
             server["attrs"]["perfkit.gc_pause_ms"] = gc_ms  # type: ignore[index]
-        auth = {"trace_id": trace, "kind": 1, "name": "auth", "attrs": {"perfkit.stage.duration_ms": 15.0, "perfkit.stage.self_ms": 15.0}}
+        auth = {
+            "trace_id": trace,
+            "kind": 1,
+            "name": "auth",
+            "attrs": {"perfkit.stage.duration_ms": 15.0, "perfkit.stage.self_ms": 15.0},
+        }
         return [server, auth]
 
     spans = request("a", 0.0) + request("b", 10.0)

@@ -187,10 +187,16 @@ def release_wheels(directory: Path, cpu_by_version: dict[str, dict[str, float]])
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize(("steps_at", "good", "bad"), [({"1.0.3": {"auth": 4.0}}, "1.0.0", "1.0.5"),
-                                                       ({"1.0.2": {"auth": 4.0}, "1.0.4": {"route": 4.0}}, "1.0.0", "1.0.5")])  # fmt: skip
-def test_bisect_names_the_releases_that_added_cpu_and_their_stage(tmp_path: Path, steps_at: dict[str, dict[str, float]], good: str,
-                                                                   bad: str, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    ("steps_at", "good", "bad"),
+    [
+        ({"1.0.3": {"auth": 4.0}}, "1.0.0", "1.0.5"),
+        ({"1.0.2": {"auth": 4.0}, "1.0.4": {"route": 4.0}}, "1.0.0", "1.0.5"),
+    ],
+)
+def test_bisect_names_the_releases_that_added_cpu_and_their_stage(
+    tmp_path: Path, steps_at: dict[str, dict[str, float]], good: str, bad: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     wheels = tmp_path / "wheels"
     wheels.mkdir()
     cpu: dict[str, float] = {}
@@ -203,11 +209,46 @@ def test_bisect_names_the_releases_that_added_cpu_and_their_stage(tmp_path: Path
     release_wheels(wheels, by_version)
     monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
     journal = tmp_path / "bisect.json"
-    command = [sys.executable, "-m", "litellm_perfkit._cli", "bisect", "--package", "fakegw", "--good", good, "--bad", bad,
-               "--pip-args", f"--no-index --find-links {wheels}", "--proxy-command", "{python} -m fakegw --port {port} --upstream {upstream}",
-               "--journal", str(journal), "--duration", "1.5s", "--warmup", "0.3s", "--concurrency", "2", "--stream-concurrency", "2",
-               "--min-samples", "1", "--max-samples", "3", "--min-change", "0.5",
-               "--ttft-ms", "2", "--itl-ms", "0", "--chunks", "3", "--prompt-repeats", "5"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "litellm_perfkit._cli",
+        "bisect",
+        "--package",
+        "fakegw",
+        "--good",
+        good,
+        "--bad",
+        bad,
+        "--pip-args",
+        f"--no-index --find-links {wheels}",
+        "--proxy-command",
+        "{python} -m fakegw --port {port} --upstream {upstream}",
+        "--journal",
+        str(journal),
+        "--duration",
+        "1.5s",
+        "--warmup",
+        "0.3s",
+        "--concurrency",
+        "2",
+        "--stream-concurrency",
+        "2",
+        "--min-samples",
+        "1",
+        "--max-samples",
+        "3",
+        "--min-change",
+        "0.5",
+        "--ttft-ms",
+        "2",
+        "--itl-ms",
+        "0",
+        "--chunks",
+        "3",
+        "--prompt-repeats",
+        "5",
+    ]
     # --min-change 0.5: the fake gateway costs ~0.7 ms a request, where a loaded CI machine's drift between
     # clumps of samples minutes apart reached +20% (a false 1.0.1); the injected steps are +80% and more.
     result = subprocess.run(command, capture_output=True, text=True, timeout=900)
@@ -216,7 +257,7 @@ def test_bisect_names_the_releases_that_added_cpu_and_their_stage(tmp_path: Path
     changes = document["result"]["changes"]
     assert [c["release"] for c in changes] == list(steps_at), result.stdout
     for change in changes:
-        (stage, ms), = steps_at[change["release"]].items()  # fmt: skip
+        ((stage, ms),) = steps_at[change["release"]].items()
         assert change["stages"][0][0] == stage, change
         assert 3.0 <= change["stages"][0][1] <= 5.5, change  # 4 ms of CPU, as own CPU per request
         assert 3.0 <= change["size"] <= 5.5, change  # CPU per request grew by about as much
@@ -232,8 +273,11 @@ def test_the_html_report_draws_a_journal(tmp_path: Path) -> None:
     measure, _ = steps({"1.0.9": 3.0}, noise=0.2)
     bisect(VERSIONS, measure, Journal.open(journal, {"package": "litellm", "metric": "cpu"}))
     out = tmp_path / "bisect.html"
-    result = subprocess.run([sys.executable, "-m", "litellm_perfkit._cli", "report", str(journal), "--out", str(out)],
-                            capture_output=True, text=True)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "litellm_perfkit._cli", "report", str(journal), "--out", str(out)],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr
     page = out.read_text()
     assert 'id="bisect-0"' in page and "<td>1.0.9</td><td>1.0.8</td>" in page and "auth +0.300 ms" in page

@@ -12,8 +12,9 @@ import orjson
 from litellm_perfkit._bench._compare import compare, regressions, render_compare
 
 
-def fake_result(seed: int, slowdown: float = 1.0, auth_slowdown: float = 1.0, label: str = "x", repeats: int = 5,
-                drift: float = 0.0) -> dict:  # type: ignore[type-arg]  # fmt: skip
+def fake_result(
+    seed: int, slowdown: float = 1.0, auth_slowdown: float = 1.0, label: str = "x", repeats: int = 5, drift: float = 0.0
+) -> dict:  # type: ignore[type-arg]
     """A bench document like a real one: log-normal per-request values, kept
     per repeat, each repeat shifted by a random run-to-run drift (+-``drift``)."""
     rng = random.Random(seed)
@@ -25,8 +26,16 @@ def fake_result(seed: int, slowdown: float = 1.0, auth_slowdown: float = 1.0, la
     for _ in range(repeats):
         shift = 1 + rng.uniform(-drift, drift)
         auth, other = lat(2.0, 300, auth_slowdown, shift), lat(1.0, 300, 1.0, shift)
-        runs.append({"lat": lat(120, 300, slowdown, shift), "ttft": lat(80, 150, slowdown, shift), "e2e": lat(200, 150, slowdown, shift),
-                     "auth": auth, "route": other, "overhead": [a + o for a, o in zip(auth, other)]})  # fmt: skip
+        runs.append(
+            {
+                "lat": lat(120, 300, slowdown, shift),
+                "ttft": lat(80, 150, slowdown, shift),
+                "e2e": lat(200, 150, slowdown, shift),
+                "auth": auth,
+                "route": other,
+                "overhead": [a + o for a, o in zip(auth, other)],
+            }
+        )
     return {
         "schema": "perfkit.bench/1",
         "label": label,
@@ -39,7 +48,10 @@ def fake_result(seed: int, slowdown: float = 1.0, auth_slowdown: float = 1.0, la
             "server_overhead_ms": [r["overhead"] for r in runs],
             "stage_self_ms": {"auth": [r["auth"] for r in runs], "route": [r["route"] for r in runs]},
             # own CPU: auth's CPU is most of its time, and slows with it
-            "stage_cpu_ms": {"auth": [[v * 0.8 for v in r["auth"]] for r in runs], "route": [[v * 0.5 for v in r["route"]] for r in runs]},
+            "stage_cpu_ms": {
+                "auth": [[v * 0.8 for v in r["auth"]] for r in runs],
+                "route": [[v * 0.5 for v in r["route"]] for r in runs],
+            },
         },
     }
 
@@ -96,17 +108,29 @@ def test_cli_exit_code_for_ci(tmp_path: Path) -> None:
     same, slower = run(a, b), run(a, c)
     assert same.returncode == 0 and "| noise |" in same.stdout
     assert slower.returncode == 1 and "regression beyond 5%" in slower.stdout
-    bad = subprocess.run([sys.executable, "-m", "litellm_perfkit._cli", "compare", str(a), "/nope.json"], capture_output=True, text=True)
+    bad = subprocess.run(
+        [sys.executable, "-m", "litellm_perfkit._cli", "compare", str(a), "/nope.json"], capture_output=True, text=True
+    )
     assert bad.returncode == 2 and "cannot read /nope.json" in bad.stderr
 
 
 def test_a_sweep_file_compares_its_runs_and_names_the_stage_whose_cpu_changed(tmp_path: Path) -> None:
     baseline, candidate = fake_result(1), fake_result(2, auth_slowdown=1.3)
-    sweep = {**baseline, "runs": [{**baseline, "target": "litellm", "litellm_version": "1.83.14", "workers": 1},
-                                  {**candidate, "target": "litellm", "litellm_version": "1.103.0", "workers": 1}]}  # fmt: skip
+    sweep = {
+        **baseline,
+        "runs": [
+            {**baseline, "target": "litellm", "litellm_version": "1.83.14", "workers": 1},
+            {**candidate, "target": "litellm", "litellm_version": "1.103.0", "workers": 1},
+        ],
+    }
     path = tmp_path / "sweep.json"
     path.write_bytes(orjson.dumps(sweep))
-    done = subprocess.run([sys.executable, "-m", "litellm_perfkit._cli", "compare", str(path)], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "litellm_perfkit._cli", "compare", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert "litellm 1.103.0 (1 worker(s)) vs litellm 1.83.14 (1 worker(s))" in done.stdout
     assert "| stage auth (mean own CPU ms) |" in done.stdout
@@ -114,5 +138,10 @@ def test_a_sweep_file_compares_its_runs_and_names_the_stage_whose_cpu_changed(tm
     assert cpu_lines[0].strip().startswith("auth: 1.645 -> 2.146 ms"), done.stdout
     single = tmp_path / "one.json"
     single.write_bytes(orjson.dumps(baseline))
-    lone = subprocess.run([sys.executable, "-m", "litellm_perfkit._cli", "compare", str(single)], capture_output=True, text=True, timeout=120)
+    lone = subprocess.run(
+        [sys.executable, "-m", "litellm_perfkit._cli", "compare", str(single)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert lone.returncode == 2 and "holds one run" in lone.stderr

@@ -38,11 +38,35 @@ def test_one_proxy_only() -> None:
 def test_real_proxy_plain_and_under_perfkit(tmp_path: Path) -> None:
     out = tmp_path / "perturbation.json"
     result = subprocess.run(
-        [sys.executable, "-m", "litellm_perfkit._cli", "bench", "--perturbation", "--litellm-version", VERSIONS[-1], "--repeats", "2",
-         "--duration", "3s", "--warmup", "1s", "--concurrency", "4", "--stream-concurrency", "2", "--chunks", "5", "--progress", "off",
-         "--out", str(out)],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "litellm_perfkit._cli",
+            "bench",
+            "--perturbation",
+            "--litellm-version",
+            VERSIONS[-1],
+            "--repeats",
+            "2",
+            "--duration",
+            "3s",
+            "--warmup",
+            "1s",
+            "--concurrency",
+            "4",
+            "--stream-concurrency",
+            "2",
+            "--chunks",
+            "5",
+            "--progress",
+            "off",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     document = orjson.loads(out.read_bytes())
     validate(document, "perturbation")
@@ -58,7 +82,11 @@ def test_real_proxy_plain_and_under_perfkit(tmp_path: Path) -> None:
     for phase in ("nonstream", "stream"):
         cpu = document[phase]["cpu_ratio"]
         # Not a bound on perfkit's cost (2 short pairs on a shared machine): that the ratio is a ratio of like with like.
-        assert 0.5 < cpu["geometric_mean"] < 2.0 and cpu["low"] <= cpu["geometric_mean"] <= cpu["high"] and cpu["pairs"] == 2
+        assert (
+            0.5 < cpu["geometric_mean"] < 2.0
+            and cpu["low"] <= cpu["geometric_mean"] <= cpu["high"]
+            and cpu["pairs"] == 2
+        )
     text = result.stdout
     assert "perturbation: LiteLLM 1.103.0" in text and "CPU ms per request" in text and "fewer than 4 pairs" in text
     assert render_perturbation(document) in text

@@ -43,11 +43,13 @@ def test_bodies_are_kept_as_they_come_and_decoded_when_taken() -> None:
     spans = sample_spans()
     with SpanReceiver() as receiver:
         port = int(receiver.endpoint.rsplit(":", 1)[1])
-        posted = [("application/x-protobuf", spans_protobuf(spans, "svc", {}), 200),
-                  ("application/json", spans_json(spans, "svc", {}), 200),
-                  ("application/x-protobuf", b"\x0a\xff", 200),  # broken: counted when taken
-                  ("application/x-protobuf", _with_a_two_byte_double(), 200),
-                  ("text/plain", b"spans", 415)]  # fmt: skip
+        posted = [
+            ("application/x-protobuf", spans_protobuf(spans, "svc", {}), 200),
+            ("application/json", spans_json(spans, "svc", {}), 200),
+            ("application/x-protobuf", b"\x0a\xff", 200),  # broken: counted when taken
+            ("application/x-protobuf", _with_a_two_byte_double(), 200),
+            ("text/plain", b"spans", 415),
+        ]
         for content_type, body, status in posted:
             connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
             connection.request("POST", "/v1/traces", body, {"Content-Type": content_type})

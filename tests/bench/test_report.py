@@ -17,14 +17,18 @@ def bench_document(seed: int, label: str, slowdown: float = 1.0) -> dict:  # typ
     document = fake_result(seed, slowdown=slowdown, label=label)
     stage = {"p50_ms": 2.0, "p95_ms": 3.0, "mean_self_ms": 2.0, "share": 0.5, "requests": 300, "upstream": False}
     document.update(
-        target="litellm", workers=1,
+        target="litellm",
+        workers=1,
         nonstream={"rps": 50.0 / slowdown, "latency_ms": {"p50": 120.0 * slowdown}},
         stream={"ttft_ms": {"p50": 80.0 * slowdown}},
         server_overhead_ms={"mean": 4.0 * slowdown},
-        stages={"auth": stage, "route": {**stage, "mean_self_ms": 1.0, "share": 0.25},
-                "upstream": {**stage, "share": None, "upstream": True}},
+        stages={
+            "auth": stage,
+            "route": {**stage, "mean_self_ms": 1.0, "share": 0.25},
+            "upstream": {**stage, "share": None, "upstream": True},
+        },
         remainder={"mean_ms": 1.0, "share": 0.25},
-    )  # fmt: skip
+    )
     return document
 
 
@@ -40,10 +44,16 @@ def test_report_renders_charts_in_headless_chromium(tmp_path: Path) -> None:
         path.write_bytes(orjson.dumps(bench_document(seed, label, slowdown)))
         files.append(str(path))
     page = tmp_path / "report.html"
-    result = subprocess.run([sys.executable, "-m", "litellm_perfkit._cli", "report", *files, "--out", str(page)], capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "litellm_perfkit._cli", "report", *files, "--out", str(page)],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr
     html = page.read_text()
-    assert "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "") and "<script" not in html  # self-contained
+    assert (
+        "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "") and "<script" not in html
+    )  # self-contained
     for chart in ("latency-cdf", "ttft-histogram", "ab-bars", "waterfall-0", "waterfall-1"):
         assert f'id="{chart}"' in html
 

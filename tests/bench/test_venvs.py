@@ -11,7 +11,9 @@ import pytest
 from litellm_perfkit._bench._venvs import PACKAGE_ROOT, installed
 
 
-def test_an_empty_venv_has_no_perfkit_even_when_checked_from_the_checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_empty_venv_has_no_perfkit_even_when_checked_from_the_checkout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Run from the checkout, ``python -c`` would find litellm_perfkit in the
     # working directory and the venv would never get perfkit installed.
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True)

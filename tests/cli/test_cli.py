@@ -13,7 +13,9 @@ from litellm_perfkit._cli._main import build_parser
 
 
 def perfkit(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "litellm_perfkit._cli", *args], capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "litellm_perfkit._cli", *args], capture_output=True, text=True, timeout=60
+    )
 
 
 @pytest.mark.parametrize(
@@ -37,7 +39,10 @@ def perfkit(*args: str) -> subprocess.CompletedProcess[str]:
         (["bench", "--provider", "azure", "--config", "/etc/hostname"], "--provider sets the embedded"),
         (["bisect", "--good", "1.0", "--bad", "2.0", "--package", "my-gw"], "needs --proxy-command"),
         (["bisect", "--good", "1.0", "--bad", "2.0", "--min-change", "150%"], "--min-change"),
-        (["bisect", "--good", "1.0", "--bad", "2.0", "--min-samples", "5", "--max-samples", "2"], "is more than --max-samples"),
+        (
+            ["bisect", "--good", "1.0", "--bad", "2.0", "--min-samples", "5", "--max-samples", "2"],
+            "is more than --max-samples",
+        ),
         (["run", "--prometheus-port", "http", "--", "true"], "--prometheus-port"),
         (["run", "--record-rate", "0", "--", "true"], "neither 'all' nor a number of requests a second > 0"),
         (["bench", "--record-rate", "5"], "--record-rate sets what --perturbation measures"),
@@ -50,25 +55,39 @@ def test_bad_input_is_one_line(args: list[str], says: str) -> None:
     assert len(lines) == 1 and says in lines[0] and "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize(("flags", "env", "says"), [
-    ((), "", "recording at most 10 requests a second per worker"),
-    (("--record-rate", "2.5"), "", "recording at most 2.5 requests a second per worker"),
-    ((), "bad", "recording at most 10 requests a second per worker"),  # the workers warn, and use the default
-    (("--record-rate", "ALL"), "", None),
-    ((), "all", None),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("flags", "env", "says"),
+    [
+        ((), "", "recording at most 10 requests a second per worker"),
+        (("--record-rate", "2.5"), "", "recording at most 2.5 requests a second per worker"),
+        ((), "bad", "recording at most 10 requests a second per worker"),  # the workers warn, and use the default
+        (("--record-rate", "ALL"), "", None),
+        ((), "all", None),
+    ],
+)
 def test_perfkit_run_says_how_many_requests_it_records(flags: tuple[str, ...], env: str, says: str | None) -> None:
-    result = subprocess.run([sys.executable, "-m", "litellm_perfkit._cli", "run", *flags, "--", "true"], capture_output=True, text=True,
-                            timeout=60, env={**os.environ, "PERFKIT_RECORD_RATE": env})  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "litellm_perfkit._cli", "run", *flags, "--", "true"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PERFKIT_RECORD_RATE": env},
+    )
     assert result.returncode == 0
-    assert result.stderr.strip() == ("" if says is None else f"perfkit run: {says}, every request below that "
-                                     "(--record-rate all: every request, at a cost: docs/overhead.md)")  # fmt: skip
+    assert result.stderr.strip() == (
+        ""
+        if says is None
+        else f"perfkit run: {says}, every request below that "
+        "(--record-rate all: every request, at a cost: docs/overhead.md)"
+    )
 
 
 def test_every_command_has_help_with_examples() -> None:
     top = perfkit("--help")
     assert top.returncode == 0 and "Traceback" not in top.stderr, top.stderr
-    commands = [action for action in build_parser()._actions if isinstance(action, argparse._SubParsersAction)][0].choices
+    commands = [action for action in build_parser()._actions if isinstance(action, argparse._SubParsersAction)][
+        0
+    ].choices
     assert {"bench", "bisect", "compare", "report", "run", "load", "mock", "flamegraph"} <= set(commands)
     for command in commands:
         result = perfkit(command, "--help")
@@ -77,7 +96,9 @@ def test_every_command_has_help_with_examples() -> None:
 
 
 def test_every_flag_of_every_command_has_help() -> None:
-    commands = [action for action in build_parser()._actions if isinstance(action, argparse._SubParsersAction)][0].choices
+    commands = [action for action in build_parser()._actions if isinstance(action, argparse._SubParsersAction)][
+        0
+    ].choices
     missing = [
         f"perfkit {name} {action.option_strings or action.dest}"
         for name, parser in commands.items()
@@ -87,7 +108,9 @@ def test_every_flag_of_every_command_has_help() -> None:
     assert missing == []
 
 
-@pytest.mark.parametrize(("text", "seconds"), [("20", 20.0), ("20s", 20.0), ("500ms", 0.5), ("1.5m", 90.0), ("1h", 3600.0), ("0", 0.0)])
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("20", 20.0), ("20s", 20.0), ("500ms", 0.5), ("1.5m", 90.0), ("1h", 3600.0), ("0", 0.0)]
+)
 def test_every_duration_flag_takes_the_same_forms(text: str, seconds: float) -> None:
     from litellm_perfkit._cli._common import duration, warmup
 
@@ -97,17 +120,29 @@ def test_every_duration_flag_takes_the_same_forms(text: str, seconds: float) -> 
 
 
 def test_load_against_nothing_fails_clearly() -> None:
-    result = perfkit("load", "--url", "http://127.0.0.1:1", "--requests", "2", "--concurrency", "1", "--progress", "off")
+    result = perfkit(
+        "load", "--url", "http://127.0.0.1:1", "--requests", "2", "--concurrency", "1", "--progress", "off"
+    )
     assert result.returncode == 1
     assert "every request failed: connection refused" in result.stderr
 
 
 def test_version_names_the_request_path_and_a_bad_speedups_value_is_one_warning() -> None:
     assert "(request path: C accelerator)" in perfkit("--version").stdout
-    off = subprocess.run([sys.executable, "-m", "litellm_perfkit._cli", "--version"], capture_output=True, text=True,
-                         env={**os.environ, "PERFKIT_SPEEDUPS": "off"}, timeout=60)  # fmt: skip
+    off = subprocess.run(
+        [sys.executable, "-m", "litellm_perfkit._cli", "--version"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PERFKIT_SPEEDUPS": "off"},
+        timeout=60,
+    )
     assert "(request path: pure Python, PERFKIT_SPEEDUPS=off)" in off.stdout
-    bad = subprocess.run([sys.executable, "-m", "litellm_perfkit._cli", "--version"], capture_output=True, text=True,
-                         env={**os.environ, "PERFKIT_SPEEDUPS": "fast"}, timeout=60)  # fmt: skip
+    bad = subprocess.run(
+        [sys.executable, "-m", "litellm_perfkit._cli", "--version"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PERFKIT_SPEEDUPS": "fast"},
+        timeout=60,
+    )
     assert bad.returncode == 0 and "C accelerator" in bad.stdout
     assert bad.stderr.strip() == "perfkit: PERFKIT_SPEEDUPS='fast' is not 'on' or 'off'; using 'on'"

@@ -43,10 +43,14 @@ def alive(pids: list[int]) -> list[int]:
     return living
 
 
-def stop_midway(command: list[str], ready: Callable[[], bool], signum: int = signal.SIGTERM, timeout_s: float = 120) -> tuple[int, str, list[int]]:
+def stop_midway(
+    command: list[str], ready: Callable[[], bool], signum: int = signal.SIGTERM, timeout_s: float = 120
+) -> tuple[int, str, list[int]]:
     """Start ``command``; once ``ready()``, send ``signum`` to it alone; its exit
     code, its stderr, and its descendants that outlived it."""
-    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    process = subprocess.Popen(
+        command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+    )
     try:
         deadline = time.monotonic() + timeout_s
         while not ready():
@@ -70,8 +74,22 @@ def lines(path: Path) -> int:
 @pytest.mark.parametrize(("processes", "signum"), [(1, signal.SIGTERM), (2, signal.SIGTERM), (1, signal.SIGHUP)])
 def test_load_writes_what_it_measured(upstream: str, tmp_path: Path, processes: int, signum: int) -> None:
     out, records = tmp_path / "load.json", tmp_path / "records.jsonl"
-    command = [*PERFKIT, "load", "--url", upstream, "--duration", "60s", "--processes", str(processes), "--progress", "off",
-               "--out", str(out), "--records-out", str(records)]  # fmt: skip
+    command = [
+        *PERFKIT,
+        "load",
+        "--url",
+        upstream,
+        "--duration",
+        "60s",
+        "--processes",
+        str(processes),
+        "--progress",
+        "off",
+        "--out",
+        str(out),
+        "--records-out",
+        str(records),
+    ]
     code, stderr, left = stop_midway(command, lambda: lines(records) >= 50, signum)
     assert code == 128 + signum and f"stopped by {signal.Signals(signum).name}" in stderr, stderr
     assert left == []
@@ -83,7 +101,20 @@ def test_load_writes_what_it_measured(upstream: str, tmp_path: Path, processes: 
 
 def test_load_through_locust_writes_what_it_measured(upstream: str, tmp_path: Path) -> None:
     out, records = tmp_path / "load.json", tmp_path / "records.jsonl"
-    command = [*PERFKIT, "load", "--url", upstream, "--driver", "locust", "--duration", "60s", "--out", str(out), "--records-out", str(records)]
+    command = [
+        *PERFKIT,
+        "load",
+        "--url",
+        upstream,
+        "--driver",
+        "locust",
+        "--duration",
+        "60s",
+        "--out",
+        str(out),
+        "--records-out",
+        str(records),
+    ]
     started = time.monotonic()
     code, stderr, left = stop_midway(command, lambda: time.monotonic() - started > 8)
     assert code == 143 and "stopped by SIGTERM" in stderr, stderr
@@ -94,9 +125,29 @@ def test_load_through_locust_writes_what_it_measured(upstream: str, tmp_path: Pa
 
 def test_bench_keeps_the_repeats_it_finished(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
-    gateway = f"{sys.executable} {ROOT / 'tests' / 'support' / 'delay_gateway.py'} --port {{port}} --upstream {{upstream}}"
-    command = [*PERFKIT, "bench", "--proxy-command", gateway, "--duration", "2s", "--warmup", "0", "--repeats", "3",
-               "--concurrency", "4", "--stream-concurrency", "2", "--progress", "off", "--out", str(out)]  # fmt: skip
+    gateway = (
+        f"{sys.executable} {ROOT / 'tests' / 'support' / 'delay_gateway.py'} --port {{port}} --upstream {{upstream}}"
+    )
+    command = [
+        *PERFKIT,
+        "bench",
+        "--proxy-command",
+        gateway,
+        "--duration",
+        "2s",
+        "--warmup",
+        "0",
+        "--repeats",
+        "3",
+        "--concurrency",
+        "4",
+        "--stream-concurrency",
+        "2",
+        "--progress",
+        "off",
+        "--out",
+        str(out),
+    ]
     log = tmp_path / "bench.log"
     with log.open("wb") as sink:
         process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=sink, start_new_session=True)
@@ -132,7 +183,9 @@ def test_flamegraph_stops_its_command_and_writes_the_file(tmp_path: Path) -> Non
     out = tmp_path / "busy.speedscope.json"
     busy = [sys.executable, "-c", "import time\nwhile True: sum(range(1000))"]
     started = time.monotonic()
-    code, stderr, left = stop_midway([*PERFKIT, "flamegraph", "--out", str(out), "--", *busy], lambda: time.monotonic() - started > 3)
+    code, stderr, left = stop_midway(
+        [*PERFKIT, "flamegraph", "--out", str(out), "--", *busy], lambda: time.monotonic() - started > 3
+    )
     assert code == 0 and out.exists() and out.stat().st_size > 0, stderr
     assert left == []
 
@@ -142,8 +195,15 @@ def test_flamegraph_stops_its_command_and_writes_the_file(tmp_path: Path) -> Non
 def test_run_leaves_no_worker_or_agent_behind(upstream: str, tmp_path: Path, workers: int, signum: int) -> None:
     bin_dir = litellm_python("1.103.0").parent
     with Children() as children:
-        proxy = start_litellm(children, bin_dir / "litellm", bin_dir / "perfkit", CONFIG_TEMPLATE.replace("{upstream}", upstream),
-                              tmp_path, workers=workers, perfkit_args=("--exporter", "none"))  # fmt: skip
+        proxy = start_litellm(
+            children,
+            bin_dir / "litellm",
+            bin_dir / "perfkit",
+            CONFIG_TEMPLATE.replace("{upstream}", upstream),
+            tmp_path,
+            workers=workers,
+            perfkit_args=("--exporter", "none"),
+        )
         assert http_status("127.0.0.1", int(proxy.url.rsplit(":", 1)[1]), "/health/liveliness") == 200
         descendants = [pid for pid in _tree(proxy.pid) if pid != proxy.pid]
         assert len(descendants) >= workers  # workers and their export agents

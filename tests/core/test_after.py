@@ -24,9 +24,17 @@ from tests.support.clock import FakeClock
 App = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 
 
-def _serve(backend: Backend, app: App, loop: asyncio.AbstractEventLoop, then: Callable[[], Awaitable[None]] | None = None) -> None:
+def _serve(
+    backend: Backend, app: App, loop: asyncio.AbstractEventLoop, then: Callable[[], Awaitable[None]] | None = None
+) -> None:
     """One request through the middleware, then ``then`` on the same loop (the tasks left running go on)."""
-    scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions", "headers": [], "client": ("127.0.0.1", 1)}
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/v1/chat/completions",
+        "headers": [],
+        "client": ("127.0.0.1", 1),
+    }
 
     async def receive() -> dict[str, Any]:
         return {"type": "http.request", "body": b"{}", "more_body": False}
@@ -108,7 +116,9 @@ def _held_until(forever: asyncio.Event) -> App:
     return app
 
 
-def test_a_task_that_never_ends_is_waited_for_at_most_wait_s(backend: Backend, records: Captured, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_task_that_never_ends_is_waited_for_at_most_wait_s(
+    backend: Backend, records: Captured, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(_after, "WAIT_S", 0.05)
     forever = asyncio.Event()
     app = _held_until(forever)
@@ -196,7 +206,9 @@ def test_a_requests_tasks_share_one_done_callback_run_outside_its_context(
     assert len(records) == 1
 
 
-def test_held_requests_share_one_sweep_per_loop(backend: Backend, records: Captured, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_held_requests_share_one_sweep_per_loop(
+    backend: Backend, records: Captured, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(_after, "WAIT_S", 0.05)
     forever = asyncio.Event()
     app = _held_until(forever)
@@ -205,7 +217,9 @@ def test_held_requests_share_one_sweep_per_loop(backend: Backend, records: Captu
         loop = asyncio.get_running_loop()
         for _ in range(4):  # four more requests, each held by a task that never ends
             await backend.middleware(app, steps="on")(
-                {"type": "http", "method": "POST", "path": "/", "headers": [], "client": ("127.0.0.1", 1)}, _receive, _discard
+                {"type": "http", "method": "POST", "path": "/", "headers": [], "client": ("127.0.0.1", 1)},
+                _receive,
+                _discard,
             )
         assert list(_after._sweeps.values()) == [loop]  # one sweep queued for all five
         await asyncio.sleep(0.2)
@@ -227,7 +241,9 @@ async def _discard(message: dict[str, Any]) -> None:
     return None
 
 
-def test_a_request_held_on_a_loop_that_closed_is_handed_off_with_the_next_sweep(backend: Backend, records: Captured) -> None:
+def test_a_request_held_on_a_loop_that_closed_is_handed_off_with_the_next_sweep(
+    backend: Backend, records: Captured
+) -> None:
     """A loop closed before its sweep ran: its held requests are not lost, and nothing keeps them."""
     first = asyncio.new_event_loop()
     _serve(backend, _held_until(asyncio.Event()), first)

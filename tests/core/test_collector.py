@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from litellm_perfkit._core._backend import Backend
 from litellm_perfkit._core import _sink
+from litellm_perfkit._core._backend import Backend
 from litellm_perfkit._core._timeline import OPEN_STAGE, TIMELINE, Timeline
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,7 +66,14 @@ print("survived")
 
 def test_sets_that_start_a_collection_of_stage_garbage_do_not_crash(backend: Backend) -> None:
     env = {**os.environ, "PERFKIT_SPEEDUPS": "on" if backend.name == "c" else "off"}
-    result = subprocess.run([sys.executable, "-X", "faulthandler", "-c", CRASH], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-X", "faulthandler", "-c", CRASH],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0 and result.stdout.strip() == "survived", result.stderr[-2000:]
 
 
@@ -92,7 +99,9 @@ def test_a_collected_stage_leaves_the_current_context_and_its_timeline_alone(bac
     assert timeline.finished == []  # ended by the collector: no end time worth recording
 
 
-def test_a_collected_request_leaves_the_current_context_and_the_sink_alone(monkeypatch: pytest.MonkeyPatch, backend: Backend) -> None:
+def test_a_collected_request_leaves_the_current_context_and_the_sink_alone(
+    monkeypatch: pytest.MonkeyPatch, backend: Backend
+) -> None:
     sunk: list[Timeline] = []
     unraisable: list[Any] = []
     _sink.set_sink(sunk.append)

@@ -75,11 +75,19 @@ def test_no_tracer_provider_costs_one_comparison() -> None:
 @pytest.mark.parametrize("speedups", ["on", "off"])
 def test_perfkit_joins_the_hosts_trace_in_jaeger(jaeger: Jaeger, speedups: str) -> None:
     service = f"perfkit-hosttrace-{speedups}"
-    result = subprocess.run([sys.executable, "-c", HOST, jaeger.otlp_http, service], capture_output=True, text=True, timeout=60,
-                            env={**os.environ, "PERFKIT_SPEEDUPS": speedups})  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-c", HOST, jaeger.otlp_http, service],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PERFKIT_SPEEDUPS": speedups},
+    )
     assert result.returncode == 0, result.stderr[-3000:]
-    traces = [t for t in jaeger.wait_for_spans(service, count=3 * 5) if any(
-        p["serviceName"] == service for p in t["processes"].values())]  # fmt: skip
+    traces = [
+        t
+        for t in jaeger.wait_for_spans(service, count=3 * 5)
+        if any(p["serviceName"] == service for p in t["processes"].values())
+    ]
     assert len(traces) == 3, f"{len(traces)} traces for 3 requests"
     for found in traces:
         spans = {s["spanID"]: s for s in found["spans"]}
@@ -87,8 +95,13 @@ def test_perfkit_joins_the_hosts_trace_in_jaeger(jaeger: Jaeger, speedups: str) 
         assert len(roots) == 1, Counter(s["operationName"] for s in roots)
         service_of = {s["spanID"]: found["processes"][s["processID"]]["serviceName"] for s in spans.values()}
         # The host's SERVER span is the root; perfkit's request span is its child.
-        perfkit_server = next(s for s in spans.values() if service_of[s["spanID"]] == service and not s["references"][0]["spanID"] in
-                              {x["spanID"] for x in spans.values() if service_of[x["spanID"]] == service})  # fmt: skip
+        perfkit_server = next(
+            s
+            for s in spans.values()
+            if service_of[s["spanID"]] == service
+            and s["references"][0]["spanID"]
+            not in {x["spanID"] for x in spans.values() if service_of[x["spanID"]] == service}
+        )
         assert service_of[roots[0]["spanID"]] == f"{service}-host"
         parent = spans[perfkit_server["references"][0]["spanID"]]
         assert service_of[parent["spanID"]] == f"{service}-host"

@@ -10,7 +10,9 @@ from litellm_perfkit._core import _gcwatch, _guard
 from litellm_perfkit._core._leave_out import leave_out
 
 
-def test_parts_and_points_are_read_and_unknown_parts_warned(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+def test_parts_and_points_are_read_and_unknown_parts_warned(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.setattr(_guard, "_warned", set())
     assert leave_out("") == frozenset()
     assert leave_out(" points , point:auth,gcwatch") == {"points", "point:auth", "gcwatch"}

@@ -12,8 +12,8 @@ import pytest
 
 from litellm_perfkit import OVERHEAD_HEADER
 from litellm_perfkit._core._backend import Backend
-from litellm_perfkit._wire._headers import parse_server_timing
 from litellm_perfkit._core._timeline import current_timeline
+from litellm_perfkit._wire._headers import parse_server_timing
 from tests.support import apps
 from tests.support.capture import capture_records
 from tests.support.servers import uvicorn_server
@@ -126,7 +126,9 @@ def test_long_stream_counts_are_exact_however_the_body_is_split(size: int, backe
 
     def stream_app(stop_after: int | None) -> Any:
         async def app(scope: Any, receive: Any, send: Any) -> None:
-            await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+            await send(
+                {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]}
+            )
             for n, part in enumerate(parts):
                 if stop_after is not None and n == stop_after:
                     raise RuntimeError("the upstream went away")
@@ -190,7 +192,10 @@ def disconnect_mid_stream(url: str) -> None:
 
 def test_client_disconnect_mid_stream_closes_the_record_with_an_error(backend: Backend) -> None:
     outcomes = {}
-    for label, app in (("bare", apps.make_app(backend.stage)), ("wrapped", backend.middleware(apps.make_app(backend.stage)))):
+    for label, app in (
+        ("bare", apps.make_app(backend.stage)),
+        ("wrapped", backend.middleware(apps.make_app(backend.stage))),
+    ):
         apps.events["stream_closed"].clear()
         with capture_records() as records, uvicorn_server(app) as url:
             disconnect_mid_stream(url)
@@ -294,7 +299,9 @@ def test_a_collector_pause_inside_a_request_is_recorded_and_named_in_server_timi
     assert b"gc;" not in dict(sent[2]["headers"]).get(b"server-timing", b"")
 
 
-def _serve_from(backend: Backend, client: str, headers: list[tuple[bytes, bytes]], **options: Any) -> tuple[dict[bytes, bytes], list[Any]]:
+def _serve_from(
+    backend: Backend, client: str, headers: list[tuple[bytes, bytes]], **options: Any
+) -> tuple[dict[bytes, bytes], list[Any]]:
     """One request from ``client`` through the middleware: the response's headers and the headers the app saw."""
     seen: list[Any] = []
 
@@ -326,7 +333,9 @@ def _serve_from(backend: Backend, client: str, headers: list[tuple[bytes, bytes]
         ("10.1.2.3", [(b"x-perfkit-secret", b"wrong")], False),
     ],
 )
-def test_timing_headers_go_to_trusted_clients_only_by_default(backend: Backend, client: str, headers: list[Any], timings: bool) -> None:
+def test_timing_headers_go_to_trusted_clients_only_by_default(
+    backend: Backend, client: str, headers: list[Any], timings: bool
+) -> None:
     with capture_records() as records:
         got, seen = _serve_from(backend, client, [(b"host", b"x"), *headers], header_secret="s3cret")
     assert (OVERHEAD_HEADER.encode() in got) is timings
@@ -360,11 +369,15 @@ def test_summed_upstream_waits_before_the_headers_are_subtracted(backend: Backen
     [record] = records
     overhead = float(response.headers[OVERHEAD_HEADER])
     assert record.upstream_ns >= 19_000_000
-    assert overhead == pytest.approx((record.marks["headers_sent"] - record.start_ns - record.upstream_ns) / 1e6, abs=0.002)
+    assert overhead == pytest.approx(
+        (record.marks["headers_sent"] - record.start_ns - record.upstream_ns) / 1e6, abs=0.002
+    )
     assert overhead < 5
 
 
-def test_record_ratio_records_that_share_and_leaves_the_rest_untouched(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_record_ratio_records_that_share_and_leaves_the_rest_untouched(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from litellm_perfkit._core import _sampling
 
     draws = iter([0.05, 0.5, 0.9, 0.2, 0.99, 0.1] * 2)
@@ -418,7 +431,9 @@ def test_the_route_template_scheme_and_server_are_on_the_record(backend: Backend
     async def item(request: Any) -> PlainTextResponse:
         return PlainTextResponse("ok")
 
-    app = backend.middleware(Starlette(routes=[Route("/openai/deployments/{name}/chat/completions", item, methods=["POST"])]))
+    app = backend.middleware(
+        Starlette(routes=[Route("/openai/deployments/{name}/chat/completions", item, methods=["POST"])])
+    )
     with capture_records() as records, uvicorn_server(app) as url:
         port = int(url.rsplit(":", 1)[1])
         assert httpx.post(f"{url}/openai/deployments/gpt/chat/completions").status_code == 200
@@ -427,5 +442,8 @@ def test_the_route_template_scheme_and_server_are_on_the_record(backend: Backend
     matched, unmatched = sorted(records, key=lambda r: r.status)
     assert matched.attributes["http.route"] == "/openai/deployments/{name}/chat/completions"
     assert {k: matched.attributes[k] for k in ("url.scheme", "server.address", "server.port")} == {
-        "url.scheme": "http", "server.address": "127.0.0.1", "server.port": port}  # fmt: skip
+        "url.scheme": "http",
+        "server.address": "127.0.0.1",
+        "server.port": port,
+    }
     assert "http.route" not in unmatched.attributes  # no route matched: the span is named by its path

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-
 from litellm_perfkit._core._backend import Backend
 from litellm_perfkit._core._guard import internal_error_counts
 from litellm_perfkit._core._protocol import parsing
@@ -47,7 +46,13 @@ class _Protocol:
             self.cycle.body.set()
 
     async def _serve(self, cycle: _Cycle) -> None:
-        scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions", "headers": [], "client": ("127.0.0.1", 1)}
+        scope = {
+            "type": "http",
+            "method": "POST",
+            "path": "/v1/chat/completions",
+            "headers": [],
+            "client": ("127.0.0.1", 1),
+        }
 
         async def receive() -> dict[str, Any]:
             await cycle.body.wait()
@@ -89,7 +94,12 @@ def test_the_parsing_before_the_app_and_of_the_body_is_the_requests_protocol_sta
     [record] = records
     [protocol] = [stage for stage in record.stages if stage.name == PROTOCOL_STAGE]
     assert record.stages[0] is protocol and protocol.parent == -1
-    assert protocol.kind == "thread" and protocol.items == 2 and protocol.self_ns == 3 * MS and protocol.duration_ns == 3 * MS
+    assert (
+        protocol.kind == "thread"
+        and protocol.items == 2
+        and protocol.self_ns == 3 * MS
+        and protocol.duration_ns == 3 * MS
+    )
     assert protocol.start_ns < record.start_ns  # its head was parsed before the app saw the request
     split = time_split(record)
     assert split is not None
@@ -100,7 +110,9 @@ def test_the_parsing_before_the_app_and_of_the_body_is_the_requests_protocol_sta
     assert total == record.duration_ns and attributed + unattributed == total  # the stage is no part of the overhead
 
 
-def test_each_request_on_a_connection_gets_its_own_parsing(backend: Backend, records: Captured, clock: FakeClock) -> None:
+def test_each_request_on_a_connection_gets_its_own_parsing(
+    backend: Backend, records: Captured, clock: FakeClock
+) -> None:
     _run(backend, clock, b"head:2", b"body:1", b"head:3", b"body:1")
     assert sorted(next(s.self_ns for s in r.stages if s.name == PROTOCOL_STAGE) for r in records) == [3 * MS, 4 * MS]
 

@@ -35,8 +35,14 @@ def test_the_c_accelerator_is_built_here() -> None:
 @pytest.mark.parametrize(("mode", "name"), [("on", "c"), ("off", "python"), ("bogus", "c")])
 def test_perfkit_speedups_chooses_the_backend(mode: str, name: str) -> None:
     code = "from litellm_perfkit._core._backend import ACTIVE; print(ACTIVE.name)"
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, "PERFKIT_SPEEDUPS": mode},
-                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={**os.environ, "PERFKIT_SPEEDUPS": mode},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.stdout.strip() == name, result.stderr[-2000:]
 
 

@@ -13,10 +13,10 @@ import pytest
 
 from litellm_perfkit._core import _sink
 from litellm_perfkit._core._backend import Backend
-from litellm_perfkit._wire._events import data_has_token
 from litellm_perfkit._core._timeline import Timeline
-from tests.support.clock import installed
+from litellm_perfkit._wire._events import data_has_token
 from tests.support import backends
+from tests.support.clock import installed
 from tests.support.speedups import STAGE_NAMES, TickClock, speedups
 from tests.support.timelines import observable
 
@@ -35,7 +35,18 @@ def collected() -> Iterator[list[Timeline]]:
 
 # -- the token reader ---------------------------------------------------------
 
-KEYS = ["choices", "delta", "content", "tool_calls", "function_call", "reasoning_content", "reasoning", "text", "role", "index"]
+KEYS = [
+    "choices",
+    "delta",
+    "content",
+    "tool_calls",
+    "function_call",
+    "reasoning_content",
+    "reasoning",
+    "text",
+    "role",
+    "index",
+]
 
 
 def _scalar(rng: random.Random) -> Any:
@@ -53,14 +64,22 @@ def _value(rng: random.Random, depth: int) -> Any:
 
 def _event_json(rng: random.Random) -> bytes:
     choices = [
-        {key: ({k: _value(rng, 3) for k in rng.sample(KEYS, rng.randrange(4))} if key == "delta" else _value(rng, 2))
-         for key in rng.sample(KEYS, rng.randrange(4))}
+        {
+            key: ({k: _value(rng, 3) for k in rng.sample(KEYS, rng.randrange(4))} if key == "delta" else _value(rng, 2))
+            for key in rng.sample(KEYS, rng.randrange(4))
+        }
         for _ in range(rng.randrange(3))
-    ]  # fmt: skip
-    event = _value(rng, 0) if rng.random() < 0.1 else {"id": "x", "choices": choices if rng.random() < 0.9 else _value(rng, 1)}
+    ]
+    event = (
+        _value(rng, 0)
+        if rng.random() < 0.1
+        else {"id": "x", "choices": choices if rng.random() < 0.9 else _value(rng, 1)}
+    )
     text = json.dumps(event, ensure_ascii=rng.random() < 0.5, separators=rng.choice([(",", ":"), (", ", ": ")]))
     if rng.random() < 0.2:  # a repeated key: the last one counts, as in a dict
-        text = text.replace('"content": ', '"content": "", "content": ', 1).replace('"content":', '"content":"x","content":', 1)
+        text = text.replace('"content": ', '"content": "", "content": ', 1).replace(
+            '"content":', '"content":"x","content":', 1
+        )
     data = bytearray(text.encode())
     if rng.random() < 0.4:  # broken: a byte in, a byte out, or cut short
         at = rng.randrange(len(data) + 1)
@@ -91,6 +110,7 @@ def test_the_c_token_reader_agrees_with_python_wherever_it_decides() -> None:
 
 # -- the exchange ---------------------------------------------------------------
 
+
 def _stream_bytes(rng: random.Random) -> bytes:
     newline = b"\r\n" if rng.random() < 0.2 else b"\n"
     events = []
@@ -101,7 +121,9 @@ def _stream_bytes(rng: random.Random) -> bytes:
         if roll < 0.1:
             events.append(b": keep-alive")
         elif roll < 0.2:
-            events.append(b'event: message' + newline + b'data: {"choices":' + newline + b'data: [{"delta":{"content":"x"}}]}')
+            events.append(
+                b"event: message" + newline + b'data: {"choices":' + newline + b'data: [{"delta":{"content":"x"}}]}'
+            )
         elif roll < 0.25:
             events.append(b'data:{"choices":[{"delta":{"tool_calls":[{"index":0}]}}]}')
         else:
@@ -119,7 +141,9 @@ def _messages(rng: random.Random) -> list[dict[str, Any]]:
         headers.insert(rng.randrange(2), (rng.choice([b"content-type", b"Content-Type"]), content_type))
     if rng.random() < 0.2:
         headers = [list(pair) for pair in headers]
-    messages: list[dict[str, Any]] = [{"type": "http.response.start", "status": rng.choice([200, 429, 500]), "headers": headers}]
+    messages: list[dict[str, Any]] = [
+        {"type": "http.response.start", "status": rng.choice([200, 429, 500]), "headers": headers}
+    ]
     body = _stream_bytes(rng) if streaming else b'{"ok": true}' * rng.randrange(3)
     at = 0
     while at < len(body):
@@ -151,7 +175,9 @@ def _timeline(backend: Backend, rng: random.Random, seed_clock: int) -> Timeline
     return timeline
 
 
-def _exchange_run(backend: Backend, rng_seed: int, options: dict[str, Any], disconnected: bool) -> tuple[Timeline, list[Any]]:
+def _exchange_run(
+    backend: Backend, rng_seed: int, options: dict[str, Any], disconnected: bool
+) -> tuple[Timeline, list[Any]]:
     rng = random.Random(rng_seed)
     messages = _messages(rng)
     timeline = _timeline(backend, rng, 1_000_000_000)
@@ -218,7 +244,9 @@ def test_the_c_exchange_counts_every_split_of_a_stream_exactly(collected: list[T
             timeline = backend.timeline(0)
             middleware = backend.middleware(lambda *a: None)  # type: ignore[arg-type]
             exchange = middleware._exchange_class(middleware._loud, {"headers": []}, timeline, None, lambda m: None)
-            exchange.send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+            exchange.send(
+                {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]}
+            )
             for part in parts:
                 exchange.send({"type": "http.response.body", "body": part, "more_body": True})
             exchange.send({"type": "http.response.body", "body": b"", "more_body": False})

@@ -42,7 +42,7 @@ def test_the_handoff_writes_the_frame_the_python_path_builds() -> None:
 
 
 def test_a_full_handoff_drops_and_counts_and_wakes_the_drain_at_three_quarters() -> None:
-    native = speedups()
+    speedups()
     wakes: list[int] = []
     handoff = new_handoff(8, 1 << 16, lambda: wakes.append(handoff.pending))
     started = time.perf_counter()
@@ -57,7 +57,7 @@ def test_a_full_handoff_drops_and_counts_and_wakes_the_drain_at_three_quarters()
 
 
 def test_a_failed_write_drops_and_counts_the_records() -> None:
-    native = speedups()
+    speedups()
     handoff = new_handoff(8, 1 << 16, lambda: None)
     handoff.append(b"x")
     handoff.append(b"y")
@@ -79,10 +79,29 @@ def _odd_value(rng: random.Random, depth: int = 0) -> Any:
         return {rng.choice(["k", "é", 'q"']): _odd_value(rng, depth + 1)}
     if depth < 3 and roll < 0.17:
         return {1: "a non-str key"}
-    return rng.choice([
-        None, True, False, 0, -1, 2**63 - 1, -(2**63), 2**70, 0.1, -2.5e-300, 1e16, float("inf"), float("nan"),
-        "", "plain", 'quote " and \\ backslash', "tab\tnew\nline\x00\x1f", "é漢字🙂", "\ud800 lone surrogate",
-    ])  # fmt: skip
+    return rng.choice(
+        [
+            None,
+            True,
+            False,
+            0,
+            -1,
+            2**63 - 1,
+            -(2**63),
+            2**70,
+            0.1,
+            -2.5e-300,
+            1e16,
+            float("inf"),
+            float("nan"),
+            "",
+            "plain",
+            'quote " and \\ backslash',
+            "tab\tnew\nline\x00\x1f",
+            "é漢字🙂",
+            "\ud800 lone surrogate",
+        ]
+    )
 
 
 def _random_timeline(rng: random.Random, odd: bool) -> Timeline:

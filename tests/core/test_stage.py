@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -96,7 +96,9 @@ def test_async_generator_counts_own_time_and_items(clock: FakeClock, timeline: T
     assert entry.end_ns - entry.start_ns > entry.self_ns
 
 
-def test_generator_time_sums_per_request_across_generators(clock: FakeClock, timeline: Timeline, backend: Backend) -> None:
+def test_generator_time_sums_per_request_across_generators(
+    clock: FakeClock, timeline: Timeline, backend: Backend
+) -> None:
     @backend.stage("gen")
     async def generator(n: int) -> AsyncIterator[int]:
         for i in range(n):
@@ -157,7 +159,9 @@ def test_generator_closed_early_still_records(clock: FakeClock, timeline: Timeli
     assert (entry.items, entry.self_ns) == (2, 2_000_000)
 
 
-def test_stages_in_a_task_nest_under_the_stage_that_created_it(clock: FakeClock, timeline: Timeline, backend: Backend) -> None:
+def test_stages_in_a_task_nest_under_the_stage_that_created_it(
+    clock: FakeClock, timeline: Timeline, backend: Backend
+) -> None:
     async def hook() -> None:
         with backend.stage("hooks.during_call"):
             clock.advance_ms(1)

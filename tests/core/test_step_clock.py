@@ -19,7 +19,10 @@ from litellm_perfkit._core._context import TIMELINE
 from litellm_perfkit._core._steps import MAX_STEPS, STEP_SIZE
 from tests.support.clock import FakeClock
 
-LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
+LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
+    "asyncio": asyncio.new_event_loop,
+    "uvloop": uvloop.new_event_loop,
+}
 
 
 @pytest.fixture(params=sorted(LOOPS))
@@ -34,7 +37,9 @@ def _steps(values: list[int]) -> list[tuple[int, ...]]:
     return [tuple(values[i : i + STEP_SIZE]) for i in range(0, len(values), STEP_SIZE)]
 
 
-def _run(backend: Backend, loop: asyncio.AbstractEventLoop, make: Callable[[], Coroutine[Any, Any, Any]]) -> tuple[Any, list[int]]:
+def _run(
+    backend: Backend, loop: asyncio.AbstractEventLoop, make: Callable[[], Coroutine[Any, Any, Any]]
+) -> tuple[Any, list[int]]:
     steps: list[int] = []
     timeline = backend.timeline(0, "POST", "/x")
     timeline.steps = steps
@@ -95,7 +100,9 @@ def test_both_backends_record_the_same_steps(clock: FakeClock, loop: asyncio.Abs
     assert recorded[0] == recorded[1]
 
 
-def test_an_exception_goes_through_and_its_step_is_recorded(clock: FakeClock, backend: Backend, loop: asyncio.AbstractEventLoop) -> None:
+def test_an_exception_goes_through_and_its_step_is_recorded(
+    clock: FakeClock, backend: Backend, loop: asyncio.AbstractEventLoop
+) -> None:
     async def failing() -> None:
         await asyncio.sleep(0)
         clock.advance_ms(2)
@@ -117,7 +124,9 @@ def test_an_exception_goes_through_and_its_step_is_recorded(clock: FakeClock, ba
     assert steps[-1] - steps[-2] == 2_000_000
 
 
-def test_cancellation_reaches_the_coroutine(clock: FakeClock, backend: Backend, loop: asyncio.AbstractEventLoop) -> None:
+def test_cancellation_reaches_the_coroutine(
+    clock: FakeClock, backend: Backend, loop: asyncio.AbstractEventLoop
+) -> None:
     seen: list[str] = []
 
     async def waits() -> None:
@@ -144,7 +153,9 @@ def test_cancellation_reaches_the_coroutine(clock: FakeClock, backend: Backend, 
     assert seen == ["cancelled"]
 
 
-def test_tasks_a_request_starts_are_clocked_into_its_steps(clock: FakeClock, backend: Backend, loop: asyncio.AbstractEventLoop) -> None:
+def test_tasks_a_request_starts_are_clocked_into_its_steps(
+    clock: FakeClock, backend: Backend, loop: asyncio.AbstractEventLoop
+) -> None:
     async def child() -> str:
         clock.advance_ms(4)
         await asyncio.sleep(0)
@@ -160,7 +171,9 @@ def test_tasks_a_request_starts_are_clocked_into_its_steps(clock: FakeClock, bac
     assert len(cpu) >= 4  # the parent's two steps and the child's two
 
 
-def test_steps_past_the_limit_are_counted_not_recorded(clock: FakeClock, backend: Backend, loop: asyncio.AbstractEventLoop) -> None:
+def test_steps_past_the_limit_are_counted_not_recorded(
+    clock: FakeClock, backend: Backend, loop: asyncio.AbstractEventLoop
+) -> None:
     timeline = backend.timeline(0, "POST", "/x")
     timeline.steps = [0] * (STEP_SIZE * MAX_STEPS)
 
@@ -195,14 +208,18 @@ def test_the_c_clock_is_a_coroutine_that_closes_what_it_drives(loop: asyncio.Abs
         clock_.send(None)
 
 
-def _start(loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, Any], name: str, context: contextvars.Context) -> asyncio.Task[Any]:
+def _start(
+    loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, Any], name: str, context: contextvars.Context
+) -> asyncio.Task[Any]:
     """A task in ``context``: given as ``context=`` where asyncio takes it (3.11), else current when the task is made."""
     if sys.version_info >= (3, 11):
         return loop.create_task(coroutine, name=name, context=context)
     return context.run(loop.create_task, coroutine, name=name)
 
 
-def test_the_task_factory_keeps_the_hosts_and_reads_the_context_a_task_is_given(backend: Backend, loop: asyncio.AbstractEventLoop) -> None:
+def test_the_task_factory_keeps_the_hosts_and_reads_the_context_a_task_is_given(
+    backend: Backend, loop: asyncio.AbstractEventLoop
+) -> None:
     made: list[asyncio.Task[Any]] = []
 
     def host_factory(loop: asyncio.AbstractEventLoop, coroutine: Any, **kwargs: Any) -> asyncio.Task[Any]:
@@ -234,7 +251,9 @@ def test_the_task_factory_keeps_the_hosts_and_reads_the_context_a_task_is_given(
     assert len(steps) == 2 * STEP_SIZE  # the child's two steps
 
 
-def test_a_clocked_tasks_coroutine_answers_inspection_as_the_one_it_drives(backend: Backend, loop: asyncio.AbstractEventLoop) -> None:
+def test_a_clocked_tasks_coroutine_answers_inspection_as_the_one_it_drives(
+    backend: Backend, loop: asyncio.AbstractEventLoop
+) -> None:
     """anyio asks a task's coroutine for its state (inspect.getcoroutinestate); a task's repr names it.
     The C factory makes its StepClock the task's coroutine; the Python one a native coroutine around it."""
     import inspect

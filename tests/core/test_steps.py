@@ -63,8 +63,11 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> dict[int, dict[str, li
     jsonl = tmp_path_factory.mktemp("steps") / "spans.jsonl"
     port = free_port()
     with Children() as children:
-        gateway = children.start("cpu_gateway", [sys.executable, "-m", "tests.support.cpu_gateway", "--port", str(port),
-                                                 "--jsonl", str(jsonl)], cwd=ROOT)  # fmt: skip
+        gateway = children.start(
+            "cpu_gateway",
+            [sys.executable, "-m", "tests.support.cpu_gateway", "--port", str(port), "--jsonl", str(jsonl)],
+            cwd=ROOT,
+        )
         gateway.wait_ready(lambda: port_open(port), 30)
         for users, requests in LOADS.items():
             asyncio.run(_drive(f"http://127.0.0.1:{port}", users, requests, 0))  # warm-up, not measured
@@ -82,7 +85,9 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> dict[int, dict[str, li
     return result
 
 
-def test_each_stage_cpu_is_the_injected_cpu_at_1_and_32_users(measured: dict[int, dict[str, list[dict[str, float]]]]) -> None:
+def test_each_stage_cpu_is_the_injected_cpu_at_1_and_32_users(
+    measured: dict[int, dict[str, list[dict[str, float]]]],
+) -> None:
     failures = []
     for users, spans in measured.items():
         for name, (cpu_ms, _) in COSTS_MS.items():
@@ -97,7 +102,11 @@ def test_the_three_parts_add_up_to_the_wall_time(measured: dict[int, dict[str, l
     for spans in measured.values():
         for name, group in spans.items():
             for attrs in group:
-                keys = (Attr.CPU_MS, Attr.QUEUE_MS, Attr.IO_MS) if name == "request" else (Attr.STAGE_CPU_MS, Attr.STAGE_QUEUE_MS, Attr.STAGE_IO_MS)
+                keys = (
+                    (Attr.CPU_MS, Attr.QUEUE_MS, Attr.IO_MS)
+                    if name == "request"
+                    else (Attr.STAGE_CPU_MS, Attr.STAGE_QUEUE_MS, Attr.STAGE_IO_MS)
+                )
                 parts = tuple(attrs.get(key, 0.0) for key in keys)  # a zero part is left out
                 wall = attrs[Attr.TOTAL_MS] if name == "request" else attrs[Attr.STAGE_DURATION_MS]
                 assert sum(parts) == pytest.approx(wall, abs=1e-5), (name, attrs)

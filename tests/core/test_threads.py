@@ -76,7 +76,9 @@ def test_a_threads_cpu_is_the_requests_cpu_inside_the_stage_that_handed_it_over(
     assert attributed == record.stages[llm_call].duration_ns  # the thread's wall is llm_call's child, counted once
 
 
-def test_a_thread_handed_over_after_the_response_is_after_response_work(backend: Backend, records: Captured, clock: FakeClock) -> None:
+def test_a_thread_handed_over_after_the_response_is_after_response_work(
+    backend: Backend, records: Captured, clock: FakeClock
+) -> None:
     done = asyncio.Event()
 
     async def log() -> None:
@@ -112,7 +114,9 @@ def test_outside_a_request_the_function_is_handed_over_as_it_is() -> None:
     assert in_thread(work) is work
 
 
-def test_calls_under_different_stages_are_one_threads_stage_each(backend: Backend, records: Captured, clock: FakeClock) -> None:
+def test_calls_under_different_stages_are_one_threads_stage_each(
+    backend: Backend, records: Captured, clock: FakeClock
+) -> None:
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         loop = asyncio.get_running_loop()
         with backend.stage("llm_call"):
@@ -129,7 +133,15 @@ def test_calls_under_different_stages_are_one_threads_stage_each(backend: Backen
     threads = {record.stages[stage.parent].name: stage for stage in record.stages if stage.name == THREAD_STAGE}
     assert all(record.stages.index(stage) > stage.parent for stage in threads.values())  # each after its parent
     record_to_spans(record, "ab" * 16, "", 0)
-    assert (threads["llm_call"].items, threads["llm_call"].self_ns, threads["llm_call"].duration_ns) == (2, 2 * MS, 4 * MS)
-    assert (threads["response"].items, threads["response"].self_ns, threads["response"].duration_ns) == (1, 3 * MS, 3 * MS)
+    assert (threads["llm_call"].items, threads["llm_call"].self_ns, threads["llm_call"].duration_ns) == (
+        2,
+        2 * MS,
+        4 * MS,
+    )
+    assert (threads["response"].items, threads["response"].self_ns, threads["response"].duration_ns) == (
+        1,
+        3 * MS,
+        3 * MS,
+    )
     total, upstream, attributed, unattributed = reconcile(record)
     assert attributed + unattributed == total and unattributed >= 0

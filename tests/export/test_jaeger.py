@@ -52,7 +52,11 @@ def test_spans_reach_jaeger_with_the_expected_tree(jaeger: Jaeger, protocol: str
     assert server_tags["http.response.status_code"] == 200
     assert server_tags["perfkit.streaming"] is False
     total = server_tags["perfkit.total_ms"]
-    parts = server_tags["perfkit.upstream_ms"] + server_tags["perfkit.attributed_ms"] + server_tags["perfkit.unattributed_ms"]
+    parts = (
+        server_tags["perfkit.upstream_ms"]
+        + server_tags["perfkit.attributed_ms"]
+        + server_tags["perfkit.unattributed_ms"]
+    )
     assert parts == pytest.approx(total, abs=1e-6)
 
     streamed = next(t for t in traces if t["traceID"] != trace_id)

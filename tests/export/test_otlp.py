@@ -52,8 +52,10 @@ def test_protobuf_and_json_encodings_decode_to_the_same_request() -> None:
     assert resource["service.name"] == "svc" and resource["deployment.environment"] == "t"
     assert len(resource["service.instance.id"]) == 36  # one per worker, a UUID
     overridden = spans_protobuf(spans, "svc", {"service.instance.id": "pod-7"})
-    assert {a.key: a.value.string_value for a in ExportTraceServiceRequest.FromString(overridden).resource_spans[0].resource.attributes}[
-        "service.instance.id"] == "pod-7"  # OTEL_RESOURCE_ATTRIBUTES wins  # fmt: skip
+    assert {
+        a.key: a.value.string_value
+        for a in ExportTraceServiceRequest.FromString(overridden).resource_spans[0].resource.attributes
+    }["service.instance.id"] == "pod-7"  # OTEL_RESOURCE_ATTRIBUTES wins
     server, auth, iterate = from_protobuf.resource_spans[0].scope_spans[0].spans
     assert server.status.code == 2 and server.status.message == "RuntimeError"
     assert server.parent_span_id.hex() == "cd" * 8 and auth.parent_span_id == server.span_id
@@ -74,14 +76,39 @@ def test_the_c_span_encoder_writes_what_the_python_one_writes() -> None:
     spans = sample_spans()
     assert encode(spans) == _spans_protobuf_python(spans)
     rng = random.Random(7)
-    values: list[object] = [True, False, 0, -1, 127, 128, -(1 << 63), (1 << 63) - 1, 0.0, -2.5, 1e300, "", "é" * 70, "x" * 200]
+    values: list[object] = [
+        True,
+        False,
+        0,
+        -1,
+        127,
+        128,
+        -(1 << 63),
+        (1 << 63) - 1,
+        0.0,
+        -2.5,
+        1e300,
+        "",
+        "é" * 70,
+        "x" * 200,
+    ]
     for _ in range(300):
-        attributes = [(rng.choice(["a", "perfkit.stage.cpu_ms", "k" * 130]), rng.choice(values)) for _ in range(rng.randrange(0, 12))]
+        attributes = [
+            (rng.choice(["a", "perfkit.stage.cpu_ms", "k" * 130]), rng.choice(values))
+            for _ in range(rng.randrange(0, 12))
+        ]
         span = (
-            f"{rng.getrandbits(128):032x}", f"{rng.getrandbits(64):016x}", rng.choice(["", f"{rng.getrandbits(64):016X}"]),
-            rng.choice(["auth", "POST /chat/completions", "n" * 140]), rng.randrange(0, 6),
-            rng.getrandbits(63), rng.getrandbits(63), attributes, rng.choice([0, 2]), rng.choice(["", "RuntimeError", "m" * 150]),
-        )  # fmt: skip
+            f"{rng.getrandbits(128):032x}",
+            f"{rng.getrandbits(64):016x}",
+            rng.choice(["", f"{rng.getrandbits(64):016X}"]),
+            rng.choice(["auth", "POST /chat/completions", "n" * 140]),
+            rng.randrange(0, 6),
+            rng.getrandbits(63),
+            rng.getrandbits(63),
+            attributes,
+            rng.choice([0, 2]),
+            rng.choice(["", "RuntimeError", "m" * 150]),
+        )
         assert encode([span]) == _spans_protobuf_python([span]), span  # type: ignore[list-item]
     assert encode([]) == b""
 

@@ -242,12 +242,18 @@ def test_the_agent_writes_a_held_back_snapshot_when_the_app_goes_quiet(tmp_path:
     that comes sooner is in the file within about a second, with no frame after it."""
     from litellm_perfkit._export._prometheus import render
 
-    settings = read_settings({"OTEL_TRACES_EXPORTER": "none", "OTEL_BSP_SCHEDULE_DELAY": "60000", "PERFKIT_PROMETHEUS_DIR": str(tmp_path)})
+    settings = read_settings(
+        {"OTEL_TRACES_EXPORTER": "none", "OTEL_BSP_SCHEDULE_DELAY": "60000", "PERFKIT_PROMETHEUS_DIR": str(tmp_path)}
+    )
     pipeline = Pipeline(settings, mode="process").start()
 
     def requests_in_snapshot() -> float:
         text = render(str(tmp_path))
-        return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith("perfkit_request_duration_seconds_count"))
+        return sum(
+            float(line.split()[-1])
+            for line in text.splitlines()
+            if line.startswith("perfkit_request_duration_seconds_count")
+        )
 
     try:
         pipeline.submit(finished_timeline())
@@ -269,12 +275,16 @@ def test_the_agent_writes_a_held_back_snapshot_when_the_app_goes_quiet(tmp_path:
 
 
 @pytest.mark.parametrize("mode", ["thread", "process"])
-def test_requests_passed_through_unrecorded_are_counted_in_the_metrics(tmp_path: Any, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_requests_passed_through_unrecorded_are_counted_in_the_metrics(
+    tmp_path: Any, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from litellm_perfkit._core._sampling import UNRECORDED
     from litellm_perfkit._export._prometheus import render
 
     monkeypatch.setattr(UNRECORDED, "count", 0)
-    settings = read_settings({"OTEL_TRACES_EXPORTER": "none", "OTEL_BSP_SCHEDULE_DELAY": "60000", "PERFKIT_PROMETHEUS_DIR": str(tmp_path)})
+    settings = read_settings(
+        {"OTEL_TRACES_EXPORTER": "none", "OTEL_BSP_SCHEDULE_DELAY": "60000", "PERFKIT_PROMETHEUS_DIR": str(tmp_path)}
+    )
     pipeline = Pipeline(settings, mode=mode).start()  # type: ignore[arg-type]
     try:
         with uvicorn_server(PerfkitMiddleware(apps.make_app(), record_rate=1.0)) as url:
@@ -285,4 +295,8 @@ def test_requests_passed_through_unrecorded_are_counted_in_the_metrics(tmp_path:
     finally:
         pipeline.shutdown()
     assert "perfkit_requests_unrecorded_total 3" in text, text[-2000:]
-    assert "perfkit_request_duration_seconds_count" in text and 'perfkit_request_duration_seconds_count{http_request_method="POST",http_response_status_code="200"} 1' in text
+    assert (
+        "perfkit_request_duration_seconds_count" in text
+        and 'perfkit_request_duration_seconds_count{http_request_method="POST",http_response_status_code="200"} 1'
+        in text
+    )

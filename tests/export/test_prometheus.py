@@ -20,8 +20,16 @@ def store(requests: int, auth_ms: float) -> MetricStore:
     for n in range(requests):
         start = n * 10_000_000
         auth = StageRecord(name="auth", start_ns=start, end_ns=start + int(auth_ms * 1e6), parent=-1)
-        metrics.observe(RequestRecord(start_ns=start, method="POST", path="/v1/chat/completions", status=200,
-                                      end_ns=start + 5_000_000, stages=(auth,)))  # fmt: skip
+        metrics.observe(
+            RequestRecord(
+                start_ns=start,
+                method="POST",
+                path="/v1/chat/completions",
+                status=200,
+                end_ns=start + 5_000_000,
+                stages=(auth,),
+            )
+        )
     return metrics
 
 

@@ -101,14 +101,18 @@ def backend() -> Iterator[tuple[str, list[int], list[tuple[int, dict[str, str]]]
 
 
 def exporter(url: str) -> OtlpHttpExporter:
-    settings = ExportSettings(endpoint=url, traces_endpoint=f"{url}/v1/traces", metrics_endpoint=f"{url}/v1/metrics", timeout_s=5.0)
+    settings = ExportSettings(
+        endpoint=url, traces_endpoint=f"{url}/v1/traces", metrics_endpoint=f"{url}/v1/metrics", timeout_s=5.0
+    )
     return OtlpHttpExporter(settings, "http/json")
 
 
 SPAN: Span = ("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331", "", "GET /", 2, 1, 2, [], 0, "")
 
 
-def test_a_busy_backend_gets_the_spans_on_a_later_try(backend: tuple[str, list[int], list[tuple[int, dict[str, str]]]]) -> None:
+def test_a_busy_backend_gets_the_spans_on_a_later_try(
+    backend: tuple[str, list[int], list[tuple[int, dict[str, str]]]],
+) -> None:
     url, seen, script = backend
     script += [(503, {"Retry-After": "0"}), (429, {"Retry-After": "0"})]
     assert exporter(url).export_spans([SPAN]) is True

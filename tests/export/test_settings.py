@@ -60,16 +60,30 @@ def test_an_invalid_value_gets_one_clear_warning_and_a_default(
 
 
 def test_litellm_variables_are_a_fallback_and_perfkit_variables_win() -> None:
-    litellm = {"OTEL_EXPORTER": "otlp_http", "OTEL_ENDPOINT": "https://collector.example:4318/v1/traces", "OTEL_HEADERS": "x-team=a"}
+    litellm = {
+        "OTEL_EXPORTER": "otlp_http",
+        "OTEL_ENDPOINT": "https://collector.example:4318/v1/traces",
+        "OTEL_HEADERS": "x-team=a",
+    }
     s = read_settings(litellm)
     assert (s.protocol, s.traces_endpoint, s.metrics_endpoint) == (
-        "http/protobuf", "https://collector.example:4318/v1/traces", "https://collector.example:4318/v1/metrics")  # fmt: skip
+        "http/protobuf",
+        "https://collector.example:4318/v1/traces",
+        "https://collector.example:4318/v1/metrics",
+    )
     assert s.headers == {"x-team": "a"}
     grpc = read_settings({"OTEL_EXPORTER": "otlp_grpc", "OTEL_ENDPOINT": "http://collector:4317"})
     assert (grpc.protocol, grpc.endpoint) == ("grpc", "http://collector:4317")
-    standard = read_settings({**litellm, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://mine:4318", "OTEL_EXPORTER_OTLP_HEADERS": "k=v"})
+    standard = read_settings(
+        {**litellm, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://mine:4318", "OTEL_EXPORTER_OTLP_HEADERS": "k=v"}
+    )
     assert standard.traces_endpoint == "http://mine:4318/v1/traces" and standard.headers == {"k": "v"}
-    ours = read_settings({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://host-sdk:4318", "PERFKIT_OTEL_EXPORTER_OTLP_ENDPOINT": "http://perfkit:4318"})
+    ours = read_settings(
+        {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://host-sdk:4318",
+            "PERFKIT_OTEL_EXPORTER_OTLP_ENDPOINT": "http://perfkit:4318",
+        }
+    )
     assert ours.traces_endpoint == "http://perfkit:4318/v1/traces"
 
 
@@ -82,6 +96,11 @@ def test_otel_sdk_disabled_turns_export_off() -> None:
 def test_service_name_is_exported_once() -> None:
     from litellm_perfkit._export._otlp import _resource_attributes
 
-    s = read_settings({"OTEL_SERVICE_NAME": "from-name", "OTEL_RESOURCE_ATTRIBUTES": "service.name=from-resource,team=t"})
+    s = read_settings(
+        {"OTEL_SERVICE_NAME": "from-name", "OTEL_RESOURCE_ATTRIBUTES": "service.name=from-resource,team=t"}
+    )
     keys = [key for key, _ in _resource_attributes(s.service_name, s.resource_attributes)]
-    assert keys.count("service.name") == 1 and dict(_resource_attributes(s.service_name, s.resource_attributes))["service.name"] == "from-name"
+    assert (
+        keys.count("service.name") == 1
+        and dict(_resource_attributes(s.service_name, s.resource_attributes))["service.name"] == "from-name"
+    )

@@ -12,14 +12,23 @@ def server_span(**fields: object) -> tuple:  # type: ignore[type-arg]
 
 
 def test_the_server_span_is_named_by_its_route_template() -> None:
-    routed = server_span(path="/openai/deployments/gpt/chat/completions", attributes={"http.route": "/openai/deployments/{model}/chat/completions"})
+    routed = server_span(
+        path="/openai/deployments/gpt/chat/completions",
+        attributes={"http.route": "/openai/deployments/{model}/chat/completions"},
+    )
     assert routed[3] == "POST /openai/deployments/{model}/chat/completions"
     assert server_span(path="/nowhere")[3] == "POST /nowhere"  # no route matched
 
 
 def test_generative_ai_endpoints_carry_their_operation() -> None:
-    for path, operation in (("/v1/chat/completions", "chat"), ("/completions", "text_completion"), ("/v1/embeddings", "embeddings"),
-                            ("/v1/messages", "chat"), ("/responses", "chat"), ("/health", None)):  # fmt: skip
+    for path, operation in (
+        ("/v1/chat/completions", "chat"),
+        ("/completions", "text_completion"),
+        ("/v1/embeddings", "embeddings"),
+        ("/v1/messages", "chat"),
+        ("/responses", "chat"),
+        ("/health", None),
+    ):
         attributes = dict(server_span(path=path)[7])
         assert attributes.get("gen_ai.operation.name") == operation, path
 
@@ -28,8 +37,19 @@ def test_stage_span_ids_chosen_while_running_are_the_exported_ones() -> None:
     from litellm_perfkit._wire._headers import stage_span_id
 
     stages = (StageRecord("auth", 10_000, 20_000, -1), StageRecord("lookup", 12_000, 15_000, 0))
-    spans = record_to_spans(RequestRecord(start_ns=1_000, end_ns=50_000, method="POST", path="/v1/chat/completions",
-                                          span_context=("ab" * 16, "cd" * 8), stages=stages), "ab" * 16, "", 0)  # fmt: skip
+    spans = record_to_spans(
+        RequestRecord(
+            start_ns=1_000,
+            end_ns=50_000,
+            method="POST",
+            path="/v1/chat/completions",
+            span_context=("ab" * 16, "cd" * 8),
+            stages=stages,
+        ),
+        "ab" * 16,
+        "",
+        0,
+    )
     server, auth, lookup = spans
     assert server[1] == "cd" * 8
     assert auth[1] == stage_span_id("cd" * 8, "auth", 10_000) and auth[2] == server[1]
@@ -58,7 +78,18 @@ def test_the_c_stage_spans_are_the_python_ones() -> None:
         split = time_split(record)
         ids = _spans._random_ids(len(record.stages))
         for splits in (None if split is None else split.stages, None):
-            args = (record.stages, durations, own, splits, ids, "a" * 32, "b" * 16, rng.randrange(-(10**12), 10**12), record.end_ns, _spans._STAGE_KEYS)
+            args = (
+                record.stages,
+                durations,
+                own,
+                splits,
+                ids,
+                "a" * 32,
+                "b" * 16,
+                rng.randrange(-(10**12), 10**12),
+                record.end_ns,
+                _spans._STAGE_KEYS,
+            )
             assert stage_spans(*args) == _spans._stage_spans_python(*args), seed
     stage = StageRecord("auth", 1, 2, -1)
     with pytest.raises(ValueError):

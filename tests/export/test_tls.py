@@ -21,12 +21,17 @@ import pytest
 from litellm_perfkit._core import _guard
 from litellm_perfkit._export._metrics import MetricStore
 from litellm_perfkit._export._settings import read_settings
+from litellm_perfkit._export._spans import record_to_spans
 from litellm_perfkit._export._transport import OtlpGrpcExporter, OtlpHttpExporter
 from litellm_perfkit.types import RequestRecord
-from litellm_perfkit._export._spans import record_to_spans
 from tests.support.receiver import Received, otlp_receiver
 
-SPANS = record_to_spans(RequestRecord(start_ns=1, end_ns=2_000_000, method="POST", path="/v1/chat/completions", status=200), "ab" * 16, "", 0)
+SPANS = record_to_spans(
+    RequestRecord(start_ns=1, end_ns=2_000_000, method="POST", path="/v1/chat/completions", status=200),
+    "ab" * 16,
+    "",
+    0,
+)
 
 
 @dataclass
@@ -44,19 +49,72 @@ def _openssl(*args: str, cwd: Path) -> None:
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    assert shutil.which("openssl"), "these tests make their certificates with the openssl command: apt-get install openssl"
+    assert shutil.which("openssl"), (
+        "these tests make their certificates with the openssl command: apt-get install openssl"
+    )
     d = tmp_path_factory.mktemp("pki")
     # The extensions Python 3.13's strict verification (VERIFY_X509_STRICT) asks of a CA and its leaves.
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "1", "-subj", "/CN=perfkit test CA",
-             "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
-             "-addext", "subjectKeyIdentifier=hash", cwd=d)  # fmt: skip
+    _openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=perfkit test CA",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+        "-addext",
+        "subjectKeyIdentifier=hash",
+        cwd=d,
+    )
     leaf = "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nauthorityKeyIdentifier=keyid,issuer\n"
     for name in ("server", "client"):
-        usage = "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n" if name == "server" else "extendedKeyUsage=clientAuth\n"
+        usage = (
+            "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n"
+            if name == "server"
+            else "extendedKeyUsage=clientAuth\n"
+        )
         (d / f"{name}.ext").write_text(leaf + usage)
-        _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}", cwd=d)
-        _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", f"{name}.pem",
-                 "-days", "1", "-extfile", f"{name}.ext", cwd=d)  # fmt: skip
+        _openssl(
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            f"{name}.key",
+            "-out",
+            f"{name}.csr",
+            "-subj",
+            f"/CN={name}",
+            cwd=d,
+        )
+        _openssl(
+            "x509",
+            "-req",
+            "-in",
+            f"{name}.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            f"{name}.pem",
+            "-days",
+            "1",
+            "-extfile",
+            f"{name}.ext",
+            cwd=d,
+        )
     return Pki(d / "ca.pem", d / "server.pem", d / "server.key", d / "client.pem", d / "client.key")
 
 
@@ -87,9 +145,16 @@ def tls_env(pki: Pki, endpoint: str, protocol: str) -> dict[str, str]:
 
 def test_each_signal_reads_its_own_variables_over_the_general_ones(pki: Pki) -> None:
     s = read_settings(env=tls_env(pki, "https://127.0.0.1:1", "http/json"))
-    assert (s.headers, s.metrics_headers) == ({"x-both": "1", "x-signal": "traces"}, {"x-both": "1", "x-signal": "metrics"})
+    assert (s.headers, s.metrics_headers) == (
+        {"x-both": "1", "x-signal": "traces"},
+        {"x-both": "1", "x-signal": "metrics"},
+    )
     assert (s.compression, s.metrics_compression, s.timeout_s, s.metrics_timeout_s) == ("none", "gzip", 2.5, 10.0)
-    assert (s.certificate, s.client_key, s.client_certificate) == (str(pki.ca), str(pki.client_key), str(pki.client_cert))
+    assert (s.certificate, s.client_key, s.client_certificate) == (
+        str(pki.ca),
+        str(pki.client_key),
+        str(pki.client_cert),
+    )
     assert s.metrics_certificate == str(pki.ca)
 
 
@@ -109,12 +174,19 @@ def test_https_with_a_private_ca_and_a_client_certificate(pki: Pki, https_receiv
     finally:
         exporter.close()
     traces_headers, metrics_headers = ({k.lower(): v for k, v in h.items()} for h in received.headers)
-    assert (traces_headers["x-signal"], traces_headers["x-both"]) == ("traces", "1") and "content-encoding" not in traces_headers
+    assert (traces_headers["x-signal"], traces_headers["x-both"]) == (
+        "traces",
+        "1",
+    ) and "content-encoding" not in traces_headers
     assert (metrics_headers["x-signal"], metrics_headers["content-encoding"]) == ("metrics", "gzip")
-    assert len(received.bodies["/v1/traces"]) == 1 and gzip.decompress(received.bodies["/v1/metrics"][0]).startswith(b"{")
+    assert len(received.bodies["/v1/traces"]) == 1 and gzip.decompress(received.bodies["/v1/metrics"][0]).startswith(
+        b"{"
+    )
 
 
-def test_without_the_ca_the_backend_is_not_trusted(pki: Pki, https_receiver: tuple[str, Received], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_the_ca_the_backend_is_not_trusted(
+    pki: Pki, https_receiver: tuple[str, Received], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(_guard, "_warned", set())
     endpoint, received = https_receiver
     env = {k: v for k, v in tls_env(pki, endpoint, "http/json").items() if k != "OTEL_EXPORTER_OTLP_CERTIFICATE"}
@@ -143,8 +215,11 @@ def test_grpc_with_a_private_ca_a_client_certificate_and_per_signal_metadata(pki
     server = grpc.server(futures.ThreadPoolExecutor(2))
     for service, methods in services.items():
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, methods),))
-    credentials = grpc.ssl_server_credentials([(pki.server_key.read_bytes(), pki.server_cert.read_bytes())],
-                                              root_certificates=pki.ca.read_bytes(), require_client_auth=True)  # fmt: skip
+    credentials = grpc.ssl_server_credentials(
+        [(pki.server_key.read_bytes(), pki.server_cert.read_bytes())],
+        root_certificates=pki.ca.read_bytes(),
+        require_client_auth=True,
+    )
     port = server.add_secure_port("127.0.0.1:0", credentials)
     server.start()
     try:
@@ -156,4 +231,7 @@ def test_grpc_with_a_private_ca_a_client_certificate_and_per_signal_metadata(pki
             exporter.close()
     finally:
         server.stop(None)
-    assert [(method, metadata["x-signal"], metadata["x-both"]) for method, metadata in received] == [("traces", "traces", "1"), ("metrics", "metrics", "1")]
+    assert [(method, metadata["x-signal"], metadata["x-both"]) for method, metadata in received] == [
+        ("traces", "traces", "1"),
+        ("metrics", "metrics", "1"),
+    ]

@@ -15,7 +15,9 @@ from litellm_perfkit._export._transport import OtlpHttpExporter
 from tests.support.servers import free_port
 
 
-def test_protobuf_without_the_otlp_extra_names_the_extra(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_protobuf_without_the_otlp_extra_names_the_extra(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     real_import = builtins.__import__
 
     def no_protobuf(name: str, *args: Any, **kwargs: Any) -> Any:

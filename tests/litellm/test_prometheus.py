@@ -11,11 +11,11 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from litellm_perfkit._bench import CONFIG_TEMPLATE
 from litellm_perfkit._bench._launch import free_port
+from tests.support.litellm_env import with_packages
 from tests.support.mock_server import mock_process
 from tests.support.proxy import litellm_proxy
-from tests.support.litellm_env import with_packages
-from litellm_perfkit._bench import CONFIG_TEMPLATE
 
 pytestmark = [pytest.mark.integration, pytest.mark.litellm]
 
@@ -25,17 +25,29 @@ def auth_count(text: str) -> float:
     total = 0.0
     for family in text_string_to_metric_families(text):
         if family.name == "perfkit_stage_duration_seconds":
-            total += sum(s.value for s in family.samples if s.name.endswith("_count") and s.labels.get("stage") == "auth")
+            total += sum(
+                s.value for s in family.samples if s.name.endswith("_count") and s.labels.get("stage") == "auth"
+            )
     return total
 
 
 def test_the_auth_stage_count_over_both_workers_is_the_request_count(tmp_path: Path) -> None:
     port, requests = free_port(), 40
-    with mock_process("--ttft-ms", "1", "--chunks", "3") as upstream, \
-            litellm_proxy("1.103.0", upstream, tmp_path, workers=2, perfkit_args=("--exporter", "none", "--prometheus-port", str(port))) as url:  # fmt: skip
+    with (
+        mock_process("--ttft-ms", "1", "--chunks", "3") as upstream,
+        litellm_proxy(
+            "1.103.0",
+            upstream,
+            tmp_path,
+            workers=2,
+            perfkit_args=("--exporter", "none", "--prometheus-port", str(port)),
+        ) as url,
+    ):
         for _ in range(requests):  # fresh connections, so that both workers serve
             with openai.OpenAI(base_url=f"{url}/v1", api_key="sk-1234", max_retries=0) as client:
-                client.chat.completions.create(model="fake-openai-endpoint", messages=[{"role": "user", "content": "hi"}])
+                client.chat.completions.create(
+                    model="fake-openai-endpoint", messages=[{"role": "user", "content": "hi"}]
+                )
         deadline = time.monotonic() + 15
         while True:
             text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
@@ -57,21 +69,38 @@ def test_the_auth_stage_count_over_both_workers_is_the_request_count(tmp_path: P
     assert len(writers) >= 2, writers  # both workers' counts are in the sum
 
 
-def test_by_default_a_busy_worker_records_ten_requests_a_second_and_counts_the_rest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_by_default_a_busy_worker_records_ten_requests_a_second_and_counts_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("PERFKIT_RECORD_RATE")  # perfkit run's default, as users get it
     port, requests = free_port(), 120
-    with mock_process("--ttft-ms", "1", "--chunks", "3") as upstream, \
-            litellm_proxy("1.103.0", upstream, tmp_path, perfkit_args=("--exporter", "none", "--prometheus-port", str(port))) as url:  # fmt: skip
+    with (
+        mock_process("--ttft-ms", "1", "--chunks", "3") as upstream,
+        litellm_proxy(
+            "1.103.0", upstream, tmp_path, perfkit_args=("--exporter", "none", "--prometheus-port", str(port))
+        ) as url,
+    ):
         with openai.OpenAI(base_url=f"{url}/v1", api_key="sk-1234", max_retries=0) as client:
             started = time.monotonic()
             for _ in range(requests):
-                client.chat.completions.create(model="fake-openai-endpoint", messages=[{"role": "user", "content": "hi"}])
+                client.chat.completions.create(
+                    model="fake-openai-endpoint", messages=[{"role": "user", "content": "hi"}]
+                )
             elapsed = time.monotonic() - started
         deadline = time.monotonic() + 15
         while True:
-            families = {f.name: f for f in text_string_to_metric_families(httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text)}
-            recorded = sum(s.value for s in families["perfkit_request_overhead_seconds"].samples if s.name.endswith("_count"))
-            unrecorded = families["perfkit_requests_unrecorded"].samples[0].value if "perfkit_requests_unrecorded" in families else 0
+            families = {
+                f.name: f
+                for f in text_string_to_metric_families(httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text)
+            }
+            recorded = sum(
+                s.value for s in families["perfkit_request_overhead_seconds"].samples if s.name.endswith("_count")
+            )
+            unrecorded = (
+                families["perfkit_requests_unrecorded"].samples[0].value
+                if "perfkit_requests_unrecorded" in families
+                else 0
+            )
             if recorded + unrecorded >= requests or time.monotonic() > deadline:
                 break
             time.sleep(0.3)
@@ -86,16 +115,26 @@ def test_perfkits_families_in_litellms_own_metrics(tmp_path: Path, version: str,
     """LiteLLM's prometheus callback serves /metrics (its default registry with 1 worker, its
     multiprocess collector with 2): perfkit's families are there too, summed over the workers."""
     with_packages(version, {"prometheus_client": "prometheus_client"})
-    config = CONFIG_TEMPLATE.replace("general_settings:", 'litellm_settings:\n  callbacks: ["prometheus"]\ngeneral_settings:')
+    config = CONFIG_TEMPLATE.replace(
+        "general_settings:", 'litellm_settings:\n  callbacks: ["prometheus"]\ngeneral_settings:'
+    )
     requests = 20
-    with mock_process("--ttft-ms", "1", "--chunks", "3") as upstream, \
-            litellm_proxy(version, upstream, tmp_path, workers=workers, perfkit_args=("--exporter", "none"), config=config) as url:  # fmt: skip
+    with (
+        mock_process("--ttft-ms", "1", "--chunks", "3") as upstream,
+        litellm_proxy(
+            version, upstream, tmp_path, workers=workers, perfkit_args=("--exporter", "none"), config=config
+        ) as url,
+    ):
         for _ in range(requests):
             with openai.OpenAI(base_url=f"{url}/v1", api_key="sk-1234", max_retries=0) as client:
-                client.chat.completions.create(model="fake-openai-endpoint", messages=[{"role": "user", "content": "hi"}])
+                client.chat.completions.create(
+                    model="fake-openai-endpoint", messages=[{"role": "user", "content": "hi"}]
+                )
         deadline = time.monotonic() + 15
         while True:
-            text = httpx.get(f"{url}/metrics/", headers={"authorization": "Bearer sk-1234"}, timeout=5, follow_redirects=True).text
+            text = httpx.get(
+                f"{url}/metrics/", headers={"authorization": "Bearer sk-1234"}, timeout=5, follow_redirects=True
+            ).text
             if auth_count(text) >= requests or time.monotonic() > deadline:
                 break
             time.sleep(0.3)

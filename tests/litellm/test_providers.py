@@ -34,7 +34,7 @@ UPSTREAM_MS = 100
 KEY = "sk-1234"
 # A provider perfkit cannot see into: a custom handler that calls the mock
 # over a bare asyncio socket, past every HTTP client perfkit wraps.
-CUSTOM_HANDLER = '''
+CUSTOM_HANDLER = """
 import asyncio
 import json
 
@@ -55,7 +55,7 @@ class RawSocket(CustomLLM):
 
 
 handler = RawSocket()
-'''
+"""
 
 
 def config(slow: str, fast: str) -> str:
@@ -65,7 +65,11 @@ def config(slow: str, fast: str) -> str:
         for speed, url in (("slow", slow), ("fast", fast)):
             lines.append(model_entry(f"{name}-{speed}", name).replace("{upstream}", url).rstrip("\n"))
     lines += ["  - model_name: raw", "    litellm_params:", "      model: rawsocket/x", f"      api_base: {slow}"]
-    lines += ["litellm_settings:", "  custom_provider_map:", '    - {"provider": "rawsocket", "custom_handler": custom_handler.handler}']
+    lines += [
+        "litellm_settings:",
+        "  custom_provider_map:",
+        '    - {"provider": "rawsocket", "custom_handler": custom_handler.handler}',
+    ]
     lines += ["general_settings:", f"  master_key: {KEY}"]
     return "\n".join(lines) + "\n"
 
@@ -93,8 +97,11 @@ class Proxy:
 def proxy(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxy]:
     workdir = tmp_path_factory.mktemp(f"providers-{request.param}")
     (workdir / "custom_handler.py").write_text(CUSTOM_HANDLER)
-    with mock_process("--ttft-ms", str(UPSTREAM_MS), "--itl-ms", "0", "--chunks", "3") as slow, mock_process("--chunks", "3") as fast, \
-            otlp_receiver() as (endpoint, received):  # fmt: skip
+    with (
+        mock_process("--ttft-ms", str(UPSTREAM_MS), "--itl-ms", "0", "--chunks", "3") as slow,
+        mock_process("--chunks", "3") as fast,
+        otlp_receiver() as (endpoint, received),
+    ):
         args = ("--endpoint", endpoint, "--protocol", "http/json", "--server-timing", "on", "--overhead-header", "on")
         with litellm_proxy(request.param, slow, workdir, config=config(slow, fast), perfkit_args=args) as url:
             yield Proxy(url, received)
@@ -111,7 +118,10 @@ def traceparent(n: int) -> tuple[str, str]:
 def post(proxy: Proxy, path: str, body: dict[str, Any], n: int) -> tuple[str, httpx.Response]:
     trace_id, header = traceparent(n)
     headers = {"authorization": f"Bearer {KEY}", "traceparent": header}
-    with httpx.Client(timeout=30) as client, client.stream("POST", f"{proxy.url}{path}", json=body, headers=headers) as response:
+    with (
+        httpx.Client(timeout=30) as client,
+        client.stream("POST", f"{proxy.url}{path}", json=body, headers=headers) as response,
+    ):
         response.read()
     assert response.status_code == 200, response.text[:500]
     return trace_id, response
@@ -141,7 +151,11 @@ def test_every_provider_reports_the_true_overhead_and_a_100_ms_upstream(proxy: P
             for _ in range(rounds + 1):  # interleaved; the first round warms the path up and is dropped
                 for speed in ("slow", "fast"):
                     n += 1
-                    body = {"model": f"{name}-{speed}", "messages": [{"role": "user", "content": "hi"}], "stream": stream}
+                    body = {
+                        "model": f"{name}-{speed}",
+                        "messages": [{"role": "user", "content": "hi"}],
+                        "stream": stream,
+                    }
                     measured[(name, stream, speed)].append(post(proxy, "/v1/chat/completions", body, n))
     spans = proxy.server_spans({trace_id for runs in measured.values() for trace_id, _ in runs})
     failures = []
@@ -154,23 +168,32 @@ def test_every_provider_reports_the_true_overhead_and_a_100_ms_upstream(proxy: P
         def server(trace_id: str) -> dict[str, Any]:
             return next(s for s in spans[trace_id] if s["kind"] == 2)["attrs"]
 
-        header = [statistics.median(float(r.headers["x-perfkit-overhead-ms"]) for _, r in side) for side in (slow, fast)]
+        header = [
+            statistics.median(float(r.headers["x-perfkit-overhead-ms"]) for _, r in side) for side in (slow, fast)
+        ]
         span = [statistics.median(server(t)["perfkit.overhead_ms"] for t, _ in side) for side in (slow, fast)]
         upstream = statistics.median(server(t)["perfkit.upstream_ms"] for t, _ in slow)
         in_header = statistics.median(server_timing_upstream(r) for _, r in slow)
         flagged = [t for t, _ in slow + fast if server(t).get("perfkit.upstream_unmeasured")]
         label = f"{name} {'stream' if stream else 'json'}"
         if abs(header[0] - header[1]) > 5:
-            failures.append(f"{label}: x-perfkit-overhead-ms {header[0]:.2f} ms at 100 ms upstream, {header[1]:.2f} ms at 0 ms")
+            failures.append(
+                f"{label}: x-perfkit-overhead-ms {header[0]:.2f} ms at 100 ms upstream, {header[1]:.2f} ms at 0 ms"
+            )
         # A stream whose first chunk came 100 ms late spends 2-5 ms more of its own CPU, after its last byte, than
         # one whose chunks came at once (perfkit.cpu_ms; on the 2026-11-25 machine, before and after the protocol
         # stage; why is open): the check is that no upstream waiting leaked in, the overhead less that CPU. Its
         # least value per side: the machine's pauses only add to it, and a leak would be in every request.
         cpu = [statistics.median(server(t).get("perfkit.cpu_ms", 0.0) for t, _ in side) for side in (slow, fast)]
-        waited = [min(server(t)["perfkit.overhead_ms"] - server(t).get("perfkit.cpu_ms", 0.0) for t, _ in side) for side in (slow, fast)]
+        waited = [
+            min(server(t)["perfkit.overhead_ms"] - server(t).get("perfkit.cpu_ms", 0.0) for t, _ in side)
+            for side in (slow, fast)
+        ]
         if abs(waited[0] - waited[1]) > 5:
-            failures.append(f"{label}: span overhead {span[0]:.2f} ms at 100 ms upstream, {span[1]:.2f} ms at 0 ms (own CPU {cpu[0]:.2f}, {cpu[1]:.2f}; "
-                            f"overhead less CPU at least {waited[0]:.2f}, {waited[1]:.2f})")  # fmt: skip
+            failures.append(
+                f"{label}: span overhead {span[0]:.2f} ms at 100 ms upstream, {span[1]:.2f} ms at 0 ms (own CPU {cpu[0]:.2f}, {cpu[1]:.2f}; "
+                f"overhead less CPU at least {waited[0]:.2f}, {waited[1]:.2f})"
+            )
         if not about_upstream(upstream, stream, span[0]):
             failures.append(f"{label}: upstream {upstream:.2f} ms, not about {UPSTREAM_MS}")
         if not stream and not about_upstream(in_header, stream, span[0]):
@@ -185,12 +208,19 @@ def test_every_provider_reports_the_true_overhead_and_a_100_ms_upstream(proxy: P
 
 # gen_ai.provider.name: the conventions' name where it differs from LiteLLM's.
 PROVIDER_NAMES = {"azure": "azure.ai.openai"}
-OPERATIONS = {"chat/completions": "chat", "completions": "text_completion", "responses": "chat", "messages": "chat", "embeddings": "embeddings"}
+OPERATIONS = {
+    "chat/completions": "chat",
+    "completions": "text_completion",
+    "responses": "chat",
+    "messages": "chat",
+    "embeddings": "embeddings",
+}
 
 
 def _openai(proxy: Proxy, base: str, n: int) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{proxy.url}{base}", api_key=KEY, max_retries=0,
-                         default_headers={"traceparent": traceparent(n)[1]})  # fmt: skip
+    return openai.OpenAI(
+        base_url=f"{proxy.url}{base}", api_key=KEY, max_retries=0, default_headers={"traceparent": traceparent(n)[1]}
+    )
 
 
 def test_every_endpoint_has_auth_upstream_and_server_side_ttft(proxy: Proxy) -> None:
@@ -203,7 +233,11 @@ def test_every_endpoint_has_auth_upstream_and_server_side_ttft(proxy: Proxy) -> 
             n += 1
             client = _openai(proxy, base, n)
             if stream:
-                list(client.chat.completions.create(model="openai-slow", messages=[{"role": "user", "content": "hi"}], stream=True))
+                list(
+                    client.chat.completions.create(
+                        model="openai-slow", messages=[{"role": "user", "content": "hi"}], stream=True
+                    )
+                )
                 calls[traceparent(n)[0]] = (f"{base}/chat/completions", True)
             else:
                 client.chat.completions.create(model="openai-slow", messages=[{"role": "user", "content": "hi"}])
@@ -224,13 +258,21 @@ def test_every_endpoint_has_auth_upstream_and_server_side_ttft(proxy: Proxy) -> 
                 assert responses.output_text == "tok tok tok"  # type: ignore[union-attr]
             calls[traceparent(n)[0]] = (f"{base}/responses", stream)
             n += 1
-            messages = anthropic.Anthropic(base_url=f"{proxy.url}{base.removesuffix('/v1')}", api_key=KEY, max_retries=0,
-                                           default_headers={"traceparent": traceparent(n)[1]})  # fmt: skip
+            messages = anthropic.Anthropic(
+                base_url=f"{proxy.url}{base.removesuffix('/v1')}",
+                api_key=KEY,
+                max_retries=0,
+                default_headers={"traceparent": traceparent(n)[1]},
+            )
             if stream:
-                with messages.messages.stream(model="anthropic-slow", max_tokens=50, messages=[{"role": "user", "content": "hi"}]) as events:
+                with messages.messages.stream(
+                    model="anthropic-slow", max_tokens=50, messages=[{"role": "user", "content": "hi"}]
+                ) as events:
                     assert "".join(events.text_stream) == "tok tok tok"
             else:
-                answer = messages.messages.create(model="anthropic-slow", max_tokens=50, messages=[{"role": "user", "content": "hi"}])
+                answer = messages.messages.create(
+                    model="anthropic-slow", max_tokens=50, messages=[{"role": "user", "content": "hi"}]
+                )
                 assert answer.content[0].text == "tok tok tok"  # type: ignore[union-attr]
             calls[traceparent(n)[0]] = ("/v1/messages", stream)
         n += 1
@@ -249,33 +291,57 @@ def test_every_endpoint_has_auth_upstream_and_server_side_ttft(proxy: Proxy) -> 
         if not about_upstream(server["perfkit.upstream_ms"], stream, server["perfkit.overhead_ms"]):
             failures.append(f"{label}: upstream {server['perfkit.upstream_ms']:.2f} ms")
         server_span = next(s for s in spans[trace_id] if s["kind"] == 2)
-        semconv = (server_span["name"], server.get("http.route"), server.get("gen_ai.operation.name"), server.get("url.scheme"),
-                   server.get("server.address"), server.get("gen_ai.request.model"))  # fmt: skip
-        expected = (f"POST {what}", what, OPERATIONS[what.rsplit("/v1/", 1)[-1].lstrip("/")], "http", "127.0.0.1",
-                    "anthropic-slow" if what == "/v1/messages" else "openai-slow")  # fmt: skip
+        semconv = (
+            server_span["name"],
+            server.get("http.route"),
+            server.get("gen_ai.operation.name"),
+            server.get("url.scheme"),
+            server.get("server.address"),
+            server.get("gen_ai.request.model"),
+        )
+        expected = (
+            f"POST {what}",
+            what,
+            OPERATIONS[what.rsplit("/v1/", 1)[-1].lstrip("/")],
+            "http",
+            "127.0.0.1",
+            "anthropic-slow" if what == "/v1/messages" else "openai-slow",
+        )
         if semconv != expected:
-            failures.append(f"{label}: name, http.route, gen_ai.operation.name, url.scheme, server.address, gen_ai.request.model {semconv}")
+            failures.append(
+                f"{label}: name, http.route, gen_ai.operation.name, url.scheme, server.address, gen_ai.request.model {semconv}"
+            )
         if stream:
             ttft = server.get("perfkit.first_token_ms")
             # the first token left the mock 100 ms after the request; the proxy adds its overhead
             if ttft is None or not UPSTREAM_MS <= ttft <= UPSTREAM_MS + server["perfkit.overhead_ms"] + 1:
-                failures.append(f"{label}: server-side TTFT {ttft} ms (overhead {server['perfkit.overhead_ms']:.2f} ms)")
+                failures.append(
+                    f"{label}: server-side TTFT {ttft} ms (overhead {server['perfkit.overhead_ms']:.2f} ms)"
+                )
     assert not failures, "\n".join(failures)
 
 
 def test_an_unwrapped_client_is_flagged_and_the_bench_warns(proxy: Proxy) -> None:
     trace_ids = set()
     for n in range(2000, 2004):
-        trace_id, _ = post(proxy, "/v1/chat/completions", {"model": "raw", "messages": [{"role": "user", "content": "hi"}]}, n)
+        trace_id, _ = post(
+            proxy, "/v1/chat/completions", {"model": "raw", "messages": [{"role": "user", "content": "hi"}]}, n
+        )
         trace_ids.add(trace_id)
     n = 2004
-    trace_id, _ = post(proxy, "/v1/chat/completions", {"model": "openai-fast", "messages": [{"role": "user", "content": "hi"}]}, n)
+    trace_id, _ = post(
+        proxy, "/v1/chat/completions", {"model": "openai-fast", "messages": [{"role": "user", "content": "hi"}]}, n
+    )
     spans = proxy.server_spans(trace_ids | {trace_id})
     for raw in trace_ids:
         server = next(s for s in spans[raw] if s["kind"] == 2)["attrs"]
         assert server.get("perfkit.upstream_unmeasured") is True, server
         assert server["perfkit.overhead_ms"] >= UPSTREAM_MS  # what perfkit cannot split, and says so
-    as_bench = [s | {"trace_id": s["traceId"], "span_id": s["spanId"], "parent": s.get("parentSpanId", "")} for group in spans.values() for s in group]
+    as_bench = [
+        s | {"trace_id": s["traceId"], "span_id": s["spanId"], "parent": s.get("parentSpanId", "")}
+        for group in spans.values()
+        for s in group
+    ]
     breakdown = stage_breakdown(as_bench, trace_ids | {trace_id})
     assert breakdown["unmeasured"] == {"upstream": 4, "auth": 0}
     assert breakdown["joined_requests"] == 1  # the flagged requests are kept out of the headline
@@ -285,5 +351,7 @@ def test_an_unwrapped_client_is_flagged_and_the_bench_warns(proxy: Proxy) -> Non
 
 def test_the_custom_handler_answers(proxy: Proxy) -> None:
     """The custom provider loaded: a request to it answers (else the unmeasured test proves nothing)."""
-    _, response = post(proxy, "/v1/chat/completions", {"model": "raw", "messages": [{"role": "user", "content": "hi"}]}, 3000)
+    _, response = post(
+        proxy, "/v1/chat/completions", {"model": "raw", "messages": [{"role": "user", "content": "hi"}]}, 3000
+    )
     assert response.json()["choices"][0]["message"]["content"] == "ok"

@@ -24,7 +24,18 @@ from tests.support.servers import Jaeger
 pytestmark = [pytest.mark.integration, pytest.mark.litellm]
 
 MESSAGES = [{"role": "user", "content": "hello there"}]
-COMMON = {"auth", "request.parse", "pre_call", "hooks.pre_call", "route", "hooks.during_call", "llm_call", "upstream", "headers", "callbacks.check"}
+COMMON = {
+    "auth",
+    "request.parse",
+    "pre_call",
+    "hooks.pre_call",
+    "route",
+    "hooks.during_call",
+    "llm_call",
+    "upstream",
+    "headers",
+    "callbacks.check",
+}
 NON_STREAM = COMMON | {"hooks.post_call", "serialize"}
 STREAM = COMMON | {"stream.iterate", "stream.upstream_wait"}
 FAST_PATH_KEYS = {
@@ -60,10 +71,14 @@ def send_traffic(url: str, n: int) -> None:
     def one(i: int) -> None:
         with openai.OpenAI(base_url=f"{url}/v1", api_key="sk-1234", max_retries=0) as client:
             if i % 2:
-                chunks = list(client.chat.completions.create(model="fake-openai-endpoint", messages=MESSAGES, stream=True))  # type: ignore[arg-type]
+                chunks = list(
+                    client.chat.completions.create(model="fake-openai-endpoint", messages=MESSAGES, stream=True)
+                )  # type: ignore[arg-type]
                 text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
                 # On failure, every chunk: which one went missing or out of order.
-                assert text.startswith("tok"), [(c.id, c.choices[0].delta.content if c.choices else None) for c in chunks]
+                assert text.startswith("tok"), [
+                    (c.id, c.choices[0].delta.content if c.choices else None) for c in chunks
+                ]
             else:
                 response = client.chat.completions.create(model="fake-openai-endpoint", messages=MESSAGES)  # type: ignore[arg-type]
                 assert response.choices[0].message.content.startswith("tok")  # type: ignore[union-attr]
@@ -77,7 +92,10 @@ def send_traffic(url: str, n: int) -> None:
 @pytest.mark.parametrize("workers", [1, 2])
 @pytest.mark.parametrize("version", VERSIONS)
 def test_every_stage_is_recorded_in_every_worker(tmp_path: Path, version: str, workers: int) -> None:
-    with mock_process("--ttft-ms", "5", "--itl-ms", "1", "--chunks", "5") as upstream, otlp_receiver() as (endpoint, received):
+    with (
+        mock_process("--ttft-ms", "5", "--itl-ms", "1", "--chunks", "5") as upstream,
+        otlp_receiver() as (endpoint, received),
+    ):
         args = ("--endpoint", endpoint, "--protocol", "http/json")
         with litellm_proxy(version, upstream, tmp_path, workers=workers, perfkit_args=args) as url:
             # Workers share one listening socket; which one accepts is the
@@ -87,7 +105,10 @@ def test_every_stage_is_recorded_in_every_worker(tmp_path: Path, version: str, w
                 round_number += 1
                 send_traffic(url, 12)
                 requests = requests_of(received, 24 * round_number)
-                if len({s["pid"] for spans in requests.values() for s in spans}) >= workers or time.monotonic() > deadline:
+                if (
+                    len({s["pid"] for spans in requests.values() for s in spans}) >= workers
+                    or time.monotonic() > deadline
+                ):
                     break
     pids = set()
     for trace_id, spans in requests.items():
@@ -116,9 +137,19 @@ def test_every_stage_is_recorded_in_every_worker(tmp_path: Path, version: str, w
 
 def comparable(response: httpx.Response) -> tuple[int, Any, set[str]]:
     """Status, body and header names without per-request ids, timestamps and perfkit's own headers."""
-    volatile = {"date", "content-length", "x-litellm-call-id", "x-litellm-response-duration-ms", "x-litellm-overhead-duration-ms",
-                "server-timing", "x-perfkit-overhead-ms", "llm_provider-x-perfkit-mock-processing-ms",
-                "llm_provider-x-perfkit-mock-received-ns", "x-litellm-callback-duration-ms", "llm_provider-content-length"}  # fmt: skip
+    volatile = {
+        "date",
+        "content-length",
+        "x-litellm-call-id",
+        "x-litellm-response-duration-ms",
+        "x-litellm-overhead-duration-ms",
+        "server-timing",
+        "x-perfkit-overhead-ms",
+        "llm_provider-x-perfkit-mock-processing-ms",
+        "llm_provider-x-perfkit-mock-received-ns",
+        "x-litellm-callback-duration-ms",
+        "llm_provider-content-length",
+    }
     headers = {k for k in response.headers if k not in volatile}
     if response.headers.get("content-type", "").startswith("text/event-stream"):
         body: Any = [
@@ -151,7 +182,9 @@ def test_responses_match_the_uninstrumented_proxy(tmp_path: Path, version: str) 
         for mode in ("plain", "perfkit"):
             with litellm_proxy(version, upstream, tmp_path, mode=mode, perfkit_args=("--exporter", "none")) as url:  # type: ignore[arg-type]
                 results[mode] = [
-                    comparable(httpx.post(f"{url}{path}", json=body, headers={"Authorization": f"Bearer {key}"}, timeout=30))
+                    comparable(
+                        httpx.post(f"{url}{path}", json=body, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+                    )
                     for path, body, key in CASES
                 ]
     for case, plain, instrumented in zip(CASES, results["plain"], results["perfkit"]):
@@ -216,7 +249,9 @@ print(json.dumps({"before": before, "after": after, "instrumented": len(report.i
 @pytest.mark.parametrize("version", VERSIONS)
 def test_perfkit_registers_no_callback_and_changes_no_flag(version: str) -> None:
     python = litellm_python(version)
-    result = subprocess.run([str(python), "-c", SNAPSHOT], capture_output=True, text=True, env=litellm_env(), timeout=300)
+    result = subprocess.run(
+        [str(python), "-c", SNAPSHOT], capture_output=True, text=True, env=litellm_env(), timeout=300
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     state = orjson.loads(result.stdout.strip().splitlines()[-1])
     assert state["before"] == state["after"]
@@ -229,7 +264,9 @@ def test_sigterm_flushes_the_last_spans(tmp_path: Path) -> None:
     delay keeps every span queued until the proxy is told to stop."""
     with mock_process("--ttft-ms", "2", "--chunks", "3") as upstream, otlp_receiver() as (endpoint, received):
         args = ("--endpoint", endpoint, "--protocol", "http/json")
-        with litellm_proxy("1.103.0", upstream, tmp_path, perfkit_args=args, env={"OTEL_BSP_SCHEDULE_DELAY": "10000"}) as url:
+        with litellm_proxy(
+            "1.103.0", upstream, tmp_path, perfkit_args=args, env={"OTEL_BSP_SCHEDULE_DELAY": "10000"}
+        ) as url:
             send_traffic(url, 5)
             assert not spans_of(received), "spans were exported before the stop: the delay did not hold them"
         # litellm_proxy's exit sent SIGTERM and waited for the process to end.
@@ -242,13 +279,16 @@ def test_stream_chunks_arrive_in_order_under_concurrency(tmp_path: Path) -> None
     from 16 concurrent clients must each arrive whole and in order (the first
     token has no leading space, the others do). Measured once at 2,000 streams: 0 bad."""
     expected = "tok" + " tok" * 7
-    with mock_process("--ttft-ms", "1", "--chunks", "8") as upstream, litellm_proxy(
-        "1.103.0", upstream, tmp_path, perfkit_args=("--exporter", "none")
-    ) as url:  # fmt: skip
+    with (
+        mock_process("--ttft-ms", "1", "--chunks", "8") as upstream,
+        litellm_proxy("1.103.0", upstream, tmp_path, perfkit_args=("--exporter", "none")) as url,
+    ):
         clients = [openai.OpenAI(base_url=f"{url}/v1", api_key="sk-1234", max_retries=0) for _ in range(16)]
 
         def one(i: int) -> str:
-            chunks = clients[i % 16].chat.completions.create(model="fake-openai-endpoint", messages=MESSAGES, stream=True)  # type: ignore[arg-type]
+            chunks = clients[i % 16].chat.completions.create(
+                model="fake-openai-endpoint", messages=MESSAGES, stream=True
+            )  # type: ignore[arg-type]
             return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
 
         with ThreadPoolExecutor(16) as pool:
@@ -272,12 +312,20 @@ def test_by_default_timings_go_only_to_loopback_and_holders_of_the_secret(tmp_pa
     address = this_hosts_address()
     with mock_process("--ttft-ms", "2", "--chunks", "3") as upstream, otlp_receiver() as (endpoint, received):
         env = {"PERFKIT_HEADER_SECRET": "let-me-see"}
-        with litellm_proxy("1.103.0", upstream, tmp_path, perfkit_args=("--endpoint", endpoint, "--protocol", "http/json"),
-                           env=env, host=address) as url:  # fmt: skip
+        with litellm_proxy(
+            "1.103.0",
+            upstream,
+            tmp_path,
+            perfkit_args=("--endpoint", endpoint, "--protocol", "http/json"),
+            env=env,
+            host=address,
+        ) as url:
             body = {"model": "fake-openai-endpoint", "messages": MESSAGES}
             auth = {"Authorization": "Bearer sk-1234"}
             plain = httpx.post(f"{url}/v1/chat/completions", json=body, headers=auth, timeout=30)
-            secret = httpx.post(f"{url}/v1/chat/completions", json=body, headers={**auth, "x-perfkit-secret": "let-me-see"}, timeout=30)
+            secret = httpx.post(
+                f"{url}/v1/chat/completions", json=body, headers={**auth, "x-perfkit-secret": "let-me-see"}, timeout=30
+            )
             requests_of(received, 2)
     assert plain.status_code == secret.status_code == 200
     assert "server-timing" not in plain.headers and "x-perfkit-overhead-ms" not in plain.headers
@@ -297,6 +345,8 @@ def test_fast_path_attributes_name_what_a_releases_capability_cache_lacks() -> N
         "attributes = FastPaths('1.90.2', '<1.103').attributes()\n"
         "print(attributes['perfkit.litellm.fast_path_source'], attributes['perfkit.litellm.pre_call_hooks'])\n"
     )
-    result = subprocess.run([str(litellm_python("1.103.0")), "-c", script], capture_output=True, text=True, env=litellm_env(), timeout=120)
+    result = subprocess.run(
+        [str(litellm_python("1.103.0")), "-c", script], capture_output=True, text=True, env=litellm_env(), timeout=120
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split()[-1] == "skipped" and "lacks has_content_enforcer" in result.stdout

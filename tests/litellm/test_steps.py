@@ -34,12 +34,18 @@ def _trace_id(users: int, n: int) -> str:
 
 async def _drive(url: str, users: int, requests: int, first: int) -> None:
     numbers = iter(range(first, first + requests))
-    async with httpx.AsyncClient(base_url=url, timeout=120, limits=httpx.Limits(max_connections=users),
-                                 headers={"authorization": "Bearer sk-1234"}) as client:  # fmt: skip
+    async with httpx.AsyncClient(
+        base_url=url,
+        timeout=120,
+        limits=httpx.Limits(max_connections=users),
+        headers={"authorization": "Bearer sk-1234"},
+    ) as client:
 
         async def user() -> None:
             for n in numbers:
-                response = await client.post("/chat/completions", json=BODY, headers={"traceparent": f"00-{_trace_id(users, n)}-{n + 1:016x}-01"})
+                response = await client.post(
+                    "/chat/completions", json=BODY, headers={"traceparent": f"00-{_trace_id(users, n)}-{n + 1:016x}-01"}
+                )
                 assert response.status_code == 200, response.text
 
         await asyncio.gather(*(user() for _ in range(users)))
@@ -48,7 +54,9 @@ async def _drive(url: str, users: int, requests: int, first: int) -> None:
 @pytest.mark.parametrize("version", VERSIONS)
 def test_auth_cpu_per_request_is_the_same_at_1_and_32_users(version: str, tmp_path: Path) -> None:
     with mock_process("--chunks", "3") as upstream, otlp_receiver() as (endpoint, received):
-        with litellm_proxy(version, upstream, tmp_path, perfkit_args=("--endpoint", endpoint, "--protocol", "http/json")) as url:
+        with litellm_proxy(
+            version, upstream, tmp_path, perfkit_args=("--endpoint", endpoint, "--protocol", "http/json")
+        ) as url:
             for users, requests in LOADS.items():
                 asyncio.run(_drive(url, users, requests, 0))  # warm-up
                 asyncio.run(_drive(url, users, requests, 1 << 40))

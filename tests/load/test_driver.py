@@ -23,7 +23,11 @@ def profile_config(**profile: object) -> MockConfig:
 
 def load(url: str, stream: bool = False, **plan: object) -> dict:  # type: ignore[type-arg]
     workload = Workload(url=url, stream=stream, prompt_repeats=2)
-    result = run_load(workload, LoadPlan(**{"concurrency": 8, "duration_s": None, "requests": 100, "timeout_s": 5, **plan}), progress="off")  # type: ignore[arg-type]
+    result = run_load(
+        workload,
+        LoadPlan(**{"concurrency": 8, "duration_s": None, "requests": 100, "timeout_s": 5, **plan}),
+        progress="off",
+    )  # type: ignore[arg-type]
     validate(result, "load")
     return result
 
@@ -53,7 +57,12 @@ def test_role_only_first_chunk_is_not_the_first_token() -> None:
 
 def test_processes_merge_counts_exactly() -> None:
     with mock_server(profile_config(chunks=3)) as (url,):
-        result = run_load(Workload(url=url, prompt_repeats=2), LoadPlan(concurrency=4, duration_s=None, requests=90), processes=3, progress="off")
+        result = run_load(
+            Workload(url=url, prompt_repeats=2),
+            LoadPlan(concurrency=4, duration_s=None, requests=90),
+            processes=3,
+            progress="off",
+        )
         validate(result, "load")
     s = result["summary"]
     assert (s["requests"], s["ok"]) == (90, 90)

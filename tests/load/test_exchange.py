@@ -20,8 +20,10 @@ SSE = "text/event-stream"
 ROLE = b'data: {"choices":[{"delta":{"role":"assistant"}}]}\n\n'
 TOKEN = b'data: {"choices":[{"delta":{"content":"x"}}]}\n\n'
 DONE = b"data: [DONE]\n\n"
-ANTHROPIC = (b'event: content_block_delta\ndata: {"type":"content_block_delta","delta":{"type":"text_delta","text":"x"}}\n\n'
-             b'event: message_stop\ndata: {"type":"message_stop"}\n\n')  # fmt: skip
+ANTHROPIC = (
+    b'event: content_block_delta\ndata: {"type":"content_block_delta","delta":{"type":"text_delta","text":"x"}}\n\n'
+    b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
+)
 
 # case -> (the answer's bytes, the error class both drivers must give, output events)
 CASES: dict[str, tuple[bytes, str | None, int]] = {
@@ -30,7 +32,11 @@ CASES: dict[str, tuple[bytes, str | None, int]] = {
     "bad-json-event": (response(200, SSE, chunked(ROLE, b"data: {nope\n\n", TOKEN, DONE)), "malformed_sse", 1),
     "no-done": (response(200, SSE, chunked(ROLE, TOKEN)), "stream_incomplete", 1),
     "ends-inside-event": (response(200, SSE, chunked(ROLE, TOKEN, b'data: {"choices":')), "malformed_sse", 1),
-    "error-event": (response(200, SSE, chunked(TOKEN, b'data: {"error":{"message":"boom"}}\n\n', DONE)), "stream_error", 1),
+    "error-event": (
+        response(200, SSE, chunked(TOKEN, b'data: {"error":{"message":"boom"}}\n\n', DONE)),
+        "stream_error",
+        1,
+    ),
     "cut-mid-stream": (response(200, SSE, chunked(ROLE, TOKEN, end=False)), "disconnect", 1),
     "bad-json-body": (response(200, "application/json", b"{nope", streamed=False), "malformed_body", 0),
     "server-error": (response(500, "application/json", b'{"error":{"message":"x"}}', streamed=False), "http_5xx", 0),
@@ -43,7 +49,9 @@ def perfkit_driver(base: str) -> dict[str, list[object]]:
     for case in CASES:
         workload = Workload(url=f"{base}/{case}/v1/chat/completions", stream=True)
         lines = io.BytesIO()
-        asyncio.run(run_phase(workload, LoadPlan(concurrency=1, requests=1, duration_s=None, timeout_s=10), jsonl=lines))
+        asyncio.run(
+            run_phase(workload, LoadPlan(concurrency=1, requests=1, duration_s=None, timeout_s=10), jsonl=lines)
+        )
         record = orjson.loads(lines.getvalue())
         results[case] = [record["error"], record["chunks"]]
     return results
@@ -55,8 +63,13 @@ def locust_user(base: str, workdir: Path) -> dict[str, list[object]]:
     out = workdir / "cases.json"
     env = {**os.environ, "PERFKIT_TEST_CASES": ",".join(CASES), "PERFKIT_TEST_OUT": str(out)}
     locustfile = Path(__file__).resolve().parents[1] / "support" / "locust_cases.py"
-    run = subprocess.run([str(locust), "-f", str(locustfile), "--headless", "-u", "1", "-r", "1", "-t", "30s", "--host", base],
-                         cwd=workdir, env=env, capture_output=True, timeout=90)  # fmt: skip
+    run = subprocess.run(
+        [str(locust), "-f", str(locustfile), "--headless", "-u", "1", "-r", "1", "-t", "30s", "--host", base],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        timeout=90,
+    )
     assert out.exists(), run.stderr.decode()[-3000:]
     return {case: list(value) for case, value in orjson.loads(out.read_bytes()).items()}
 

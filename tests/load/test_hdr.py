@@ -29,7 +29,12 @@ def test_merge_is_exact() -> None:
     for part in parts:
         merged.merge(Histogram.from_dict(part.to_dict()))
     assert merged.counts == whole.counts
-    assert (merged.count, merged.total, merged.minimum, merged.maximum) == (whole.count, whole.total, whole.minimum, whole.maximum)
+    assert (merged.count, merged.total, merged.minimum, merged.maximum) == (
+        whole.count,
+        whole.total,
+        whole.minimum,
+        whole.maximum,
+    )
 
 
 def test_small_values_are_exact() -> None:

@@ -24,17 +24,42 @@ CHUNKS = 5
 LABEL = "/v1/chat/completions (stream)"
 
 
-def locust_distributed(host: str, workdir: Path, *entries: str, seconds: int = 8, users: int = 8) -> tuple[dict[tuple[str, str], dict[str, Any]], dict[str, Any]]:
+def locust_distributed(
+    host: str, workdir: Path, *entries: str, seconds: int = 8, users: int = 8
+) -> tuple[dict[tuple[str, str], dict[str, Any]], dict[str, Any]]:
     """Run examples/locustfile.py with a master and 2 workers; (Locust's merged
     stats by (type, name), perfkit's merged result)."""
     assert LOCUST.exists(), f"locust is not installed beside the tests ({LOCUST}): pip install -e '.[test]'"
     port = free_port()
     locustfile = str(ROOT / "examples" / "locustfile.py")
     result = workdir / "perfkit-result.json"
-    master_cmd = [str(LOCUST), "-f", locustfile, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-                  "--expect-workers", "2", "--headless", "-u", str(users), "-r", str(users), "-t", f"{seconds}s",
-                  "--host", host, "--json", "--perfkit-result", str(result), "--perfkit-entries", ",".join(entries),
-                  "OneThousandRps"]  # fmt: skip
+    master_cmd = [
+        str(LOCUST),
+        "-f",
+        locustfile,
+        "--master",
+        "--master-bind-host",
+        "127.0.0.1",
+        "--master-bind-port",
+        str(port),
+        "--expect-workers",
+        "2",
+        "--headless",
+        "-u",
+        str(users),
+        "-r",
+        str(users),
+        "-t",
+        f"{seconds}s",
+        "--host",
+        host,
+        "--json",
+        "--perfkit-result",
+        str(result),
+        "--perfkit-entries",
+        ",".join(entries),
+        "OneThousandRps",
+    ]
     worker_cmd = [str(LOCUST), "-f", locustfile, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)]
     with Children() as children:
         workers = [children.start(f"worker{i}", worker_cmd, cwd=workdir) for i in range(2)]
@@ -99,9 +124,25 @@ def test_a_subclass_task_and_the_mock_quota(tmp_path: Path) -> None:
     mock allowing 10 requests a minute, exactly 10 succeed and the rest are 429s."""
     jsonl = tmp_path / "jsonl"
     with mock_process("--ttft-ms", "1", "--chunks", "3", "--rpm", "10") as upstream:
-        command = [str(LOCUST), "-f", str(ROOT / "examples" / "locustfile.py"), "--headless", "-u", "6", "-r", "6", "-t", "8s",
-                   "--host", upstream, "--perfkit-result", str(tmp_path / "r.json"), "--perfkit-jsonl-dir", str(jsonl),
-                   "RateLimitedDeployments"]  # fmt: skip
+        command = [
+            str(LOCUST),
+            "-f",
+            str(ROOT / "examples" / "locustfile.py"),
+            "--headless",
+            "-u",
+            "6",
+            "-r",
+            "6",
+            "-t",
+            "8s",
+            "--host",
+            upstream,
+            "--perfkit-result",
+            str(tmp_path / "r.json"),
+            "--perfkit-jsonl-dir",
+            str(jsonl),
+            "RateLimitedDeployments",
+        ]
         locust = subprocess.run(command, cwd=tmp_path, capture_output=True, timeout=90)
     assert (tmp_path / "r.json").exists(), locust.stderr.decode()[-2000:]
     summary = orjson.loads((tmp_path / "r.json").read_bytes())["summary"]

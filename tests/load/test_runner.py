@@ -87,11 +87,15 @@ def test_a_user_that_swallows_the_cancel_still_stops_before_its_next_request(mon
 
     monkeypatch.setattr(Connection, "send", swallowing_send)
     phases: list[Phase] = []
-    with mock_server(MockConfig(default=ModelProfile(chunks=2).validate(), deployments=(Deployment("d", 0),), seed=1)) as (url,):
+    with mock_server(
+        MockConfig(default=ModelProfile(chunks=2).validate(), deployments=(Deployment("d", 0),), seed=1)
+    ) as (url,):
 
         async def stop_soon() -> None:
             asyncio.get_running_loop().call_later(0.5, os.kill, os.getpid(), signal.SIGTERM)
-            await run_phase(Workload(url=url, prompt_repeats=2), LoadPlan(concurrency=4, duration_s=30), started=phases.append)
+            await run_phase(
+                Workload(url=url, prompt_repeats=2), LoadPlan(concurrency=4, duration_s=30), started=phases.append
+            )
 
         started = time.monotonic()
         assert run_until_stopped(stop_soon()) == "SIGTERM"

@@ -53,7 +53,9 @@ def test_timeout_and_disconnect_faults() -> None:
     actions = {mock.plan("POST", "/v1/chat/completions", CHAT).action for _ in range(50)}
     assert actions == {"hang", "disconnect"}
     stream = orjson.dumps({"model": "m", "messages": [], "stream": True})
-    cut = [p for p in (mock.plan("POST", "/v1/chat/completions", stream) for _ in range(50)) if p.action == "disconnect"]
+    cut = [
+        p for p in (mock.plan("POST", "/v1/chat/completions", stream) for _ in range(50)) if p.action == "disconnect"
+    ]
     assert cut and all(p.streaming and 1 <= p.disconnect_after <= 20 for p in cut)
 
 
@@ -91,7 +93,9 @@ def test_fixed_profile_timing_and_max_tokens() -> None:
         ("POST", "/v1/nothing", b"{}", 404, None),
     ],
 )
-def test_malformed_requests_get_openai_style_4xx(method: str, path: str, body: bytes, status: int, param: str | None) -> None:
+def test_malformed_requests_get_openai_style_4xx(
+    method: str, path: str, body: bytes, status: int, param: str | None
+) -> None:
     plan = engine().plan(method, path, body)
     error = orjson.loads(plan.render(0))["error"]  # type: ignore[misc]
     assert plan.status == status and error["message"] and error["type"] == "invalid_request_error"

@@ -57,7 +57,9 @@ def test_anthropic_sdk_messages_json_and_stream() -> None:
     assert message.stop_reason == "end_turn" and message.usage.input_tokens == 75 and message.usage.output_tokens == 5
     assert message.model_extra is not None and message.model_extra["perfkit"]["seq"] == 0
     assert texts == ["tok", " tok", " tok"] and final.stop_reason == "max_tokens" and final.usage.output_tokens == 3
-    assert error.status_code == 400 and error.json()["type"] == "error" and "messages" in error.json()["error"]["message"]
+    assert (
+        error.status_code == 400 and error.json()["type"] == "error" and "messages" in error.json()["error"]["message"]
+    )
 
 
 def test_openai_responses_client_json_and_stream() -> None:
@@ -79,7 +81,9 @@ def test_anthropic_and_responses_streams_keep_the_configured_timing() -> None:
     mock's stamps; the origin is the mock's own receive stamp, because a loaded machine can delay a first
     connection by hundreds of milliseconds before the mock sees it)."""
 
-    async def deltas(url: str, path: str, body: dict[str, object], kind: bytes) -> list[tuple[float, dict[str, object]]]:
+    async def deltas(
+        url: str, path: str, body: dict[str, object], kind: bytes
+    ) -> list[tuple[float, dict[str, object]]]:
         seen = []
         async with httpx.AsyncClient() as client:
             sent = time.perf_counter_ns()
@@ -93,9 +97,17 @@ def test_anthropic_and_responses_streams_keep_the_configured_timing() -> None:
         return seen
 
     with mock_server(TIMED) as (url,):
-        anthropic_events = asyncio.run(deltas(url, "/v1/messages", {"model": "m", "max_tokens": 9, "messages": USER, "stream": True},
-                                              b"content_block_delta"))  # fmt: skip
-        responses_events = asyncio.run(deltas(url, "/v1/responses", {"model": "m", "input": "x", "stream": True}, b"output_text.delta"))
+        anthropic_events = asyncio.run(
+            deltas(
+                url,
+                "/v1/messages",
+                {"model": "m", "max_tokens": 9, "messages": USER, "stream": True},
+                b"content_block_delta",
+            )
+        )
+        responses_events = asyncio.run(
+            deltas(url, "/v1/responses", {"model": "m", "input": "x", "stream": True}, b"output_text.delta")
+        )
     for events in (anthropic_events, responses_events):
         times = [at for at, _ in events]
         assert len(times) == 5
@@ -113,5 +125,7 @@ def test_engine_plans_the_same_stamps_for_every_format() -> None:
         plan = engine.plan("POST", target, orjson.dumps(body))
         assert plan.status == 200 and plan.offsets_s is not None and plan.render is not None
         rendered = [plan.render(seq) for seq in range(len(plan.offsets_s))]
-        stamped = [orjson.loads(event.split(b"data: ", 1)[1])["perfkit"]["seq"] for event in rendered if b'"perfkit"' in event]
+        stamped = [
+            orjson.loads(event.split(b"data: ", 1)[1])["perfkit"]["seq"] for event in rendered if b'"perfkit"' in event
+        ]
         assert stamped == list(range(len(stamped))) and len(stamped) >= 5

@@ -40,7 +40,10 @@ def test_openai_async_streaming_with_usage_and_ground_truth() -> None:
     async def run(url: str) -> list[openai.types.chat.ChatCompletionChunk]:
         client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="sk-test")
         stream = await client.chat.completions.create(
-            model="gpt-x", messages=MESSAGES, stream=True, stream_options={"include_usage": True}  # type: ignore[arg-type]
+            model="gpt-x",
+            messages=MESSAGES,
+            stream=True,
+            stream_options={"include_usage": True},  # type: ignore[arg-type]
         )
         return [chunk async for chunk in stream]
 
@@ -148,7 +151,9 @@ print(asyncio.run(stream()))
 def test_litellm_sdk_as_a_client() -> None:
     python = litellm_python("1.83.14")
     with mock_server(FAST) as (url,):
-        result = subprocess.run([str(python), "-c", LITELLM_CLIENT, url], capture_output=True, text=True, env=litellm_env(), timeout=300)
+        result = subprocess.run(
+            [str(python), "-c", LITELLM_CLIENT, url], capture_output=True, text=True, env=litellm_env(), timeout=300
+        )
     assert result.returncode == 0, result.stderr[-2000:]
     lines = result.stdout.strip().splitlines()
     assert lines[-2] == "tok tok tok tok tok 5"

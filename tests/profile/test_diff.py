@@ -21,10 +21,15 @@ def folded(path: Path, lines: dict[str, int]) -> Path:
 def test_known_growth_per_request_with_an_interval_from_repeats(tmp_path: Path) -> None:
     # 100 Hz: a sample is 10 ms. Each recording served 100 requests.
     a = [folded(tmp_path / f"a{n}.folded", {"main;auth;hash": 200 + n, "main;route": 100}) for n in range(3)]
-    b = [folded(tmp_path / f"b{n}.folded", {"main;auth;hash": 400 - n, "main;route": 100, "main;auth;new_check": 50}) for n in range(3)]
+    b = [
+        folded(tmp_path / f"b{n}.folded", {"main;auth;hash": 400 - n, "main;route": 100, "main;auth;new_check": 50})
+        for n in range(3)
+    ]
     deltas, whole_a, whole_b = diff([load_recording(p, 100, 100) for p in a], [load_recording(p, 100, 100) for p in b])
     by_frame = {d.frame: d for d in deltas}
-    assert deltas[0].frame == "hash" and abs(deltas[0].self_delta - 19.8) < 1e-9  # (400-1)-(200+1) samples, 10 ms, per request
+    assert (
+        deltas[0].frame == "hash" and abs(deltas[0].self_delta - 19.8) < 1e-9
+    )  # (400-1)-(200+1) samples, 10 ms, per request
     assert by_frame["auth"].self_delta == 0 and abs(by_frame["auth"].total_delta - 24.8) < 1e-9  # its children grew
     assert by_frame["new_check"].self_a == 0 and by_frame["new_check"].self_b == 5.0
     assert by_frame["route"].self_delta == 0
@@ -46,13 +51,45 @@ def test_the_cli_on_real_py_spy_recordings(tmp_path: Path) -> None:
     recordings = []
     for side in ("a", "b"):
         out = tmp_path / f"{side}.speedscope.json"
-        result = subprocess.run([*PERFKIT, "flamegraph", "--duration", "2", "--rate", "200", "--out", str(out), "--",
-                                 sys.executable, str(tmp_path / "load.py"), side], capture_output=True, text=True, timeout=60)  # fmt: skip
+        result = subprocess.run(
+            [
+                *PERFKIT,
+                "flamegraph",
+                "--duration",
+                "2",
+                "--rate",
+                "200",
+                "--out",
+                str(out),
+                "--",
+                sys.executable,
+                str(tmp_path / "load.py"),
+                side,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert result.returncode == 0, result.stderr
         recordings.append(out)
-    result = subprocess.run([*PERFKIT, "flamegraph", "--diff", str(recordings[0]), str(recordings[1]), "--rate", "200",
-                             "--out", str(tmp_path / "diff.speedscope.json"), "--folded", str(tmp_path / "diff.folded")],
-                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    result = subprocess.run(
+        [
+            *PERFKIT,
+            "flamegraph",
+            "--diff",
+            str(recordings[0]),
+            str(recordings[1]),
+            "--rate",
+            "200",
+            "--out",
+            str(tmp_path / "diff.speedscope.json"),
+            "--folded",
+            str(tmp_path / "diff.folded"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     rows = [line for line in result.stdout.splitlines() if line.startswith("| ") and not line.startswith("| frame")]
     # Both recordings last 2 s: the time B gave extra() is time work() lost, so the two lead, in either order.
@@ -72,5 +109,7 @@ def test_unreadable_recordings_are_one_line(tmp_path: Path) -> None:
     bad.write_text("main;auth notanumber\n")
     result = subprocess.run([*PERFKIT, "flamegraph", "--diff", str(bad), str(bad)], capture_output=True, text=True)
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1 and "folded stack" in result.stderr
-    result = subprocess.run([*PERFKIT, "flamegraph", "--diff", str(bad), str(bad), "--requests", "x"], capture_output=True, text=True)
+    result = subprocess.run(
+        [*PERFKIT, "flamegraph", "--diff", str(bad), str(bad), "--requests", "x"], capture_output=True, text=True
+    )
     assert result.returncode == 2 and "--requests" in result.stderr

@@ -26,14 +26,42 @@ def perfkit(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str
 def test_py_spy_captures_a_litellm_proxy_with_two_workers_under_load(tmp_path: Path) -> None:
     pids: list[int] = []
     output = tmp_path / "proxy.speedscope.json"
-    with mock_process("--ttft-ms", "5", "--itl-ms", "1", "--chunks", "5") as upstream, \
-            litellm_proxy("1.103.0", upstream, tmp_path, workers=2, pids=pids) as proxy:  # fmt: skip
-        load = subprocess.Popen([*PERFKIT, "load", "--url", proxy, "--concurrency", "16", "--duration", "25",
-                                 "--prompt-repeats", "5", "--progress", "off"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    with (
+        mock_process("--ttft-ms", "5", "--itl-ms", "1", "--chunks", "5") as upstream,
+        litellm_proxy("1.103.0", upstream, tmp_path, workers=2, pids=pids) as proxy,
+    ):
+        load = subprocess.Popen(
+            [
+                *PERFKIT,
+                "load",
+                "--url",
+                proxy,
+                "--concurrency",
+                "16",
+                "--duration",
+                "25",
+                "--prompt-repeats",
+                "5",
+                "--progress",
+                "off",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             time.sleep(3)
-            result = perfkit("flamegraph", "--pid", str(pids[0]), "--subprocesses", "--duration", "8", "--rate", "50",
-                             "--out", str(output))  # fmt: skip
+            result = perfkit(
+                "flamegraph",
+                "--pid",
+                str(pids[0]),
+                "--subprocesses",
+                "--duration",
+                "8",
+                "--rate",
+                "50",
+                "--out",
+                str(output),
+            )
         finally:
             load.terminate()
             load.wait(30)
@@ -64,17 +92,40 @@ def test_ptrace_refused_says_how_to_fix_it(tmp_path: Path) -> None:
     assert Path(setpriv).exists(), "setpriv (util-linux) is needed to drop CAP_SYS_PTRACE for this test"
     python = "/usr/bin/python3"  # the test's own python lives under /root, which the other user may not read
     assert Path(python).exists(), "the system python3 is needed to run a target as another user"
-    target = subprocess.Popen([setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", python, "-c",
-                               "import time\nwhile True: time.sleep(0.01)"], cwd="/")  # fmt: skip
+    target = subprocess.Popen(
+        [
+            setpriv,
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            python,
+            "-c",
+            "import time\nwhile True: time.sleep(0.01)",
+        ],
+        cwd="/",
+    )
     try:
         time.sleep(1.0)
         assert target.poll() is None, "the target did not start"
-        command = [setpriv, "--inh-caps=-sys_ptrace", "--bounding-set=-sys_ptrace", *PERFKIT,
-                   "flamegraph", "--pid", str(target.pid), "--duration", "1", "--out", str(tmp_path / "x.json")]  # fmt: skip
+        command = [
+            setpriv,
+            "--inh-caps=-sys_ptrace",
+            "--bounding-set=-sys_ptrace",
+            *PERFKIT,
+            "flamegraph",
+            "--pid",
+            str(target.pid),
+            "--duration",
+            "1",
+            "--out",
+            str(tmp_path / "x.json"),
+        ]
         result = subprocess.run(command, capture_output=True, text=True, timeout=60)
     finally:
         target.kill()
         target.wait()
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "ptrace" in lines[0] and "CAP_SYS_PTRACE" in lines[0] and "ptrace_scope" in lines[0], result.stderr
+    assert len(lines) == 1 and "ptrace" in lines[0] and "CAP_SYS_PTRACE" in lines[0] and "ptrace_scope" in lines[0], (
+        result.stderr
+    )

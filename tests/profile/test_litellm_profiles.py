@@ -20,10 +20,16 @@ MESSAGES = [{"role": "user", "content": "hello"}]
 
 def test_stage_and_request_profiles_of_the_proxy(tmp_path: Path) -> None:
     stages_dir, requests_dir = tmp_path / "stages", tmp_path / "requests"
-    with mock_process("--ttft-ms", "2", "--chunks", "5") as upstream, litellm_proxy(
-        "1.103.0", upstream, tmp_path, perfkit_args=("--stage-profile", str(stages_dir), "--profile-dir", str(requests_dir)),
-        env={"PERFKIT_PROFILE_SECRET": SECRET},
-    ) as proxy:  # fmt: skip
+    with (
+        mock_process("--ttft-ms", "2", "--chunks", "5") as upstream,
+        litellm_proxy(
+            "1.103.0",
+            upstream,
+            tmp_path,
+            perfkit_args=("--stage-profile", str(stages_dir), "--profile-dir", str(requests_dir)),
+            env={"PERFKIT_PROFILE_SECRET": SECRET},
+        ) as proxy,
+    ):
         client = openai.OpenAI(base_url=f"{proxy}/v1", api_key="sk-1234", max_retries=0)
         for i in range(60):
             if i % 2:
@@ -31,9 +37,11 @@ def test_stage_and_request_profiles_of_the_proxy(tmp_path: Path) -> None:
             else:
                 client.chat.completions.create(model="fake-openai-endpoint", messages=MESSAGES)
         wrong = client.chat.completions.with_raw_response.create(
-            model="fake-openai-endpoint", messages=MESSAGES, extra_headers={"x-perfkit-profile": "not-the-token"})
+            model="fake-openai-endpoint", messages=MESSAGES, extra_headers={"x-perfkit-profile": "not-the-token"}
+        )
         profiled = client.chat.completions.with_raw_response.create(
-            model="fake-openai-endpoint", messages=MESSAGES, extra_headers={"x-perfkit-profile": SECRET})  # fmt: skip
+            model="fake-openai-endpoint", messages=MESSAGES, extra_headers={"x-perfkit-profile": SECRET}
+        )
     # Per-request: only the right token, and its id names the files.
     assert "x-perfkit-profile-id" not in wrong.headers
     profile_id = profiled.headers["x-perfkit-profile-id"]

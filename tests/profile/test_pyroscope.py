@@ -34,7 +34,11 @@ pyroscope.shutdown()
 
 @pytest.mark.parametrize("beside", ["perfkit alone", "litellm 1.103.0"])
 def test_pyroscope_pushes_with_perfkit_tags(beside: str) -> None:
-    python, env = (sys.executable, dict(os.environ)) if beside == "perfkit alone" else (str(litellm_python("1.103.0")), litellm_env())
+    python, env = (
+        (sys.executable, dict(os.environ))
+        if beside == "perfkit alone"
+        else (str(litellm_python("1.103.0")), litellm_env())
+    )
     with otlp_receiver() as (url, received):  # any POST receiver: it keeps each body by path and query
         env.update(PERFKIT_PYROSCOPE_URL=url, OTEL_SERVICE_NAME="perfkit-pyroscope-test")
         result = subprocess.run([python, "-c", BURN], env=env, capture_output=True, text=True, timeout=60)

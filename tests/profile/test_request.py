@@ -31,7 +31,9 @@ async def chat(request: Request) -> Response:
 
 
 def app(directory: Path, secret: str | None = SECRET, **kwargs: Any) -> RequestProfileMiddleware:
-    return RequestProfileMiddleware(Starlette(routes=[Route("/chat", chat, methods=["POST"])]), secret=secret, directory=directory, **kwargs)
+    return RequestProfileMiddleware(
+        Starlette(routes=[Route("/chat", chat, methods=["POST"])]), secret=secret, directory=directory, **kwargs
+    )
 
 
 def post(application: Any, headers: dict[str, str] | None = None, count: int = 1) -> list[httpx.Response]:
@@ -45,7 +47,9 @@ def post(application: Any, headers: dict[str, str] | None = None, count: int = 1
 def test_the_right_token_gets_a_profile_and_its_id(tmp_path: Path) -> None:
     seen_headers.clear()
     trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
-    (response,) = post(app(tmp_path), {"x-perfkit-profile": SECRET, "traceparent": f"00-{trace_id}-00f067aa0ba902b7-01"})
+    (response,) = post(
+        app(tmp_path), {"x-perfkit-profile": SECRET, "traceparent": f"00-{trace_id}-00f067aa0ba902b7-01"}
+    )
     assert response.status_code == 200 and response.json() == {"ok": True}
     profile_id = response.headers["x-perfkit-profile-id"]
     assert profile_id.endswith(trace_id)  # joins the profile to the request's trace

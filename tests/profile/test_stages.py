@@ -8,12 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
-
-import pytest
 
 from litellm_perfkit._core._backend import Backend, BackendName
 from litellm_perfkit.profiling import StageProfiler

@@ -9,8 +9,15 @@ import tempfile
 import zlib
 from pathlib import Path
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync"]  # fmt: skip
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def chromium() -> str:
@@ -24,14 +31,23 @@ def chromium() -> str:
         result = subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], capture_output=True, text=True)
     found = shutil.which("chromium")
     if result.returncode != 0 or not found:
-        raise RuntimeError(f"chromium is needed (apt-get install chromium) and could not be installed:\n{result.stderr[-2000:]}")
+        raise RuntimeError(
+            f"chromium is needed (apt-get install chromium) and could not be installed:\n{result.stderr[-2000:]}"
+        )
     return found
 
 
 def screenshot(page: Path, out: Path, width: int = 1000, height: int = 2400) -> None:
     with tempfile.TemporaryDirectory() as profile:
         subprocess.run(
-            [chromium(), *FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}", f"--screenshot={out}", page.as_uri()],
+            [
+                chromium(),
+                *FLAGS,
+                f"--user-data-dir={profile}",
+                f"--window-size={width},{height}",
+                f"--screenshot={out}",
+                page.as_uri(),
+            ],
             capture_output=True,
             timeout=120,
             check=True,

@@ -33,7 +33,9 @@ def build(upstream: str) -> Starlette:
             with stage(name):
                 time.sleep(DELAYS_MS[name] / 1000)
         async with stage("upstream"):
-            response = await client.send(client.build_request("POST", "/v1/chat/completions", content=body), stream=True)
+            response = await client.send(
+                client.build_request("POST", "/v1/chat/completions", content=body), stream=True
+            )
         if response.headers.get("content-type", "").startswith("text/event-stream"):
 
             async def relay():  # type: ignore[no-untyped-def]

@@ -26,7 +26,15 @@ def with_packages(version: str, modules: dict[str, str]) -> None:
         return
     requirements = list(modules.values())
     if any("{api}" in r for r in requirements):
-        api = subprocess.run([python, "-c", "import importlib.metadata as m; print(m.version('opentelemetry-api'))"],
-                             capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+        api = subprocess.run(
+            [python, "-c", "import importlib.metadata as m; print(m.version('opentelemetry-api'))"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
         requirements = [r.replace("{api}", api) for r in requirements]
-    subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", *requirements], check=True, capture_output=True)
+    subprocess.run(
+        [python, "-m", "pip", "install", "-q", "--disable-pip-version-check", *requirements],
+        check=True,
+        capture_output=True,
+    )

@@ -30,8 +30,19 @@ def litellm_proxy(
     ``config`` is a LiteLLM config with ``{upstream}`` for the mock's URL."""
     bin_dir = litellm_python(version).parent
     with Children() as children:
-        proxy = start_litellm(children, bin_dir / "litellm", bin_dir / "perfkit", config.replace("{upstream}", upstream), workdir,
-                              workers=workers, mode=mode, perfkit_args=perfkit_args, env=env, pin_cpu=pin_cpu, host=host)  # fmt: skip
+        proxy = start_litellm(
+            children,
+            bin_dir / "litellm",
+            bin_dir / "perfkit",
+            config.replace("{upstream}", upstream),
+            workdir,
+            workers=workers,
+            mode=mode,
+            perfkit_args=perfkit_args,
+            env=env,
+            pin_cpu=pin_cpu,
+            host=host,
+        )
         if pids is not None:
             pids.append(proxy.pid)
         log = Path(proxy.child.log.name)
@@ -42,7 +53,9 @@ def litellm_proxy(
             # test failed first (a refused connection is then the proxy's death).
             died = proxy.child.died()
             if died:
-                raise RuntimeError(f"the proxy died during the test ({died}):\n{log.read_text(errors='replace')[-3000:]}")
+                raise RuntimeError(
+                    f"the proxy died during the test ({died}):\n{log.read_text(errors='replace')[-3000:]}"
+                )
 
 
 def proxy_log(workdir: Path) -> str:

@@ -33,7 +33,14 @@ def raw_server(answers: Mapping[str, bytes]) -> Iterator[str]:
                     return
                 data += chunk
             head, _, body = data.partition(b"\r\n\r\n")
-            length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")), 0)
+            length = next(
+                (
+                    int(line.split(b":")[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length:")
+                ),
+                0,
+            )
             while len(body) < length:
                 body += self.request.recv(65536)
             path = head.split(b" ")[1].decode()

@@ -23,8 +23,12 @@ def speedscope_schema() -> dict[str, Any]:
         npm = shutil.which("npm")
         assert npm, "npm is needed once to fetch speedscope's schema (npm pack speedscope); install Node.js"
         with tempfile.TemporaryDirectory() as tmp:
-            subprocess.run([npm, "pack", f"speedscope@{SPEEDSCOPE_VERSION}", "--pack-destination", tmp],
-                           check=True, capture_output=True, timeout=300)  # fmt: skip
+            subprocess.run(
+                [npm, "pack", f"speedscope@{SPEEDSCOPE_VERSION}", "--pack-destination", tmp],
+                check=True,
+                capture_output=True,
+                timeout=300,
+            )
             with tarfile.open(next(Path(tmp).glob("speedscope-*.tgz"))) as archive:
                 source = archive.extractfile(MEMBER)
                 assert source is not None, f"{MEMBER} is missing from the speedscope package"

@@ -20,7 +20,10 @@ def _value(name: str, rng: random.Random) -> Any:
     if name == "finished":
         return [(i, rng.choice(STAGE_NAMES), i * 1000, i * 1000 + 5, i - 1) for i in range(rng.randrange(1, 5))]
     if name == "generators":
-        return {"stream.iterate": [9, 1, 2, -1, 3, 4, "generator", []], "stream.upstream_wait": [10, 1, 5, -1, 3, 2, "sum", [1, 2, -1, 4, 5, -1]]}
+        return {
+            "stream.iterate": [9, 1, 2, -1, 3, 4, "generator", []],
+            "stream.upstream_wait": [10, 1, 5, -1, 3, 2, "sum", [1, 2, -1, 4, 5, -1]],
+        }
     if kind == "int":
         return rng.randrange(1, 10**12)
     if kind == "bool":

@@ -65,7 +65,9 @@ def test_output_tokens(document: object, tokens: int | None) -> None:
 
 
 def test_stream_errors() -> None:
-    assert stream_error({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}) == "Overloaded"
+    assert (
+        stream_error({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}) == "Overloaded"
+    )
     assert stream_error({"error": {"message": "boom", "code": 500}}) == "boom"
     assert stream_error({"choices": [], "error": None}) is None
     assert stream_error({"type": "response.output_text.delta", "delta": "x"}) is None
@@ -73,7 +75,9 @@ def test_stream_errors() -> None:
 
 def test_decoder_joins_data_lines_names_events_and_keeps_partial_events() -> None:
     decoder = SseDecoder()
-    assert decoder.feed(b"event: ping\r\ndata: {\"a\":\r\ndata:1}\r\n\r\n: comment\n\ndata: [DO") == [("ping", b'{"a":\n1}')]
+    assert decoder.feed(b'event: ping\r\ndata: {"a":\r\ndata:1}\r\n\r\n: comment\n\ndata: [DO') == [
+        ("ping", b'{"a":\n1}')
+    ]
     assert decoder.inside_event
     assert decoder.feed(b"NE]\n\n") == [("message", b"[DONE]")]
     assert not decoder.inside_event

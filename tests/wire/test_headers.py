@@ -30,8 +30,16 @@ def test_server_timing_matches_the_w3c_grammar() -> None:
 
 
 def test_milliseconds_have_three_decimals_rounded_half_up() -> None:
-    cases = {0: "0.000", 499: "0.000", 500: "0.001", 410_000: "0.410", 61_200_000: "61.200",
-             123_456_789: "123.457", 1_999_999_999: "2000.000", -5: "0.000"}  # fmt: skip
+    cases = {
+        0: "0.000",
+        499: "0.000",
+        500: "0.001",
+        410_000: "0.410",
+        61_200_000: "61.200",
+        123_456_789: "123.457",
+        1_999_999_999: "2000.000",
+        -5: "0.000",
+    }
     assert {ns: format_ms(ns) for ns in cases} == cases
     for ns in range(0, 3_000_000_000, 7_919_999):
         assert abs(float(format_ms(ns)) - ns / 1e6) <= 0.0005

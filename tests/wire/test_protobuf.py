@@ -14,9 +14,11 @@ def test_each_wire_type_is_read() -> None:
     message = (
         b"\x08\x96\x01"  # 1: varint 150 (two bytes)
         + b"\x12\x03abc"  # 2: length-delimited
-        + b"\x19" + struct.pack("<d", 2.5)  # 3: fixed64
-        + b"\x25" + struct.pack("<I", 7)  # 4: fixed32
-    )  # fmt: skip
+        + b"\x19"
+        + struct.pack("<d", 2.5)  # 3: fixed64
+        + b"\x25"
+        + struct.pack("<I", 7)  # 4: fixed32
+    )
     assert list(fields(message)) == [(1, 150), (2, b"abc"), (3, struct.pack("<d", 2.5)), (4, struct.pack("<I", 7))]
 
 

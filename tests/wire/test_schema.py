@@ -15,4 +15,6 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "schemas"
 @pytest.mark.parametrize("document", sorted(DOCUMENTS))
 def test_docs_publish_the_schema_the_declaration_gives(document: str) -> None:
     published = (DOCS / f"{document}.json").read_text()
-    assert published == render(document), f"docs/schemas/{document}.json is stale: perfkit schema {document} > docs/schemas/{document}.json"
+    assert published == render(document), (
+        f"docs/schemas/{document}.json is stale: perfkit schema {document} > docs/schemas/{document}.json"
+    )

@@ -26,9 +26,13 @@ def _prometheus() -> None:
     try:
         from litellm_perfkit._export._prometheus import serve_prometheus
 
-        serve_prometheus(int(os.environ["PERFKIT_PROMETHEUS_PORT"]), os.environ.get("PERFKIT_PROMETHEUS_HOST") or "127.0.0.1")
+        serve_prometheus(
+            int(os.environ["PERFKIT_PROMETHEUS_PORT"]), os.environ.get("PERFKIT_PROMETHEUS_HOST") or "127.0.0.1"
+        )
     except Exception as exc:  # the proxy starts without it
-        sys.stderr.write(f"perfkit: cannot serve Prometheus metrics ({type(exc).__name__}: {exc}); the proxy runs without them\n")
+        sys.stderr.write(
+            f"perfkit: cannot serve Prometheus metrics ({type(exc).__name__}: {exc}); the proxy runs without them\n"
+        )
 
 
 def _hangup_stops() -> None:
@@ -81,7 +85,10 @@ def _installed_in(path: list[str]) -> bool:
     import importlib.metadata
 
     try:
-        return any((d.metadata["Name"] or "").lower().replace("_", "-") == "litellm-perfkit" for d in importlib.metadata.distributions(path=path))
+        return any(
+            (d.metadata["Name"] or "").lower().replace("_", "-") == "litellm-perfkit"
+            for d in importlib.metadata.distributions(path=path)
+        )
     except Exception:  # an unreadable distribution: keep the path as it was
         return False
 
