@@ -1,9 +1,10 @@
 # What the C accelerator (csrc/) exports. Each type's Python reference is named
 # in its docstring; setup()'s hooks are declared once, in _layouts.Hooks.
 import asyncio
+import contextvars
 from collections.abc import Awaitable, Callable, Coroutine, Generator
-from types import TracebackType
-from typing import Any, TypeVar
+from types import CodeType, FrameType, TracebackType
+from typing import Any, TypeVar, final
 
 from typing_extensions import Unpack
 
@@ -57,6 +58,7 @@ class Exchange:
     def record(self, message: Message) -> Message: ...
     def finish(self) -> None: ...
 
+@final
 class Handoff:
     pending: int
     dropped: int
@@ -65,8 +67,10 @@ class Handoff:
     def append(self, record: bytes) -> None: ...
     def write_frame(self, fd: int, anchor: int) -> int: ...
 
+@final
 class Batches:
     loop: asyncio.AbstractEventLoop
+    context: contextvars.Context
     start_ns: int
     previous_ns: int
     steps: int  # request steps since the marker was queued
@@ -75,13 +79,24 @@ class Batches:
     def mark(self) -> None: ...
     def arm(self, now: int) -> None: ...
 
+@final
 class StepClock:
     def __init__(self, awaitable: Awaitable[Any], steps: list[int], batches: Batches, ready_ns: int = ...) -> None: ...
     def __await__(self) -> Generator[Any, Any, Any]: ...
     def send(self, value: Any) -> Any: ...
     def throw(self, *args: Any) -> Any: ...
     def close(self) -> None: ...
+    # What asyncio and inspect read of a coroutine.
+    __name__: str
+    __qualname__: str
+    cr_running: bool
+    cr_frame: FrameType | None
+    cr_code: CodeType | None
+    cr_await: Any
+    cr_origin: Any
+    cr_suspended: bool
 
+@final
 class TaskFactory:
     def __init__(self, previous: Any, batches: Any, clock_class: type[StepClock]) -> None: ...
     def __call__(
