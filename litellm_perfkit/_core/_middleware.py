@@ -10,6 +10,7 @@ from contextvars import Token
 from time import perf_counter_ns
 from typing import Any
 
+from .._wire._environment_variables import PERFKIT_HEADER_SECRET
 from .._wire._headers import ENTRY_PREFIXES, THOUSANDTHS, entry_prefix, format_ms, server_timing_entry
 from .._wire._names import HEADER_SECRET_HEADER, OVERHEAD_HEADER, SERVER_TIMING_HEADER, SemConv
 from ..types import AttributeValue, HeaderMode, RecordRate, StepMode
@@ -102,7 +103,7 @@ class PerfkitMiddleware:
             self._quiet.server_timing,
             self._quiet.overhead_header,
         )
-        secret = os.environ.get("PERFKIT_HEADER_SECRET") if header_secret is None else header_secret
+        secret = os.environ.get(PERFKIT_HEADER_SECRET) if header_secret is None else header_secret
         self._secret = secret.encode() if secret else None
         # Called once per request; its (ideally cached) mapping goes on the span.
         self.attributes = attributes

@@ -18,6 +18,7 @@ from typing import Literal
 import orjson
 
 from .._core._timeline import decode
+from .._wire._environment_variables import PERFKIT_AGENT_SETTINGS
 from ._metrics import UNRECORDED_COUNTER
 from ._pipeline import FRAME_BATCH, FRAME_FLUSH, FRAME_UNRECORDED, Processor, read_batch
 from ._settings import ExportSettings
@@ -63,7 +64,7 @@ def main() -> int:
     # is killed outright, so the agent never outlives it.
     for stop in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(stop, signal.SIG_IGN)
-    settings = ExportSettings(**orjson.loads(os.environ["PERFKIT_AGENT_SETTINGS"]))
+    settings = ExportSettings(**orjson.loads(os.environ[PERFKIT_AGENT_SETTINGS]))
     processor = Processor(settings)
     stdout = sys.stdout.buffer
 

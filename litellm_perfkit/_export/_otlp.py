@@ -21,6 +21,7 @@ import orjson
 
 from .._core._backend import ACTIVE
 from .._version import __version__
+from .._wire._environment_variables import PERFKIT_APP_PID
 from ..types import AttributeValue
 from ._metrics import BOUNDARIES_NS, DESCRIPTIONS, MetricStore
 from ._spans import Attributes, Span
@@ -29,7 +30,7 @@ __all__ = ["spans_json", "spans_protobuf", "span_json", "metrics_json", "metrics
 
 _SCOPE_NAME = "litellm_perfkit"
 # The app's process, not the export agent's (the agent is its child).
-_PARENT_PID = int(os.environ.get("PERFKIT_APP_PID", os.getpid()))
+_PARENT_PID = int(os.environ.get(PERFKIT_APP_PID, os.getpid()))
 # One per worker: each worker has its own export pipeline (thread or agent).
 _INSTANCE_ID = str(uuid.uuid4())
 

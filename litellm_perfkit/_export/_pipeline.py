@@ -33,6 +33,8 @@ from typing import Any, Literal
 
 import orjson
 
+from .._wire._environment_variables import PERFKIT_AGENT_SETTINGS, PERFKIT_APP_PID, PERFKIT_ROLE
+
 try:
     import fcntl
 except ImportError:  # not on Windows
@@ -194,10 +196,10 @@ class _Agent:
         package_parent = str(Path(__file__).resolve().parents[2])
         env = {
             **os.environ,
-            "PERFKIT_AGENT_SETTINGS": orjson.dumps(dataclasses.asdict(settings)).decode(),
+            PERFKIT_AGENT_SETTINGS: orjson.dumps(dataclasses.asdict(settings)).decode(),
             "PYTHONPATH": os.pathsep.join(filter(None, [package_parent, os.environ.get("PYTHONPATH")])),
-            "PERFKIT_ROLE": "agent",  # the zero-code bootstrap must not instrument the agent
-            "PERFKIT_APP_PID": str(os.getpid()),
+            PERFKIT_ROLE: "agent",  # the zero-code bootstrap must not instrument the agent
+            PERFKIT_APP_PID: str(os.getpid()),
         }
         self.process = subprocess.Popen(
             [sys.executable, "-m", AGENT_MODULE],

@@ -22,6 +22,7 @@ from .._core import PerfkitMiddleware, Stage, _middleware
 from .._core._guard import logger
 from .._core._leave_out import leave_out
 from .._core._timeline import TIMELINE
+from .._wire._environment_variables import PERFKIT_EXTRA_STAGES
 from ..types import HeaderMode
 from ._autoload import on_import
 from ._fastpath import FastPaths
@@ -47,7 +48,7 @@ _state: dict[str, Any] = {}
 def extra_points(text: str | None = None) -> tuple[Point, ...]:
     """Extra stages from ``PERFKIT_EXTRA_STAGES``: ``stage=module:attr[,stage2=module:Class.method]``,
     e.g. to time a custom hook of your own. Bad entries are reported as missing."""
-    text = os.environ.get("PERFKIT_EXTRA_STAGES", "") if text is None else text
+    text = os.environ.get(PERFKIT_EXTRA_STAGES, "") if text is None else text
     points = []
     for item in filter(None, (part.strip() for part in text.split(","))):
         stage, _, target = item.partition("=")

@@ -1,6 +1,7 @@
 """Every name perfkit writes or reads across a boundary: HTTP headers, span
-attributes, metrics and result schemas. Code refers to these constants;
-docs/headers.md and docs/telemetry.md define what each one means."""
+attributes, stages, metrics and result schemas. Code refers to these constants;
+docs/headers.md and docs/telemetry.md define what each one means. Environment
+variables have their own module, _environment_variables.py."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ __all__ = [
     "OUTSIDE_WALL_STAGES",
     "PROTOCOL_STAGE",
     "THREAD_STAGE",
-    "PROMETHEUS_DIR_VARIABLE",
     "BENCH_SCHEMA",
     "CAPTURED_HEADERS",
     "HEADER_SECRET_HEADER",
@@ -77,11 +77,6 @@ response): no part of its duration, overhead or unattributed time, only of the C
 LOAD_SCHEMA = "perfkit.load/1"
 BENCH_SCHEMA = "perfkit.bench/1"
 PERTURBATION_SCHEMA = "perfkit.perturbation/1"
-
-
-# perfkit run --prometheus-port: where every worker's pipeline writes its
-# metrics, and what the Prometheus server reads (_export/_prometheus.py).
-PROMETHEUS_DIR_VARIABLE = "PERFKIT_PROMETHEUS_DIR"
 
 
 class SemConv:
