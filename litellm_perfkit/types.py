@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, TypedDict
 
+from ._wire._names import UPSTREAM_STAGE
+
 __all__ = [
     "AttributeValue",
     "BenchResult",
@@ -139,7 +141,7 @@ class RequestRecord:
     error: str | None = None
     marks: dict[str, int] = field(default_factory=dict)
     attributes: dict[str, AttributeValue] = field(default_factory=dict)
-    upstream_stages: tuple[str, ...] = ("upstream",)
+    upstream_stages: tuple[str, ...] = (UPSTREAM_STAGE,)
     """Stages that wait on the upstream provider: not the gateway's own time."""
     gc_pause_ns: int = 0
     """Garbage-collector pause time inside the request's wall time (docs/telemetry.md).

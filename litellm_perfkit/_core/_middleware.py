@@ -12,7 +12,14 @@ from typing import Any
 
 from .._wire._environment_variables import PERFKIT_HEADER_SECRET
 from .._wire._headers import ENTRY_PREFIXES, THOUSANDTHS, entry_prefix, format_ms, server_timing_entry
-from .._wire._names import HEADER_SECRET_HEADER, OVERHEAD_HEADER, SERVER_TIMING_HEADER, SemConv
+from .._wire._names import (
+    HEADER_SECRET_HEADER,
+    OVERHEAD_HEADER,
+    SERVER_TIMING_HEADER,
+    TRACEPARENT_HEADER,
+    UPSTREAM_STAGE,
+    SemConv,
+)
 from ..types import AttributeValue, HeaderMode, RecordRate, StepMode
 from . import _sink
 from ._collector import closed_by_collector
@@ -39,6 +46,7 @@ _BATCH = 16
 _OVERHEAD_HEADER = OVERHEAD_HEADER.encode()
 _SECRET_HEADER = HEADER_SECRET_HEADER.encode()
 _SERVER_TIMING_HEADER = SERVER_TIMING_HEADER.encode()
+_TRACEPARENT_HEADER = TRACEPARENT_HEADER.encode()
 
 
 class _HeaderSettings:
@@ -79,7 +87,7 @@ class PerfkitMiddleware:
         *,
         server_timing: HeaderMode = "trusted",
         overhead_header: HeaderMode = "trusted",
-        upstream_stages: Iterable[str] = ("upstream",),
+        upstream_stages: Iterable[str] = (UPSTREAM_STAGE,),
         attributes: Callable[[], Mapping[str, AttributeValue]] | None = None,
         header_secret: str | None = None,
         steps: StepMode | None = None,
@@ -221,7 +229,7 @@ class _PyExchange:
         timeline.gc_pause_ns = _GC.total_ns
         try:
             for name, value in scope["headers"]:
-                if name == b"traceparent":
+                if name == _TRACEPARENT_HEADER:
                     timeline.traceparent = value.decode("latin-1")
                     break
         except Exception as exc:

@@ -23,10 +23,11 @@ from .._core._guard import logger
 from .._core._leave_out import leave_out
 from .._core._timeline import TIMELINE
 from .._wire._environment_variables import PERFKIT_EXTRA_STAGES
+from .._wire._names import UPSTREAM_STAGES
 from ..types import HeaderMode
 from ._autoload import on_import
 from ._fastpath import FastPaths
-from ._points import MIDDLEWARES, UPSTREAM_STAGES, Point, table_for
+from ._points import MIDDLEWARES, Point, table_for
 from ._wrap import apply_point, make_wrapper
 
 __all__ = ["InstrumentReport", "instrument", "uninstrument", "extra_points"]

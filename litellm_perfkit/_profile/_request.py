@@ -25,6 +25,7 @@ from .._wire._headers import parse_traceparent
 __all__ = ["RequestProfileMiddleware", "PROFILE_HEADER", "PROFILE_ID_HEADER"]
 
 PROFILE_HEADER = names.PROFILE_HEADER.encode()
+_TRACEPARENT_HEADER = names.TRACEPARENT_HEADER.encode()
 PROFILE_ID_HEADER = names.PROFILE_ID_HEADER.encode()
 
 
@@ -96,7 +97,7 @@ class RequestProfileMiddleware:
     async def _profiled(self, scope: Any, receive: Any, send: Any) -> None:
         from pyinstrument import Profiler
 
-        traceparent = next((v.decode("latin-1") for n, v in scope["headers"] if n == b"traceparent"), None)
+        traceparent = next((v.decode("latin-1") for n, v in scope["headers"] if n == _TRACEPARENT_HEADER), None)
         parsed = parse_traceparent(traceparent)
         profile_id = f"{int(time.time() * 1000)}-{parsed[0] if parsed else os.urandom(8).hex()}"
 

@@ -10,7 +10,10 @@ __all__ = [
     "AFTER_RESPONSE_THREAD_STAGE",
     "OUTSIDE_WALL_STAGES",
     "PROTOCOL_STAGE",
+    "STREAM_WAIT_STAGE",
     "THREAD_STAGE",
+    "UPSTREAM_STAGE",
+    "UPSTREAM_STAGES",
     "BENCH_SCHEMA",
     "CAPTURED_HEADERS",
     "HEADER_SECRET_HEADER",
@@ -59,6 +62,14 @@ CAPTURED_HEADERS = (
 """Response headers the load drivers keep."""
 
 # -- stages perfkit itself records ----------------------------------------------
+UPSTREAM_STAGE = "upstream"
+"""Waiting on the upstream provider: the request, and body reads inside the LLM
+call. PerfkitMiddleware leaves it out of the overhead by default."""
+STREAM_WAIT_STAGE = "stream.upstream_wait"
+"""Waiting on the upstream provider for a stream's chunks (_litellm/_transport.py)."""
+UPSTREAM_STAGES = frozenset({UPSTREAM_STAGE, STREAM_WAIT_STAGE})
+"""The stages that wait on the provider: time the gateway does not spend itself
+(the LiteLLM instrumentation's, and the bench's upstream rows)."""
 AFTER_RESPONSE_STAGE = "after_response"
 """The work a request's tasks did after its response ended (_core/_after.py):
 outside the request's wall time, inside the CPU perfkit names."""
