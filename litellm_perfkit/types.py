@@ -6,12 +6,14 @@ Wall-clock time appears only when a record is exported, anchored once per batch.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, TypedDict
 
 from ._wire._names import UPSTREAM_STAGE
 
 __all__ = [
+    "ASGIApp",
     "AttributeValue",
     "BenchResult",
     "BenchRun",
@@ -21,11 +23,15 @@ __all__ = [
     "ExporterName",
     "HeaderMode",
     "Mark",
+    "Message",
     "OtlpProtocol",
+    "Receive",
     "RecordRate",
     "PerturbationResult",
     "RequestRecord",
     "SamplerName",
+    "Scope",
+    "Send",
     "SpeedupsMode",
     "StepMode",
     "StageKind",
@@ -33,6 +39,14 @@ __all__ = [
 ]
 
 AttributeValue = str | int | float | bool
+
+# The ASGI interface, as Starlette spells it (starlette.types): perfkit is pure
+# ASGI and runs under any framework, so it declares the same shapes itself.
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 HeaderMode = Literal["trusted", "on", "off"]
 """Whether the middleware adds a timing header to a response. ``trusted``

@@ -5,10 +5,9 @@ from __future__ import annotations
 import hmac
 import os
 from asyncio.events import _get_running_loop  # None outside asyncio (trio, a test stepping by hand)
-from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextvars import Token
 from time import perf_counter_ns
-from typing import Any
 
 from .._wire._environment_variables import PERFKIT_HEADER_SECRET
 from .._wire._headers import ENTRY_PREFIXES, THOUSANDTHS, entry_prefix, format_ms, server_timing_entry
@@ -20,7 +19,7 @@ from .._wire._names import (
     UPSTREAM_STAGE,
     SemConv,
 )
-from ..types import AttributeValue, HeaderMode, RecordRate, StepMode
+from ..types import ASGIApp, AttributeValue, HeaderMode, Message, Receive, RecordRate, Scope, Send, StepMode
 from . import _sink
 from ._collector import closed_by_collector
 from ._gcwatch import WATCH as _GC
@@ -34,12 +33,6 @@ from ._steps import PYTHON_STEPS, StepAccounting, steps_mode
 from ._timeline import TIMELINE, Timeline
 
 __all__ = ["PerfkitMiddleware", "OVERHEAD_HEADER"]
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 # Body messages of a stream counted together; bounds what a stream holds.
 _BATCH = 16

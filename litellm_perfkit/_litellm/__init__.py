@@ -24,7 +24,7 @@ from .._core._leave_out import leave_out
 from .._core._timeline import TIMELINE
 from .._wire._environment_variables import PERFKIT_EXTRA_STAGES
 from .._wire._names import UPSTREAM_STAGES
-from ..types import HeaderMode
+from ..types import HeaderMode, Receive, Scope, Send
 from ._autoload import on_import
 from ._fastpath import FastPaths
 from ._points import MIDDLEWARES, Point, table_for
@@ -130,7 +130,7 @@ def _perfkit_over_middlewares(app: Any, **settings: Any) -> _middleware.PerfkitM
     it wraps (those middlewares, the framework's exception handling, then the
     router) is the stage ``middlewares``, so their own time is named."""
 
-    async def middlewares(scope: Any, receive: Any, send: Any) -> None:
+    async def middlewares(scope: Scope, receive: Receive, send: Send) -> None:
         if TIMELINE.get() is None:  # lifespan, websockets, requests not recorded
             await app(scope, receive, send)
             return
