@@ -19,6 +19,7 @@ from typing import Any
 
 from .._core._guard import warn_once
 from .._version import __version__
+from .._wire._names import INSTRUMENTATION_SCOPE
 from ._metrics import MetricStore
 from ._spans import SPAN_KIND_SERVER, STATUS_ERROR, Span
 
@@ -49,14 +50,11 @@ def host_provider() -> Any | None:
     return provider if isinstance(provider, TracerProvider) else None
 
 
-_SCOPE_NAME = "litellm_perfkit"
-
-
 class SdkExporter:
     def __init__(self, provider: Any) -> None:
         from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
-        tracer = provider.get_tracer(_SCOPE_NAME, __version__)
+        tracer = provider.get_tracer(INSTRUMENTATION_SCOPE, __version__)
         self._processor = getattr(tracer, "span_processor", None)
         if self._processor is None:
             warn_once(
@@ -65,7 +63,7 @@ class SdkExporter:
                 "its spans are not exported (use OTEL_TRACES_EXPORTER=otlp)",
             )
         self._resource = provider.resource
-        self._scope = InstrumentationScope(_SCOPE_NAME, __version__)
+        self._scope = InstrumentationScope(INSTRUMENTATION_SCOPE, __version__)
 
     def export_spans(self, spans: list[Span]) -> bool:
         if self._processor is None:

@@ -30,6 +30,7 @@ __all__ = [
     "TRACEPARENT_HEADER",
     "Attr",
     "GEN_AI_OPERATIONS",
+    "INSTRUMENTATION_SCOPE",
     "SemConv",
     "gen_ai_operation",
 ]
@@ -88,6 +89,10 @@ response): no part of its duration, overhead or unattributed time, only of the C
 LOAD_SCHEMA = "perfkit.load/1"
 BENCH_SCHEMA = "perfkit.bench/1"
 PERTURBATION_SCHEMA = "perfkit.perturbation/1"
+
+
+INSTRUMENTATION_SCOPE = "litellm_perfkit"
+"""The OpenTelemetry instrumentation scope of perfkit's spans and metrics, whichever exporter sends them."""
 
 
 class SemConv:
