@@ -22,7 +22,7 @@ import orjson
 from .._core._backend import ACTIVE
 from .._version import __version__
 from .._wire._environment_variables import PERFKIT_APP_PID
-from .._wire._names import INSTRUMENTATION_SCOPE
+from .._wire._names import INSTRUMENTATION_SCOPE, SemConv
 from ..types import AttributeValue
 from ._metrics import BOUNDARIES_NS, DESCRIPTIONS, MetricStore
 from ._spans import Attributes, Span
@@ -83,8 +83,8 @@ def _resource_attributes(service_name: str, extra: dict[str, str]) -> Attributes
     attributes: dict[str, AttributeValue] = {
         "service.instance.id": _INSTANCE_ID,
         **extra,
-        "service.name": service_name,
-        "process.pid": _PARENT_PID,
+        SemConv.SERVICE_NAME: service_name,
+        SemConv.PROCESS_PID: _PARENT_PID,
         "telemetry.sdk.name": INSTRUMENTATION_SCOPE,
         "telemetry.sdk.language": "python",
         "telemetry.sdk.version": __version__,

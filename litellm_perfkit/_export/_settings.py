@@ -14,9 +14,12 @@ from urllib.parse import unquote, urlsplit
 
 from .._core._guard import logger
 from .._wire import _environment_variables as variables
+from .._wire._names import SemConv
 from ..types import ExporterName, OtlpProtocol, SamplerName
 
-__all__ = ["ExportSettings", "SCHEDULE_DELAY_S", "read_settings"]
+__all__ = ["DEFAULT_SERVICE_NAME", "ExportSettings", "SCHEDULE_DELAY_S", "read_settings"]
+
+DEFAULT_SERVICE_NAME = "litellm-proxy"
 
 SCHEDULE_DELAY_S = 5.0
 """``OTEL_BSP_SCHEDULE_DELAY``'s default, the spec's: each drain costs the
@@ -32,7 +35,7 @@ _DEFAULT_ENDPOINTS: dict[str, str] = {
 
 @dataclass(frozen=True)
 class ExportSettings:
-    service_name: str = "litellm-proxy"
+    service_name: str = DEFAULT_SERVICE_NAME
     exporter: ExporterName = "otlp"
     protocol: OtlpProtocol = "http/protobuf"
     endpoint: str = "http://localhost:4318"
@@ -242,7 +245,12 @@ def read_settings(
 ) -> ExportSettings:
     env = effective_env(os.environ if env is None else env)
     resource = _key_values(env, variables.OTEL_RESOURCE_ATTRIBUTES)
-    name = service_name or env.get(variables.OTEL_SERVICE_NAME) or resource.get("service.name") or "litellm-proxy"
+    name = (
+        service_name
+        or env.get(variables.OTEL_SERVICE_NAME)
+        or resource.get(SemConv.SERVICE_NAME)
+        or DEFAULT_SERVICE_NAME
+    )
 
     exporter_value = _choice(env, variables.OTEL_TRACES_EXPORTER, exporter, get_args(ExporterName), "otlp")
     if jsonl_path is None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from .._core._guard import logger
 from .._core._lifespan import OnShutdown
+from .._export._settings import DEFAULT_SERVICE_NAME
 from .._wire._environment_variables import (
     OTEL_SERVICE_NAME,
     PERFKIT_OTEL_SERVICE_NAME,
@@ -27,7 +28,7 @@ def from_environment(app: Any) -> None:
     """Per-request profiles, per-stage profiles and pyroscope, each only when its
     variable is set; a failure is one warning and the proxy runs unprofiled."""
     env = os.environ
-    service = env.get(PERFKIT_OTEL_SERVICE_NAME) or env.get(OTEL_SERVICE_NAME) or "litellm-proxy"
+    service = env.get(PERFKIT_OTEL_SERVICE_NAME) or env.get(OTEL_SERVICE_NAME) or DEFAULT_SERVICE_NAME
     if env.get(PERFKIT_PROFILE_SECRET):
         _try("per-request profiles", lambda: _request_profiles(app, env))
     if env.get(PERFKIT_STAGE_PROFILE_DIR):

@@ -109,6 +109,9 @@ class SemConv:
     GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
     GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
     GEN_AI_PROVIDER_NAME = "gen_ai.provider.name"
+    # Resource attributes (the bench reads the pid back to tell workers apart).
+    SERVICE_NAME = "service.name"
+    PROCESS_PID = "process.pid"
 
 
 # A generative-AI endpoint (the path's ending) -> its gen_ai.operation.name.
