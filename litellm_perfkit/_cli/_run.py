@@ -24,11 +24,10 @@ them for you. Nothing is changed in the proxy's configuration.
 
 Each worker records at most 10 requests a second by default (--record-rate):
 all of them while the proxy is lightly used, a sample once it is busy, so
-that a saturated proxy pays for ten a second, not for every request. On
-this project's 2-core machine a saturated LiteLLM proxy spent 1.02x the
-CPU per request of a plain one at the default, on 1.83.14 and 1.103.0,
-export agent included (medians of 16 pairs), against 1.12-1.19x with every
-request recorded (docs/overhead.md). The others are counted.
+that a saturated proxy pays for ten a second, not for every request. The
+others pass through untouched and are counted. What the default and
+--record-rate all cost a saturated LiteLLM proxy, as measured, with the
+commands that measure it: docs/overhead.md.
 
 examples:
   perfkit run -- litellm --config config.yaml --port 4000 --num_workers 2
@@ -79,8 +78,8 @@ def add_parser(subparsers: Any) -> None:
         type=record_rate,
         metavar="N|all",
         help=f"record at most N requests a second per worker (PERFKIT_RECORD_RATE, default {DEFAULT_RECORD_RATE:g}: every request "
-        "of a lightly used proxy, about 1%% of a core when it is saturated), or all; the others pass through "
-        "untouched and are counted in perfkit.requests.unrecorded",
+        "of a lightly used proxy, a paced sample of a saturated one), or all; the others pass through "
+        "untouched and are counted in perfkit.requests.unrecorded; what each costs: docs/overhead.md",
     )
     p.add_argument(
         "--spans-out",
