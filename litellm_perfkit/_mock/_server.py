@@ -270,7 +270,7 @@ def serve(config: MockConfig) -> None:
     """Run the mock until interrupted (uvloop when available); a stop signal
     raises ``Stopped`` (Ctrl-C: SIGINT) once the loop has ended."""
     # The load driver's runner: its loop takes the signals, because a stop raised
-    # inside one of uvloop's callbacks is logged and lost (the mock ran on to SIGKILL).
+    # inside one of uvloop's callbacks is logged and lost.
     from .._load._runner import run_until_stopped
 
     async def main() -> None:
