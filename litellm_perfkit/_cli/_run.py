@@ -10,8 +10,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .._wire._names import PROMETHEUS_DIR_VARIABLE
-from .._wire._record_rate import DEFAULT_RECORD_RATE, RECORD_RATE_VARIABLE, record_rate_in
+from .._wire import _environment_variables as variables
+from .._wire._record_rate import DEFAULT_RECORD_RATE, record_rate_in
 from ._common import CliError, positive_int, ratio, record_rate, run_command
 
 HELP = "run a command (the LiteLLM proxy) with perfkit loaded in every process"
@@ -24,11 +24,10 @@ them for you. Nothing is changed in the proxy's configuration.
 
 Each worker records at most 10 requests a second by default (--record-rate):
 all of them while the proxy is lightly used, a sample once it is busy, so
-that a saturated proxy pays for ten a second, not for every request. On
-this project's 2-core machine a saturated LiteLLM proxy spent 1.02x the
-CPU per request of a plain one at the default, on 1.83.14 and 1.103.0,
-export agent included (medians of 16 pairs), against 1.12-1.19x with every
-request recorded (docs/overhead.md). The others are counted.
+that a saturated proxy pays for ten a second, not for every request. The
+others pass through untouched and are counted. What the default and
+--record-rate all cost a saturated LiteLLM proxy, as measured, with the
+commands that measure it: docs/overhead.md.
 
 examples:
   perfkit run -- litellm --config config.yaml --port 4000 --num_workers 2
@@ -79,8 +78,8 @@ def add_parser(subparsers: Any) -> None:
         type=record_rate,
         metavar="N|all",
         help=f"record at most N requests a second per worker (PERFKIT_RECORD_RATE, default {DEFAULT_RECORD_RATE:g}: every request "
-        "of a lightly used proxy, about 1%% of a core when it is saturated), or all; the others pass through "
-        "untouched and are counted in perfkit.requests.unrecorded",
+        "of a lightly used proxy, a paced sample of a saturated one), or all; the others pass through "
+        "untouched and are counted in perfkit.requests.unrecorded; what each costs: docs/overhead.md",
     )
     p.add_argument(
         "--spans-out",
@@ -130,35 +129,35 @@ def add_parser(subparsers: Any) -> None:
 
 def environment(args: argparse.Namespace, base: dict[str, str]) -> dict[str, str]:
     env = dict(base)
-    env["PERFKIT_RUN"] = "1"
-    env["PERFKIT_RUN_PID"] = str(os.getpid())  # exec keeps the pid: the command's own process
+    env[variables.PERFKIT_RUN] = "1"
+    env[variables.PERFKIT_RUN_PID] = str(os.getpid())  # exec keeps the pid: the command's own process
     env["PYTHONPATH"] = os.pathsep.join(
         filter(None, [str(BOOTSTRAP), str(BOOTSTRAP.parents[2]), base.get("PYTHONPATH")])
     )
     # Every worker's metric snapshots: for --prometheus-port's server, and for
     # LiteLLM's own /metrics when its prometheus callback serves one.
-    env[PROMETHEUS_DIR_VARIABLE] = tempfile.mkdtemp(prefix="perfkit-prometheus-")
+    env[variables.PERFKIT_PROMETHEUS_DIR] = tempfile.mkdtemp(prefix="perfkit-prometheus-")
     if args.prometheus_port is not None:
-        env["PERFKIT_PROMETHEUS_PORT"] = str(args.prometheus_port)
-        env["PERFKIT_PROMETHEUS_HOST"] = args.prometheus_host
-    env["PERFKIT_SERVER_TIMING"] = args.server_timing
-    env["PERFKIT_OVERHEAD_HEADER"] = args.overhead_header
+        env[variables.PERFKIT_PROMETHEUS_PORT] = str(args.prometheus_port)
+        env[variables.PERFKIT_PROMETHEUS_HOST] = args.prometheus_host
+    env[variables.PERFKIT_SERVER_TIMING] = args.server_timing
+    env[variables.PERFKIT_OVERHEAD_HEADER] = args.overhead_header
     # The export flags are perfkit's alone (PERFKIT_OTEL_*): the command's own
     # OpenTelemetry (LiteLLM's otel callback) keeps reading OTEL_* as set.
     for option, variable in (
-        ("service_name", "PERFKIT_OTEL_SERVICE_NAME"),
-        ("exporter", "PERFKIT_OTEL_TRACES_EXPORTER"),
-        ("endpoint", "PERFKIT_OTEL_EXPORTER_OTLP_ENDPOINT"),
-        ("protocol", "PERFKIT_OTEL_EXPORTER_OTLP_PROTOCOL"),
-        ("sampler", "PERFKIT_OTEL_TRACES_SAMPLER"),
-        ("sampler_arg", "PERFKIT_OTEL_TRACES_SAMPLER_ARG"),
-        ("record_ratio", "PERFKIT_RECORD_RATIO"),
-        ("record_rate", RECORD_RATE_VARIABLE),
-        ("spans_out", "PERFKIT_JSONL_PATH"),
-        ("export_mode", "PERFKIT_EXPORT_MODE"),
-        ("stage_profile", "PERFKIT_STAGE_PROFILE_DIR"),
-        ("profile_dir", "PERFKIT_PROFILE_DIR"),
-        ("pyroscope", "PERFKIT_PYROSCOPE_URL"),
+        ("service_name", variables.PERFKIT_OTEL_SERVICE_NAME),
+        ("exporter", variables.PERFKIT_OTEL_TRACES_EXPORTER),
+        ("endpoint", variables.PERFKIT_OTEL_EXPORTER_OTLP_ENDPOINT),
+        ("protocol", variables.PERFKIT_OTEL_EXPORTER_OTLP_PROTOCOL),
+        ("sampler", variables.PERFKIT_OTEL_TRACES_SAMPLER),
+        ("sampler_arg", variables.PERFKIT_OTEL_TRACES_SAMPLER_ARG),
+        ("record_ratio", variables.PERFKIT_RECORD_RATIO),
+        ("record_rate", variables.PERFKIT_RECORD_RATE),
+        ("spans_out", variables.PERFKIT_JSONL_PATH),
+        ("export_mode", variables.PERFKIT_EXPORT_MODE),
+        ("stage_profile", variables.PERFKIT_STAGE_PROFILE_DIR),
+        ("profile_dir", variables.PERFKIT_PROFILE_DIR),
+        ("pyroscope", variables.PERFKIT_PYROSCOPE_URL),
     ):
         value = getattr(args, option)
         if value is not None:
@@ -177,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(f"command not found: {command[0]}")
         if args.exporter == "jsonl" and not args.spans_out:
             raise CliError("--exporter jsonl needs --spans-out FILE")
-        if args.profile_dir and not os.environ.get("PERFKIT_PROFILE_SECRET"):
+        if args.profile_dir and not os.environ.get(variables.PERFKIT_PROFILE_SECRET):
             raise CliError(
                 "--profile-dir needs a secret: export PERFKIT_PROFILE_SECRET=<token> (not on the command line, where ps shows it)"
             )

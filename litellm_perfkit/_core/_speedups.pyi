@@ -9,9 +9,8 @@ from typing import Any, TypeVar, final
 from typing_extensions import Unpack
 
 from .._export._split import Split as _Split
-from ..types import StageRecord
+from ..types import Message, Receive, Scope, Send, StageRecord
 from ._layouts import Hooks, Span
-from ._middleware import Message, Receive, Scope, Send
 from ._timeline import Timeline as _Timeline
 from ._timeline import _TimelineFields
 
