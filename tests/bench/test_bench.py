@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import sys
 from pathlib import Path
 
@@ -10,7 +11,9 @@ import pytest
 
 from litellm_perfkit._bench import BenchOptions, run_bench
 from litellm_perfkit._bench._render import render_bench
+from litellm_perfkit._wire._names import AGENT_MODULE
 from tests.support.delay_gateway import DELAYS_MS
+from tests.support.descendants import started_processes
 from tests.support.documents import validate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,8 +43,24 @@ def test_bench_recovers_injected_stage_delays(tmp_path: Path) -> None:
         f"{sys.executable} {ROOT / 'tests' / 'support' / 'delay_gateway.py'} --port {{port}} --upstream {{upstream}}"
     )
     options = quick(proxy_command=command, idle_s=2.0)
-    document = run_bench(options)
+    with started_processes() as started:
+        document = run_bench(options)
     validate(document, "bench")
+    # Nothing it started is left running: the mock, the gateway and its export agent were seen, and are gone.
+    commands = [p.command for p in started.seen.values()]
+    assert any("delay_gateway.py" in c for c in commands) and any(" mock " in c for c in commands), commands
+    assert any(AGENT_MODULE in c for c in commands), commands
+    left = started.alive
+    assert not left, left
+    # The gateway's CPU over the repeat: more than it spent on the requests
+    # measured after warm-up (per request, times the requests), over at
+    # most the whole bench, and no more than the machine has.
+    percent, per_request = document["proxy"]["cpu_percent"], document["proxy"]["cpu_ms_per_request"]
+    assert percent is not None and per_request is not None, document["proxy"]
+    served = {"nonstream": document["samples"]["nonstream_latency_ms"], "stream": document["samples"]["stream_e2e_ms"]}
+    measured_s = sum(per_request[phase] * len(served[phase][0]) for phase in served) / 1000
+    floor, ceiling = 100 * measured_s / document["duration_s"], 100 * (os.cpu_count() or 1)
+    assert floor <= percent <= ceiling, (percent, floor, ceiling)
     assert (
         "came back with the gateway's spans" not in options.log.getvalue()
     )  # it recorded and handed over every request
@@ -71,8 +90,6 @@ def test_bench_recovers_injected_stage_delays(tmp_path: Path) -> None:
     assert "where the server-side overhead went" in render_bench(document)
     assert document["gc_pause_ms"]["mean"] >= 0 and document["gc_pause_ms"]["share"] is not None
     assert document["nonstream"]["rps"] > 0 and document["stream"]["streams_per_s"] > 0
-    # Nothing is left running.
-    assert document["proxy"]["cpu_percent"] is not None
 
 
 def test_a_proxy_that_fails_to_start_gives_its_log(tmp_path: Path) -> None:

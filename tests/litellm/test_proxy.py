@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import secrets
 import socket
 import subprocess
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -65,35 +67,88 @@ def requests_of(received: Received, count: int, timeout_s: float = 20) -> dict[s
     return {s["traceId"]: by_trace[s["traceId"]] for s in servers}
 
 
-def send_traffic(url: str, n: int) -> None:
-    """n non-streaming and n streaming requests from the openai SDK, on fresh connections."""
+@dataclass(frozen=True)
+class Sent:
+    """One request as the client and the mock saw it."""
+
+    stream: bool
+    client_ms: float
+    """From before the SDK call to the response read (for a stream, to its [DONE])."""
+    mock_hold_ms: float | None
+    """Non-streaming: the mock's send stamp on the body less its receipt of the
+    request (docs/mock.md), which the proxy's upstream stage holds. None for a
+    stream: LiteLLM re-serializes its chunks without the stamps."""
+
+
+def send_traffic(url: str, n: int) -> dict[str, Sent]:
+    """n non-streaming and n streaming requests from the openai SDK, on fresh
+    connections, each with its own trace id: what each took, by trace id."""
+    sent: dict[str, Sent] = {}
 
     def one(i: int) -> None:
+        trace_id = secrets.token_hex(16)
+        traceparent = {"traceparent": f"00-{trace_id}-{secrets.token_hex(8)}-01"}
         with openai.OpenAI(base_url=f"{url}/v1", api_key="sk-1234", max_retries=0) as client:
+            started = time.perf_counter_ns()
+            raw = client.chat.completions.with_raw_response.create(
+                model="fake-openai-endpoint",
+                messages=MESSAGES,  # type: ignore[arg-type]
+                stream=bool(i % 2),
+                extra_headers=traceparent,
+            )
             if i % 2:
-                chunks = list(
-                    client.chat.completions.create(model="fake-openai-endpoint", messages=MESSAGES, stream=True)
-                )  # type: ignore[arg-type]
+                chunks = list(raw.parse())  # type: ignore[call-overload]
+                client_ms = (time.perf_counter_ns() - started) / 1e6
                 text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
                 # On failure, every chunk: which one went missing or out of order.
                 assert text.startswith("tok"), [
                     (c.id, c.choices[0].delta.content if c.choices else None) for c in chunks
                 ]
+                sent[trace_id] = Sent(True, client_ms, None)
             else:
-                response = client.chat.completions.create(model="fake-openai-endpoint", messages=MESSAGES)  # type: ignore[arg-type]
+                response = raw.parse()
+                client_ms = (time.perf_counter_ns() - started) / 1e6
                 assert response.choices[0].message.content.startswith("tok")  # type: ignore[union-attr]
+                stamp = (response.model_extra or {}).get("perfkit")
+                assert stamp is not None, "the mock's send stamp did not come through the proxy"
+                received = int(raw.headers["llm_provider-x-perfkit-mock-received-ns"])
+                sent[trace_id] = Sent(False, client_ms, (stamp["mono_ns"] - received) / 1e6)
 
     # 16 at a time: with fewer, uvicorn's workers (sharing one socket) may
     # leave one of them idle.
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(one, range(2 * n)))
+    return sent
+
+
+def overhead_failures(attrs: dict[str, Any], sent: Sent) -> list[str]:
+    """What of a non-streaming request's overhead parts contradicts the
+    client's clock or the mock's stamps. The request lies inside the
+    client's; the stages perfkit attributes run outside the upstream call, so
+    outside the mock's hold (LiteLLM's during-call hooks may overlap it
+    briefly: 1 ms). A stream gives no such bound: the SDK stops reading at
+    its [DONE], and LiteLLM's stream goes on after it."""
+    if sent.mock_hold_ms is None:
+        return []
+    failures = []
+    if attrs["perfkit.total_ms"] > sent.client_ms:
+        failures.append(f"total {attrs['perfkit.total_ms']:.3f} ms > the client's {sent.client_ms:.3f} ms")
+    if attrs["perfkit.upstream_ms"] < sent.mock_hold_ms:
+        failures.append(f"upstream {attrs['perfkit.upstream_ms']:.3f} ms < the mock's hold {sent.mock_hold_ms:.3f} ms")
+    outside = sent.client_ms - sent.mock_hold_ms
+    if attrs["perfkit.attributed_ms"] > outside + 1.0:
+        failures.append(f"attributed {attrs['perfkit.attributed_ms']:.3f} ms > the {outside:.3f} ms outside the mock")
+    return failures
 
 
 @pytest.mark.parametrize("workers", [1, 2])
 @pytest.mark.parametrize("version", VERSIONS)
 def test_every_stage_is_recorded_in_every_worker(tmp_path: Path, version: str, workers: int) -> None:
+    # 20 ms in the mock: more than the client's own time around a request,
+    # so that an upstream call counted as the gateway's would show.
+    sent: dict[str, Sent] = {}
     with (
-        mock_process("--ttft-ms", "5", "--itl-ms", "1", "--chunks", "5") as upstream,
+        mock_process("--ttft-ms", "20", "--itl-ms", "1", "--chunks", "5") as upstream,
         otlp_receiver() as (endpoint, received),
     ):
         args = ("--endpoint", endpoint, "--protocol", "http/json")
@@ -103,7 +158,7 @@ def test_every_stage_is_recorded_in_every_worker(tmp_path: Path, version: str, w
             deadline, round_number = time.monotonic() + 90, 0
             while True:
                 round_number += 1
-                send_traffic(url, 12)
+                sent.update(send_traffic(url, 12))
                 requests = requests_of(received, 24 * round_number)
                 if (
                     len({s["pid"] for spans in requests.values() for s in spans}) >= workers
@@ -127,9 +182,12 @@ def test_every_stage_is_recorded_in_every_worker(tmp_path: Path, version: str, w
         assert stages["upstream"]["parentSpanId"] != server["spanId"]  # inside llm_call
         attrs = server["attrs"]
         assert FAST_PATH_KEYS <= set(attrs) and attrs["perfkit.litellm.version"] == version
-        total = attrs["perfkit.total_ms"]
+        assert trace_id in sent, f"{trace_id}: a request the test did not send"
+        failures = overhead_failures(attrs, sent[trace_id])
+        assert not failures, (trace_id, failures, {k: v for k, v in attrs.items() if k.endswith("_ms")})
+        # A guard, not a measurement: reconcile makes unattributed the rest of the total.
         parts = attrs["perfkit.upstream_ms"] + attrs["perfkit.attributed_ms"] + attrs["perfkit.unattributed_ms"]
-        assert abs(total - parts) < 1e-6
+        assert abs(attrs["perfkit.total_ms"] - parts) < 1e-6
         if server["attrs"]["perfkit.streaming"]:
             assert attrs["perfkit.stream.chunks"] >= 5 and attrs["perfkit.stream.max_gap_ms"] > 0
     assert len(pids) == workers, f"spans came from {len(pids)} worker process(es)"
@@ -192,17 +250,29 @@ def test_responses_match_the_uninstrumented_proxy(tmp_path: Path, version: str) 
     assert [r[0] for r in results["perfkit"]][:4] == [200, 200, 200, 200]
 
 
+JAEGER_STAGES = {"POST /v1/chat/completions", "auth", "llm_call", "upstream"}
+
+
 def test_spans_reach_jaeger(tmp_path: Path, jaeger: Jaeger) -> None:
     service = "litellm-proxy-under-perfkit"
     with mock_process("--chunks", "3") as upstream:
         args = ("--endpoint", jaeger.otlp_http, "--protocol", "http/protobuf", "--service-name", service)
         with litellm_proxy(VERSIONS[-1], upstream, tmp_path, perfkit_args=args) as url:
-            send_traffic(url, 2)
-            traces = jaeger.wait_for_spans(service, count=4 * 10)
-    for trace in traces:
-        names = {s["operationName"] for s in trace["spans"]}
-        if "POST /v1/chat/completions" in names:
-            assert {"auth", "llm_call", "upstream"} <= names
+            sent = send_traffic(url, 2)
+            deadline = time.monotonic() + 30
+            while True:  # until every request sent is in Jaeger with its stages, or the deadline
+                # Jaeger drops a trace id's leading zeros.
+                stored = {
+                    t["traceID"].rjust(32, "0"): {s["operationName"] for s in t["spans"]}
+                    for t in jaeger.traces(service)
+                }
+                if all(JAEGER_STAGES <= stored.get(t, set()) for t in sent) or time.monotonic() > deadline:
+                    break
+                time.sleep(0.5)
+    missing = [t for t in sent if t not in stored]
+    assert not missing, f"{len(missing)} of the {len(sent)} requests sent have no trace in Jaeger"
+    for trace_id in sent:
+        assert JAEGER_STAGES <= stored[trace_id], f"{trace_id}: missing {JAEGER_STAGES - stored[trace_id]}"
 
 
 def test_a_missing_point_is_named_once_and_the_proxy_still_serves(tmp_path: Path) -> None:

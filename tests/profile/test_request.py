@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from litellm_perfkit._core._guard import internal_error_counts
 from litellm_perfkit.profiling import RequestProfileMiddleware
 
 SECRET = "s3cret-token"
@@ -96,16 +97,25 @@ def test_a_failing_profiler_never_changes_the_response(tmp_path: Path, monkeypat
     def broken(self: Any) -> None:
         raise RuntimeError("profiler broke")
 
+    def counted() -> int:
+        return internal_error_counts().get("request profile", 0)
+
     monkeypatch.setattr(pyinstrument.Profiler, "start", broken)
-    (response,) = post(app(tmp_path), {"x-perfkit-profile": SECRET})
+    before = counted()
+    application = app(tmp_path)
+    (response,) = post(application, {"x-perfkit-profile": SECRET})
     assert response.status_code == 200 and response.json() == {"ok": True}
     assert "x-perfkit-profile-id" not in response.headers
+    assert counted() == before + 1 and application.written == 0
     # a directory that cannot be written: served, counted, not raised
     monkeypatch.undo()
     blocked = tmp_path / "file"
     blocked.write_text("not a directory")
-    (response,) = post(app(blocked), {"x-perfkit-profile": SECRET})
+    application = app(blocked)
+    (response,) = post(application, {"x-perfkit-profile": SECRET})
     assert response.status_code == 200 and response.json() == {"ok": True}
+    assert counted() == before + 2 and application.written == 0
+    assert application.active == 0  # the failed profile gave its slot back
 
 
 def test_without_pyinstrument_a_secret_is_refused_at_setup(tmp_path: Path, monkeypatch: Any) -> None:
