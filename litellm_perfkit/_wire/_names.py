@@ -11,6 +11,7 @@ __all__ = [
     "PROTOCOL_STAGE",
     "THREAD_STAGE",
     "PROMETHEUS_DIR_VARIABLE",
+    "API_KEY_VARIABLE",
     "BENCH_SCHEMA",
     "CAPTURED_HEADERS",
     "HEADER_SECRET_HEADER",
@@ -82,6 +83,8 @@ PERTURBATION_SCHEMA = "perfkit.perturbation/1"
 # perfkit run --prometheus-port: where every worker's pipeline writes its
 # metrics, and what the Prometheus server reads (_export/_prometheus.py).
 PROMETHEUS_DIR_VARIABLE = "PERFKIT_PROMETHEUS_DIR"
+# perfkit load and perfkit bench: the bearer key they send (never on argv).
+API_KEY_VARIABLE = "PERFKIT_API_KEY"
 
 
 class SemConv:
