@@ -64,7 +64,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--sampler",
         choices=choices(SamplerName),
         metavar="SAMPLER",
-        help="PERFKIT_OTEL_TRACES_SAMPLER, over OTEL_TRACES_SAMPLER, e.g. parentbased_traceidratio (with --sampler-arg)",
+        help="PERFKIT_OTEL_TRACES_SAMPLER, over OTEL_TRACES_SAMPLER: "
+        f"{', '.join(choices(SamplerName))} (a ratio with --sampler-arg)",
     )
     p.add_argument("--sampler-arg", help="PERFKIT_OTEL_TRACES_SAMPLER_ARG, e.g. 0.1")
     p.add_argument(

@@ -299,3 +299,24 @@ def test_every_cli_default_is_the_default_of_the_option_it_fills() -> None:
         "report": {},
     }
     assert {command: _defaults(command) for command in expected} == expected
+
+
+def test_bench_sends_a_configured_gateway_its_model_and_key_and_never_records_the_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from litellm_perfkit._bench._options import MASTER_KEY, MODEL, BenchOptions
+    from litellm_perfkit._cli._bench import _gateway
+
+    def gateway(*flags: str) -> dict[str, object]:
+        return _gateway(build_parser().parse_args(["bench", *flags]))
+
+    monkeypatch.setenv("PERFKIT_API_KEY", "sk-from-env")
+    assert gateway() == {}  # the embedded config: its own model and master key
+    assert gateway("--proxy-url", "http://127.0.0.1:1") == {"model": MODEL, "api_key": "sk-from-env"}
+    (tmp_path / "key").write_text("sk-from-file")
+    flags = ("--proxy-url", "http://127.0.0.1:1", "--model", "gpt-4o", "--api-key-file", str(tmp_path / "key"))
+    assert gateway(*flags) == {"model": "gpt-4o", "api_key": "sk-from-file"}
+    monkeypatch.delenv("PERFKIT_API_KEY")
+    assert gateway("--proxy-url", "http://127.0.0.1:1")["api_key"] == MASTER_KEY
+    recorded = BenchOptions(api_key="sk-secret", model="gpt-4o").recorded()
+    assert recorded["model"] == "gpt-4o" and "api_key" not in recorded and "sk-secret" not in str(recorded)
