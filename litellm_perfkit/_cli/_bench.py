@@ -72,8 +72,6 @@ def _list(kind: type, what: str) -> Any:
 
 def add_load_arguments(p: argparse.ArgumentParser, defaults: BenchOptions) -> None:
     """The load and mock options of a bench (bench, bisect), their defaults from ``defaults``."""
-    from .._bench._options import PERTURBATION_PAIRS
-
     load = p.add_argument_group("load")
     load.add_argument(
         "--concurrency",
@@ -103,8 +101,7 @@ def add_load_arguments(p: argparse.ArgumentParser, defaults: BenchOptions) -> No
     load.add_argument(
         "--repeats",
         type=positive_int,
-        help=f"repeat the phases; the median run is reported with the spread (default: {defaults.repeats}; "
-        f"with --perturbation, the pairs: {PERTURBATION_PAIRS})",
+        help=f"repeat the phases; the median run is reported with the spread (default: {defaults.repeats})",
     )
     load.add_argument(
         "--prompt-repeats",

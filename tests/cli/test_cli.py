@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import inspect
+import io
 import os
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -320,3 +324,33 @@ def test_bench_sends_a_configured_gateway_its_model_and_key_and_never_records_th
     assert gateway("--proxy-url", "http://127.0.0.1:1")["api_key"] == MASTER_KEY
     recorded = BenchOptions(api_key="sk-secret", model="gpt-4o").recorded()
     assert recorded["model"] == "gpt-4o" and "api_key" not in recorded and "sk-secret" not in str(recorded)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _documented_commands() -> list[tuple[str, list[str]]]:
+    """(file, words) of every ``perfkit ...`` line in the docs' bash blocks."""
+    found = []
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for block in re.findall(r"```(?:bash|sh|console)\n(.*?)```", doc.read_text(), re.S):
+            for line in block.replace("\\\n", " ").splitlines():
+                line = re.sub(r"^(\w+=\S*\s+)+", "", line.strip())  # VAR=value perfkit ...
+                if line.startswith("perfkit "):
+                    found.append((doc.name, shlex.split(re.sub(r"\$\([^)]*\)", "1", line), comments=True)))
+    return found
+
+
+def test_every_perfkit_command_in_the_docs_parses() -> None:
+    commands = _documented_commands()
+    assert len(commands) > 20
+    wrong = []
+    for doc, words in commands:
+        errors = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(errors), contextlib.redirect_stdout(io.StringIO()):
+                build_parser().parse_args(words[1:])
+        except SystemExit as exit:
+            if exit.code:
+                wrong.append(f"{doc}: {' '.join(words)}: {errors.getvalue().strip()}")
+    assert wrong == []
