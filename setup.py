@@ -1,7 +1,7 @@
 """The optional C accelerator of the request path; all other metadata is in pyproject.toml.
 
 ``optional=True``: without a C compiler the install still succeeds and perfkit
-runs its pure-Python path (litellm_perfkit/_core/_native.py, docs/overhead.md).
+runs its pure-Python path (litellm_perfkit/_core/_backend.py, docs/overhead.md).
 
 The accelerator's timeline layout is generated here from its one
 declaration, ``types.RequestRecord`` (``_core/_fields.py``), so the C struct

@@ -121,6 +121,8 @@ def locust(url: str, duration: int) -> float:
     failures = int(row[header.index("Failure Count")])
     if failures:
         raise RuntimeError(f"locust saw {failures} failures")
+    if not requests:
+        raise RuntimeError(f"locust made no request in {duration} s (it needs about a second to start its users)")
     # Locust's own "Requests/s" averages over the whole run including ramp-up.
     return requests / duration
 

@@ -8,7 +8,7 @@ then compares the recordings per request, and this script adds the same
 difference grouped by where the sampled frame's code lives (perfkit, each
 LiteLLM module, each other package): perfkit's own frames against the rest.
 
-    python -m benchmarks.litellm_diff_profile [--version 1.103.0] [--repeats 3] [--duration 15] [--record-ratio 1]
+    python -m benchmarks.litellm_diff_profile [--version 1.103.0] [--repeats 3] [--duration 15] [--warmup 8] [--record-ratio 1]
 """
 
 from __future__ import annotations
@@ -75,7 +75,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", default=VERSIONS[-1], choices=VERSIONS)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--duration", type=float, default=15.0)
+    parser.add_argument("--duration", type=float, default=15.0, help="seconds py-spy records each side")
+    parser.add_argument(
+        "--warmup", type=float, default=8.0, help="seconds of load on each fresh proxy before recording"
+    )
     parser.add_argument(
         "--record-ratio",
         default="1",
@@ -103,7 +106,11 @@ def main() -> int:
                     pids=pids,
                 ) as url:
                     workload = Workload(url=url, stream=False, prompt_repeats=150)
-                    run_load(workload, LoadPlan(concurrency=32, duration_s=8, warmup_s=0, timeout_s=60), progress="off")
+                    run_load(
+                        workload,
+                        LoadPlan(concurrency=32, duration_s=args.warmup, warmup_s=0, timeout_s=60),
+                        progress="off",
+                    )
                     spent: dict[str, float] = {}
                     recorder = threading.Timer(
                         2, _record, (pids[0], args.duration, out / f"{mode}-{repeat}.txt", spent)

@@ -6,7 +6,7 @@ core 1 against the mock provider, and summarises ``perfkit.gc_pause_ms``
 (docs/telemetry.md) over the chat requests: how many saw a pause, how long,
 and how much of the slowest requests' time it was.
 
-    python -m benchmarks.litellm_gc_pauses [--version 1.103.0] [--duration 20] [--concurrency 32]
+    python -m benchmarks.litellm_gc_pauses [--version 1.103.0] [--duration 20] [--warmup 5] [--concurrency 32]
 """
 
 from __future__ import annotations
@@ -48,7 +48,10 @@ def quantile(values: list[float], q: float) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", default=VERSIONS[-1], choices=VERSIONS)
-    parser.add_argument("--duration", type=float, default=20.0)
+    parser.add_argument("--duration", type=float, default=20.0, help="seconds of load after the warm-up")
+    parser.add_argument(
+        "--warmup", type=float, default=5.0, help="seconds of load first (its requests are counted too)"
+    )
     parser.add_argument("--concurrency", type=int, default=32)
     args = parser.parse_args()
     os.sched_setaffinity(0, {1})
@@ -60,7 +63,7 @@ def main() -> int:
         ) as url:
             load = run_load(
                 Workload(url=url, prompt_repeats=150),
-                LoadPlan(concurrency=args.concurrency, duration_s=args.duration, warmup_s=5, timeout_s=60),
+                LoadPlan(concurrency=args.concurrency, duration_s=args.duration, warmup_s=args.warmup, timeout_s=60),
                 progress="off",
             )["summary"]
         rows = server_attributes(jsonl)

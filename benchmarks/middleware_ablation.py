@@ -25,26 +25,21 @@ import os
 import statistics
 import sys
 from pathlib import Path
-from time import perf_counter_ns
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import benchmarks.middleware_overhead as overhead  # noqa: E402
 from litellm_perfkit import PerfkitMiddleware  # noqa: E402
 from litellm_perfkit._core import _sink  # noqa: E402
-from litellm_perfkit._core._timeline import TIMELINE  # noqa: E402
 
 
 class _RawReceive(PerfkitMiddleware):  # type: ignore[valid-type,misc]
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        timeline = self._timeline_class(perf_counter_ns(), scope["method"], scope["path"])
-        exchange = self._exchange_class(self, scope, timeline, receive, send)
-        token = TIMELINE.set(timeline)
-        try:
-            await self.app(scope, receive, exchange.send)
-        finally:
-            TIMELINE.reset(token)
-            exchange.finish()
+    """perfkit as it is, except that the app gets the server's own ``receive``."""
+
+    _exchange_class = type(
+        "_RawExchange",
+        (PerfkitMiddleware._exchange_class,),
+        {"__slots__": (), "receive": property(lambda exchange: exchange._receive)},
+    )
 
 
 def variants() -> list[overhead.Variant]:

@@ -35,8 +35,12 @@ totals divided by 3N is the instructions per request, start-up cancelled
 out. Deterministic, so it resolves what timings here cannot; it counts the
 app process only (not the agent) and not the kernel.
 
-    python -m benchmarks.middleware_overhead [--rounds 200] [--batch 50] [--pin on|off]
+    python -m benchmarks.middleware_overhead [--rounds 200] [--batch 50] [--pin on|off] [--host-provider on]
     python -m benchmarks.middleware_overhead --measure instructions [--requests 200]
+
+``--variants`` picks a subset for either measure; by default every variant
+runs, but ``perfkit-sdk`` only with ``--host-provider on`` (and never under
+``--measure instructions``, whose child processes set no provider).
 """
 
 from __future__ import annotations
@@ -230,7 +234,7 @@ def open_variant(name: str, endpoint: str, pinned: bool) -> Variant:
 @dataclass
 class Measured:
     main_us: list[float]  # per round, main-thread CPU per request
-    export_us: float  # the variant's own threads, per request, whole run
+    export_us: float  # the variant's own threads and its final flush, per request, whole run
     agent_us: float
 
 
@@ -258,8 +262,13 @@ def measure_time(
         requests = (rounds + 2) * batch
         results = {}
         for v in variants:
-            v.flush()  # everything exported, inside the measurement
-            export = (sum(thread_cpu_ns(t) for t in v.threads) - threads_before[v.name]) / requests / 1000
+            # Everything exported, inside the measurement; the flush drains the
+            # queue on this thread, which is export work too.
+            flush_started = time.thread_time_ns()
+            v.flush()
+            flushed_ns = time.thread_time_ns() - flush_started
+            threads_ns = sum(thread_cpu_ns(t) for t in v.threads) - threads_before[v.name]
+            export = (threads_ns + flushed_ns) / requests / 1000
             agent = (cpu_seconds(v.agent_pid) - agents_before[v.name]) / requests * 1e6 if v.agent_pid else 0.0
             results[v.name] = Measured(main[v.name], export, agent)
         return results
@@ -346,16 +355,16 @@ def _instructions(variant: str, path: str, n: int, endpoint: str) -> int:
     return int(match.group(1).replace(",", ""))
 
 
-def count_instructions(endpoint: str, requests: int) -> dict[tuple[str, str], float]:
+def count_instructions(endpoint: str, requests: int, names: list[str]) -> dict[tuple[str, str], float]:
     """Instructions per request: (I(4N) - I(N)) / 3N for every workload and variant."""
-    jobs = [(w, v, path, max(1, requests // (2 if w == "sse-20" else 1))) for w, path in WORKLOADS for v in VARIANTS]
+    jobs = [(w, v, path, max(1, requests // (2 if w == "sse-20" else 1))) for w, path in WORKLOADS for v in names]
     with ThreadPoolExecutor(os.cpu_count() or 1) as pool:  # deterministic counts: parallel runs do not disturb them
         low = {(w, v): pool.submit(_instructions, v, path, n, endpoint) for w, v, path, n in jobs}
         high = {(w, v): pool.submit(_instructions, v, path, 4 * n, endpoint) for w, v, path, n in jobs}
         return {(w, v): (high[(w, v)].result() - low[(w, v)].result()) / (3 * n) for w, v, path, n in jobs}
 
 
-def print_instructions(per_request: dict[tuple[str, str], float], args: argparse.Namespace) -> None:
+def print_instructions(per_request: dict[tuple[str, str], float], names: list[str], args: argparse.Namespace) -> None:
     print(
         f"\ninstructions per request (valgrind cachegrind, app process, export flushed); N = {args.requests}; python {sys.version.split()[0]}\n"
     )
@@ -363,15 +372,16 @@ def print_instructions(per_request: dict[tuple[str, str], float], args: argparse
     print("|---|---|---:|---:|---:|---:|")
     for workload, _ in WORKLOADS:
         bare = per_request[(workload, "bare")]
-        ours = per_request[(workload, "perfkit-process")] - bare
-        for variant in VARIANTS:
+        process = per_request.get((workload, "perfkit-process"))
+        ours = None if process is None else process - bare
+        for variant in names:
             total = per_request[(workload, variant)]
             added = total - bare
-            ratio = f"{added / ours:.1f}x" if variant != "bare" else ""
+            ratio = f"{added / ours:.1f}x" if variant != "bare" and ours else ""
             print(f"| {workload} | {variant} | {total:,.0f} | {added:+,.0f} | {ratio} | {total / bare:.2f}x |")
 
 
-def set_host_provider(endpoint: str) -> None:
+def set_host_provider(endpoint: str) -> Any:
     """A host that traces: the OpenTelemetry SDK's provider, batching to Jaeger."""
     from opentelemetry import trace
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -384,6 +394,7 @@ def set_host_provider(endpoint: str) -> None:
         BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces"), max_queue_size=100_000)
     )
     trace.set_tracer_provider(provider)
+    return provider
 
 
 def main() -> int:
@@ -394,7 +405,10 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=50, help="time: requests per batch (default 50)")
     parser.add_argument("--requests", type=int, default=200, help="instructions: N (default 200; streams N/2)")
     parser.add_argument(
-        "--variants", default=",".join(VARIANTS), help="time: a comma-separated subset (bare is always run)"
+        "--variants",
+        default="",
+        help="a comma-separated subset (bare is always run; default: every variant, perfkit-sdk only with "
+        "--host-provider on)",
     )
     parser.add_argument(
         "--pin",
@@ -415,13 +429,27 @@ def main() -> int:
         name, path, n, endpoint = args.child
         run_child(name, path, int(n), endpoint)
         return 0
-    names = ["bare"] + [name for name in args.variants.split(",") if name and name != "bare"]
+    chosen = (
+        args.variants.split(",")
+        if args.variants
+        else [
+            name
+            for name in VARIANTS
+            if name != "perfkit-sdk" or (args.host_provider == "on" and args.measure == "time")
+        ]
+    )
+    names = ["bare"] + [name for name in chosen if name and name != "bare"]
     unknown = sorted(set(names) - set(VARIANTS))
     if unknown:
         print(f"error: unknown variant(s) {', '.join(unknown)}; choose from {', '.join(VARIANTS)}", file=sys.stderr)
         return 2
     if args.measure == "instructions" and shutil.which("valgrind") is None:
         print("error: --measure instructions needs valgrind on PATH (apt-get install valgrind)", file=sys.stderr)
+        return 2
+    if "perfkit-sdk" in names and args.measure == "instructions":
+        print(
+            "error: perfkit-sdk is measured by time only (the counted child sets no tracer provider)", file=sys.stderr
+        )
         return 2
     if "perfkit-sdk" in names and args.host_provider == "off":
         print("error: perfkit-sdk hands spans to the host's tracer provider: add --host-provider on", file=sys.stderr)
@@ -431,16 +459,19 @@ def main() -> int:
         if args.pinned:
             pin(os.getpid(), APP_CORE)
             pin(jaeger.pid, EXPORT_CORE)
-        if args.host_provider == "on":
-            set_host_provider(jaeger.otlp_http)
-        if args.measure == "instructions":
-            print_instructions(count_instructions(jaeger.otlp_http, args.requests), args)
-            return 0
-        results = {}
-        for workload, path in WORKLOADS:
-            print(f"{workload}: {len(names)} variants x {args.rounds} rounds ...", file=sys.stderr)
-            results[workload] = measure_time(jaeger.otlp_http, path, names, args.rounds, args.batch, args.pinned)
-        print_table(results, args)
+        host = set_host_provider(jaeger.otlp_http) if args.host_provider == "on" else None
+        try:
+            if args.measure == "instructions":
+                print_instructions(count_instructions(jaeger.otlp_http, args.requests, names), names, args)
+                return 0
+            results = {}
+            for workload, path in WORKLOADS:
+                print(f"{workload}: {len(names)} variants x {args.rounds} rounds ...", file=sys.stderr)
+                results[workload] = measure_time(jaeger.otlp_http, path, names, args.rounds, args.batch, args.pinned)
+            print_table(results, args)
+        finally:
+            if host is not None:
+                host.shutdown()  # its last spans exported while Jaeger still runs
     return 0
 
 

@@ -6,10 +6,12 @@ Wall-clock time appears only when a record is exported, anchored once per batch.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, TypedDict
 
 __all__ = [
+    "ASGIApp",
     "Arrival",
     "AttributeValue",
     "BenchFlamegraph",
@@ -24,12 +26,16 @@ __all__ = [
     "ExporterName",
     "HeaderMode",
     "Mark",
+    "Message",
     "OtlpProtocol",
+    "Receive",
     "RecordRate",
     "PerturbationResult",
     "ProgressMode",
     "RequestRecord",
     "SamplerName",
+    "Scope",
+    "Send",
     "SpeedupsMode",
     "StepMode",
     "StageKind",
@@ -37,6 +43,14 @@ __all__ = [
 ]
 
 AttributeValue = str | int | float | bool
+
+# The ASGI interface, as Starlette spells it (starlette.types): perfkit is pure
+# ASGI and runs under any framework, so it declares the same shapes itself.
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 HeaderMode = Literal["trusted", "on", "off"]
 """Whether the middleware adds a timing header to a response. ``trusted``
@@ -164,7 +178,9 @@ class RequestRecord:
     marks: dict[str, int] = field(default_factory=dict)
     attributes: dict[str, AttributeValue] = field(default_factory=dict)
     upstream_stages: tuple[str, ...] = ("upstream",)
-    """Stages that wait on the upstream provider: not the gateway's own time."""
+    """Stages that wait on the upstream provider: not the gateway's own time.
+    (``_wire._names.UPSTREAM_STAGE``: this module imports nothing of perfkit's,
+    setup.py loads it by path; tests/wire/test_names.py keeps the two equal.)"""
     gc_pause_ns: int = 0
     """Garbage-collector pause time inside the request's wall time (docs/telemetry.md).
     While the request runs, the timeline holds the collector's total at its start here."""

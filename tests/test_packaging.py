@@ -60,6 +60,16 @@ def test_the_wheel_with_no_extras_gives_a_working_cli(dist: Path, tmp_path: Path
     assert missing.stderr.strip().splitlines() == [
         "perfkit bench: error: --driver locust needs Locust: pip install 'litellm_perfkit[locust]'"
     ]
+    # No framework and no OpenTelemetry SDK come with it; the sdk exporter without the SDK is one line.
+    python = str(script.parent / "python")
+    absent = "import importlib.util as u; print([m for m in ('starlette', 'opentelemetry.sdk') if u.find_spec(m)])"
+    assert subprocess.run([python, "-c", absent], capture_output=True, text=True).stdout.strip() == "[]"
+    sdk = "import litellm_perfkit as p; p.configure(exporter='sdk'); p.shutdown()"
+    chosen = subprocess.run([python, "-c", sdk], capture_output=True, text=True, timeout=60)
+    assert chosen.returncode == 0 and chosen.stderr.strip().splitlines() == [
+        "perfkit: OTEL_TRACES_EXPORTER=sdk needs the OpenTelemetry SDK (pip install 'litellm_perfkit[sdk]'); "
+        "spans are not exported"
+    ], chosen.stderr
     bar = perfkit(script, "load", "--url", "http://127.0.0.1:9", "--requests", "1", "--progress", "on")
     assert bar.returncode == 2 and bar.stderr.strip().splitlines() == [
         "perfkit load: error: this needs rich, which the 'cli' extra installs: pip install 'litellm_perfkit[cli]'"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, TypedDict
 
-from .._wire._names import AFTER_RESPONSE_STAGE, OUTSIDE_WALL_STAGES, PROTOCOL_STAGE, Attr
+from .._wire._names import AFTER_RESPONSE_STAGE, OUTSIDE_WALL_STAGES, PROTOCOL_STAGE, UPSTREAM_STAGES, Attr
 from ..types import AttributeValue, BenchStage, GcPauses, MeanP50P95, Remainder, Unmeasured
 
 __all__ = [
@@ -24,7 +24,6 @@ __all__ = [
     "percentile",
 ]
 
-UPSTREAM = {"upstream", "stream.upstream_wait"}
 OUTSIDE_STAGES = "(outside every stage)"
 """The name the remainder goes by where it sits among the stages (CPU samples, tables)."""
 
@@ -166,7 +165,7 @@ def stage_breakdown(spans: list[dict[str, Any]], trace_ids: set[str]) -> Breakdo
     mean_overhead = sum(overhead) / n
     stages: dict[str, BenchStage] = {}
     for name, values in sorted(durations.items(), key=lambda item: -own[item[0]]):
-        upstream = name in UPSTREAM
+        upstream = name in UPSTREAM_STAGES
         stages[name] = {
             "p50_ms": round(percentile(values, 50), 4),
             "p95_ms": round(percentile(values, 95), 4),

@@ -27,7 +27,13 @@ from .._load import LoadPlan, LocustError, Workload, WorkloadError, run_load
 from .._profile import FlamegraphOptions, ProfileError, start_recording, stop_recording
 from .._stop import Stopped, signal_name
 from .._version import __version__
-from .._wire._record_rate import RECORD_RATE_VARIABLE
+from .._wire._environment_variables import (
+    OTEL_BSP_SCHEDULE_DELAY,
+    OTEL_EXPORTER_OTLP_ENDPOINT,
+    OTEL_EXPORTER_OTLP_PROTOCOL,
+    OTEL_SERVICE_NAME,
+    PERFKIT_RECORD_RATE,
+)
 from ..types import BenchResult, BenchRun, LoadResult, LoadSummary
 from ._analysis import requests_cpu_per_request, sampled_warning, stage_breakdown
 from ._heartbeat import Say
@@ -283,14 +289,14 @@ def _start_proxy(
 ) -> tuple[str, Child]:
     # Every request recorded and handed over soon: the bench joins each to its spans and attributes them.
     env = {
-        "OTEL_SERVICE_NAME": "perfkit-bench-proxy",
-        RECORD_RATE_VARIABLE: "all",
-        "OTEL_BSP_SCHEDULE_DELAY": str(EXPORT_DELAY_MS),
+        OTEL_SERVICE_NAME: "perfkit-bench-proxy",
+        PERFKIT_RECORD_RATE: "all",
+        OTEL_BSP_SCHEDULE_DELAY: str(EXPORT_DELAY_MS),
     }
     if options.proxy_command:
         port = free_port()
         command = shlex.split(options.proxy_command.format(port=port, upstream=upstream))
-        env.update(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint, OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf")
+        env.update({OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf"})
         for name, value in options.proxy_env:
             env[name] = os.pathsep.join(filter(None, (value, os.environ.get(name)))) if name == "PYTHONPATH" else value
         proxy = children.start("proxy", command, {**os.environ, **OFFLINE_ENV, **env}, workdir)

@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from .._wire._names import SemConv
 from .._wire._protobuf import fields
 
 __all__ = ["SpanReceiver", "decode_json", "decode_protobuf"]
@@ -47,7 +48,7 @@ def decode_json(body: bytes) -> list[ReceivedSpan]:
                         "name": span["name"],
                         "kind": span.get("kind", 0),
                         "attrs": {a["key"]: _value(a["value"]) for a in span.get("attributes", [])},
-                        "pid": resource.get("process.pid"),
+                        "pid": resource.get(SemConv.PROCESS_PID),
                     }
                 )
     return spans
@@ -114,7 +115,7 @@ def decode_protobuf(body: bytes) -> list[ReceivedSpan]:
             continue
         parts = list(fields(resource_spans))
         resource = next((_attributes(v, 1) for n, v in parts if n == 1 and isinstance(v, bytes)), {})
-        pid = resource.get("process.pid")
+        pid = resource.get(SemConv.PROCESS_PID)
         for n, scope_spans in parts:
             if n == 2 and isinstance(scope_spans, bytes):
                 spans.extend(_span(v, pid) for m, v in fields(scope_spans) if m == 2 and isinstance(v, bytes))

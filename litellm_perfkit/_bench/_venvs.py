@@ -15,18 +15,24 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .._wire._environment_variables import (
+    DISABLE_SCHEMA_UPDATE,
+    LITELLM_LOCAL_MODEL_COST_MAP,
+    LITELLM_TELEMETRY,
+    PERFKIT_CACHE_DIR,
+)
 from ._heartbeat import Say, waiting
 
 __all__ = ["CACHE", "VenvError", "installed", "litellm_python", "OFFLINE_ENV"]
 
-CACHE = Path(os.environ.get("PERFKIT_CACHE_DIR", Path.home() / ".cache" / "litellm_perfkit"))
+CACHE = Path(os.environ.get(PERFKIT_CACHE_DIR, Path.home() / ".cache" / "litellm_perfkit"))
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 # Keep the proxy offline and quiet: local model cost map, no telemetry.
 OFFLINE_ENV = {
-    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-    "LITELLM_TELEMETRY": "False",
-    "DISABLE_SCHEMA_UPDATE": "True",
+    LITELLM_LOCAL_MODEL_COST_MAP: "True",
+    LITELLM_TELEMETRY: "False",
+    DISABLE_SCHEMA_UPDATE: "True",
     "NO_PROXY": "127.0.0.1,localhost",
 }
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 from .._stop import exit_code, signal_name, stop_signals
-from .._wire._names import API_KEY_VARIABLE
+from .._wire._environment_variables import PERFKIT_API_KEY
 from .._wire._record_rate import parse_record_rate
 from ..types import ProgressMode
 
@@ -149,7 +149,7 @@ def add_api_key(group: Any, default_key: str, note: str = "") -> None:
     group.add_argument(
         "--api-key-file",
         metavar="PATH",
-        help=f"read the key sent as Authorization: Bearer from this file; else ${API_KEY_VARIABLE} "
+        help=f"read the key sent as Authorization: Bearer from this file; else ${PERFKIT_API_KEY} "
         f"(empty: none sent); else {default_key}{note}. Never on the command line, where ps shows it",
     )
 
@@ -164,8 +164,8 @@ def api_key(args: argparse.Namespace, default_key: str | None) -> str | None:
         if not key:
             raise CliError(f"--api-key-file {args.api_key_file} is empty: write the key in it")
         return key
-    if API_KEY_VARIABLE in os.environ:
-        return os.environ[API_KEY_VARIABLE].strip() or None
+    if PERFKIT_API_KEY in os.environ:
+        return os.environ[PERFKIT_API_KEY].strip() or None
     return default_key
 
 

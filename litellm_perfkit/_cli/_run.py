@@ -9,8 +9,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .._wire._names import PROMETHEUS_DIR_VARIABLE
-from .._wire._record_rate import DEFAULT_RECORD_RATE, RECORD_RATE_VARIABLE, record_rate_in
+from .._wire import _environment_variables as variables
+from .._wire._record_rate import DEFAULT_RECORD_RATE, record_rate_in
 from ..types import ExporterName, ExportMode, HeaderMode, OtlpProtocol, SamplerName
 from ._common import CliError, choices, fraction, positive_int, record_rate, run_command
 
@@ -24,11 +24,10 @@ them for you. Nothing is changed in the proxy's configuration.
 
 Each worker records at most 10 requests a second by default (--record-rate):
 all of them while the proxy is lightly used, a sample once it is busy, so
-that a saturated proxy pays for ten a second, not for every request. On
-this project's 2-core machine a saturated LiteLLM proxy spent 1.02x the
-CPU per request of a plain one at the default, on 1.83.14 and 1.103.0,
-export agent included (medians of 16 pairs), against 1.12-1.19x with every
-request recorded (docs/overhead.md). The others are counted.
+that a saturated proxy pays for ten a second, not for every request. The
+others pass through untouched and are counted. What the default and
+--record-rate all cost a saturated LiteLLM proxy, as measured, with the
+commands that measure it: docs/overhead.md.
 
 examples:
   perfkit run -- litellm --config config.yaml --port 4000 --num_workers 2
@@ -71,7 +70,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--record-ratio",
         type=fraction,
-        help="record this share of requests, 0.1 or 10%%, drawn when each starts (PERFKIT_RECORD_RATIO, default 1): the others "
+        help="record this share of requests (a fraction, 0.1, or a percent), drawn when each starts (PERFKIT_RECORD_RATIO, default 1): the others "
         "pass through untouched, so perfkit's cost falls in proportion; spans and metrics describe the sample",
     )
     p.add_argument(
@@ -79,8 +78,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=record_rate,
         metavar="N|all",
         help=f"record at most N requests a second per worker (PERFKIT_RECORD_RATE, default {DEFAULT_RECORD_RATE:g}: every request "
-        "of a lightly used proxy, about 1%% of a core when it is saturated), or all; the others pass through "
-        "untouched and are counted in perfkit.requests.unrecorded",
+        "of a lightly used proxy, a paced sample of a saturated one), or all; the others pass through "
+        "untouched and are counted in perfkit.requests.unrecorded; what each costs: docs/overhead.md",
     )
     p.add_argument(
         "--out",
@@ -129,35 +128,35 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def environment(args: argparse.Namespace, base: dict[str, str]) -> dict[str, str]:
     env = dict(base)
-    env["PERFKIT_RUN"] = "1"
-    env["PERFKIT_RUN_PID"] = str(os.getpid())  # exec keeps the pid: the command's own process
+    env[variables.PERFKIT_RUN] = "1"
+    env[variables.PERFKIT_RUN_PID] = str(os.getpid())  # exec keeps the pid: the command's own process
     env["PYTHONPATH"] = os.pathsep.join(
         filter(None, [str(BOOTSTRAP), str(BOOTSTRAP.parents[2]), base.get("PYTHONPATH")])
     )
     # Every worker's metric snapshots: for --prometheus-port's server, and for
     # LiteLLM's own /metrics when its prometheus callback serves one.
-    env[PROMETHEUS_DIR_VARIABLE] = tempfile.mkdtemp(prefix="perfkit-prometheus-")
+    env[variables.PERFKIT_PROMETHEUS_DIR] = tempfile.mkdtemp(prefix="perfkit-prometheus-")
     if args.prometheus_port is not None:
-        env["PERFKIT_PROMETHEUS_PORT"] = str(args.prometheus_port)
+        env[variables.PERFKIT_PROMETHEUS_PORT] = str(args.prometheus_port)
     # The export flags are perfkit's alone (PERFKIT_OTEL_*): the command's own
     # OpenTelemetry (LiteLLM's otel callback) keeps reading OTEL_* as set.
     for option, variable in (
-        ("service_name", "PERFKIT_OTEL_SERVICE_NAME"),
-        ("exporter", "PERFKIT_OTEL_TRACES_EXPORTER"),
-        ("endpoint", "PERFKIT_OTEL_EXPORTER_OTLP_ENDPOINT"),
-        ("protocol", "PERFKIT_OTEL_EXPORTER_OTLP_PROTOCOL"),
-        ("sampler", "PERFKIT_OTEL_TRACES_SAMPLER"),
-        ("sampler_arg", "PERFKIT_OTEL_TRACES_SAMPLER_ARG"),
-        ("record_ratio", "PERFKIT_RECORD_RATIO"),
-        ("record_rate", RECORD_RATE_VARIABLE),
-        ("out", "PERFKIT_JSONL_PATH"),
-        ("server_timing", "PERFKIT_SERVER_TIMING"),
-        ("overhead_header", "PERFKIT_OVERHEAD_HEADER"),
-        ("prometheus_host", "PERFKIT_PROMETHEUS_HOST"),
-        ("export_mode", "PERFKIT_EXPORT_MODE"),
-        ("stage_profile", "PERFKIT_STAGE_PROFILE_DIR"),
-        ("profile_dir", "PERFKIT_PROFILE_DIR"),
-        ("pyroscope", "PERFKIT_PYROSCOPE_URL"),
+        ("service_name", variables.PERFKIT_OTEL_SERVICE_NAME),
+        ("exporter", variables.PERFKIT_OTEL_TRACES_EXPORTER),
+        ("endpoint", variables.PERFKIT_OTEL_EXPORTER_OTLP_ENDPOINT),
+        ("protocol", variables.PERFKIT_OTEL_EXPORTER_OTLP_PROTOCOL),
+        ("sampler", variables.PERFKIT_OTEL_TRACES_SAMPLER),
+        ("sampler_arg", variables.PERFKIT_OTEL_TRACES_SAMPLER_ARG),
+        ("record_ratio", variables.PERFKIT_RECORD_RATIO),
+        ("record_rate", variables.PERFKIT_RECORD_RATE),
+        ("out", variables.PERFKIT_JSONL_PATH),
+        ("server_timing", variables.PERFKIT_SERVER_TIMING),
+        ("overhead_header", variables.PERFKIT_OVERHEAD_HEADER),
+        ("prometheus_host", variables.PERFKIT_PROMETHEUS_HOST),
+        ("export_mode", variables.PERFKIT_EXPORT_MODE),
+        ("stage_profile", variables.PERFKIT_STAGE_PROFILE_DIR),
+        ("profile_dir", variables.PERFKIT_PROFILE_DIR),
+        ("pyroscope", variables.PERFKIT_PYROSCOPE_URL),
     ):
         value = getattr(args, option)
         if value is not None:
@@ -182,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
             )
         if args.out:
             args.exporter = "jsonl"
-        if args.profile_dir and not os.environ.get("PERFKIT_PROFILE_SECRET"):
+        if args.profile_dir and not os.environ.get(variables.PERFKIT_PROFILE_SECRET):
             raise CliError(
                 "--profile-dir needs a secret: export PERFKIT_PROFILE_SECRET=<token> (not on the command line, where ps shows it)"
             )

@@ -21,6 +21,7 @@ from time import perf_counter_ns
 from types import ModuleType
 from typing import Any, Literal
 
+from .._wire._environment_variables import PERFKIT_SPEEDUPS
 from .._wire._events import CHAT_OUTPUT_KEYS, TOKEN_HINTS, data_has_token
 from .._wire._headers import ENTRY_PREFIXES, entry_prefix
 from ..types import RequestRecord, SpeedupsMode
@@ -44,7 +45,7 @@ MODES: tuple[SpeedupsMode, ...] = ("on", "off")
 
 def speedups_mode() -> SpeedupsMode:
     """``PERFKIT_SPEEDUPS``: ``on`` (default) or ``off``; anything else warns and means ``on``."""
-    value = os.environ.get("PERFKIT_SPEEDUPS", "on").strip().lower()
+    value = os.environ.get(PERFKIT_SPEEDUPS, "on").strip().lower()
     for mode in MODES:
         if value == mode:
             return mode

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from typing import Literal, get_args
 
+from .._wire._environment_variables import PERFKIT_LEAVE_OUT
 from ._guard import warn_once
 
 __all__ = ["Part", "leave_out"]
@@ -23,7 +24,7 @@ shutdown; ``profiles``: the per-request profile and stage-profile middlewares.""
 
 
 def leave_out(text: str | None = None) -> frozenset[str]:
-    text = os.environ.get("PERFKIT_LEAVE_OUT", "") if text is None else text
+    text = os.environ.get(PERFKIT_LEAVE_OUT, "") if text is None else text
     parts = frozenset(p.strip() for p in text.split(",") if p.strip())
     unknown = sorted(p for p in parts if p not in get_args(Part) and not p.startswith("point:"))
     if unknown:

@@ -8,8 +8,8 @@ of a worker (flush the last spans, write profiles) hooks in here as well.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
+from ..types import ASGIApp, Message, Receive, Scope, Send
 from ._guard import internal_error
 
 __all__ = ["OnShutdown"]
@@ -18,16 +18,16 @@ __all__ = ["OnShutdown"]
 class OnShutdown:
     """Pure ASGI: calls ``callback`` just before the app reports its lifespan shutdown."""
 
-    def __init__(self, app: Any, callback: Callable[[], None]) -> None:
+    def __init__(self, app: ASGIApp, callback: Callable[[], None]) -> None:
         self.app = app
         self.callback = callback
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "lifespan":
             await self.app(scope, receive, send)
             return
 
-        async def send_after_callback(message: Any) -> None:
+        async def send_after_callback(message: Message) -> None:
             if message["type"] in ("lifespan.shutdown.complete", "lifespan.shutdown.failed"):
                 try:
                     self.callback()

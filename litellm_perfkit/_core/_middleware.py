@@ -5,14 +5,21 @@ from __future__ import annotations
 import hmac
 import os
 from asyncio.events import _get_running_loop  # None outside asyncio (trio, a test stepping by hand)
-from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextvars import Token
 from time import perf_counter_ns
-from typing import Any
 
+from .._wire._environment_variables import PERFKIT_HEADER_SECRET
 from .._wire._headers import ENTRY_PREFIXES, THOUSANDTHS, entry_prefix, format_ms, server_timing_entry
-from .._wire._names import HEADER_SECRET_HEADER, OVERHEAD_HEADER, SERVER_TIMING_HEADER, SemConv
-from ..types import AttributeValue, HeaderMode, RecordRate, StepMode
+from .._wire._names import (
+    HEADER_SECRET_HEADER,
+    OVERHEAD_HEADER,
+    SERVER_TIMING_HEADER,
+    TRACEPARENT_HEADER,
+    UPSTREAM_STAGE,
+    SemConv,
+)
+from ..types import ASGIApp, AttributeValue, HeaderMode, Message, Receive, RecordRate, Scope, Send, StepMode
 from . import _sink
 from ._collector import closed_by_collector
 from ._gcwatch import WATCH as _GC
@@ -27,17 +34,12 @@ from ._timeline import TIMELINE, Timeline
 
 __all__ = ["PerfkitMiddleware", "OVERHEAD_HEADER"]
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
-
 # Body messages of a stream counted together; bounds what a stream holds.
 _BATCH = 16
 _OVERHEAD_HEADER = OVERHEAD_HEADER.encode()
 _SECRET_HEADER = HEADER_SECRET_HEADER.encode()
 _SERVER_TIMING_HEADER = SERVER_TIMING_HEADER.encode()
+_TRACEPARENT_HEADER = TRACEPARENT_HEADER.encode()
 
 
 class _HeaderSettings:
@@ -78,7 +80,7 @@ class PerfkitMiddleware:
         *,
         server_timing: HeaderMode = "trusted",
         overhead_header: HeaderMode = "trusted",
-        upstream_stages: Iterable[str] = ("upstream",),
+        upstream_stages: Iterable[str] = (UPSTREAM_STAGE,),
         attributes: Callable[[], Mapping[str, AttributeValue]] | None = None,
         header_secret: str | None = None,
         steps: StepMode | None = None,
@@ -102,7 +104,7 @@ class PerfkitMiddleware:
             self._quiet.server_timing,
             self._quiet.overhead_header,
         )
-        secret = os.environ.get("PERFKIT_HEADER_SECRET") if header_secret is None else header_secret
+        secret = os.environ.get(PERFKIT_HEADER_SECRET) if header_secret is None else header_secret
         self._secret = secret.encode() if secret else None
         # Called once per request; its (ideally cached) mapping goes on the span.
         self.attributes = attributes
@@ -220,7 +222,7 @@ class _PyExchange:
         timeline.gc_pause_ns = _GC.total_ns
         try:
             for name, value in scope["headers"]:
-                if name == b"traceparent":
+                if name == _TRACEPARENT_HEADER:
                     timeline.traceparent = value.decode("latin-1")
                     break
         except Exception as exc:

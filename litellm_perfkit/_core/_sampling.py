@@ -24,7 +24,8 @@ import random
 from collections.abc import Callable
 from time import perf_counter_ns
 
-from .._wire._record_rate import DEFAULT_RECORD_RATE, RECORD_RATE_VARIABLE, record_rate_in
+from .._wire._environment_variables import PERFKIT_RECORD_RATE, PERFKIT_RECORD_RATIO
+from .._wire._record_rate import DEFAULT_RECORD_RATE, record_rate_in
 from ..types import RecordRate
 from ._guard import warn_once
 
@@ -86,7 +87,7 @@ class RecordChoice:
 
 def record_ratio_from_env() -> float:
     """``PERFKIT_RECORD_RATIO``: a number from 0 to 1 (default 1); anything else warns and means 1."""
-    raw = os.environ.get("PERFKIT_RECORD_RATIO", "").strip()
+    raw = os.environ.get(PERFKIT_RECORD_RATIO, "").strip()
     if not raw:
         return 1.0
     try:
@@ -108,8 +109,8 @@ def record_rate_from_env() -> RecordRate:
         warn_once(
             "record_rate",
             "perfkit: %s=%r is neither 'all' nor a positive number; recording at most %g requests a second",
-            RECORD_RATE_VARIABLE,
-            os.environ[RECORD_RATE_VARIABLE].strip(),
+            PERFKIT_RECORD_RATE,
+            os.environ[PERFKIT_RECORD_RATE].strip(),
             DEFAULT_RECORD_RATE,
         )
         return DEFAULT_RECORD_RATE

@@ -39,6 +39,7 @@ from collections.abc import Awaitable, Coroutine, Generator
 from time import perf_counter_ns
 from typing import Any
 
+from .._wire._environment_variables import PERFKIT_STEPS
 from ..types import StepMode
 from ._after import claim, hold, release
 from ._context import TIMELINE
@@ -54,7 +55,7 @@ MAX_STEPS = 2048
 
 def steps_mode() -> StepMode:
     """``PERFKIT_STEPS``: ``on`` (default) or ``off``; anything else warns and means ``on``."""
-    value = os.environ.get("PERFKIT_STEPS", "on").strip().lower()
+    value = os.environ.get(PERFKIT_STEPS, "on").strip().lower()
     if value in ("on", "off"):
         return value  # type: ignore[return-value]
     warn_once("steps", "perfkit: PERFKIT_STEPS=%r is not 'on' or 'off'; using 'on'", value)

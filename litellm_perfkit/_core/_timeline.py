@@ -122,7 +122,7 @@ class Timeline(_TimelineFields):
         promote them, which cost the serving thread more than encoding does
         (docs/overhead.md). marshal keeps every value exactly (JSON would
         turn NaN and infinities into null, and refuses big ints); the agent
-        runs this same interpreter. The C hand-off (_native) writes the same
+        runs this same interpreter. The C encoder (csrc/encode.c) writes the same
         format without building the tuple."""
         return marshal.dumps(
             ENCODED_FIELDS(self), 2

@@ -6,6 +6,7 @@ import os
 import threading
 
 from .._core._guard import logger
+from .._wire._environment_variables import OTEL_TRACES_EXPORTER, PERFKIT_EXPORT_MODE, PERFKIT_OTEL_TRACES_EXPORTER
 from ..types import ExporterName, ExportMode, OtlpProtocol, SamplerName
 from ._pipeline import Pipeline
 from ._prometheus import serve_prometheus
@@ -53,8 +54,8 @@ def configure(
     global _pipeline
     if (
         exporter is None
-        and not os.environ.get("OTEL_TRACES_EXPORTER")
-        and not os.environ.get("PERFKIT_OTEL_TRACES_EXPORTER")
+        and not os.environ.get(OTEL_TRACES_EXPORTER)
+        and not os.environ.get(PERFKIT_OTEL_TRACES_EXPORTER)
     ):
         from ._sdk import host_provider
 
@@ -91,7 +92,7 @@ def active_pipeline() -> Pipeline | None:
 
 
 def _mode_from_env() -> ExportMode:
-    raw = os.environ.get("PERFKIT_EXPORT_MODE", "process").strip().lower()
+    raw = os.environ.get(PERFKIT_EXPORT_MODE, "process").strip().lower()
     if raw in ("process", "thread"):
         return raw  # type: ignore[return-value]
     logger.warning("perfkit: PERFKIT_EXPORT_MODE=%r is not valid (expected process or thread); using 'process'", raw)

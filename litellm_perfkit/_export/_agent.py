@@ -18,7 +18,8 @@ from typing import Literal
 import orjson
 
 from .._core._timeline import decode
-from ._metrics import UNRECORDED_COUNTER
+from .._wire._environment_variables import PERFKIT_AGENT_SETTINGS
+from ._metrics import REQUESTS_DROPPED_COUNTER, UNRECORDED_COUNTER
 from ._pipeline import FRAME_BATCH, FRAME_FLUSH, FRAME_UNRECORDED, Processor, read_batch
 from ._settings import ExportSettings
 
@@ -63,7 +64,7 @@ def main() -> int:
     # is killed outright, so the agent never outlives it.
     for stop in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(stop, signal.SIG_IGN)
-    settings = ExportSettings(**orjson.loads(os.environ["PERFKIT_AGENT_SETTINGS"]))
+    settings = ExportSettings(**orjson.loads(os.environ[PERFKIT_AGENT_SETTINGS]))
     processor = Processor(settings)
     stdout = sys.stdout.buffer
 
@@ -86,7 +87,7 @@ def main() -> int:
         if kind == FRAME_BATCH:
             anchor, parent_dropped, records = read_batch(payload)
             counters = processor.metrics.counters
-            counters["perfkit.requests.dropped"] = max(counters["perfkit.requests.dropped"], parent_dropped)
+            counters[REQUESTS_DROPPED_COUNTER] = max(counters[REQUESTS_DROPPED_COUNTER], parent_dropped)
             for encoded in records:
                 processor.handle(decode(encoded), anchor)
             processor.flush_spans()

@@ -23,6 +23,8 @@ __all__ = [
     "LLM_REQUEST_DURATION",
     "REQUEST_DURATION",
     "TIME_TO_FIRST_TOKEN",
+    "REQUESTS_DROPPED_COUNTER",
+    "SPANS_DROPPED_COUNTER",
     "UNRECORDED_COUNTER",
 ]
 
@@ -108,6 +110,9 @@ _UPSTREAM_UNMEASURED = "perfkit.requests.upstream_unmeasured"
 _AUTH_UNMEASURED = "perfkit.requests.auth_unmeasured"
 # Requests passed through unrecorded (_core._sampling): the metrics describe the rest.
 UNRECORDED_COUNTER = "perfkit.requests.unrecorded"
+# Requests a full export queue dropped, and spans a failed export dropped.
+REQUESTS_DROPPED_COUNTER = "perfkit.requests.dropped"
+SPANS_DROPPED_COUNTER = "perfkit.spans.dropped"
 
 
 class MetricStore:
@@ -117,8 +122,8 @@ class MetricStore:
         self.histograms: dict[MetricKey, Histogram] = {}
         self._stages: dict[str, Histogram] = {}  # a shortcut to the per-stage entries
         self.counters: dict[str, int] = {
-            "perfkit.spans.dropped": 0,
-            "perfkit.requests.dropped": 0,
+            SPANS_DROPPED_COUNTER: 0,
+            REQUESTS_DROPPED_COUNTER: 0,
             UNRECORDED_COUNTER: 0,
             _UPSTREAM_UNMEASURED: 0,
             _AUTH_UNMEASURED: 0,

@@ -21,15 +21,16 @@ import orjson
 
 from .._core._backend import ACTIVE
 from .._version import __version__
+from .._wire._environment_variables import PERFKIT_APP_PID
+from .._wire._names import INSTRUMENTATION_SCOPE, SemConv
 from ..types import AttributeValue
 from ._metrics import BOUNDARIES_NS, DESCRIPTIONS, MetricStore
 from ._spans import Attributes, Span
 
 __all__ = ["spans_json", "spans_protobuf", "span_json", "metrics_json", "metrics_protobuf"]
 
-_SCOPE_NAME = "litellm_perfkit"
 # The app's process, not the export agent's (the agent is its child).
-_PARENT_PID = int(os.environ.get("PERFKIT_APP_PID", os.getpid()))
+_PARENT_PID = int(os.environ.get(PERFKIT_APP_PID, os.getpid()))
 # One per worker: each worker has its own export pipeline (thread or agent).
 _INSTANCE_ID = str(uuid.uuid4())
 
@@ -82,9 +83,9 @@ def _resource_attributes(service_name: str, extra: dict[str, str]) -> Attributes
     attributes: dict[str, AttributeValue] = {
         "service.instance.id": _INSTANCE_ID,
         **extra,
-        "service.name": service_name,
-        "process.pid": _PARENT_PID,
-        "telemetry.sdk.name": _SCOPE_NAME,
+        SemConv.SERVICE_NAME: service_name,
+        SemConv.PROCESS_PID: _PARENT_PID,
+        "telemetry.sdk.name": INSTRUMENTATION_SCOPE,
         "telemetry.sdk.language": "python",
         "telemetry.sdk.version": __version__,
     }
@@ -94,7 +95,7 @@ def _resource_attributes(service_name: str, extra: dict[str, str]) -> Attributes
 def spans_json(spans: list[Span], service_name: str, resource: dict[str, str]) -> bytes:
     head = (
         f'{{"resourceSpans":[{{"resource":{{"attributes":[{_jattributes(_resource_attributes(service_name, resource))}]}},'
-        f'"scopeSpans":[{{"scope":{{"name":"{_SCOPE_NAME}","version":"{__version__}"}},"spans":['
+        f'"scopeSpans":[{{"scope":{{"name":"{INSTRUMENTATION_SCOPE}","version":"{__version__}"}},"spans":['
     )
     return (head + ",".join(map(span_json, spans)) + "]}]}]}").encode()
 
@@ -235,7 +236,7 @@ _encode_spans = _spans_encoder()
 
 def spans_protobuf(spans: list[Span], service_name: str, resource: dict[str, str]) -> bytes:
     """A serialized ExportTraceServiceRequest."""
-    scope = _field(1, _field(1, _SCOPE_NAME.encode()) + _field(2, __version__.encode()))
+    scope = _field(1, _field(1, INSTRUMENTATION_SCOPE.encode()) + _field(2, __version__.encode()))
     scope_spans = _field(2, scope + _encode_spans(spans))
     resource_msg = _field(1, _pattributes(_resource_attributes(service_name, resource), field_number=1))
     return _field(1, resource_msg + scope_spans)
@@ -289,7 +290,9 @@ def _metrics_request(
         "resourceMetrics": [
             {
                 "resource": {"attributes": _attributes_dicts(_resource_attributes(service_name, resource))},
-                "scopeMetrics": [{"scope": {"name": _SCOPE_NAME, "version": __version__}, "metrics": metrics}],
+                "scopeMetrics": [
+                    {"scope": {"name": INSTRUMENTATION_SCOPE, "version": __version__}, "metrics": metrics}
+                ],
             }
         ]
     }

@@ -43,9 +43,10 @@ from .._core._guard import internal_error, logger, warn_once
 from .._core._sampling import UNRECORDED
 from .._core._sink import set_sink
 from .._core._timeline import Timeline
+from .._wire._environment_variables import PERFKIT_AGENT_SETTINGS, PERFKIT_APP_PID, PERFKIT_ROLE
 from .._wire._names import AGENT_MODULE
 from ..types import ExportMode, RequestRecord
-from ._metrics import UNRECORDED_COUNTER, MetricStore
+from ._metrics import REQUESTS_DROPPED_COUNTER, SPANS_DROPPED_COUNTER, UNRECORDED_COUNTER, MetricStore
 from ._prometheus import SnapshotWriter
 from ._settings import ExportSettings
 from ._spans import Sampler, Span, record_to_spans, trace_context
@@ -133,7 +134,7 @@ class Processor:
         if self._exporter.export_spans(batch):
             self.exported_spans += len(batch)
         else:
-            self.metrics.counters["perfkit.spans.dropped"] += len(batch)
+            self.metrics.counters[SPANS_DROPPED_COUNTER] += len(batch)
 
     def export_metrics(self, force: bool = False) -> None:
         if self._prometheus is not None:
@@ -155,8 +156,8 @@ class Processor:
     def stats(self) -> dict[str, int]:
         return {
             "exported_spans": self.exported_spans,
-            "dropped_spans": self.metrics.counters["perfkit.spans.dropped"],
-            "dropped_requests": self.metrics.counters["perfkit.requests.dropped"],
+            "dropped_spans": self.metrics.counters[SPANS_DROPPED_COUNTER],
+            "dropped_requests": self.metrics.counters[REQUESTS_DROPPED_COUNTER],
         }
 
     def close(self) -> None:
@@ -194,10 +195,10 @@ class _Agent:
         package_parent = str(Path(__file__).resolve().parents[2])
         env = {
             **os.environ,
-            "PERFKIT_AGENT_SETTINGS": orjson.dumps(dataclasses.asdict(settings)).decode(),
+            PERFKIT_AGENT_SETTINGS: orjson.dumps(dataclasses.asdict(settings)).decode(),
             "PYTHONPATH": os.pathsep.join(filter(None, [package_parent, os.environ.get("PYTHONPATH")])),
-            "PERFKIT_ROLE": "agent",  # the zero-code bootstrap must not instrument the agent
-            "PERFKIT_APP_PID": str(os.getpid()),
+            PERFKIT_ROLE: "agent",  # the zero-code bootstrap must not instrument the agent
+            PERFKIT_APP_PID: str(os.getpid()),
         }
         self.process = subprocess.Popen(
             [sys.executable, "-m", AGENT_MODULE],

@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from .._wire._names import PROMETHEUS_DIR_VARIABLE
+from .._wire._environment_variables import PERFKIT_PROMETHEUS_DIR
 from ._metrics import BOUNDARIES_NS, DESCRIPTIONS, MetricStore
 
 __all__ = ["Collector", "SnapshotWriter", "add_to_registry", "merged", "render", "serve_prometheus"]
@@ -166,7 +166,7 @@ class Collector:
 def add_to_registry(registry: Any) -> None:
     """Put perfkit's families in a ``prometheus_client`` registry (None: its
     default one), once, when the process's pipelines write snapshots."""
-    directory = os.environ.get(PROMETHEUS_DIR_VARIABLE)
+    directory = os.environ.get(PERFKIT_PROMETHEUS_DIR)
     if not directory:
         return
     if registry is None:
@@ -179,8 +179,8 @@ def serve_prometheus(port: int, host: str = "127.0.0.1", directory: str | None =
     """Serve ``/metrics`` on ``host:port`` from a daemon thread, over every
     pipeline that writes to ``directory`` (default: ``$PERFKIT_PROMETHEUS_DIR``,
     or a new one, set in the environment for the pipelines started after this)."""
-    where = directory or os.environ.get(PROMETHEUS_DIR_VARIABLE) or tempfile.mkdtemp(prefix="perfkit-prometheus-")
-    os.environ[PROMETHEUS_DIR_VARIABLE] = where
+    where = directory or os.environ.get(PERFKIT_PROMETHEUS_DIR) or tempfile.mkdtemp(prefix="perfkit-prometheus-")
+    os.environ[PERFKIT_PROMETHEUS_DIR] = where
     Path(where).mkdir(parents=True, exist_ok=True)
 
     class Handler(BaseHTTPRequestHandler):

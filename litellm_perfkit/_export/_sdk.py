@@ -4,9 +4,13 @@ Every span processor of the host's tracer provider sees perfkit's spans as
 finished spans (``on_end``), with perfkit's ids, times and attributes, so
 any SpanExporter the host uses (console, a vendor's) exports them. The spans
 are built in the app process (thread mode), off the request path as always.
-The SDK keeps its processors in ``TracerProvider._active_span_processor``;
-there is no public way to reach them, so a provider without it is reported
-once and nothing is exported.
+The provider hands its span processors to every tracer it makes, where they
+are public (``Tracer.span_processor``): perfkit takes them from its own
+tracer. A tracer without them (a disabled SDK's) is reported once and
+nothing is exported.
+
+The SDK is an extra (``litellm_perfkit[sdk]``): a host with a tracer provider
+has it already. Chosen without it, the exporter is one warning and no export.
 """
 
 from __future__ import annotations
@@ -15,10 +19,24 @@ from typing import Any
 
 from .._core._guard import warn_once
 from .._version import __version__
+from .._wire._names import INSTRUMENTATION_SCOPE
 from ._metrics import MetricStore
 from ._spans import SPAN_KIND_SERVER, STATUS_ERROR, Span
 
-__all__ = ["SdkExporter", "host_provider"]
+__all__ = ["SDK_MISSING", "SdkExporter", "host_provider", "sdk_installed"]
+
+SDK_MISSING = (
+    "perfkit: OTEL_TRACES_EXPORTER=sdk needs the OpenTelemetry SDK (pip install 'litellm_perfkit[sdk]'); "
+    "spans are not exported"
+)
+
+
+def sdk_installed() -> bool:
+    try:
+        import opentelemetry.sdk.trace  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def host_provider() -> Any | None:
@@ -36,15 +54,16 @@ class SdkExporter:
     def __init__(self, provider: Any) -> None:
         from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
-        self._processor = getattr(provider, "_active_span_processor", None)
+        tracer = provider.get_tracer(INSTRUMENTATION_SCOPE, __version__)
+        self._processor = getattr(tracer, "span_processor", None)
         if self._processor is None:
             warn_once(
                 "export.sdk",
-                "perfkit: this OpenTelemetry SDK's tracer provider has no span processors perfkit can reach; "
+                "perfkit: this OpenTelemetry SDK's tracers have no span processors (is the SDK disabled?); "
                 "its spans are not exported (use OTEL_TRACES_EXPORTER=otlp)",
             )
         self._resource = provider.resource
-        self._scope = InstrumentationScope("litellm_perfkit", __version__)
+        self._scope = InstrumentationScope(INSTRUMENTATION_SCOPE, __version__)
 
     def export_spans(self, spans: list[Span]) -> bool:
         if self._processor is None:

@@ -9,14 +9,17 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, get_args
+from typing import Any, NamedTuple, get_args
 from urllib.parse import unquote, urlsplit
 
 from .._core._guard import logger
-from .._wire._names import PROMETHEUS_DIR_VARIABLE
+from .._wire import _environment_variables as variables
+from .._wire._names import SemConv
 from ..types import ExporterName, OtlpProtocol, SamplerName
 
-__all__ = ["ExportSettings", "SCHEDULE_DELAY_S", "read_settings"]
+__all__ = ["DEFAULT_SERVICE_NAME", "ExportSettings", "SCHEDULE_DELAY_S", "read_settings"]
+
+DEFAULT_SERVICE_NAME = "litellm-proxy"
 
 SCHEDULE_DELAY_S = 5.0
 """``OTEL_BSP_SCHEDULE_DELAY``'s default, the spec's: each drain costs the
@@ -32,7 +35,7 @@ _DEFAULT_ENDPOINTS: dict[str, str] = {
 
 @dataclass(frozen=True)
 class ExportSettings:
-    service_name: str = "litellm-proxy"
+    service_name: str = DEFAULT_SERVICE_NAME
     exporter: ExporterName = "otlp"
     protocol: OtlpProtocol = "http/protobuf"
     endpoint: str = "http://localhost:4318"
@@ -139,42 +142,86 @@ def effective_env(env: Mapping[str, str]) -> dict[str, str]:
 
     ``OTEL_SDK_DISABLED=true`` turns export off (traces and metrics)."""
     merged = dict(env)
-    exporter = env.get("OTEL_EXPORTER", "").strip().lower()
-    if "OTEL_EXPORTER_OTLP_PROTOCOL" not in env and exporter in _LITELLM_PROTOCOLS:
-        merged["OTEL_EXPORTER_OTLP_PROTOCOL"] = _LITELLM_PROTOCOLS[exporter]
-    endpoint = env.get("OTEL_ENDPOINT", "").strip()
-    if endpoint and not any(k in env for k in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")):
+    exporter = env.get(variables.OTEL_EXPORTER, "").strip().lower()
+    if variables.OTEL_EXPORTER_OTLP_PROTOCOL not in env and exporter in _LITELLM_PROTOCOLS:
+        merged[variables.OTEL_EXPORTER_OTLP_PROTOCOL] = _LITELLM_PROTOCOLS[exporter]
+    endpoint = env.get(variables.OTEL_ENDPOINT, "").strip()
+    if (
+        endpoint
+        and variables.OTEL_EXPORTER_OTLP_ENDPOINT not in env
+        and variables.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT not in env
+    ):
         if endpoint.rstrip("/").endswith("/v1/traces"):  # LiteLLM's is the traces URL itself
-            merged["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = endpoint
-            merged["OTEL_EXPORTER_OTLP_ENDPOINT"] = endpoint.rstrip("/").removesuffix("/v1/traces")
+            merged[variables.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT] = endpoint
+            merged[variables.OTEL_EXPORTER_OTLP_ENDPOINT] = endpoint.rstrip("/").removesuffix("/v1/traces")
         else:
-            merged["OTEL_EXPORTER_OTLP_ENDPOINT"] = endpoint
-    if "OTEL_EXPORTER_OTLP_HEADERS" not in env and env.get("OTEL_HEADERS"):
-        merged["OTEL_EXPORTER_OTLP_HEADERS"] = env["OTEL_HEADERS"]
+            merged[variables.OTEL_EXPORTER_OTLP_ENDPOINT] = endpoint
+    if variables.OTEL_EXPORTER_OTLP_HEADERS not in env and env.get(variables.OTEL_HEADERS):
+        merged[variables.OTEL_EXPORTER_OTLP_HEADERS] = env[variables.OTEL_HEADERS]
     for name, value in env.items():
-        if name.startswith("PERFKIT_OTEL_"):
-            merged[name.removeprefix("PERFKIT_")] = value
-    if merged.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
-        merged["OTEL_TRACES_EXPORTER"] = merged["OTEL_METRICS_EXPORTER"] = "none"
+        standard = variables.standard_variable(name)
+        if standard is not None:
+            merged[standard] = value
+    if merged.get(variables.OTEL_SDK_DISABLED, "").strip().lower() == "true":
+        merged[variables.OTEL_TRACES_EXPORTER] = merged[variables.OTEL_METRICS_EXPORTER] = "none"
     return merged
+
+
+class _SignalVariables(NamedTuple):
+    """The OTLP exporter's variables that come in three: general, traces' own and metrics' own."""
+
+    headers: str
+    timeout: str
+    compression: str
+    certificate: str
+    client_key: str
+    client_certificate: str
+
+
+_GENERAL = _SignalVariables(
+    variables.OTEL_EXPORTER_OTLP_HEADERS,
+    variables.OTEL_EXPORTER_OTLP_TIMEOUT,
+    variables.OTEL_EXPORTER_OTLP_COMPRESSION,
+    variables.OTEL_EXPORTER_OTLP_CERTIFICATE,
+    variables.OTEL_EXPORTER_OTLP_CLIENT_KEY,
+    variables.OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE,
+)
+# ExportSettings' field prefix -> that signal's own variables.
+_SIGNALS = {
+    "": _SignalVariables(
+        variables.OTEL_EXPORTER_OTLP_TRACES_HEADERS,
+        variables.OTEL_EXPORTER_OTLP_TRACES_TIMEOUT,
+        variables.OTEL_EXPORTER_OTLP_TRACES_COMPRESSION,
+        variables.OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE,
+        variables.OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY,
+        variables.OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE,
+    ),
+    "metrics_": _SignalVariables(
+        variables.OTEL_EXPORTER_OTLP_METRICS_HEADERS,
+        variables.OTEL_EXPORTER_OTLP_METRICS_TIMEOUT,
+        variables.OTEL_EXPORTER_OTLP_METRICS_COMPRESSION,
+        variables.OTEL_EXPORTER_OTLP_METRICS_CERTIFICATE,
+        variables.OTEL_EXPORTER_OTLP_METRICS_CLIENT_KEY,
+        variables.OTEL_EXPORTER_OTLP_METRICS_CLIENT_CERTIFICATE,
+    ),
+}
+_TLS_FILES = ("certificate", "client_key", "client_certificate")
 
 
 def _signals(env: Mapping[str, str]) -> dict[str, Any]:
     """Each signal's headers, timeout, compression and TLS files: its own
     variable (``OTEL_EXPORTER_OTLP_TRACES_TIMEOUT``) over the general one
     (each variable read, and warned about, once)."""
-    general = "OTEL_EXPORTER_OTLP_"
-    timeout = _number(env, general + "TIMEOUT", 10.0, 0.001, scale=0.001)
-    compression = _choice(env, general + "COMPRESSION", None, ("gzip", "none"), "none")
-    files = {name: _file(env, general + name) for name in ("CERTIFICATE", "CLIENT_KEY", "CLIENT_CERTIFICATE")}
+    timeout = _number(env, _GENERAL.timeout, 10.0, 0.001, scale=0.001)
+    compression = _choice(env, _GENERAL.compression, None, ("gzip", "none"), "none")
+    files = {name: _file(env, getattr(_GENERAL, name)) for name in _TLS_FILES}
     values: dict[str, Any] = {}
-    for signal, prefix in (("TRACES", ""), ("METRICS", "metrics_")):
-        own = f"{general}{signal}_"
-        values[prefix + "headers"] = {**_key_values(env, general + "HEADERS"), **_key_values(env, own + "HEADERS")}
-        values[prefix + "timeout_s"] = _number(env, own + "TIMEOUT", timeout, 0.001, scale=0.001)
-        values[prefix + "compression"] = _choice(env, own + "COMPRESSION", None, ("gzip", "none"), compression)
+    for prefix, own in _SIGNALS.items():
+        values[prefix + "headers"] = {**_key_values(env, _GENERAL.headers), **_key_values(env, own.headers)}
+        values[prefix + "timeout_s"] = _number(env, own.timeout, timeout, 0.001, scale=0.001)
+        values[prefix + "compression"] = _choice(env, own.compression, None, ("gzip", "none"), compression)
         for name, path in files.items():
-            values[prefix + name.lower()] = _file(env, own + name) or path
+            values[prefix + name] = _file(env, getattr(own, name)) or path
     return values
 
 
@@ -197,40 +244,53 @@ def read_settings(
     jsonl_path: str | None = None,
 ) -> ExportSettings:
     env = effective_env(os.environ if env is None else env)
-    resource = _key_values(env, "OTEL_RESOURCE_ATTRIBUTES")
-    name = service_name or env.get("OTEL_SERVICE_NAME") or resource.get("service.name") or "litellm-proxy"
+    resource = _key_values(env, variables.OTEL_RESOURCE_ATTRIBUTES)
+    name = (
+        service_name
+        or env.get(variables.OTEL_SERVICE_NAME)
+        or resource.get(SemConv.SERVICE_NAME)
+        or DEFAULT_SERVICE_NAME
+    )
 
-    exporter_value = _choice(env, "OTEL_TRACES_EXPORTER", exporter, get_args(ExporterName), "otlp")
+    exporter_value = _choice(env, variables.OTEL_TRACES_EXPORTER, exporter, get_args(ExporterName), "otlp")
     if jsonl_path is None:
-        jsonl_path = env.get("PERFKIT_JSONL_PATH") or None
+        jsonl_path = env.get(variables.PERFKIT_JSONL_PATH) or None
     if exporter_value == "jsonl" and not jsonl_path:
-        _warn("OTEL_TRACES_EXPORTER", "jsonl", "jsonl needs a path (PERFKIT_JSONL_PATH)", "none")
+        _warn(variables.OTEL_TRACES_EXPORTER, "jsonl", "jsonl needs a path (PERFKIT_JSONL_PATH)", "none")
         exporter_value = "none"
 
-    proto = _choice(env, "OTEL_EXPORTER_OTLP_PROTOCOL", protocol, get_args(OtlpProtocol), "http/protobuf")
-    proto = _choice(env, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", None, get_args(OtlpProtocol), proto)
+    proto = _choice(env, variables.OTEL_EXPORTER_OTLP_PROTOCOL, protocol, get_args(OtlpProtocol), "http/protobuf")
+    proto = _choice(env, variables.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, None, get_args(OtlpProtocol), proto)
     default_endpoint = _DEFAULT_ENDPOINTS[proto]
-    base_raw = endpoint or env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or default_endpoint
-    base = _url("OTEL_EXPORTER_OTLP_ENDPOINT", base_raw, default_endpoint)
+    base_raw = endpoint or env.get(variables.OTEL_EXPORTER_OTLP_ENDPOINT) or default_endpoint
+    base = _url(variables.OTEL_EXPORTER_OTLP_ENDPOINT, base_raw, default_endpoint)
     if proto == "grpc":
         traces = metrics = base
     else:
         traces = base + "/v1/traces"
         metrics = base + "/v1/metrics"
-        if not endpoint and env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
-            traces = _url("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"], traces)
-        if not endpoint and env.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"):
-            metrics = _url("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", env["OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"], metrics)
+        if not endpoint and env.get(variables.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT):
+            traces = _url(
+                variables.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, env[variables.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT], traces
+            )
+        if not endpoint and env.get(variables.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT):
+            metrics = _url(
+                variables.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT,
+                env[variables.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT],
+                metrics,
+            )
 
-    sampler_value = _choice(env, "OTEL_TRACES_SAMPLER", sampler, get_args(SamplerName), "parentbased_always_on")
+    sampler_value = _choice(env, variables.OTEL_TRACES_SAMPLER, sampler, get_args(SamplerName), "parentbased_always_on")
     ratio = 1.0
     if sampler_value.endswith("traceidratio"):
-        ratio = _number(env, "OTEL_TRACES_SAMPLER_ARG", 1.0, 0.0)
+        ratio = _number(env, variables.OTEL_TRACES_SAMPLER_ARG, 1.0, 0.0)
         if ratio > 1.0:
-            _warn("OTEL_TRACES_SAMPLER_ARG", env["OTEL_TRACES_SAMPLER_ARG"], "a ratio is at most 1", 1.0)
+            _warn(
+                variables.OTEL_TRACES_SAMPLER_ARG, env[variables.OTEL_TRACES_SAMPLER_ARG], "a ratio is at most 1", 1.0
+            )
             ratio = 1.0
 
-    metrics_exporter = _choice(env, "OTEL_METRICS_EXPORTER", None, ("otlp", "none", "console"), "otlp")
+    metrics_exporter = _choice(env, variables.OTEL_METRICS_EXPORTER, None, ("otlp", "none", "console"), "otlp")
     return ExportSettings(
         service_name=name,
         exporter=exporter_value,  # type: ignore[arg-type]  # validated by _choice
@@ -241,12 +301,12 @@ def read_settings(
         **_signals(env),
         sampler=sampler_value,  # type: ignore[arg-type]
         sampler_ratio=ratio,
-        schedule_delay_s=_number(env, "OTEL_BSP_SCHEDULE_DELAY", SCHEDULE_DELAY_S, 0.001, scale=0.001),
-        max_queue=int(_number(env, "OTEL_BSP_MAX_QUEUE_SIZE", 2048, 1)),
-        max_batch=int(_number(env, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512, 1)),
-        metric_interval_s=_number(env, "OTEL_METRIC_EXPORT_INTERVAL", 60.0, 0.001, scale=0.001),
+        schedule_delay_s=_number(env, variables.OTEL_BSP_SCHEDULE_DELAY, SCHEDULE_DELAY_S, 0.001, scale=0.001),
+        max_queue=int(_number(env, variables.OTEL_BSP_MAX_QUEUE_SIZE, 2048, 1)),
+        max_batch=int(_number(env, variables.OTEL_BSP_MAX_EXPORT_BATCH_SIZE, 512, 1)),
+        metric_interval_s=_number(env, variables.OTEL_METRIC_EXPORT_INTERVAL, 60.0, 0.001, scale=0.001),
         metrics=metrics_exporter != "none" and exporter_value == "otlp",
         jsonl_path=jsonl_path,
         resource_attributes=resource,
-        prometheus_dir=env.get(PROMETHEUS_DIR_VARIABLE) or None,
+        prometheus_dir=env.get(variables.PERFKIT_PROMETHEUS_DIR) or None,
     )

@@ -317,8 +317,11 @@ def make_exporter(settings: ExportSettings) -> Exporter | None:
     if settings.exporter == "none":
         return None
     if settings.exporter == "sdk":
-        from ._sdk import SdkExporter, host_provider
+        from ._sdk import SDK_MISSING, SdkExporter, host_provider, sdk_installed
 
+        if not sdk_installed():
+            warn_once("export.sdk", SDK_MISSING)
+            return None
         provider = host_provider()
         if provider is None:
             warn_once(

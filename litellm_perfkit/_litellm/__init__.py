@@ -22,10 +22,12 @@ from .._core import PerfkitMiddleware, Stage, _middleware
 from .._core._guard import logger
 from .._core._leave_out import leave_out
 from .._core._timeline import TIMELINE
-from ..types import HeaderMode
+from .._wire._environment_variables import PERFKIT_EXTRA_STAGES
+from .._wire._names import UPSTREAM_STAGES
+from ..types import HeaderMode, Receive, Scope, Send
 from ._autoload import on_import
 from ._fastpath import FastPaths
-from ._points import MIDDLEWARES, UPSTREAM_STAGES, Point, table_for
+from ._points import MIDDLEWARES, Point, table_for
 from ._wrap import apply_point, make_wrapper
 
 __all__ = ["InstrumentReport", "instrument", "uninstrument", "extra_points"]
@@ -47,7 +49,7 @@ _state: dict[str, Any] = {}
 def extra_points(text: str | None = None) -> tuple[Point, ...]:
     """Extra stages from ``PERFKIT_EXTRA_STAGES``: ``stage=module:attr[,stage2=module:Class.method]``,
     e.g. to time a custom hook of your own. Bad entries are reported as missing."""
-    text = os.environ.get("PERFKIT_EXTRA_STAGES", "") if text is None else text
+    text = os.environ.get(PERFKIT_EXTRA_STAGES, "") if text is None else text
     points = []
     for item in filter(None, (part.strip() for part in text.split(","))):
         stage, _, target = item.partition("=")
@@ -128,7 +130,7 @@ def _perfkit_over_middlewares(app: Any, **settings: Any) -> _middleware.PerfkitM
     it wraps (those middlewares, the framework's exception handling, then the
     router) is the stage ``middlewares``, so their own time is named."""
 
-    async def middlewares(scope: Any, receive: Any, send: Any) -> None:
+    async def middlewares(scope: Scope, receive: Receive, send: Send) -> None:
         if TIMELINE.get() is None:  # lifespan, websockets, requests not recorded
             await app(scope, receive, send)
             return

@@ -20,6 +20,7 @@ from types import ModuleType
 from typing import Any, cast, get_args
 
 from .._core._leave_out import leave_out
+from .._wire._environment_variables import PERFKIT_OVERHEAD_HEADER, PERFKIT_SERVER_TIMING
 from ..types import HeaderMode
 
 TARGET = "litellm.proxy.proxy_server"
@@ -72,8 +73,8 @@ def _on_import(module: ModuleType) -> None:
         litellm_perfkit.configure()
         instrument(
             module.app,
-            server_timing=_header_mode("PERFKIT_SERVER_TIMING"),
-            overhead_header=_header_mode("PERFKIT_OVERHEAD_HEADER"),
+            server_timing=_header_mode(PERFKIT_SERVER_TIMING),
+            overhead_header=_header_mode(PERFKIT_OVERHEAD_HEADER),
         )
         from .._core._lifespan import OnShutdown
         from .._profile._setup import from_environment

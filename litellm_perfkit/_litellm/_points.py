@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from .._wire._names import AFTER_RESPONSE_STAGE, PROTOCOL_STAGE, THREAD_STAGE
+from .._wire._names import AFTER_RESPONSE_STAGE, PROTOCOL_STAGE, STREAM_WAIT_STAGE, THREAD_STAGE, UPSTREAM_STAGE
 
 __all__ = [
     "FRAMEWORK_STAGES",
@@ -23,12 +23,9 @@ __all__ = [
     "PointKind",
     "TABLES",
     "table_for",
-    "UPSTREAM_STAGES",
     "AUTH",
     "LLM_CALL",
     "OUTBOUND",
-    "STREAM_WAIT",
-    "UPSTREAM",
 ]
 
 PointKind = Literal[
@@ -75,11 +72,10 @@ When = Literal["now", "loaded"]
 ``loaded``: once something else has imported the module (when its code has
 run): a feature LiteLLM loads on first use is not loaded early by perfkit."""
 
-# The stage names the instrumentation itself reasons about.
+# The LiteLLM stage names the instrumentation itself reasons about (the
+# upstream ones, which the bench reads too, are in _wire/_names.py).
 AUTH = "auth"
 LLM_CALL = "llm_call"
-UPSTREAM = "upstream"  # waiting on the provider: the request, and body reads inside the LLM call
-STREAM_WAIT = "stream.upstream_wait"  # waiting on the provider for a stream's chunks
 OUTBOUND = "outbound"  # waiting on another service outside the LLM call (a guardrail, an auth hook)
 
 
@@ -106,11 +102,11 @@ _LOGGING_WORKER = "litellm.litellm_core_utils.logging_worker:LoggingWorker"
 
 # Every provider's bytes pass through httpx or aiohttp (_transport).
 _TRANSPORT: tuple[Point, ...] = (
-    Point(UPSTREAM, "httpx:AsyncClient.send", "outbound"),
-    Point(UPSTREAM, "httpx:Client.send", "outbound"),
-    Point(UPSTREAM, "aiohttp.client:ClientSession._request", "outbound"),
-    Point(STREAM_WAIT, "httpx:Response.aiter_raw", "body_stream"),
-    Point(STREAM_WAIT, "aiohttp.streams:StreamReader._wait", "body_wait"),
+    Point(UPSTREAM_STAGE, "httpx:AsyncClient.send", "outbound"),
+    Point(UPSTREAM_STAGE, "httpx:Client.send", "outbound"),
+    Point(UPSTREAM_STAGE, "aiohttp.client:ClientSession._request", "outbound"),
+    Point(STREAM_WAIT_STAGE, "httpx:Response.aiter_raw", "body_stream"),
+    Point(STREAM_WAIT_STAGE, "aiohttp.streams:StreamReader._wait", "body_wait"),
 )
 
 # LiteLLM runs the synchronous completion() behind each acompletion in the
@@ -206,9 +202,6 @@ TABLES: dict[str, tuple[Point, ...]] = {
         ),
     ),
 }
-
-# Stages that wait on the provider: the time the gateway does not spend itself.
-UPSTREAM_STAGES = frozenset({UPSTREAM, STREAM_WAIT})
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:

@@ -31,8 +31,8 @@ from typing import Any, TypeVar
 from .._core import Stage
 from .._core._guard import internal_error
 from .._core._timeline import OPEN_STAGE, TIMELINE, Timeline
-from .._wire._names import Attr, SemConv
-from ._points import AUTH, FRAMEWORK_STAGES, LLM_CALL, OUTBOUND, STREAM_WAIT, UPSTREAM
+from .._wire._names import STREAM_WAIT_STAGE, UPSTREAM_STAGE, Attr, SemConv
+from ._points import AUTH, FRAMEWORK_STAGES, LLM_CALL, OUTBOUND
 
 __all__ = ["awaited_stage", "body_stream", "body_wait", "outbound"]
 
@@ -56,7 +56,7 @@ def _block_name(timeline: Timeline) -> str:
     stage (a guardrail, an auth hook), another service's."""
     if _IN_LLM_CALL.get() or not _in_hook_stage():
         timeline.attributes.pop(Attr.UPSTREAM_UNMEASURED, None)  # measured after all (see _check_coverage)
-        return UPSTREAM
+        return UPSTREAM_STAGE
     return OUTBOUND
 
 
@@ -103,7 +103,7 @@ async def _timed_wait(awaitable: Awaitable[T], timeline: Timeline) -> T:
             return await awaitable
         finally:
             try:
-                timeline.add_generator_time(STREAM_WAIT, started, perf_counter_ns() - started, 1, "sum")
+                timeline.add_generator_time(STREAM_WAIT_STAGE, started, perf_counter_ns() - started, 1, "sum")
             except Exception as exc:  # perfkit's bug must never become the app's
                 internal_error("transport.wait", exc)
     finally:
@@ -224,11 +224,11 @@ def _check_coverage(timeline: Timeline, first_index: int) -> None:
     that sends its request when first read clears the flag then."""
     measured = auth = False
     for index, name, _, _, _ in timeline.finished:
-        if name == UPSTREAM and index >= first_index:
+        if name == UPSTREAM_STAGE and index >= first_index:
             measured = True
         elif name == AUTH:
             auth = True
-    wait = timeline.generators.get(STREAM_WAIT)
+    wait = timeline.generators.get(STREAM_WAIT_STAGE)
     if wait is not None and wait[0] >= first_index:
         measured = True
     if not measured:

@@ -23,6 +23,18 @@ from locust import events
 from locust.env import Environment
 from locust.runners import WorkerRunner
 
+from .._wire._environment_variables import (
+    PERFKIT_API_KEY,
+    PERFKIT_ENTRIES,
+    PERFKIT_JSONL_DIR,
+    PERFKIT_MAX_TOKENS,
+    PERFKIT_MODEL,
+    PERFKIT_PATH,
+    PERFKIT_PROMPT_REPEATS,
+    PERFKIT_RESULT,
+    PERFKIT_STREAM,
+    PERFKIT_WARMUP,
+)
 from ..types import LoadConfig, LoadResult
 from ._exchange import Exchange
 from ._recorder import Recorder
@@ -37,36 +49,36 @@ def add_options(parser: Any, **_: Any) -> None:
     """The ``--perfkit-*`` options; each also reads a ``PERFKIT_*`` variable."""
     # LocustArgumentParser.add_argument itself (not an argument group's) knows include_in_web_ui and is_secret.
     parser.add_argument(
-        "--perfkit-model", env_var="PERFKIT_MODEL", default="fake-openai-endpoint", help="model name to request"
+        "--perfkit-model", env_var=PERFKIT_MODEL, default="fake-openai-endpoint", help="model name to request"
     )
     parser.add_argument(
         "--perfkit-stream",
-        env_var="PERFKIT_STREAM",
+        env_var=PERFKIT_STREAM,
         choices=("on", "off"),
         default="on",
         help="stream responses (TTFT and chunk gaps are measured only when on)",
     )
     parser.add_argument(
         "--perfkit-prompt-repeats",
-        env_var="PERFKIT_PROMPT_REPEATS",
+        env_var=PERFKIT_PROMPT_REPEATS,
         type=int,
         default=150,
         help="the prompt is a uuid plus LiteLLM's load-test sentence, this many times (150: about 2,700 tokens)",
     )
     parser.add_argument(
-        "--perfkit-max-tokens", env_var="PERFKIT_MAX_TOKENS", type=int, default=0, help="max_tokens (0: not sent)"
+        "--perfkit-max-tokens", env_var=PERFKIT_MAX_TOKENS, type=int, default=0, help="max_tokens (0: not sent)"
     )
-    parser.add_argument("--perfkit-path", env_var="PERFKIT_PATH", default="/v1/chat/completions", help="endpoint path")
+    parser.add_argument("--perfkit-path", env_var=PERFKIT_PATH, default="/v1/chat/completions", help="endpoint path")
     parser.add_argument(
         "--perfkit-api-key",
-        env_var="PERFKIT_API_KEY",
+        env_var=PERFKIT_API_KEY,
         default="",
         is_secret=True,
         help="bearer key (default: $API_KEY, else sk-1234)",
     )
     parser.add_argument(
         "--perfkit-entries",
-        env_var="PERFKIT_ENTRIES",
+        env_var=PERFKIT_ENTRIES,
         default="",
         help="extra Locust entries beside each request, comma-separated: "
         + ", ".join(ENTRY_KINDS)
@@ -74,7 +86,7 @@ def add_options(parser: Any, **_: Any) -> None:
     )
     parser.add_argument(
         "--perfkit-warmup",
-        env_var="PERFKIT_WARMUP",
+        env_var=PERFKIT_WARMUP,
         type=float,
         default=0.0,
         include_in_web_ui=False,
@@ -82,14 +94,14 @@ def add_options(parser: Any, **_: Any) -> None:
     )
     parser.add_argument(
         "--perfkit-result",
-        env_var="PERFKIT_RESULT",
+        env_var=PERFKIT_RESULT,
         default="",
         include_in_web_ui=False,
         help="write the merged perfkit.load/1 document here when the test stops",
     )
     parser.add_argument(
         "--perfkit-jsonl-dir",
-        env_var="PERFKIT_JSONL_DIR",
+        env_var=PERFKIT_JSONL_DIR,
         default="",
         include_in_web_ui=False,
         help="each process writes one JSON line per request to DIR/locust-PID.jsonl",

@@ -15,6 +15,7 @@ import orjson
 
 from .._executables import find_executable
 from .._stop import signal_name
+from .._wire._environment_variables import PERFKIT_API_KEY
 from ..types import LoadResult, LocustEntry
 from ._report import stopped
 from ._runner import LoadPlan
@@ -139,7 +140,7 @@ def run_locust(workload: Workload, plan: LoadPlan, processes: int = 1, jsonl_pat
         ]
         if processes > 1:
             command += ["--processes", str(processes)]
-        env = {**os.environ, "PERFKIT_API_KEY": workload.api_key or ""}
+        env = {**os.environ, PERFKIT_API_KEY: workload.api_key or ""}
         process = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True
         )

@@ -24,6 +24,7 @@ import orjson
 from geventhttpclient.response import HTTPParseError
 from locust import FastHttpUser, constant, events, task
 
+from .._wire._environment_variables import API_KEY
 from .._wire._headers import parse_server_timing
 from .._wire._names import CAPTURED_HEADERS, OVERHEAD_HEADERS, SERVER_TIMING_HEADER
 from ._exchange import Exchange, ResponseReader
@@ -69,7 +70,7 @@ class ChatCompletionsUser(FastHttpUser):
             api_of(path) or "chat", model, prompt, stream, getattr(options, "perfkit_max_tokens", 0) or None
         )
         trace_id = os.urandom(16).hex()
-        api_key = getattr(options, "perfkit_api_key", None) or os.environ.get("API_KEY", "sk-1234")
+        api_key = getattr(options, "perfkit_api_key", None) or os.environ.get(API_KEY, "sk-1234")
         exchange = Exchange(intended_ns=perf_counter_ns(), trace_id=trace_id, model=model)
         exchange.sent_ns = exchange.intended_ns
         started_wall = time.time()

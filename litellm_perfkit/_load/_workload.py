@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from .._wire._headers import format_traceparent
+from .._wire._names import TRACEPARENT_HEADER
 
 __all__ = [
     "Api",
@@ -88,7 +89,7 @@ def request_headers(api_key: str | None, trace_id: str, send_traceparent: bool =
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
     if send_traceparent:
-        headers["traceparent"] = format_traceparent(trace_id, os.urandom(8).hex())
+        headers[TRACEPARENT_HEADER] = format_traceparent(trace_id, os.urandom(8).hex())
     return headers
 
 

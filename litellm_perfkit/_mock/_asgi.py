@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from .._wire._names import MOCK_PROCESSING_HEADER, MOCK_RECEIVED_HEADER
+from ..types import Receive, Scope, Send
 from ._config import Deployment, MockConfig
 from ._engine import MockEngine, Plan
 
@@ -22,7 +23,7 @@ class MockApp:
         self.config = config or MockConfig()
         self.engine = MockEngine(self.config, deployment or self.config.deployments[0])
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             while True:
                 message = await receive()
@@ -48,7 +49,7 @@ class MockApp:
         )
         await self._execute(plan, received, send)
 
-    async def _execute(self, plan: Plan, received_ns: int, send: Any) -> None:
+    async def _execute(self, plan: Plan, received_ns: int, send: Send) -> None:
         if plan.action == "hang":
             await asyncio.sleep(plan.hang_s)
             return

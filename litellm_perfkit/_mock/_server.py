@@ -11,11 +11,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import signal
 import sys
 import time
 from collections.abc import Coroutine, Iterator, Sequence
 from typing import Any
 
+from .._stop import Stopped
 from .._wire._names import MOCK_PROCESSING_HEADER, MOCK_RECEIVED_HEADER
 from ._config import Deployment, MockConfig
 from ._engine import MockEngine, Plan
@@ -265,7 +267,11 @@ async def start_servers(config: MockConfig, deployments: Sequence[Deployment] | 
 
 
 def serve(config: MockConfig) -> None:
-    """Run the mock until interrupted (uvloop when available)."""
+    """Run the mock until interrupted (uvloop when available); a stop signal
+    raises ``Stopped`` (Ctrl-C: SIGINT) once the loop has ended."""
+    # The load driver's runner: its loop takes the signals, because a stop raised
+    # inside one of uvloop's callbacks is logged and lost.
+    from .._load._runner import run_until_stopped
 
     async def main() -> None:
         servers = await start_servers(config)
@@ -275,7 +281,9 @@ def serve(config: MockConfig) -> None:
                 print(f"perfkit mock listening on http://{host}:{port}", flush=True)
         await asyncio.gather(*(s.serve_forever() for s in servers))
 
-    run_fast(main())
+    stopped_by = run_until_stopped(main())
+    if stopped_by is not None:
+        raise Stopped(signal.Signals[stopped_by])
 
 
 def run_fast(coroutine: Coroutine[Any, Any, None]) -> None:

@@ -21,17 +21,19 @@ from typing import Any
 from .._core._guard import internal_error, logger, warn_once
 from .._wire import _names as names
 from .._wire._headers import parse_traceparent
+from ..types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = ["RequestProfileMiddleware", "PROFILE_HEADER", "PROFILE_ID_HEADER"]
 
 PROFILE_HEADER = names.PROFILE_HEADER.encode()
+_TRACEPARENT_HEADER = names.TRACEPARENT_HEADER.encode()
 PROFILE_ID_HEADER = names.PROFILE_ID_HEADER.encode()
 
 
 class RequestProfileMiddleware:
     def __init__(
         self,
-        app: Any,
+        app: ASGIApp,
         secret: str | None,
         directory: str | Path = "perfkit-profiles",
         max_profiles: int = 50,
@@ -55,7 +57,7 @@ class RequestProfileMiddleware:
         self.active = 0
         self._lock = threading.Lock()
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or self.secret is None:
             await self.app(scope, receive, send)
             return
@@ -93,14 +95,14 @@ class RequestProfileMiddleware:
             self.active += 1
             return True
 
-    async def _profiled(self, scope: Any, receive: Any, send: Any) -> None:
+    async def _profiled(self, scope: Scope, receive: Receive, send: Send) -> None:
         from pyinstrument import Profiler
 
-        traceparent = next((v.decode("latin-1") for n, v in scope["headers"] if n == b"traceparent"), None)
+        traceparent = next((v.decode("latin-1") for n, v in scope["headers"] if n == _TRACEPARENT_HEADER), None)
         parsed = parse_traceparent(traceparent)
         profile_id = f"{int(time.time() * 1000)}-{parsed[0] if parsed else os.urandom(8).hex()}"
 
-        async def send_with_id(message: Any) -> None:
+        async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
                 message = {
                     **message,

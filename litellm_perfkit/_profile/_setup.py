@@ -8,6 +8,18 @@ from typing import Any
 
 from .._core._guard import logger
 from .._core._lifespan import OnShutdown
+from .._export._settings import DEFAULT_SERVICE_NAME
+from .._wire._environment_variables import (
+    OTEL_SERVICE_NAME,
+    PERFKIT_OTEL_SERVICE_NAME,
+    PERFKIT_PROFILE_DIR,
+    PERFKIT_PROFILE_MAX,
+    PERFKIT_PROFILE_SECRET,
+    PERFKIT_PYROSCOPE_SAMPLE_RATE,
+    PERFKIT_PYROSCOPE_URL,
+    PERFKIT_STAGE_PROFILE_DIR,
+    PERFKIT_STAGE_PROFILE_INTERVAL_MS,
+)
 
 __all__ = ["from_environment"]
 
@@ -16,16 +28,16 @@ def from_environment(app: Any) -> None:
     """Per-request profiles, per-stage profiles and pyroscope, each only when its
     variable is set; a failure is one warning and the proxy runs unprofiled."""
     env = os.environ
-    service = env.get("PERFKIT_OTEL_SERVICE_NAME") or env.get("OTEL_SERVICE_NAME") or "litellm-proxy"
-    if env.get("PERFKIT_PROFILE_SECRET"):
+    service = env.get(PERFKIT_OTEL_SERVICE_NAME) or env.get(OTEL_SERVICE_NAME) or DEFAULT_SERVICE_NAME
+    if env.get(PERFKIT_PROFILE_SECRET):
         _try("per-request profiles", lambda: _request_profiles(app, env))
-    if env.get("PERFKIT_STAGE_PROFILE_DIR"):
+    if env.get(PERFKIT_STAGE_PROFILE_DIR):
         _try("per-stage profiles", lambda: _stage_profiles(app, env))
-    url = env.get("PERFKIT_PYROSCOPE_URL")
+    url = env.get(PERFKIT_PYROSCOPE_URL)
     if url:
         from ._pyroscope import start_pyroscope
 
-        _try("pyroscope", lambda: start_pyroscope(url, service, int(env.get("PERFKIT_PYROSCOPE_SAMPLE_RATE", "100"))))
+        _try("pyroscope", lambda: start_pyroscope(url, service, int(env.get(PERFKIT_PYROSCOPE_SAMPLE_RATE, "100"))))
 
 
 def _try(what: str, action: Any) -> None:
@@ -40,17 +52,17 @@ def _request_profiles(app: Any, env: Any) -> None:
 
     app.add_middleware(
         RequestProfileMiddleware,
-        secret=env["PERFKIT_PROFILE_SECRET"],
-        directory=env.get("PERFKIT_PROFILE_DIR", "perfkit-profiles"),
-        max_profiles=int(env.get("PERFKIT_PROFILE_MAX", "50")),
+        secret=env[PERFKIT_PROFILE_SECRET],
+        directory=env.get(PERFKIT_PROFILE_DIR, "perfkit-profiles"),
+        max_profiles=int(env.get(PERFKIT_PROFILE_MAX, "50")),
     )
 
 
 def _stage_profiles(app: Any, env: Any) -> None:
     from ._stages import StageProfiler
 
-    directory = env["PERFKIT_STAGE_PROFILE_DIR"]
-    profiler = StageProfiler(interval_s=float(env.get("PERFKIT_STAGE_PROFILE_INTERVAL_MS", "5")) / 1000)
+    directory = env[PERFKIT_STAGE_PROFILE_DIR]
+    profiler = StageProfiler(interval_s=float(env.get(PERFKIT_STAGE_PROFILE_INTERVAL_MS, "5")) / 1000)
     profiler.start()
     done: list[bool] = []
 

@@ -1,6 +1,7 @@
 """Every name perfkit writes or reads across a boundary: HTTP headers, span
-attributes, metrics and result schemas. Code refers to these constants;
-docs/headers.md and docs/telemetry.md define what each one means."""
+attributes, stages, metrics and result schemas. Code refers to these constants;
+docs/headers.md and docs/telemetry.md define what each one means. Environment
+variables have their own module, _environment_variables.py."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ __all__ = [
     "AFTER_RESPONSE_THREAD_STAGE",
     "OUTSIDE_WALL_STAGES",
     "PROTOCOL_STAGE",
+    "STREAM_WAIT_STAGE",
     "THREAD_STAGE",
-    "PROMETHEUS_DIR_VARIABLE",
-    "API_KEY_VARIABLE",
+    "UPSTREAM_STAGE",
+    "UPSTREAM_STAGES",
     "BENCH_SCHEMA",
     "CAPTURED_HEADERS",
     "HEADER_SECRET_HEADER",
@@ -28,6 +30,7 @@ __all__ = [
     "TRACEPARENT_HEADER",
     "Attr",
     "GEN_AI_OPERATIONS",
+    "INSTRUMENTATION_SCOPE",
     "SemConv",
     "gen_ai_operation",
 ]
@@ -60,6 +63,14 @@ CAPTURED_HEADERS = (
 """Response headers the load drivers keep."""
 
 # -- stages perfkit itself records ----------------------------------------------
+UPSTREAM_STAGE = "upstream"
+"""Waiting on the upstream provider: the request, and body reads inside the LLM
+call. PerfkitMiddleware leaves it out of the overhead by default."""
+STREAM_WAIT_STAGE = "stream.upstream_wait"
+"""Waiting on the upstream provider for a stream's chunks (_litellm/_transport.py)."""
+UPSTREAM_STAGES = frozenset({UPSTREAM_STAGE, STREAM_WAIT_STAGE})
+"""The stages that wait on the provider: time the gateway does not spend itself
+(the LiteLLM instrumentation's, and the bench's upstream rows)."""
 AFTER_RESPONSE_STAGE = "after_response"
 """The work a request's tasks did after its response ended (_core/_after.py):
 outside the request's wall time, inside the CPU perfkit names."""
@@ -80,11 +91,8 @@ BENCH_SCHEMA = "perfkit.bench/1"
 PERTURBATION_SCHEMA = "perfkit.perturbation/1"
 
 
-# perfkit run --prometheus-port: where every worker's pipeline writes its
-# metrics, and what the Prometheus server reads (_export/_prometheus.py).
-PROMETHEUS_DIR_VARIABLE = "PERFKIT_PROMETHEUS_DIR"
-# perfkit load and perfkit bench: the bearer key they send (never on argv).
-API_KEY_VARIABLE = "PERFKIT_API_KEY"
+INSTRUMENTATION_SCOPE = "litellm_perfkit"
+"""The OpenTelemetry instrumentation scope of perfkit's spans and metrics, whichever exporter sends them."""
 
 
 class SemConv:
@@ -101,6 +109,9 @@ class SemConv:
     GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
     GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
     GEN_AI_PROVIDER_NAME = "gen_ai.provider.name"
+    # Resource attributes (the bench reads the pid back to tell workers apart).
+    SERVICE_NAME = "service.name"
+    PROCESS_PID = "process.pid"
 
 
 # A generative-AI endpoint (the path's ending) -> its gen_ai.operation.name.

@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..types import RecordRate
+from ._environment_variables import PERFKIT_RECORD_RATE
 
-__all__ = ["DEFAULT_RECORD_RATE", "RECORD_RATE_VARIABLE", "parse_record_rate", "record_rate_in"]
+__all__ = ["DEFAULT_RECORD_RATE", "parse_record_rate", "record_rate_in"]
 
-RECORD_RATE_VARIABLE = "PERFKIT_RECORD_RATE"
 DEFAULT_RECORD_RATE = 10.0
 
 
@@ -27,7 +27,7 @@ def parse_record_rate(raw: str) -> RecordRate:
 
 def record_rate_in(env: Mapping[str, str]) -> RecordRate | None:
     """The rate ``env`` sets: the default when unset or empty, None when its value is bad."""
-    raw = env.get(RECORD_RATE_VARIABLE, "").strip()
+    raw = env.get(PERFKIT_RECORD_RATE, "").strip()
     if not raw:
         return DEFAULT_RECORD_RATE
     try:

@@ -14,6 +14,7 @@ import orjson
 import pytest
 
 from litellm_perfkit._bench._bisect import Journal, Sample, Unavailable, bisect, releases_between
+from tests.support.documents import validate
 
 VERSIONS = [f"1.0.{n}" for n in range(16)]
 
@@ -254,6 +255,7 @@ def test_bisect_names_the_releases_that_added_cpu_and_their_stage(
     result = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     document = orjson.loads(journal.read_bytes())
+    validate(document, "bisect")
     changes = document["result"]["changes"]
     assert [c["release"] for c in changes] == list(steps_at), result.stdout
     for change in changes:

@@ -179,6 +179,23 @@ def test_mock_stops(signum: int) -> None:
     assert code == 128 + signum and left == [], stderr
 
 
+def test_mock_stops_under_load() -> None:
+    """A signal that comes while connections open and close still stops the
+    mock at once (raised inside one of uvloop's callbacks, it was lost)."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    load = [*PERFKIT, "load", "--url", url, "--concurrency", "64", "--duration", "60s", "--progress", "off"]
+    with Children() as children:
+        mock = children.start("mock", [*PERFKIT, "mock", "--port", str(port)])
+        mock.wait_ready(lambda: port_open(port), timeout_s=30)
+        children.start("load", load)
+        time.sleep(2)  # the load runs
+        assert mock.died() is None, mock.tail()
+        mock.process.send_signal(signal.SIGTERM)
+        mock.process.wait(10)  # stuck: TimeoutExpired
+        assert mock.process.returncode == 143 and "stopped by SIGTERM" in mock.tail(), mock.tail()
+
+
 def test_flamegraph_stops_its_command_and_writes_the_file(tmp_path: Path) -> None:
     out = tmp_path / "busy.speedscope.json"
     busy = [sys.executable, "-c", "import time\nwhile True: sum(range(1000))"]

@@ -105,7 +105,7 @@ setup(PyObject *module, PyObject *args, PyObject *kwargs)
     static char *keywords[] = {HOOKS(NAME) NULL};
 #undef NAME
     if (pk_hooks.timeline_var != NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "setup() runs once, from _native.py");
+        PyErr_SetString(PyExc_RuntimeError, "setup() runs once, from _backend.py");
         return NULL;
     }
     PkHooks hooks = {0};
@@ -303,7 +303,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, "_speedups", "C versions of perfkit's request path (see _native.py).", -1, methods,
+    PyModuleDef_HEAD_INIT, "_speedups", "C versions of perfkit's request path (see _backend.py).", -1, methods,
 };
 
 static int

@@ -4,7 +4,7 @@
  * _stage.py, _middleware.py and _sse.py, which stays the fallback and the
  * specification (tests compare the two). Everything it needs from Python
  * (the context variables, the error counter, the sink, the token check) is
- * handed over once by _native.py through setup().
+ * handed over once by _backend.py through setup().
  *
  * Never break the host: every function that the application calls catches
  * its own failures, reports them through internal_error() and carries on

@@ -7,9 +7,21 @@ sitecustomize module that this one shadows.
 import os
 import sys
 
+try:  # constants only: cheap, and perfkit's package is on PYTHONPATH beside this directory
+    from litellm_perfkit._wire._environment_variables import (
+        PERFKIT_PROMETHEUS_HOST,
+        PERFKIT_PROMETHEUS_PORT,
+        PERFKIT_ROLE,
+        PERFKIT_RUN,
+        PERFKIT_RUN_PID,
+    )
+except Exception as exc:  # only perfkit run puts this module on the path: a broken perfkit must not stop the host
+    sys.stderr.write(f"perfkit: bootstrap failed ({type(exc).__name__}: {exc}); running uninstrumented\n")
+    PERFKIT_RUN = PERFKIT_RUN_PID = PERFKIT_ROLE = PERFKIT_PROMETHEUS_PORT = PERFKIT_PROMETHEUS_HOST = ""
+
 
 def _perfkit_bootstrap() -> None:
-    if os.environ.get("PERFKIT_RUN") != "1" or os.environ.get("PERFKIT_ROLE") == "agent":
+    if not PERFKIT_RUN or os.environ.get(PERFKIT_RUN) != "1" or os.environ.get(PERFKIT_ROLE) == "agent":
         return
     try:
         from litellm_perfkit._litellm._autoload import install
@@ -21,13 +33,15 @@ def _perfkit_bootstrap() -> None:
 
 def _prometheus() -> None:
     """In the process perfkit run became: serve /metrics over every worker's snapshots (perfkit run --prometheus-port)."""
-    if os.environ.get("PERFKIT_RUN_PID") != str(os.getpid()) or not os.environ.get("PERFKIT_PROMETHEUS_PORT"):
+    if not PERFKIT_RUN_PID or os.environ.get(PERFKIT_RUN_PID) != str(os.getpid()):
+        return
+    if not os.environ.get(PERFKIT_PROMETHEUS_PORT):
         return
     try:
         from litellm_perfkit._export._prometheus import serve_prometheus
 
         serve_prometheus(
-            int(os.environ["PERFKIT_PROMETHEUS_PORT"]), os.environ.get("PERFKIT_PROMETHEUS_HOST") or "127.0.0.1"
+            int(os.environ[PERFKIT_PROMETHEUS_PORT]), os.environ.get(PERFKIT_PROMETHEUS_HOST) or "127.0.0.1"
         )
     except Exception as exc:  # the proxy starts without it
         sys.stderr.write(
@@ -40,7 +54,7 @@ def _hangup_stops() -> None:
     as SIGTERM does, gracefully, so the last spans are flushed, unless the
     command handles SIGHUP itself (uvicorn's multi-worker supervisor restarts
     its workers on it, and installs that handler later, over this one)."""
-    if os.environ.get("PERFKIT_RUN_PID") != str(os.getpid()):
+    if not PERFKIT_RUN_PID or os.environ.get(PERFKIT_RUN_PID) != str(os.getpid()):
         return
     import signal
 

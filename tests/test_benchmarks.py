@@ -1,0 +1,249 @@
+"""Every script in benchmarks/ runs at smoke size (seconds, not minutes) and
+prints its table: a stale flag, a renamed module or a private attribute that
+moved fails here, not when someone next tries to reproduce a figure.
+
+Each case runs one script as ``python -m benchmarks.NAME`` with small
+counts and checks the rows it printed, not only its exit code. The figures
+themselves mean nothing at this size and are not checked. Jaeger and the
+LiteLLM venv come from the cache, as for the other integration tests;
+mock_throughput and driver_throughput also need wrk (Debian's package), and
+fail saying so without it. All cases together use about 130 s of CPU.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# The suite's own settings (tests/conftest.py) are not the benchmarks': they
+# set their record rate themselves, and export on perfkit's default schedule.
+SUITE_ONLY = ("PERFKIT_RECORD_RATE", "OTEL_BSP_SCHEDULE_DELAY")
+
+
+def run(module: str, *args: str, env: dict[str, str] | None = None) -> str:
+    """``python -m benchmarks.MODULE ARGS`` from the repo root; its stdout, once it exited 0
+    without an internal error of perfkit's (how a private attribute that moved shows)."""
+    base = {k: v for k, v in os.environ.items() if k not in SUITE_ONLY}
+    command = [sys.executable, "-m", f"benchmarks.{module}", *args]
+    started = time.monotonic()
+    result = subprocess.run(command, cwd=ROOT, env={**base, **(env or {})}, capture_output=True, text=True, timeout=900)
+    took = time.monotonic() - started
+    said = f"{' '.join(command[2:])} ({took:.0f} s) exited {result.returncode}:\n{result.stderr[-4000:]}"
+    assert result.returncode == 0, said
+    assert "perfkit: internal error" not in result.stdout + result.stderr, said
+    return result.stdout
+
+
+def table(text: str, header: str) -> list[list[str]]:
+    """The body rows (cells) of the Markdown table whose header row starts with ``header``."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith(header)), None)
+    assert start is not None, f"no table starting {header!r} in:\n{text}"
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+    return rows
+
+
+def number(cell: str) -> float:
+    """The first number in a cell: ``12,645``, ``+1.5 [...]``, ``60.59 ms (...)``."""
+    match = re.search(r"[-+]?[\d,]*\.?\d+", cell)
+    assert match, cell
+    return float(match.group().replace(",", ""))
+
+
+def line(text: str, pattern: str) -> re.Match[str]:
+    match = re.search(pattern, text, re.MULTILINE)
+    assert match, f"no line matching {pattern!r} in:\n{text}"
+    return match
+
+
+# -- in-process: the middleware's own benchmarks ---------------------------------
+
+
+def stage_profile_overhead(tmp_path: Path) -> None:
+    out = run("stage_profile_overhead", "--requests", "200", "--repeats", "1")
+    rows = table(out, "| workload | per-stage profiling |")
+    variants = ("off", "off again", "on 5 ms", "on 1 ms")
+    assert [r[:2] for r in rows] == [[w, v] for w in ("json", "sse-20") for v in variants], out
+    assert all(number(r[2]) > 0 for r in rows), out
+
+
+def middleware_ablation(tmp_path: Path) -> None:
+    out = run("middleware_ablation", "--rounds", "5", "--batch", "10")
+    rows = table(out, "| variant | µs per request |")
+    names = ["bare", "perfkit", "no headers", "no stages", "raw receive", "python path"]
+    assert [r[0] for r in rows] == names, out
+    assert all(number(r[1]) > 0 for r in rows), out
+
+
+# -- real processes: Jaeger, valgrind, the mock and other load tools ---------------
+
+
+def middleware_overhead(tmp_path: Path) -> None:
+    out = run("middleware_overhead", "--rounds", "3", "--batch", "5", "--host-provider", "on")
+    rows = table(out, "| workload | variant |")
+    variants = [
+        "bare",
+        "perfkit-process",
+        "perfkit-thread",
+        "perfkit-noexport",
+        "perfkit-noexport-nosteps",
+        "perfkit-process-py",
+        "perfkit-noexport-py",
+        "perfkit-sdk",
+        "otel-asgi",
+        "otel-asgi-exclude",
+    ]
+    assert [r[:2] for r in rows] == [[w, v] for w in ("json", "sse-20") for v in variants], out
+    assert all(number(r[2]) > 0 for r in rows), out
+    # The threads that export (perfkit's in thread mode, OTel's) did work; the OTel rows compare with perfkit's.
+    assert all(number(r[4]) > 0 for r in rows if r[1] in ("perfkit-thread", "otel-asgi")), out
+    assert all(r[8] for r in rows if r[1].startswith("otel")), out
+
+
+def middleware_overhead_instructions(tmp_path: Path) -> None:
+    # The fewest valgrind runs (two sizes of two workloads): each takes about 10 s of CPU.
+    out = run("middleware_overhead", "--measure", "instructions", "--requests", "2", "--variants", "bare")
+    rows = table(out, "| workload | variant | instructions |")
+    assert [r[:2] for r in rows] == [["json", "bare"], ["sse-20", "bare"]], out
+    assert all(number(r[2]) > 0 for r in rows), out
+
+
+def mock_throughput(tmp_path: Path) -> None:
+    out = run("mock_throughput", "--duration", "1", "--repeats", "1")
+    rows = table(out, "| measurement | tool |")
+    assert [r[1] for r in rows] == ["wrk -c64", "wrk -c64", "asyncio client"], out
+    assert all(number(r[2]) > 0 for r in rows), out
+
+
+def driver_throughput(tmp_path: Path) -> None:
+    # Locust needs about a second to start its users: 2 s gives it requests to count.
+    out = run("driver_throughput", "--duration", "2", "--repeats", "1")
+    rows = table(out, "| tool | req/s |")
+    assert [r[0] for r in rows] == ["wrk", "perfkit load", "locust FastHttpUser", "locust + perfkit user"], out
+    assert all(number(r[1]) > 0 for r in rows), out
+    line(out, r"^Targets: perfkit >= 0\.4x wrk \(here [\d.]+x\), >= 2x Locust FastHttpUser \(here [\d.]+x\)$")
+
+
+# -- the real LiteLLM proxy ---------------------------------------------------------
+
+
+def litellm_overhead(tmp_path: Path) -> None:
+    # _gcprobe loaded into every proxy (--collector), capturing what each export agent reads.
+    served = tmp_path / "served"
+    out = run(
+        "litellm_overhead",
+        *("--pairs", "1", "--rounds", "1", "--warmup", "1", "--requests", "32", "--collector"),
+        env={"PERFKIT_BENCH_CAPTURE": str(served)},
+    )
+    assert number(line(out, r"^spans stored in Jaeger .*: (\d+)$").group(1)) > 0, out
+    rows = table(out, "| mode | CPU ms per request (worker) |")
+    assert [r[0] for r in rows] == ["plain", "perfkit-default"], out
+    assert all(number(r[3]) > 0 and number(r[4]) > 0 for r in rows), out
+    assert rows[1][5] and rows[1][6], out  # the ratios to plain
+    line(out, r"^- perfkit-default: [\d.]+$")
+    line(out, r"^- plain: [\d.]+ per 1000 requests, their pause [\d.]+ ms per request$")
+    # The records the agent read, replayed by agent_cost (its second documented source).
+    captured = sorted(tmp_path.glob("served.*"))
+    assert captured and all(f.stat().st_size > 0 for f in captured), captured
+    replayed = run("agent_cost", str(captured[0]), "--repeats", "1")
+    line(replayed, r"^served\.\d+: \d+ records in batches of 16, median of 1 passes: [\d.]+ us CPU per record")
+
+
+def litellm_gc_pauses(tmp_path: Path) -> None:
+    out = run("litellm_gc_pauses", "--duration", "2", "--warmup", "2", "--concurrency", "8")
+    count = line(out, r"^LiteLLM [\d.]+, 8 users, [\d.]+ req/s, (\d+) requests \(warm-up included\)$")
+    assert int(count.group(1)) > 0, out
+    for start in ("requests with a pause inside them: ", "requests with >= 100 ms of pause: ", "slowest 5%: "):
+        line(out, "^" + re.escape(start))
+    line(out, r"^pause time / summed request time: [\d.]+%$")
+
+
+def litellm_diff_profile(tmp_path: Path) -> None:
+    out = run("litellm_diff_profile", "--repeats", "1", "--duration", "1", "--warmup", "2", "--out", str(tmp_path))
+    line(out, r"^A [\d.]+ ms per request, B [\d.]+ ms per request")
+    rows = table(out, "| code | plain | perfkit | change |")
+    assert len(rows) >= 2 and rows[-1][0] == "all" and number(rows[-1][1]) > 0, out
+    # py-spy saw perfkit's frames on the perfkit side only.
+    folded = (tmp_path / "diff.folded").read_text()
+    assert "litellm_perfkit" in folded, folded[:2000]
+    assert (tmp_path / "plain-0.txt").stat().st_size > 0 and (tmp_path / "perfkit-0.txt").stat().st_size > 0
+
+
+def litellm_recording_cost(tmp_path: Path) -> None:
+    out = run("litellm_recording_cost", "--rounds", "3", "--warmup", "1", "--batch", "4")
+    line(
+        out, r"^json: passed through [\d.]+ ms CPU per request, recorded [\d.]+; recording adds -?[\d.]+ us per request"
+    )
+
+
+def litellm_recording_cost_against_plain(tmp_path: Path) -> None:
+    out = run(
+        "litellm_recording_cost",
+        *("--against-plain", "--modes", "passed", "--sets", "1", "--rounds", "2", "--warmup", "1", "--batch", "4"),
+    )
+    line(out, r"^json: set 1: plain [\d.]+ ms CPU per request, passed [\d.]+ \([\d.]+x, 95% interval ")
+    line(out, r"^json: median over 1 sets, against plain: passed [\d.]+x")
+
+
+def agent_cost(tmp_path: Path) -> None:
+    # Records a real proxy made, captured in-process (its first documented source).
+    run(
+        "litellm_recording_cost",
+        *("--rounds", "2", "--warmup", "1", "--batch", "4", "--capture", str(tmp_path / "records.bin")),
+    )
+    records = tmp_path / "records.json.bin"
+    out = run("agent_cost", str(records), "--repeats", "2", "--batch", "4")
+    parts = line(
+        out,
+        r"^records\.json\.bin: 8 records in batches of 4, median of 2 passes: [\d.]+ us CPU per record "
+        r"\(decode ([\d.]+), handle ([\d.]+), encode ([\d.]+), snapshot ([\d.]+)\)$",
+    )
+    assert all(float(part) > 0 for part in parts.groups()[:3]), out
+
+
+@dataclass(frozen=True)
+class Case:
+    script: str
+    check: Callable[[Path], None]
+    marks: tuple[pytest.MarkDecorator, ...] = ()
+
+
+REAL = (pytest.mark.integration,)
+LITELLM = (pytest.mark.integration, pytest.mark.litellm)
+CASES = [
+    Case("stage_profile_overhead", stage_profile_overhead),
+    Case("middleware_ablation", middleware_ablation),
+    Case("middleware_overhead", middleware_overhead, REAL),
+    Case("middleware_overhead", middleware_overhead_instructions, REAL),
+    Case("mock_throughput", mock_throughput, REAL),
+    Case("driver_throughput", driver_throughput, REAL),
+    Case("litellm_overhead", litellm_overhead, LITELLM),
+    Case("litellm_gc_pauses", litellm_gc_pauses, LITELLM),
+    Case("litellm_diff_profile", litellm_diff_profile, LITELLM),
+    Case("litellm_recording_cost", litellm_recording_cost, LITELLM),
+    Case("litellm_recording_cost", litellm_recording_cost_against_plain, LITELLM),
+    Case("agent_cost", agent_cost, LITELLM),
+]
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=c.marks, id=c.check.__name__) for c in CASES])
+def test_runs_at_smoke_size(case: Case, tmp_path: Path) -> None:
+    case.check(tmp_path)
+
+
+def test_every_script_has_a_case() -> None:
+    scripts = {p.stem for p in (ROOT / "benchmarks").glob("*.py") if not p.stem.startswith("_")}
+    assert scripts == {c.script for c in CASES}
