@@ -4,8 +4,9 @@
 runs its pure-Python path (litellm_perfkit/_core/_backend.py, docs/overhead.md).
 
 The accelerator's timeline layout is generated here from its one
-declaration, ``types.RequestRecord`` (``_core/_fields.py``), so the C struct
-and the Python timeline cannot drift apart.
+declaration, ``types.RequestRecord`` (``_core/_fields.py``), and its names for
+the span, the agent's frames and setup()'s hooks from ``_core/_layouts.py``,
+so C and Python cannot drift apart.
 """
 
 import importlib.util
@@ -50,7 +51,9 @@ class BuildWithFields(build_ext):
         types = _load("_perfkit_build_types", PACKAGE / "types.py")
         generated = Path(self.build_temp) / "generated"
         generated.mkdir(parents=True, exist_ok=True)
+        layouts = _load("_perfkit_build_layouts", PACKAGE / "_core" / "_layouts.py")
         (generated / "perfkit_fields.h").write_text(fields.c_header(fields.layout(types.RequestRecord)))
+        (generated / "perfkit_layouts.h").write_text(layouts.c_header())
         for extension in self.extensions:
             extension.include_dirs.append(str(generated))
         super().run()
@@ -66,6 +69,7 @@ setup(
                 "litellm_perfkit/_core/csrc/speedups.h",
                 "litellm_perfkit/types.py",
                 "litellm_perfkit/_core/_fields.py",
+                "litellm_perfkit/_core/_layouts.py",
             ],
             optional=True,
         )

@@ -106,17 +106,16 @@ def sampled_warning(spans: list[dict[str, Any]], trace_ids: set[str], floor: flo
     )
 
 
+Request = tuple[dict[str, Any], list[dict[str, Any]]]
+"""One request's server span and every span of its trace."""
+
+
 def stage_breakdown(spans: list[dict[str, Any]], trace_ids: set[str]) -> Breakdown:
     """Per-stage p50/p95 (inclusive, per request), share of the overhead, the
     remainder, the server-side overhead, and the fast-path attributes.
     Requests whose upstream perfkit could not measure are counted and left
     out: their overhead includes the provider's time."""
-    by_trace: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for span in spans:
-        if span["trace_id"] in trace_ids:
-            by_trace[span["trace_id"]].append(span)
-    servers = [next((s for s in group if s["kind"] == 2), None) for group in by_trace.values()]
-    joined = [(server, group) for server, group in zip(servers, by_trace.values()) if server is not None]
+    joined = _joined_requests(spans, trace_ids)
     unmeasured: Unmeasured = {
         "upstream": sum(1 for server, _ in joined if server["attrs"].get(Attr.UPSTREAM_UNMEASURED)),
         "auth": sum(1 for server, _ in joined if server["attrs"].get(Attr.AUTH_UNMEASURED)),
@@ -135,58 +134,21 @@ def stage_breakdown(spans: list[dict[str, Any]], trace_ids: set[str]) -> Breakdo
             "samples": {"server_overhead_ms": [], "stage_self_ms": {}, "stage_cpu_ms": {}},
         }
     n = len(requests)
-    durations: dict[str, list[float]] = defaultdict(list)
-    own: dict[str, float] = defaultdict(float)
-    own_per_request: dict[str, list[float]] = defaultdict(lambda: [0.0] * n)
     overhead = [server["attrs"].get(Attr.OVERHEAD_MS, 0.0) for server, _ in requests]
     remainder = [server["attrs"].get(Attr.UNATTRIBUTED_MS, 0.0) for server, _ in requests]
     gc_pause = [server["attrs"].get(Attr.GC_PAUSE_MS, 0.0) for server, _ in requests]
-    splits = [split for split in (_own_split(server, group) for server, group in requests) if split is not None]
-    split_requests = len(splits)
-    split_names = {name for own_parts, _ in splits for name in own_parts}
-    split_own = {
-        name: [sum(own_parts.get(name, _ZERO)[i] for own_parts, _ in splits) for i in range(3)] for name in split_names
-    }
-    split_remainder = [sum(outside[i] for _, outside in splits) for i in range(3)]
-    cpu_per_request = {name: [own_parts.get(name, _ZERO)[0] for own_parts, _ in splits] for name in split_names}
-    if splits:
-        cpu_per_request[OUTSIDE_STAGES] = [outside[0] for _, outside in splits]
-    for number, (_, group) in enumerate(requests):
-        per_request: dict[str, float] = defaultdict(float)
-        for span in group:
-            if span["kind"] != 1:
-                continue
-            per_request[span["name"]] += span["attrs"].get(Attr.STAGE_DURATION_MS, 0.0)
-            self_ms = span["attrs"].get(Attr.STAGE_SELF_MS, span["attrs"].get(Attr.STAGE_DURATION_MS, 0.0))
-            own[span["name"]] += self_ms
-            own_per_request[span["name"]][number] += self_ms
-        for name, value in per_request.items():
-            durations[name].append(value)
+    times = _StageTimes(requests)
+    splits = _Splits(requests)
     mean_overhead = sum(overhead) / n
-    stages: dict[str, BenchStage] = {}
-    for name, values in sorted(durations.items(), key=lambda item: -own[item[0]]):
-        upstream = name in UPSTREAM_STAGES
-        stages[name] = {
-            "p50_ms": round(percentile(values, 50), 4),
-            "p95_ms": round(percentile(values, 95), 4),
-            "mean_self_ms": round(own[name] / n, 4),
-            # The protocol work before the app and the work after the response are outside the request's overhead.
-            "share": None
-            if upstream or name in OUTSIDE_WALL_STAGES or not mean_overhead
-            else round(own[name] / n / mean_overhead, 4),
-            "requests": len(values),
-            "upstream": upstream,
-            **_split_means(split_own.get(name), split_requests),  # type: ignore[typeddict-item]
-        }
     first = requests[0][0]["attrs"]
     return {
         "joined_requests": n,
         "unmeasured": unmeasured,
-        "stages": stages,
+        "stages": _stage_rows(times, splits, n, mean_overhead),
         "remainder": {
             "mean_ms": round(sum(remainder) / n, 4),
             "share": round(sum(remainder) / n / mean_overhead, 4) if mean_overhead else None,
-            **_split_means(split_remainder if split_requests else None, split_requests),  # type: ignore[typeddict-item]
+            **_split_means(splits.remainder if splits.requests else None, splits.requests),  # type: ignore[typeddict-item]
         },
         # Collector pauses overlap the stages and the remainder: a share of the
         # overhead to read beside them, not one more row of the 100%.
@@ -207,10 +169,76 @@ def stage_breakdown(spans: list[dict[str, Any]], trace_ids: set[str]) -> Breakdo
         "workers_seen": len({server.get("pid") for server, _ in requests}),
         "samples": {
             "server_overhead_ms": [round(v, 4) for v in overhead],
-            "stage_self_ms": {name: [round(v, 4) for v in values] for name, values in own_per_request.items()},
-            "stage_cpu_ms": {name: [round(v, 4) for v in values] for name, values in cpu_per_request.items()},
+            "stage_self_ms": {name: [round(v, 4) for v in values] for name, values in times.own_per_request.items()},
+            "stage_cpu_ms": {name: [round(v, 4) for v in values] for name, values in splits.cpu_per_request.items()},
         },
     }
+
+
+def _joined_requests(spans: list[dict[str, Any]], trace_ids: set[str]) -> list[Request]:
+    """The requests sent (``trace_ids``) whose server span came back, each with its trace's spans."""
+    by_trace: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for span in spans:
+        if span["trace_id"] in trace_ids:
+            by_trace[span["trace_id"]].append(span)
+    servers = [next((s for s in group if s["kind"] == 2), None) for group in by_trace.values()]
+    return [(server, group) for server, group in zip(servers, by_trace.values()) if server is not None]
+
+
+class _StageTimes:
+    """Per stage name: its inclusive time in each request that has it, and its own (self) time."""
+
+    def __init__(self, requests: list[Request]) -> None:
+        n = len(requests)
+        self.durations: dict[str, list[float]] = defaultdict(list)
+        self.own: dict[str, float] = defaultdict(float)
+        self.own_per_request: dict[str, list[float]] = defaultdict(lambda: [0.0] * n)
+        for number, (_, group) in enumerate(requests):
+            per_request: dict[str, float] = defaultdict(float)
+            for span in group:
+                if span["kind"] != 1:
+                    continue
+                per_request[span["name"]] += span["attrs"].get(Attr.STAGE_DURATION_MS, 0.0)
+                self_ms = span["attrs"].get(Attr.STAGE_SELF_MS, span["attrs"].get(Attr.STAGE_DURATION_MS, 0.0))
+                self.own[span["name"]] += self_ms
+                self.own_per_request[span["name"]][number] += self_ms
+            for name, value in per_request.items():
+                self.durations[name].append(value)
+
+
+class _Splits:
+    """The CPU, queueing and I/O wait of the requests that carry a split (step
+    accounting): summed per stage name and outside every stage, and the CPU per request."""
+
+    def __init__(self, requests: list[Request]) -> None:
+        splits = [split for split in (_own_split(server, group) for server, group in requests) if split is not None]
+        self.requests = len(splits)
+        names = {name for own_parts, _ in splits for name in own_parts}
+        self.own = {name: [sum(own.get(name, _ZERO)[i] for own, _ in splits) for i in range(3)] for name in names}
+        self.remainder = [sum(outside[i] for _, outside in splits) for i in range(3)]
+        self.cpu_per_request = {name: [own.get(name, _ZERO)[0] for own, _ in splits] for name in names}
+        if splits:
+            self.cpu_per_request[OUTSIDE_STAGES] = [outside[0] for _, outside in splits]
+
+
+def _stage_rows(times: _StageTimes, splits: _Splits, n: int, mean_overhead: float) -> dict[str, BenchStage]:
+    """One row per stage, the stages with the most own time first."""
+    stages: dict[str, BenchStage] = {}
+    for name, values in sorted(times.durations.items(), key=lambda item: -times.own[item[0]]):
+        upstream = name in UPSTREAM_STAGES
+        stages[name] = {
+            "p50_ms": round(percentile(values, 50), 4),
+            "p95_ms": round(percentile(values, 95), 4),
+            "mean_self_ms": round(times.own[name] / n, 4),
+            # The protocol work before the app and the work after the response are outside the request's overhead.
+            "share": None
+            if upstream or name in OUTSIDE_WALL_STAGES or not mean_overhead
+            else round(times.own[name] / n / mean_overhead, 4),
+            "requests": len(values),
+            "upstream": upstream,
+            **_split_means(splits.own.get(name), splits.requests),  # type: ignore[typeddict-item]
+        }
+    return stages
 
 
 _SPLIT_KEYS = (Attr.STAGE_CPU_MS, Attr.STAGE_QUEUE_MS, Attr.STAGE_IO_MS)

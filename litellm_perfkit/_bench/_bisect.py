@@ -285,113 +285,158 @@ def bisect(
     clock: Callable[[], float] = time.monotonic,
 ) -> BisectResult:
     """Find every release in ``versions`` (ordered, good end first) where the metric moved."""
+    deadline = None if budget_s is None else _Deadline(budget_s, clock)
     stats = Bisection(journal, min_change)
-    started = clock()
-    out_of_time = False
+    return _Search(versions, measure, journal, stats, min_samples, max_samples, say, deadline).run()
 
-    def left_s() -> float | None:
-        return None if budget_s is None else budget_s - (clock() - started)
 
-    def ensure(version: str, samples: int) -> bool:
-        """At least ``samples`` samples of ``version``; False when the budget ran out first."""
-        nonlocal out_of_time
-        while len(stats.values(version)) < samples:
-            left = left_s()
-            if left is not None and left <= 0:
-                out_of_time = True
-                return False
-            say(
-                f"measuring {version} (sample {len(stats.values(version)) + 1})"
-                + ("" if left is None else f", {left / 60:.1f} min of the budget left")
-            )
-            journal.add(version, measure(version))
-        return True
+@dataclass
+class _Deadline:
+    """The search's budget, on its clock."""
 
-    def differ(lower: str, upper: str) -> bool | None:
-        """Whether the two ends of a range differ, measured again while unclear; None when out of time."""
-        if not (ensure(lower, min_samples) and ensure(upper, min_samples)):
-            return None
-        while (
-            not stats.separated(lower, upper) and min(len(stats.values(lower)), len(stats.values(upper))) < max_samples
-        ):
-            fewer = lower if len(stats.values(lower)) <= len(stats.values(upper)) else upper
-            if not ensure(fewer, len(stats.values(fewer)) + 1):
-                return None
-        return stats.separated(lower, upper)
+    budget_s: float
+    clock: Callable[[], float]
+    started: float = field(init=False)
 
-    def pick_middle(low: int, high: int) -> int | None:
-        """The release nearest the middle that can be measured (-1: out of time; None: none can)."""
-        say(f"between {versions[low]} and {versions[high]}: {high - low - 1} release(s) left")
-        for index in sorted(range(low + 1, high), key=lambda i: abs(2 * i - low - high)):
-            version = versions[index]
-            if version in journal.unavailable:
-                continue
-            try:
-                return index if ensure(version, min_samples) else -1
-            except Unavailable as exc:
-                say(f"{version} cannot be measured, going around it: {exc}")
-                journal.unavailable[version] = str(exc)
-                journal.save()
-        return None
+    def __post_init__(self) -> None:
+        self.started = self.clock()
 
-    found: list[tuple[str, str]] = []
-    unresolved: list[tuple[str, str, int]] = []
-    outcome: dict[tuple[int, int], bool | None] = {}
-    split_at: dict[tuple[int, int], int] = {}
-    work: list[tuple[int, int]] = [(0, len(versions) - 1)]
-    while work:
-        low, high = work.pop()
-        lower, upper = versions[low], versions[high]
-        moved = None if out_of_time else differ(lower, upper)
-        outcome[(low, high)] = moved
+    def left_s(self) -> float:
+        return self.budget_s - (self.clock() - self.started)
+
+
+_OUT_OF_TIME = -1  # _Search.pick_middle: the budget ran out before a middle was measured
+
+
+@dataclass
+class _Search:
+    """One run of ``bisect``: a stack of ranges (indexes into ``versions``),
+    each searched by measuring its ends, and what the search found so far."""
+
+    versions: list[str]
+    measure: Callable[[str], Sample]
+    journal: Journal
+    stats: Bisection
+    min_samples: int
+    max_samples: int
+    say: Callable[[str], None]
+    deadline: _Deadline | None
+    out_of_time: bool = False
+    found: list[tuple[str, str]] = field(default_factory=list)  # (the release before, the one where it moved)
+    unresolved: list[tuple[str, str, int]] = field(default_factory=list)  # as BisectResult's
+    outcome: dict[tuple[int, int], bool | None] = field(default_factory=dict)  # a range's ends differ (None: unknown)
+    split_at: dict[tuple[int, int], int] = field(default_factory=dict)  # a range searched in halves: its middle
+
+    def run(self) -> BisectResult:
+        work: list[tuple[int, int]] = [(0, len(self.versions) - 1)]
+        while work:
+            work += self.search(*work.pop())
+        result = self.result()
+        self.journal.result = result
+        self.journal.save()
+        return result
+
+    def search(self, low: int, high: int) -> list[tuple[int, int]]:
+        """Search one range: the halves still to search (none when its ends are alike, or it is settled)."""
+        lower, upper = self.versions[low], self.versions[high]
+        moved = None if self.out_of_time else self.differ(lower, upper)
+        self.outcome[(low, high)] = moved
         if moved is None:
-            unresolved.append((lower, upper, high - low - 1))
-            continue
+            self.unresolved.append((lower, upper, high - low - 1))
+            return []
         if not moved:
-            continue  # no change here beyond the noise
-        middle = None if high == low + 1 else pick_middle(low, high)
-        if middle == -1:
-            unresolved.append((lower, upper, high - low - 1))
+            return []  # no change here beyond the noise
+        middle = None if high == low + 1 else self.pick_middle(low, high)
+        if middle == _OUT_OF_TIME:
+            self.unresolved.append((lower, upper, high - low - 1))
         elif middle is None:  # next to each other, or only releases that do not install between them
-            # A release named is confirmed with one more sample of each side.
-            confirm = min_samples + 1
-            if not (ensure(lower, confirm) and ensure(upper, confirm)):
-                unresolved.append((lower, upper, high - low - 1))
-            elif stats.separated(lower, upper):
-                found.append((lower, upper))
+            self.name_release(lower, upper, high - low - 1)
         else:
             # Both halves: each is searched only if its own ends differ, so a
             # regression in several steps is found step by step, and a half
             # whose ends are alike costs what it takes to show that.
-            split_at[(low, high)] = middle
-            work += [(middle, high), (low, middle)]
-    # Sized with every sample taken, also those taken after the release was named.
-    changes = [stats.change(lower, upper) for lower, upper in sorted(found, key=lambda pair: versions.index(pair[1]))]
-    measured = {
-        v: (round(stats.mean(v), 4), round(stats.half_width(v), 4), len(stats.values(v)))
-        for v in versions
-        if stats.values(v)
-    }
-    drifts: list[Drift] = []
-    for (low, high), middle in sorted(split_at.items()):
-        if outcome.get((low, middle)) is False and outcome.get((middle, high)) is False:
-            moved_by = stats.change(versions[low], versions[high])
-            drifts.append(
-                {
-                    "lower": versions[low],
-                    "upper": versions[high],
-                    "size": moved_by["size"],
-                    "interval": moved_by["interval"],
-                }
+            self.split_at[(low, high)] = middle
+            return [(middle, high), (low, middle)]
+        return []
+
+    def name_release(self, lower: str, upper: str, between: int) -> None:
+        """A release named is confirmed with one more sample of each side."""
+        confirm = self.min_samples + 1
+        if not (self.ensure(lower, confirm) and self.ensure(upper, confirm)):
+            self.unresolved.append((lower, upper, between))
+        elif self.stats.separated(lower, upper):
+            self.found.append((lower, upper))
+
+    def ensure(self, version: str, samples: int) -> bool:
+        """At least ``samples`` samples of ``version``; False when the budget ran out first."""
+        while len(self.stats.values(version)) < samples:
+            left = None if self.deadline is None else self.deadline.left_s()
+            if left is not None and left <= 0:
+                self.out_of_time = True
+                return False
+            self.say(
+                f"measuring {version} (sample {len(self.stats.values(version)) + 1})"
+                + ("" if left is None else f", {left / 60:.1f} min of the budget left")
             )
-    result: BisectResult = {
-        "changes": changes,
-        "drifts": drifts,
-        "unresolved": unresolved,
-        "measured": measured,
-        "complete": not unresolved,
-        "unavailable": dict(journal.unavailable),
-    }
-    journal.result = result
-    journal.save()
-    return result
+            self.journal.add(version, self.measure(version))
+        return True
+
+    def differ(self, lower: str, upper: str) -> bool | None:
+        """Whether the two ends of a range differ, measured again while unclear; None when out of time."""
+        if not (self.ensure(lower, self.min_samples) and self.ensure(upper, self.min_samples)):
+            return None
+        values = self.stats.values
+        while not self.stats.separated(lower, upper) and min(len(values(lower)), len(values(upper))) < self.max_samples:
+            fewer = lower if len(values(lower)) <= len(values(upper)) else upper
+            if not self.ensure(fewer, len(values(fewer)) + 1):
+                return None
+        return self.stats.separated(lower, upper)
+
+    def pick_middle(self, low: int, high: int) -> int | None:
+        """The release nearest the middle that can be measured (_OUT_OF_TIME; None: none can)."""
+        versions = self.versions
+        self.say(f"between {versions[low]} and {versions[high]}: {high - low - 1} release(s) left")
+        for index in sorted(range(low + 1, high), key=lambda i: abs(2 * i - low - high)):
+            version = versions[index]
+            if version in self.journal.unavailable:
+                continue
+            try:
+                return index if self.ensure(version, self.min_samples) else _OUT_OF_TIME
+            except Unavailable as exc:
+                self.say(f"{version} cannot be measured, going around it: {exc}")
+                self.journal.unavailable[version] = str(exc)
+                self.journal.save()
+        return None
+
+    def result(self) -> BisectResult:
+        stats, versions = self.stats, self.versions
+        # Sized with every sample taken, also those taken after the release was named.
+        found = sorted(self.found, key=lambda pair: versions.index(pair[1]))
+        return {
+            "changes": [stats.change(lower, upper) for lower, upper in found],
+            "drifts": self.drifts(),
+            "unresolved": self.unresolved,
+            "measured": {
+                v: (round(stats.mean(v), 4), round(stats.half_width(v), 4), len(stats.values(v)))
+                for v in versions
+                if stats.values(v)
+            },
+            "complete": not self.unresolved,
+            "unavailable": dict(self.journal.unavailable),
+        }
+
+    def drifts(self) -> list[Drift]:
+        """Ranges whose ends differ though neither half's do."""
+        drifts: list[Drift] = []
+        for (low, high), middle in sorted(self.split_at.items()):
+            if self.outcome.get((low, middle)) is False and self.outcome.get((middle, high)) is False:
+                moved_by = self.stats.change(self.versions[low], self.versions[high])
+                drifts.append(
+                    {
+                        "lower": self.versions[low],
+                        "upper": self.versions[high],
+                        "size": moved_by["size"],
+                        "interval": moved_by["interval"],
+                    }
+                )
+        return drifts

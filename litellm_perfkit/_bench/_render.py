@@ -37,11 +37,31 @@ def unmeasured_warning(unmeasured: Unmeasured, joined: int) -> str | None:
 
 
 def _run(run: BenchRun) -> list[str]:
-    ns, st = run["nonstream"], run["stream"]
-    lat = ns["latency_ms"]
     lines = [
         f"== {run['target']} ({run['workers']} worker(s), LiteLLM {run.get('litellm_version') or '?'}, {run['repeats']} repeat(s))",
         "",
+        *_metric_table(run),
+        *_stage_table(run),
+    ]
+    unmeasured = run.get("unmeasured")
+    warning = unmeasured and unmeasured_warning(unmeasured, run["joined_requests"] + unmeasured["upstream"])
+    if warning:
+        lines += ["", warning]
+    fast = run.get("fast_paths") or {}
+    if fast:
+        lines += [
+            "",
+            "fast paths: "
+            + ", ".join(f"{k}={v}" for k, v in fast.items() if k not in ("version", "table", "callbacks")),
+        ]
+    return lines
+
+
+def _metric_table(run: BenchRun) -> list[str]:
+    """The client's figures, the load driver's and the proxy's."""
+    ns, st = run["nonstream"], run["stream"]
+    lat = ns["latency_ms"]
+    lines = [
         "| metric | value |",
         "|---|---|",
         f"| non-streaming RPS | {ns['rps']:.1f} (spread {run['spread']['rps']['min']:.1f}-{run['spread']['rps']['max']:.1f}) |",
@@ -85,6 +105,12 @@ def _run(run: BenchRun) -> list[str]:
         )
     if ns["errors"] or st["errors"]:
         lines.append(f"| errors | {ns['errors']} non-streaming, {st['errors']} streaming |")
+    return lines
+
+
+def _stage_table(run: BenchRun) -> list[str]:
+    """Where the server-side overhead went, stage by stage, and the CPU table."""
+    lines: list[str] = []
     stages, remainder, overhead = run["stages"], run["remainder"], run["server_overhead_ms"]
     if stages and remainder and overhead:
         lines += [
@@ -118,17 +144,6 @@ def _run(run: BenchRun) -> list[str]:
             ]
     else:
         lines += ["", "no per-stage data: the gateway exported no spans to perfkit"]
-    unmeasured = run.get("unmeasured")
-    warning = unmeasured and unmeasured_warning(unmeasured, run["joined_requests"] + unmeasured["upstream"])
-    if warning:
-        lines += ["", warning]
-    fast = run.get("fast_paths") or {}
-    if fast:
-        lines += [
-            "",
-            "fast paths: "
-            + ", ".join(f"{k}={v}" for k, v in fast.items() if k not in ("version", "table", "callbacks")),
-        ]
     return lines
 
 

@@ -33,7 +33,7 @@ from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
 from .._wire._names import AFTER_RESPONSE_STAGE, AFTER_RESPONSE_THREAD_STAGE
-from ._fields import GENERATOR, THREAD_CALL
+from ._fields import THREAD_CALL, GeneratorEntry
 from ._guard import internal_error
 
 if TYPE_CHECKING:
@@ -77,7 +77,6 @@ class _Held:
         self.done = TaskDone(timeline)
 
 
-_INTERVALS = GENERATOR.index("intervals")
 _CALL_PARENT = THREAD_CALL.index("parent")
 
 _held: dict[int, _Held] = {}
@@ -203,7 +202,7 @@ def _finish(held: _Held) -> None:
             timeline.finished.append((index, AFTER_RESPONSE_STAGE, timeline.end_ns, perf_counter_ns(), -1))
             timeline.next_index += 1
             if threads is not None:  # its calls ran inside this stage: its children
-                calls, size = threads[_INTERVALS], len(THREAD_CALL)
+                calls, size = threads[GeneratorEntry.INTERVALS], len(THREAD_CALL)
                 calls[_CALL_PARENT::size] = [index] * (len(calls) // size)
     except Exception as exc:
         internal_error("after.finish", exc)

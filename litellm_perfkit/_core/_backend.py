@@ -32,6 +32,7 @@ from ._fields import layout
 from ._gcwatch import WATCH
 from ._guard import internal_error, warn_once
 from ._hosttrace import HOST_TRACING
+from ._layouts import Span
 from ._middleware import PerfkitMiddleware, _PyExchange
 from ._stage import Stage, _PyStage
 from ._steps import MAX_STEPS, PYTHON_STEPS, STEP_SIZE, StepAccounting
@@ -62,7 +63,7 @@ def _load_speedups() -> ModuleType | None:
     if _speedups is not None:
         return _speedups
     try:
-        from . import _speedups as module  # type: ignore[attr-defined,unused-ignore]
+        from . import _speedups as module
     except ImportError:  # built without a C compiler
         return None
     module.setup(
@@ -88,6 +89,7 @@ def _load_speedups() -> ModuleType | None:
         claim=_after.claim,
         hold=_after.hold,
         release=_after.release,
+        span_type=Span,
     )
     # The C task factory makes a StepClock the task's coroutine (no native
     # coroutine around it): asyncio.Task takes a registered Coroutine.

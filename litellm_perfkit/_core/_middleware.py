@@ -22,6 +22,7 @@ from .._wire._names import (
 from ..types import ASGIApp, AttributeValue, HeaderMode, Message, Receive, RecordRate, Scope, Send, StepMode
 from . import _sink
 from ._collector import closed_by_collector
+from ._fields import GeneratorEntry
 from ._gcwatch import WATCH as _GC
 from ._gcwatch import install as watch_gc
 from ._guard import internal_error
@@ -312,8 +313,8 @@ class _PyExchange:
             parts.append(f"{prefixes.get(name) or entry_prefix(name)}{us // 1000}{thousandths[us % 1000]}")
         for name, entry in timeline.generators.items():
             if name in upstream_names:  # waits summed over the request (e.g. for the upstream's body)
-                upstream += entry[4]
-            parts.append(server_timing_entry(name, entry[4]))
+                upstream += entry[GeneratorEntry.SELF_NS]
+            parts.append(server_timing_entry(name, entry[GeneratorEntry.SELF_NS]))
         paused = _GC.total_ns - timeline.gc_pause_ns
         if paused:
             parts.append(server_timing_entry("gc", paused))

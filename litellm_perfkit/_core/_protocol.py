@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._wire._names import PROTOCOL_STAGE
 from ._context import PROTOCOL_WORK
-from ._fields import GENERATOR
+from ._fields import GeneratorEntry
 from ._guard import internal_error
 
 if TYPE_CHECKING:
@@ -34,9 +34,6 @@ if TYPE_CHECKING:
 
 __all__ = ["adopt", "parsing"]
 
-_INDEX, _FIRST, _LAST, _SELF, _ITEMS, _CALLS = (
-    GENERATOR.index(f) for f in ("index", "first_ns", "last_ns", "self_ns", "items", "intervals")
-)
 # On the protocol object: (the request it is parsing, that request's stage).
 _HELD = "_perfkit_protocol_work"
 
@@ -48,7 +45,7 @@ def parsing(function: Callable[[Any, Any], Any], request_of: RequestOf) -> Calla
     """``function``, a protocol's data callback, timed into the ``protocol`` stage of the request it parses."""
 
     def data_received(protocol: Any, data: Any) -> Any:
-        # A generator entry (_fields.GENERATOR) without its index: the middleware gives it one.
+        # A generator entry (in GeneratorEntry's order) without its index: the middleware gives it one.
         work: list[Any] = [-1, 0, 0, -1, 0, 0, "thread", []]
         try:
             before = request_of(protocol)
@@ -80,21 +77,21 @@ def _fold(protocol: Any, request: object, before: object, work: list[Any], start
         if held is None or held[0] is not request:
             return
         work = held[1]
-    if not work[_ITEMS]:
-        work[_FIRST] = start
-    work[_LAST] = end
-    work[_SELF] += end - start
-    work[_ITEMS] += 1
-    work[_CALLS] += (start, end, end - start, -1)
+    if not work[GeneratorEntry.ITEMS]:
+        work[GeneratorEntry.FIRST_NS] = start
+    work[GeneratorEntry.LAST_NS] = end
+    work[GeneratorEntry.SELF_NS] += end - start
+    work[GeneratorEntry.ITEMS] += 1
+    work[GeneratorEntry.INTERVALS] += (start, end, end - start, -1)
 
 
 def adopt(timeline: Timeline) -> None:
     """The protocol work of the request this task serves becomes its stage ``protocol`` (the middleware, at the request's start)."""
     work = PROTOCOL_WORK.get()
-    if work is None or work[_INDEX] >= 0 or not work[_ITEMS]:
+    if work is None or work[GeneratorEntry.INDEX] >= 0 or not work[GeneratorEntry.ITEMS]:
         return  # no protocol callback is timed, or a request served twice (an app calling itself)
     try:
-        work[_INDEX] = timeline.next_index
+        work[GeneratorEntry.INDEX] = timeline.next_index
         timeline.next_index += 1
         timeline.generators[PROTOCOL_STAGE] = work
     except Exception as exc:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from .._wire._names import AFTER_RESPONSE_THREAD_STAGE, THREAD_STAGE
 from ._after import hold, release
 from ._context import OPEN_STAGE, TIMELINE
+from ._fields import GeneratorEntry
 from ._guard import internal_error
 
 if TYPE_CHECKING:
@@ -71,7 +72,7 @@ def _record(timeline: Timeline, name: str, parent: int, start: int, end: int, cp
         if entry is None:
             # Each call keeps its own parent (THREAD_CALL): calls under different
             # stages become one stage each when the record is decoded.
-            timeline.generators[name] = [
+            timeline.generators[name] = [  # in GeneratorEntry's order
                 timeline.next_index,
                 start,
                 end,
@@ -83,10 +84,11 @@ def _record(timeline: Timeline, name: str, parent: int, start: int, end: int, cp
             ]
             timeline.next_index += 1
         else:
-            entry[1], entry[2] = min(entry[1], start), max(entry[2], end)
-            entry[4] += cpu
-            entry[5] += 1
-            entry[7] += (start, end, cpu, parent)
+            entry[GeneratorEntry.FIRST_NS] = min(entry[GeneratorEntry.FIRST_NS], start)
+            entry[GeneratorEntry.LAST_NS] = max(entry[GeneratorEntry.LAST_NS], end)
+            entry[GeneratorEntry.SELF_NS] += cpu
+            entry[GeneratorEntry.ITEMS] += 1
+            entry[GeneratorEntry.INTERVALS] += (start, end, cpu, parent)
     except Exception as exc:
         internal_error("threads.record", exc)
     release(timeline)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..types import RequestRecord, StageKind, StageRecord
 from ._context import OPEN_STAGE, TIMELINE
-from ._fields import CONSTRUCTOR, SUM_CALL, THREAD_CALL, layout
+from ._fields import CONSTRUCTOR, SUM_CALL, THREAD_CALL, GeneratorEntry, layout
 
 __all__ = ["LAYOUT", "Timeline", "current_timeline", "decode", "stage_records", "OPEN_STAGE", "TIMELINE"]
 
@@ -86,7 +86,7 @@ class Timeline(_TimelineFields):
         self, name: str, first_ns: int, self_ns: int, items: int, kind: StageKind = "generator"
     ) -> None:
         """Fold one run of an async generator's own time (or one call of a
-        ``sum`` stage) into its stage (a list of _fields.GENERATOR)."""
+        ``sum`` stage) into its stage (a list, by GeneratorEntry's positions)."""
         now = perf_counter_ns()
         enclosing = OPEN_STAGE.get()
         parent = -1 if enclosing is None else enclosing.index
@@ -95,7 +95,7 @@ class Timeline(_TimelineFields):
             # A sum stage's calls each keep their parent (SUM_CALL): calls under
             # different stages become one stage each when the record is decoded.
             # A call's end is its start and duration as the caller measured them, so its intervals add up to self_ns.
-            self.generators[name] = [
+            self.generators[name] = [  # in GeneratorEntry's order
                 self.next_index,
                 first_ns,
                 now,
@@ -107,11 +107,11 @@ class Timeline(_TimelineFields):
             ]
             self.next_index += 1
         else:
-            entry[2] = now
-            entry[4] += self_ns
-            entry[5] += items
+            entry[GeneratorEntry.LAST_NS] = now
+            entry[GeneratorEntry.SELF_NS] += self_ns
+            entry[GeneratorEntry.ITEMS] += items
             if kind == "sum":
-                entry[7] += (first_ns, first_ns + self_ns, parent)
+                entry[GeneratorEntry.INTERVALS] += (first_ns, first_ns + self_ns, parent)
 
     # -- export side --------------------------------------------------------
     def encode(self) -> bytes:

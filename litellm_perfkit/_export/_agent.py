@@ -1,8 +1,8 @@
 """The export agent: a child process that turns timelines into spans and metrics.
 
-Started by a ``process``-mode Pipeline. It reads frames from stdin (a kind
-byte, a 4-byte little-endian length, a payload: for a batch, the anchor, the
-app's drop count and ``Timeline.encode`` records, decoded into ``RequestRecord``; see _pipeline), and writes one JSON
+Started by a ``process``-mode Pipeline. It reads frames from stdin (declared in
+_core/_layouts.py: a kind, a length, a payload; for a batch, the anchor, the
+app's drop count and ``Timeline.encode`` records, decoded into ``RequestRecord``), and writes one JSON
 stats line to stdout per flush and at exit. EOF on stdin means: flush, export
 metrics, exit. If its parent dies, stdin closes, so the agent never outlives it.
 """
@@ -17,10 +17,11 @@ from typing import Literal
 
 import orjson
 
+from .._core._layouts import FRAME_HEAD, UNRECORDED_COUNT, FrameKind
 from .._core._timeline import decode
 from .._wire._environment_variables import PERFKIT_AGENT_SETTINGS
 from ._metrics import REQUESTS_DROPPED_COUNTER, UNRECORDED_COUNTER
-from ._pipeline import FRAME_BATCH, FRAME_FLUSH, FRAME_UNRECORDED, Processor, read_batch
+from ._pipeline import Processor, read_batch
 from ._settings import ExportSettings
 
 
@@ -46,14 +47,15 @@ class _Frames:
 
     def next(self, timeout_s: float | None) -> tuple[bytes, bytes] | None | Literal[False]:
         """(kind, payload) of the next frame; None if none began within ``timeout_s``; False at EOF."""
-        filled = self._fill(5, timeout_s)
+        head = FRAME_HEAD.size
+        filled = self._fill(head, timeout_s)
         if not filled:
             return filled
-        length = int.from_bytes(self._buffer[1:5], "little")
-        if not self._fill(5 + length, None):
+        kind, length = FRAME_HEAD.unpack_from(self._buffer)
+        if not self._fill(head + length, None):
             return False
-        kind, payload = bytes(self._buffer[:1]), bytes(self._buffer[5 : 5 + length])
-        del self._buffer[: 5 + length]
+        payload = bytes(self._buffer[head : head + length])
+        del self._buffer[: head + length]
         return kind, payload
 
 
@@ -84,7 +86,7 @@ def main() -> int:
             processor.export_metrics()
             continue
         kind, payload = frame
-        if kind == FRAME_BATCH:
+        if kind == FrameKind.BATCH:
             anchor, parent_dropped, records = read_batch(payload)
             counters = processor.metrics.counters
             counters[REQUESTS_DROPPED_COUNTER] = max(counters[REQUESTS_DROPPED_COUNTER], parent_dropped)
@@ -92,9 +94,9 @@ def main() -> int:
                 processor.handle(decode(encoded), anchor)
             processor.flush_spans()
             processor.export_metrics()
-        elif kind == FRAME_UNRECORDED:
-            processor.metrics.counters[UNRECORDED_COUNTER] = int.from_bytes(payload, "little")
-        elif kind == FRAME_FLUSH:
+        elif kind == FrameKind.UNRECORDED:
+            (processor.metrics.counters[UNRECORDED_COUNTER],) = UNRECORDED_COUNT.unpack(payload)
+        elif kind == FrameKind.FLUSH:
             processor.flush_spans()
             processor.export_metrics(force=True)
             report()

@@ -40,6 +40,7 @@ except ImportError:  # not on Windows
 
 from .._core._backend import ACTIVE, Backend
 from .._core._guard import internal_error, logger, warn_once
+from .._core._layouts import BATCH_HEAD, FRAME_HEAD, RECORD_HEAD, UNRECORDED_COUNT, FrameKind
 from .._core._sampling import UNRECORDED
 from .._core._sink import set_sink
 from .._core._timeline import Timeline
@@ -52,43 +53,35 @@ from ._settings import ExportSettings
 from ._spans import Sampler, Span, record_to_spans, trace_context
 from ._transport import Exporter, make_exporter
 
-__all__ = ["Pipeline", "Processor", "RecordListener", "FRAME_BATCH", "FRAME_FLUSH", "FRAME_UNRECORDED", "read_batch"]
+__all__ = ["Pipeline", "Processor", "RecordListener", "batch_frame", "read_batch"]
 
 # Records handled between voluntary GIL releases, so the export thread never
 # holds the interpreter for long while requests wait.
 _SLICE = 32
 _PIPE_BYTES = 1 << 20  # Linux's default pipe-max-size for unprivileged processes
 _RECORD_BYTES = 2048  # the hand-off holds max_queue records of this size on average
-# Frames to the agent: a kind byte, a u32 length, the payload (little-endian).
-# A batch's payload: the anchor (i64), the app's drop count (u64), and each
-# record as a u32 length and its Timeline.encode bytes (as _speedups.Handoff).
-FRAME_BATCH = b"B"
-FRAME_FLUSH = b"F"
-# The requests passed through unrecorded so far (u64), sent when it changed.
-FRAME_UNRECORDED = b"U"
 
 FlushPoint = Literal["handed_off", "exported"]
 
 
 def batch_frame(anchor: int, dropped: int, records: list[bytes]) -> bytes:
     """A batch frame from encoded records (the path without the C hand-off)."""
-    parts = [anchor.to_bytes(8, "little", signed=True), dropped.to_bytes(8, "little")]
+    parts = [BATCH_HEAD.pack(anchor, dropped)]
     for record in records:
-        parts += (len(record).to_bytes(4, "little"), record)
+        parts += (RECORD_HEAD.pack(len(record)), record)
     payload = b"".join(parts)
-    return FRAME_BATCH + len(payload).to_bytes(4, "little") + payload
+    return FRAME_HEAD.pack(FrameKind.BATCH, len(payload)) + payload
 
 
 def read_batch(payload: bytes) -> tuple[int, int, list[bytes]]:
     """(anchor, the app's drop count, records) of a batch frame's payload."""
     view = memoryview(payload)
-    anchor = int.from_bytes(view[:8], "little", signed=True)
-    dropped = int.from_bytes(view[8:16], "little")
-    records, at = [], 16
+    anchor, dropped = BATCH_HEAD.unpack_from(view)
+    records, at, head = [], BATCH_HEAD.size, RECORD_HEAD.size
     while at < len(view):
-        size = int.from_bytes(view[at : at + 4], "little")
-        records.append(bytes(view[at + 4 : at + 4 + size]))
-        at += 4 + size
+        (size,) = RECORD_HEAD.unpack_from(view, at)
+        records.append(bytes(view[at + head : at + head + size]))
+        at += head + size
     return anchor, dropped, records
 
 
@@ -213,7 +206,7 @@ class _Agent:
         self.last_stats: dict[str, int] = {}
 
     def send(self, kind: bytes, payload: bytes) -> None:
-        self.send_frame(kind + len(payload).to_bytes(4, "little") + payload)
+        self.send_frame(FRAME_HEAD.pack(kind, len(payload)) + payload)
 
     def send_frame(self, frame: bytes) -> None:
         self._stdin.write(frame)
@@ -224,7 +217,7 @@ class _Agent:
         return self._stdin.fileno()
 
     def flush(self) -> dict[str, int]:
-        self.send(FRAME_FLUSH, b"")
+        self.send(FrameKind.FLUSH, b"")
         self.last_stats = orjson.loads(self._stdout.readline() or b"{}")
         return self.last_stats
 
@@ -389,7 +382,7 @@ class Pipeline:
             self._processor.metrics.counters[UNRECORDED_COUNTER] = unrecorded
         elif self._agent is not None:
             try:
-                self._agent.send(FRAME_UNRECORDED, unrecorded.to_bytes(8, "little"))
+                self._agent.send(FrameKind.UNRECORDED, UNRECORDED_COUNT.pack(unrecorded))
             except (OSError, ValueError):
                 return  # the agent is gone: said by the batch that finds it so
         self._unrecorded_sent = unrecorded

@@ -1,8 +1,9 @@
 """Request records to spans: one SERVER span per request, one child per stage.
 
 Runs in the export thread only, and is written for speed on purpose: spans are
-plain tuples (see ``Span``) built straight from the timeline, because on a
-2-core machine every microsecond here is taken from the requests (one GIL).
+tuples (``Span``, a NamedTuple declared in ``_core/_layouts.py``, which C
+builds too) built straight from the timeline, because on a 2-core machine
+every microsecond here is taken from the requests (one GIL).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
+from .._core._layouts import Span
 from .._wire._headers import parse_traceparent, stage_span_id
 from .._wire._names import OUTSIDE_WALL_STAGES, Attr, SemConv, gen_ai_operation
 from ..types import AttributeValue, RequestRecord, SamplerName, StageRecord
@@ -31,9 +33,6 @@ STATUS_UNSET = 0
 STATUS_ERROR = 2
 
 Attributes = list[tuple[str, AttributeValue]]
-# (trace_id hex, span_id hex, parent_span_id hex or "", name, kind,
-#  start unix ns, end unix ns, attributes, status code, status message)
-Span = tuple[str, str, str, str, int, int, int, Attributes, int, str]
 
 _bits = random.Random().getrandbits
 
@@ -165,18 +164,18 @@ def record_to_spans(record: RequestRecord, trace_id: str, parent_span_id: str, a
         if record.steps_dropped:
             server_attributes.append((Attr.STEPS_DROPPED, record.steps_dropped))
     failed = record.error is not None or record.status >= 500
-    spans: list[Span] = [
-        (
-            trace_id,
-            server_id,
-            parent_span_id,
-            span_name(record),
-            SPAN_KIND_SERVER,
-            record.start_ns + anchor_ns,
-            record.end_ns + anchor_ns,
-            server_attributes,
-            STATUS_ERROR if failed else STATUS_UNSET,
-            record.error or "",
+    spans = [
+        Span(
+            trace_id=trace_id,
+            span_id=server_id,
+            parent_span_id=parent_span_id,
+            name=span_name(record),
+            kind=SPAN_KIND_SERVER,
+            start_unix_ns=record.start_ns + anchor_ns,
+            end_unix_ns=record.end_ns + anchor_ns,
+            attributes=server_attributes,
+            status_code=STATUS_ERROR if failed else STATUS_UNSET,
+            status_message=record.error or "",
         )
     ]
     # A stage was the current span under its id while it ran (a host that traces).
@@ -247,17 +246,17 @@ def _stage_spans_python(
             attributes.append((kind_key, stage.kind))
             attributes.append((items_key, stage.items))
         spans.append(
-            (
-                trace_id,
-                ids[n],
-                ids[stage.parent] if stage.parent >= 0 else server_id,
-                stage.name,
-                SPAN_KIND_INTERNAL,
-                stage.start_ns + anchor_ns,
-                (stage.end_ns or end_ns) + anchor_ns,
-                attributes,
-                STATUS_UNSET,
-                "",
+            Span(
+                trace_id=trace_id,
+                span_id=ids[n],
+                parent_span_id=ids[stage.parent] if stage.parent >= 0 else server_id,
+                name=stage.name,
+                kind=SPAN_KIND_INTERNAL,
+                start_unix_ns=stage.start_ns + anchor_ns,
+                end_unix_ns=(stage.end_ns or end_ns) + anchor_ns,
+                attributes=attributes,
+                status_code=STATUS_UNSET,
+                status_message="",
             )
         )
     return spans

@@ -40,15 +40,7 @@ def make_wrapper(
         assert then is not None
         wrapper: Callable[..., Any] = _then(Stage(stage)(original), then)
     elif point.kind == "stream":
-
-        def stream_wrapper(*args: Any, **kwargs: Any) -> Any:
-            generator = original(*args, **kwargs)
-            timeline = TIMELINE.get()
-            if timeline is None or not inspect.isasyncgen(generator):
-                return generator
-            return _timed_generator("stream.iterate", generator, timeline, stream_attributes=True)
-
-        wrapper = stream_wrapper
+        wrapper = _stream(original)
     elif point.kind in _TRANSPORT_KINDS:
         wrapper = _TRANSPORT_KINDS[point.kind](original)
     elif point.kind == "route":
@@ -64,37 +56,54 @@ def make_wrapper(
     elif point.kind == "protocol":
         wrapper = parsing(original, _uvicorn_request)
     elif point.kind == "sum":
-        if inspect.iscoroutinefunction(original):
-
-            async def sum_async(*args: Any, **kwargs: Any) -> Any:
-                timeline = TIMELINE.get()
-                if timeline is None:
-                    return await original(*args, **kwargs)
-                started = perf_counter_ns()
-                try:
-                    return await original(*args, **kwargs)
-                finally:
-                    timeline.add_generator_time(stage, started, perf_counter_ns() - started, 1, "sum")
-
-            wrapper = sum_async
-        else:
-
-            def sum_sync(*args: Any, **kwargs: Any) -> Any:
-                timeline = TIMELINE.get()
-                if timeline is None:
-                    return original(*args, **kwargs)
-                started = perf_counter_ns()
-                try:
-                    return original(*args, **kwargs)
-                finally:
-                    timeline.add_generator_time(stage, started, perf_counter_ns() - started, 1, "sum")
-
-            wrapper = sum_sync
+        wrapper = _summed(original, stage)
     else:
         wrapper = Stage(stage)(original)
     functools.update_wrapper(wrapper, original)
     wrapper.__perfkit_original__ = original  # type: ignore[attr-defined]
     return wrapper
+
+
+def _stream(original: Callable[..., Any]) -> Callable[..., Any]:
+    """The proxy's streaming generator, its own time recorded as ``stream.iterate``."""
+
+    def stream_wrapper(*args: Any, **kwargs: Any) -> Any:
+        generator = original(*args, **kwargs)
+        timeline = TIMELINE.get()
+        if timeline is None or not inspect.isasyncgen(generator):
+            return generator
+        return _timed_generator("stream.iterate", generator, timeline, stream_attributes=True)
+
+    return stream_wrapper
+
+
+def _summed(original: Callable[..., Any], stage: str) -> Callable[..., Any]:
+    """A function called many times a request (async or not): its calls summed into one ``sum`` stage."""
+    if inspect.iscoroutinefunction(original):
+
+        async def sum_async(*args: Any, **kwargs: Any) -> Any:
+            timeline = TIMELINE.get()
+            if timeline is None:
+                return await original(*args, **kwargs)
+            started = perf_counter_ns()
+            try:
+                return await original(*args, **kwargs)
+            finally:
+                timeline.add_generator_time(stage, started, perf_counter_ns() - started, 1, "sum")
+
+        return sum_async
+
+    def sum_sync(*args: Any, **kwargs: Any) -> Any:
+        timeline = TIMELINE.get()
+        if timeline is None:
+            return original(*args, **kwargs)
+        started = perf_counter_ns()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            timeline.add_generator_time(stage, started, perf_counter_ns() - started, 1, "sum")
+
+    return sum_sync
 
 
 def _with_perfkit_metrics(original: Callable[..., Any]) -> Callable[..., Any]:

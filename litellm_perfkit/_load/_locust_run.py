@@ -90,6 +90,54 @@ def _master_stats(stdout: str) -> list[dict[str, Any]]:
     return found
 
 
+def _locust_command(
+    workload: Workload, plan: LoadPlan, run_s: float, processes: int, result_path: Path, jsonl_dir: Path
+) -> list[str]:
+    """Locust's command line for one phase of ``run_s`` seconds, warm-up included: perfkit's
+    locustfile, writing its result to ``result_path``."""
+    users = plan.concurrency or 1
+    command = [
+        locust_executable(),
+        "-f",
+        str(_LOCUSTFILE),
+        "--headless",
+        "--only-summary",
+        "--json",
+        "-u",
+        str(users),
+        "-r",
+        str(users),
+        "-t",
+        f"{max(1, round(run_s))}s",
+        "--host",
+        f"http://{workload.host}:{workload.port}",
+        "--stop-timeout",
+        "5",
+        "--perfkit-path",
+        workload.path,
+        "--perfkit-model",
+        workload.models[0][0],
+        "--perfkit-stream",
+        "on" if workload.stream else "off",
+        "--perfkit-prompt-repeats",
+        str(workload.prompt_repeats),
+        "--perfkit-max-tokens",
+        str(workload.max_tokens or 0),
+        "--perfkit-warmup",
+        str(plan.warmup_s),
+        "--perfkit-result",
+        str(result_path),
+        "--perfkit-jsonl-dir",
+        str(jsonl_dir),
+        # Locust's view of what perfkit measures too, folded into the result (not per chunk: too many rows).
+        "--perfkit-entries",
+        "ttft,overhead,stage",
+    ]
+    if processes > 1:
+        command += ["--processes", str(processes)]
+    return command
+
+
 def run_locust(workload: Workload, plan: LoadPlan, processes: int = 1, jsonl_path: str | None = None) -> LoadResult:
     """One closed-loop phase of ``plan.concurrency`` Locust users for
     ``plan.warmup_s + plan.duration_s`` seconds; the warm-up is left out of
@@ -98,48 +146,9 @@ def run_locust(workload: Workload, plan: LoadPlan, processes: int = 1, jsonl_pat
         raise WorkloadError("--driver locust runs closed-loop phases by duration (no --rate, no --requests)")
     if len(workload.models) != 1:
         raise WorkloadError("--driver locust sends one model per phase")
-    users = plan.concurrency or 1
     with tempfile.TemporaryDirectory(prefix="perfkit-locust-") as tmp:
         result_path, jsonl_dir = Path(tmp) / "result.json", Path(tmp) / "jsonl"
-        command = [
-            locust_executable(),
-            "-f",
-            str(_LOCUSTFILE),
-            "--headless",
-            "--only-summary",
-            "--json",
-            "-u",
-            str(users),
-            "-r",
-            str(users),
-            "-t",
-            f"{max(1, round(plan.warmup_s + plan.duration_s))}s",
-            "--host",
-            f"http://{workload.host}:{workload.port}",
-            "--stop-timeout",
-            "5",
-            "--perfkit-path",
-            workload.path,
-            "--perfkit-model",
-            workload.models[0][0],
-            "--perfkit-stream",
-            "on" if workload.stream else "off",
-            "--perfkit-prompt-repeats",
-            str(workload.prompt_repeats),
-            "--perfkit-max-tokens",
-            str(workload.max_tokens or 0),
-            "--perfkit-warmup",
-            str(plan.warmup_s),
-            "--perfkit-result",
-            str(result_path),
-            "--perfkit-jsonl-dir",
-            str(jsonl_dir),
-            # Locust's view of what perfkit measures too, folded into the result (not per chunk: too many rows).
-            "--perfkit-entries",
-            "ttft,overhead,stage",
-        ]
-        if processes > 1:
-            command += ["--processes", str(processes)]
+        command = _locust_command(workload, plan, plan.warmup_s + plan.duration_s, processes, result_path, jsonl_dir)
         env = {**os.environ, PERFKIT_API_KEY: workload.api_key or ""}
         process = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True

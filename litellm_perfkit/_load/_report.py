@@ -29,17 +29,7 @@ def build_result(
         return h[name].summary_ms() if name in h and h[name].count else None
 
     cpu_fraction = cpu_s / wall_s / processes if wall_s else 0.0
-    lag = h.get("schedule_lag")
-    lag_p99 = lag.percentile(99) / 1e6 if lag and lag.count else 0.0
-    flags = []
-    if config.get("mode") == "open" and lag_p99 > LAG_FLAG_MS:
-        flags.append(
-            f"driver fell behind its schedule: schedule lag p99 {lag_p99:.1f} ms (> {LAG_FLAG_MS:g} ms); add --processes"
-        )
-    if cpu_fraction > CPU_FLAG and wall_s >= 1:
-        flags.append(f"driver CPU {cpu_fraction:.0%} of a core per process: it may be the bottleneck; add --processes")
-    if recorder.errors:
-        flags.append(f"{sum(recorder.errors.values())} requests failed")
+    flags = _flags(recorder, config, cpu_fraction, wall_s)
     sources = recorder.token_sources
     result: LoadResult = {
         "schema": "perfkit.load/1",
@@ -91,6 +81,22 @@ def build_result(
         "histograms": {name: hist.to_dict() for name, hist in h.items()},
     }
     return result
+
+
+def _flags(recorder: Recorder, config: LoadConfig, cpu_fraction: float, wall_s: float) -> list[str]:
+    """Why the run's figures may not be the gateway's: a driver late or busy, failed requests."""
+    lag = recorder.histograms.get("schedule_lag")
+    lag_p99 = lag.percentile(99) / 1e6 if lag and lag.count else 0.0
+    flags = []
+    if config.get("mode") == "open" and lag_p99 > LAG_FLAG_MS:
+        flags.append(
+            f"driver fell behind its schedule: schedule lag p99 {lag_p99:.1f} ms (> {LAG_FLAG_MS:g} ms); add --processes"
+        )
+    if cpu_fraction > CPU_FLAG and wall_s >= 1:
+        flags.append(f"driver CPU {cpu_fraction:.0%} of a core per process: it may be the bottleneck; add --processes")
+    if recorder.errors:
+        flags.append(f"{sum(recorder.errors.values())} requests failed")
+    return flags
 
 
 def median_run(results: list[LoadResult]) -> LoadResult:

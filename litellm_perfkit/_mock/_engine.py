@@ -15,7 +15,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import orjson
 
@@ -164,6 +164,15 @@ def route(path: str, query: str) -> tuple[Endpoint, str | None] | str:
     return f"Unknown path {path}"
 
 
+class _Request(NamedTuple):
+    """A valid request to an endpoint that answers with a model's output."""
+
+    endpoint: Endpoint
+    api: Api
+    payload: dict[str, Any]
+    model: str
+
+
 class MockEngine:
     """Plans responses for one deployment. Not thread-safe: one event loop."""
 
@@ -187,38 +196,10 @@ class MockEngine:
     def plan(self, method: str, target: str, body: bytes) -> Plan:
         """The plan for one request; ``target`` is the request line's path and query."""
         self.requests += 1
-        path, _, query = target.partition("?")
-        if path in ("/health", "/health/liveliness", "/health/readiness") and method == "GET":
-            return Plan(200, JSON, render=lambda _: b'{"status":"ok"}')
-        if path in ("/v1/models", "/models") and method == "GET":
-            return self._models()
-        routed = route(path, query)
-        if isinstance(routed, str):
-            return self._error("chat", 404, routed, "invalid_request_error", "not_found")
-        endpoint, deployment = routed
-        api: Api = "chat" if endpoint == "embeddings" else endpoint
-        if method != "POST":
-            return self._error(api, 405, f"Use POST for {path}", "invalid_request_error", "method_not_allowed")
-        try:
-            payload = orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
-            return self._error(api, 400, f"Request body is not valid JSON: {exc}", "invalid_request_error")
-        if not isinstance(payload, dict):
-            return self._error(api, 400, "Request body must be a JSON object", "invalid_request_error")
-        model = payload.get("model") or deployment
-        if not isinstance(model, str) or not model:
-            return self._error(api, 400, "you must provide a model parameter", "invalid_request_error", param="model")
-        field_name, field_type = _REQUIRED[endpoint]
-        value = payload.get(field_name)
-        if value is None or (field_type is not None and not isinstance(value, field_type)):
-            return self._error(
-                api,
-                400,
-                f"'{field_name}' is required" + (" (a list)" if field_type else ""),
-                "invalid_request_error",
-                param=field_name,
-            )
-
+        request = self._read(method, target, body)
+        if isinstance(request, Plan):
+            return request
+        endpoint, api, payload, model = request
         profile = self.config.profile(model)
         rng = self._rng(profile)
         if endpoint == "embeddings":
@@ -250,6 +231,42 @@ class MockEngine:
             plan.action = "disconnect"
             plan.disconnect_after = (1 + rng.randrange(max(1, profile.chunks))) if plan.streaming and rng else 0
         return plan
+
+    def _read(self, method: str, target: str, body: bytes) -> _Request | Plan:
+        """The request to plan for, or the plan of its answer when it needs no model (health,
+        the model list) or is not a valid request."""
+        path, _, query = target.partition("?")
+        if path in ("/health", "/health/liveliness", "/health/readiness") and method == "GET":
+            return Plan(200, JSON, render=lambda _: b'{"status":"ok"}')
+        if path in ("/v1/models", "/models") and method == "GET":
+            return self._models()
+        routed = route(path, query)
+        if isinstance(routed, str):
+            return self._error("chat", 404, routed, "invalid_request_error", "not_found")
+        endpoint, deployment = routed
+        api: Api = "chat" if endpoint == "embeddings" else endpoint
+        if method != "POST":
+            return self._error(api, 405, f"Use POST for {path}", "invalid_request_error", "method_not_allowed")
+        try:
+            payload = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            return self._error(api, 400, f"Request body is not valid JSON: {exc}", "invalid_request_error")
+        if not isinstance(payload, dict):
+            return self._error(api, 400, "Request body must be a JSON object", "invalid_request_error")
+        model = payload.get("model") or deployment
+        if not isinstance(model, str) or not model:
+            return self._error(api, 400, "you must provide a model parameter", "invalid_request_error", param="model")
+        field_name, field_type = _REQUIRED[endpoint]
+        value = payload.get(field_name)
+        if value is None or (field_type is not None and not isinstance(value, field_type)):
+            return self._error(
+                api,
+                400,
+                f"'{field_name}' is required" + (" (a list)" if field_type else ""),
+                "invalid_request_error",
+                param=field_name,
+            )
+        return _Request(endpoint, api, payload, model)
 
     # -- plans --------------------------------------------------------------
     def _error(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from litellm_perfkit._core._layouts import Span
 from litellm_perfkit._export._spans import record_to_spans
 from litellm_perfkit.types import RequestRecord, StageRecord
 
@@ -90,7 +91,9 @@ def test_the_c_stage_spans_are_the_python_ones() -> None:
                 record.end_ns,
                 _spans._STAGE_KEYS,
             )
-            assert stage_spans(*args) == _spans._stage_spans_python(*args), seed
+            built = stage_spans(*args)
+            assert built == _spans._stage_spans_python(*args), seed
+            assert all(type(span) is Span for span in built)  # the NamedTuple, built by C too
     stage = StageRecord("auth", 1, 2, -1)
     with pytest.raises(ValueError):
         stage_spans((stage,), [1], [1], None, [], "a" * 32, "b" * 16, 0, 2, _spans._STAGE_KEYS)

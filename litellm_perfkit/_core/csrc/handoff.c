@@ -8,9 +8,10 @@
  * again (0.9 page faults and 5 us of system time per streamed request,
  * docs/overhead.md). A record that does not fit is dropped and counted.
  *
- * The frame written is the agent's "B" frame: kind, payload length (u32),
- * then anchor (i64), the app's drop count (u64) and the records, each a u32
- * length and the bytes of Timeline.encode (all little-endian).
+ * The frame written is the agent's batch frame, as _layouts.py declares it
+ * (PK_FRAME_*, PK_BATCH_*, PK_RECORD_HEAD_SIZE in the generated
+ * perfkit_layouts.h): kind, payload length, anchor, the app's drop count,
+ * then each record's length and the bytes of Timeline.encode.
  */
 #include "speedups.h"
 
@@ -19,8 +20,6 @@
 #ifndef _WIN32
 #include <unistd.h>
 #endif
-
-#define FRAME_HEADER 21 /* kind, u32 length, i64 anchor, u64 dropped */
 
 typedef struct {
     char *data;
@@ -66,22 +65,22 @@ reserve(HandoffObject *self)
             PyErr_NoMemory();
             return NULL;
         }
-        side->len = FRAME_HEADER;
+        side->len = PK_BATCH_HEADER_SIZE;
     }
-    if (side->records >= self->max_records || side->len + 4 >= self->capacity) {
+    if (side->records >= self->max_records || side->len + PK_RECORD_HEAD_SIZE >= self->capacity) {
         self->dropped++; /* full: drop and count, never wait */
         return NULL;
     }
     return side;
 }
 
-/* The record of len bytes at side->data + side->len + 4 is complete. */
+/* The record of len bytes at side->data + side->len + PK_RECORD_HEAD_SIZE is complete. */
 static int
 commit(HandoffObject *self, Side *side, Py_ssize_t len)
 {
     Py_ssize_t before = side->len, three_quarters = self->capacity / 4 * 3;
     put_u32(side->data + side->len, (uint32_t)len);
-    side->len += 4 + len;
+    side->len += PK_RECORD_HEAD_SIZE + len;
     side->records++;
     if (side->records == self->wake_at || (before < three_quarters && side->len >= three_quarters)) {
         PyObject *result = PyObject_CallNoArgs(self->wake);
@@ -100,11 +99,11 @@ append(HandoffObject *self, const char *data, Py_ssize_t len)
     if (side == NULL) {
         return PyErr_Occurred() ? -1 : 0;
     }
-    if (side->len + 4 + len > self->capacity) {
+    if (side->len + PK_RECORD_HEAD_SIZE + len > self->capacity) {
         self->dropped++;
         return 0;
     }
-    memcpy(side->data + side->len + 4, data, (size_t)len);
+    memcpy(side->data + side->len + PK_RECORD_HEAD_SIZE, data, (size_t)len);
     return commit(self, side, len);
 }
 
@@ -120,8 +119,8 @@ handoff_submit(HandoffObject *self, PyObject *timeline)
             result = PyErr_Occurred() ? -1 : 0;
         }
         else {
-            Py_ssize_t len, room = self->capacity - side->len - 4;
-            result = pk_encode_timeline((PkTimelineObject *)timeline, side->data + side->len + 4, room, &len);
+            Py_ssize_t len, room = self->capacity - side->len - PK_RECORD_HEAD_SIZE;
+            result = pk_encode_timeline((PkTimelineObject *)timeline, side->data + side->len + PK_RECORD_HEAD_SIZE, room, &len);
             if (result == 0) {
                 result = commit(self, side, len);
             }
@@ -169,10 +168,10 @@ handoff_write_frame(HandoffObject *self, PyObject *args)
     }
     self->active ^= 1; /* requests go on into the other side meanwhile */
     Py_ssize_t records = side->records;
-    side->data[0] = 'B';
-    put_u32(side->data + 1, (uint32_t)(side->len - 5));
-    put_u64(side->data + 5, (uint64_t)anchor);
-    put_u64(side->data + 13, self->dropped);
+    side->data[0] = PK_FRAME_BATCH;
+    put_u32(side->data + PK_FRAME_LENGTH_AT, (uint32_t)(side->len - PK_FRAME_HEAD_SIZE));
+    put_u64(side->data + PK_BATCH_ANCHOR_AT, (uint64_t)anchor);
+    put_u64(side->data + PK_BATCH_DROPPED_AT, self->dropped);
     Py_ssize_t written = 0;
     int error = 0;
     Py_BEGIN_ALLOW_THREADS
@@ -192,7 +191,7 @@ handoff_write_frame(HandoffObject *self, PyObject *args)
         written += n;
     }
     Py_END_ALLOW_THREADS
-    side->len = FRAME_HEADER;
+    side->len = PK_BATCH_HEADER_SIZE;
     side->records = 0;
     if (error) {
         self->dropped += (unsigned long long)records;
@@ -223,7 +222,7 @@ handoff_init(HandoffObject *self, PyObject *args, PyObject *kwargs)
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "nnO:Handoff", keywords, &max_records, &capacity, &wake)) {
         return -1;
     }
-    if (max_records < 1 || capacity < FRAME_HEADER + 64 || capacity > 0x7fffffff) {
+    if (max_records < 1 || capacity < PK_BATCH_HEADER_SIZE + 64 || capacity > 0x7fffffff) {
         PyErr_SetString(PyExc_ValueError, "Handoff: max_records >= 1 and 85 <= capacity < 2 GiB");
         return -1;
     }

@@ -90,33 +90,24 @@ pk_format_ms(char *out, int64_t duration_ns)
     return len;
 }
 
-/* Every hook setup() takes, in its keyword order. */
-#define HOOKS(apply)                                                                                     \
-    apply(timeline_var) apply(open_stage_var) apply(internal_error) apply(closed_by_collector)          \
-    apply(gc_watch) apply(entry_prefixes) apply(entry_prefix) apply(data_has_token) apply(token_hints)  \
-    apply(chat_output_keys)                                                                           \
-    apply(sink_module) apply(default_clock) apply(timeline_defaults) apply(host_stage_enter) apply(host_stage_exit) \
-    apply(step_values) apply(task_type) apply(iscoroutine) apply(expected) apply(claim) apply(hold) apply(release)
-
 static PyObject *
 setup(PyObject *module, PyObject *args, PyObject *kwargs)
 {
 #define NAME(hook) #hook,
-    static char *keywords[] = {HOOKS(NAME) NULL};
+    static char *keywords[] = {PK_HOOKS(NAME) NULL};
 #undef NAME
     if (pk_hooks.timeline_var != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "setup() runs once, from _backend.py");
         return NULL;
     }
     PkHooks hooks = {0};
-    if (!PyArg_ParseTupleAndKeywords(
-            args, kwargs, "$OOOOOO!OOO!O!OOO!OOO!OOO!OOO:setup", keywords, &hooks.timeline_var, &hooks.open_stage_var,
-            &hooks.internal_error, &hooks.closed_by_collector, &hooks.gc_watch, &PyDict_Type,
-            &hooks.entry_prefixes, &hooks.entry_prefix, &hooks.data_has_token, &PyTuple_Type, &hooks.token_hints,
-            &PyTuple_Type, &hooks.chat_output_keys, &hooks.sink_module,
-            &hooks.default_clock, &PyTuple_Type, &hooks.timeline_defaults, &hooks.host_stage_enter, &hooks.host_stage_exit,
-            &PyLong_Type, &hooks.step_values, &hooks.task_type, &hooks.iscoroutine, &PyDict_Type, &hooks.expected,
-            &hooks.claim, &hooks.hold, &hooks.release)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, PK_HOOKS_FORMAT, keywords, PK_HOOKS_PARSE_ARGS(hooks))) {
+        return NULL;
+    }
+    /* stage_spans allocates spans as this tuple subclass (a NamedTuple: no fields of its own). */
+    if (!PyType_Check(hooks.span_type) || !PyType_IsSubtype((PyTypeObject *)hooks.span_type, &PyTuple_Type) ||
+        ((PyTypeObject *)hooks.span_type)->tp_basicsize != PyTuple_Type.tp_basicsize) {
+        PyErr_SetString(PyExc_TypeError, "setup: span_type must be a NamedTuple");
         return NULL;
     }
     if (!PyContextVar_CheckExact(hooks.timeline_var) || !PyContextVar_CheckExact(hooks.open_stage_var)) {
@@ -160,7 +151,7 @@ setup(PyObject *module, PyObject *args, PyObject *kwargs)
     }
     pk_step_values = step_values;
 #define KEEP(hook) Py_INCREF(hooks.hook);
-    HOOKS(KEEP)
+    PK_HOOKS(KEEP)
 #undef KEEP
     pk_hooks = hooks;
     Py_RETURN_NONE;

@@ -228,21 +228,21 @@ as_uint64(PyObject *value, uint64_t *out)
 static int
 put_span_body(Buffer *body, PyObject *span)
 {
-    if (!PyTuple_Check(span) || PyTuple_GET_SIZE(span) != 10) {
+    if (!PyTuple_Check(span) || PyTuple_GET_SIZE(span) != PK_SPAN_SIZE) {
         return DECLINED;
     }
-    PyObject *parent = PyTuple_GET_ITEM(span, 2), *name = PyTuple_GET_ITEM(span, 3);
-    PyObject *attributes = PyTuple_GET_ITEM(span, 7), *message = PyTuple_GET_ITEM(span, 9);
+#define FIELD(field) PyTuple_GET_ITEM(span, PK_SPAN_##field) /* _layouts.Span's positions */
+    PyObject *parent = FIELD(PARENT_SPAN_ID), *name = FIELD(NAME), *attributes = FIELD(ATTRIBUTES), *message = FIELD(STATUS_MESSAGE);
     uint64_t kind, start, end, code;
     int result;
-    if ((result = as_uint64(PyTuple_GET_ITEM(span, 4), &kind)) || (result = as_uint64(PyTuple_GET_ITEM(span, 5), &start)) ||
-        (result = as_uint64(PyTuple_GET_ITEM(span, 6), &end)) || (result = as_uint64(PyTuple_GET_ITEM(span, 8), &code))) {
+    if ((result = as_uint64(FIELD(KIND), &kind)) || (result = as_uint64(FIELD(START_UNIX_NS), &start)) ||
+        (result = as_uint64(FIELD(END_UNIX_NS), &end)) || (result = as_uint64(FIELD(STATUS_CODE), &code))) {
         return result;
     }
     if (!PyUnicode_Check(name) || !PyUnicode_Check(message) || !PyList_Check(attributes)) {
         return DECLINED;
     }
-    if ((result = put_id(body, 0x0A, PyTuple_GET_ITEM(span, 0), 16)) || (result = put_id(body, 0x12, PyTuple_GET_ITEM(span, 1), 8))) {
+    if ((result = put_id(body, 0x0A, FIELD(TRACE_ID), 16)) || (result = put_id(body, 0x12, FIELD(SPAN_ID), 8))) {
         return result;
     }
     int has_parent = PyObject_IsTrue(parent);
@@ -287,6 +287,7 @@ put_span_body(Buffer *body, PyObject *span)
         put_varint(body, code);
     }
     return 0;
+#undef FIELD
 }
 
 PyObject *

@@ -109,7 +109,8 @@ stage_span(PyObject *const *args, PyObject *const *keys, Py_ssize_t n, PyObject 
     if (attributes == NULL) {
         return NULL;
     }
-    PyObject *span = PyTuple_New(10);
+    PyTypeObject *span_type = (PyTypeObject *)pk_hooks.span_type;
+    PyObject *span = span_type->tp_alloc(span_type, PK_SPAN_SIZE);
     PyObject *name = PyObject_GetAttr(stage, pk_names.name);
     PyObject *start_at = PyLong_FromLongLong(start + anchor);
     PyObject *end_at = PyLong_FromLongLong((end != 0 ? end : request_end) + anchor);
@@ -125,11 +126,16 @@ stage_span(PyObject *const *args, PyObject *const *keys, Py_ssize_t n, PyObject 
         return NULL;
     }
     PyObject *parent_id = parent >= 0 ? PyList_GET_ITEM(ids, parent) : args[6];
-    PyObject *items[10] = {Py_NewRef(args[5]), Py_NewRef(PyList_GET_ITEM(ids, n)), Py_NewRef(parent_id), name, internal,
-                           start_at, end_at, attributes, unset, Py_NewRef(pk_names.empty)};
-    for (int i = 0; i < 10; i++) {
-        PyTuple_SET_ITEM(span, i, items[i]);
-    }
+    PyTuple_SET_ITEM(span, PK_SPAN_TRACE_ID, Py_NewRef(args[5]));
+    PyTuple_SET_ITEM(span, PK_SPAN_SPAN_ID, Py_NewRef(PyList_GET_ITEM(ids, n)));
+    PyTuple_SET_ITEM(span, PK_SPAN_PARENT_SPAN_ID, Py_NewRef(parent_id));
+    PyTuple_SET_ITEM(span, PK_SPAN_NAME, name);
+    PyTuple_SET_ITEM(span, PK_SPAN_KIND, internal);
+    PyTuple_SET_ITEM(span, PK_SPAN_START_UNIX_NS, start_at);
+    PyTuple_SET_ITEM(span, PK_SPAN_END_UNIX_NS, end_at);
+    PyTuple_SET_ITEM(span, PK_SPAN_ATTRIBUTES, attributes);
+    PyTuple_SET_ITEM(span, PK_SPAN_STATUS_CODE, unset);
+    PyTuple_SET_ITEM(span, PK_SPAN_STATUS_MESSAGE, Py_NewRef(pk_names.empty));
     return span;
 }
 
