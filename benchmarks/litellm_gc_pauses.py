@@ -57,7 +57,7 @@ def main() -> int:
     os.sched_setaffinity(0, {1})
     with tempfile.TemporaryDirectory() as tmp, mock_process("--chunks", "20") as upstream:
         jsonl = Path(tmp) / "spans.jsonl"
-        exporter = ("--exporter", "jsonl", "--spans-out", str(jsonl))
+        exporter = ("--out", str(jsonl))
         with litellm_proxy(
             args.version, upstream, Path(tmp), mode="perfkit", perfkit_args=exporter, pin_cpu="0"
         ) as url:

@@ -12,9 +12,14 @@ from typing import Annotated, Any, Literal, TypedDict
 
 __all__ = [
     "ASGIApp",
+    "Arrival",
     "AttributeValue",
+    "BenchFlamegraph",
     "BenchResult",
     "BenchRun",
+    "Distribution",
+    "Driver",
+    "FlamegraphFormat",
     "LoadResult",
     "Percentiles",
     "ExportMode",
@@ -26,6 +31,7 @@ __all__ = [
     "Receive",
     "RecordRate",
     "PerturbationResult",
+    "ProgressMode",
     "RequestRecord",
     "SamplerName",
     "Scope",
@@ -82,6 +88,24 @@ SamplerName = Literal[
     "parentbased_traceidratio",
 ]
 """``OTEL_TRACES_SAMPLER`` values perfkit understands."""
+
+ProgressMode = Literal["auto", "on", "off"]
+"""Progress bars of the load driver: ``auto`` shows them on a terminal."""
+
+Driver = Literal["perfkit", "locust"]
+"""The load client: perfkit's own, or Locust running perfkit's user."""
+
+Arrival = Literal["constant", "poisson"]
+"""Open-loop spacing of requests: fixed, or a Poisson process."""
+
+Distribution = Literal["fixed", "uniform", "normal", "exponential", "lognormal"]
+"""How the mock provider draws each delay around its mean."""
+
+FlamegraphFormat = Literal["speedscope", "svg"]
+"""The file py-spy writes: speedscope JSON or an SVG flamegraph."""
+
+BenchFlamegraph = Literal["off", "speedscope", "svg"]
+"""Whether ``perfkit bench`` records a flamegraph of the proxy, and in which format."""
 
 Mark = Literal["headers_sent", "first_body_byte", "first_token", "last_byte"]
 """Point-in-time events of one request after it was received (``start_ns``)."""

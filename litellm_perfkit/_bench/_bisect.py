@@ -30,6 +30,9 @@ from ..types import AttributeValue
 
 __all__ = [
     "BISECT_SCHEMA",
+    "MAX_SAMPLES",
+    "MIN_CHANGE",
+    "MIN_SAMPLES",
     "Bisection",
     "BisectResult",
     "Change",
@@ -41,6 +44,10 @@ __all__ = [
 ]
 
 BISECT_SCHEMA = "perfkit.bisect/1"
+# The search's defaults, here once for bisect() and perfkit bisect's flags.
+MIN_SAMPLES = 2  # samples of a release at least
+MAX_SAMPLES = 4  # at most, while it is unclear which end it looks like
+MIN_CHANGE = 0.05  # the smallest change worth naming, relative
 # Student's t, two-sided 99%, by degrees of freedom: a search makes many
 # comparisons, and a noise estimate from few samples must not split hairs.
 _T99 = (
@@ -129,16 +136,16 @@ class Journal:
                 data = orjson.loads(path.read_bytes())
             except orjson.JSONDecodeError:
                 raise ValueError(
-                    f"{path} is not a perfkit bisect journal (not JSON); remove it or choose another --journal"
+                    f"{path} is not a perfkit bisect journal (not JSON); remove it or choose another --out"
                 ) from None
             if not isinstance(data, dict) or data.get("schema") != BISECT_SCHEMA:
                 raise ValueError(
-                    f"{path} is not a perfkit bisect journal ({BISECT_SCHEMA}); remove it or choose another --journal"
+                    f"{path} is not a perfkit bisect journal ({BISECT_SCHEMA}); remove it or choose another --out"
                 )
             if data.get("settings") != settings:
                 changed = sorted(k for k in settings if data.get("settings", {}).get(k) != settings[k])
                 raise ValueError(
-                    f"{path} was made with other settings ({', '.join(changed)}); use them, or another --journal"
+                    f"{path} was made with other settings ({', '.join(changed)}); use them, or another --out"
                 )
             journal = cls(path, settings, data.get("samples", {}), data.get("unavailable", {}))
             journal._stored_result = data.get("result")
@@ -271,9 +278,9 @@ def bisect(
     journal: Journal,
     *,
     budget_s: float | None = None,
-    min_samples: int = 2,
-    max_samples: int = 5,
-    min_change: float = 0.05,
+    min_samples: int = MIN_SAMPLES,
+    max_samples: int = MAX_SAMPLES,
+    min_change: float = MIN_CHANGE,
     say: Callable[[str], None] = lambda message: None,
     clock: Callable[[], float] = time.monotonic,
 ) -> BisectResult:

@@ -13,7 +13,12 @@ from ._options import BenchError, BenchOptions
 from ._releases import release
 from ._venvs import VenvError
 
-__all__ = ["METRICS", "Metric", "measure_with_bench", "render_bisect"]
+__all__ = ["BISECT_BENCH", "METRIC", "METRICS", "Metric", "measure_with_bench", "render_bisect"]
+
+BISECT_BENCH = BenchOptions(concurrency=8, duration_s=10.0, direct_duration_s=0.5, idle_s=0.0, label="bisect")
+"""The bench of one sample, unless perfkit bisect's flags say otherwise: shorter
+than perfkit bench's, and the baseline without the proxy, which bisect does
+not compare, kept short."""
 
 Metric = Literal["cpu", "rps", "streams", "ttft", "overhead"]
 
@@ -36,6 +41,8 @@ METRICS: dict[Metric, tuple[str, str, Callable[[BenchRun], float | None]]] = {
     "ttft": ("streaming TTFT, p50", "ms", lambda run: run["stream"]["ttft_ms"]["p50"]),
     "overhead": ("the server-side overhead, p50", "ms", _overhead),
 }
+METRIC: Metric = "cpu"
+"""What perfkit bisect bisects on unless told: the steadiest of them."""
 
 
 def measure_with_bench(

@@ -38,7 +38,7 @@ from ..types import BenchResult, BenchRun, LoadResult, LoadSummary
 from ._analysis import requests_cpu_per_request, sampled_warning, stage_breakdown
 from ._heartbeat import Say
 from ._launch import Agents, Child, Children, free_port, port_open, start_litellm, start_mock, tree_usage
-from ._options import CANNOT_STREAM, MODEL, PROVIDERS, BenchError, BenchOptions, config_template
+from ._options import CANNOT_STREAM, PROVIDERS, BenchError, BenchOptions, config_template
 from ._receiver import SpanReceiver
 from ._summary import Idle, Repeat, Samples, summarize
 from ._venvs import OFFLINE_ENV, VenvError, litellm_python
@@ -121,7 +121,7 @@ def run_bench(options: BenchOptions) -> BenchResult:
             "tool": {"name": "perfkit bench", "version": __version__},
             "created_unix": int(started),
             "duration_s": round(time.time() - started, 1),
-            "config": {k: v for k, v in options.__dict__.items() if k not in ("log", "progress")},
+            "config": options.recorded(),
             **runs[0],  # the first run's fields at the top (BenchResult extends BenchRun)
         },
     )
@@ -141,7 +141,13 @@ def phase(
     jsonl: str | None = None,
     concurrency: int | None = None,
 ) -> LoadResult:
-    workload = Workload(url=url, models=((MODEL, 1.0),), stream=stream, prompt_repeats=options.prompt_repeats)
+    workload = Workload(
+        url=url,
+        models=((options.model, 1.0),),
+        stream=stream,
+        prompt_repeats=options.prompt_repeats,
+        api_key=options.api_key,
+    )
     if concurrency is None:
         concurrency = options.stream_concurrency if stream else options.concurrency
     plan = LoadPlan(
@@ -409,7 +415,7 @@ def _start_flamegraph(options: BenchOptions, proxy: Child | None, target: str, w
     suffix = "speedscope.json" if options.flamegraph == "speedscope" else "svg"
     output = str(Path(f"{options.flamegraph_prefix}.{slug}.w{workers}.{suffix}").resolve())
     flamegraph = FlamegraphOptions(
-        output=output, format=options.flamegraph, rate=50, subprocesses=True, nonblocking=True
+        output=output, format=options.flamegraph, sample_hz=50, subprocesses=True, nonblocking=True
     )
     try:
         return start_recording(flamegraph, proxy.process.pid), output

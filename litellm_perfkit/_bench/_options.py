@@ -4,25 +4,27 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
 from .._wire._record_rate import DEFAULT_RECORD_RATE
-
-if TYPE_CHECKING:
-    from .._load import Driver
+from ..types import BenchFlamegraph, Driver, ProgressMode
 
 __all__ = [
     "BenchError",
     "BenchOptions",
     "CANNOT_STREAM",
     "CONFIG_TEMPLATE",
+    "MASTER_KEY",
     "MODEL",
+    "PERTURBATION_PAIRS",
     "PROVIDERS",
     "config_template",
     "model_entry",
 ]
 
 MODEL = "fake-openai-endpoint"
+MASTER_KEY = "sk-1234"
+"""The embedded config's model and master key: what the bench sends unless told."""
 # How the embedded config reaches the mock through each provider path
 # (``--provider``): LiteLLM's params after ``model:``, {upstream} the mock's
 # URL. They take different code paths in LiteLLM: the OpenAI SDK (openai,
@@ -52,11 +54,15 @@ def config_template(provider: str = "openai") -> str:
         + model_entry(MODEL, provider)
         + "  - model_name: fake-embedding\n    litellm_params:\n      model: openai/fake-embedding\n"
         "      api_base: {upstream}/v1\n      api_key: fake-key\n"
-        "general_settings:\n  master_key: sk-1234\n"
+        f"general_settings:\n  master_key: {MASTER_KEY}\n"
     )
 
 
 CONFIG_TEMPLATE = config_template()
+
+
+PERTURBATION_PAIRS = 8
+"""Interleaved pairs --perturbation runs unless told (--repeats)."""
 
 
 class BenchError(RuntimeError):
@@ -70,6 +76,8 @@ class BenchOptions:
     proxy_env: tuple[tuple[str, str], ...] = ()  # added to the proxy command's environment (PYTHONPATH is prepended)
     proxy_url: str | None = None
     config: str | None = None  # a LiteLLM config; {upstream} is replaced
+    model: str = MODEL  # the model the load asks for
+    api_key: str | None = field(default=MASTER_KEY, repr=False)  # sent as Authorization: Bearer; never recorded
     provider: str = "openai"  # the embedded config's path to the mock (PROVIDERS)
     workers: tuple[int, ...] = (1,)
     concurrency: int = 20
@@ -87,13 +95,17 @@ class BenchOptions:
     label: str = "bench"
     driver: Driver = "perfkit"
     processes: int = 1  # load-driver processes
-    flamegraph: Literal["off", "speedscope", "svg"] = "off"  # py-spy on the proxy during the first repeat
+    flamegraph: BenchFlamegraph = "off"  # py-spy on the proxy during the first repeat
     flamegraph_prefix: str = "perfkit-bench"  # files: PREFIX.TARGET.wN.speedscope.json / .svg
-    progress: Literal["auto", "on", "off"] = "auto"
+    progress: ProgressMode = "auto"
     # perfkit run's --record-rate for the instrumented proxy of --perturbation
     # (what users run); the bench itself records every request to attribute them.
     record_rate: str = f"{DEFAULT_RECORD_RATE:g}"
     log: Any = field(default=sys.stderr, repr=False, compare=False)
+
+    def recorded(self) -> dict[str, Any]:
+        """The options as a result document records them: not the log, the progress bars or the key."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("log", "progress", "api_key")}
 
     def say(self, message: str) -> None:
         print(f"perfkit bench: {message}", file=self.log, flush=True)

@@ -199,7 +199,7 @@ def run_perturbation(options: BenchOptions) -> PerturbationResult:
         "duration_s": round(time.time() - started, 1),
         "litellm_version": version,
         "workers": workers,
-        "config": {k: v for k, v in options.__dict__.items() if k not in ("log", "progress")},
+        "config": options.recorded(),
         "pairs": pairs,
         "nonstream": _phase_ratios(pairs, "nonstream"),
         "stream": _phase_ratios(pairs, "stream"),

@@ -11,12 +11,24 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .._bench._options import PROVIDERS
 from .._wire._record_rate import DEFAULT_RECORD_RATE
-from ._common import CliError, duration, non_negative, positive_int, record_rate, run_command, warmup
+from ..types import BenchFlamegraph, Driver
+from ._common import (
+    CliError,
+    add_api_key,
+    add_progress,
+    api_key,
+    choices,
+    duration,
+    non_negative,
+    positive_int,
+    record_rate,
+    run_command,
+    warmup,
+)
 
 if TYPE_CHECKING:
-    from .._bench import BenchOptions
+    from .._bench._options import BenchOptions
 
 HELP = "measure what the LiteLLM proxy adds, and where inside it the time goes"
 DESCRIPTION = """\
@@ -42,6 +54,9 @@ examples:
 """
 
 
+OUT = "perfkit-bench.json"
+
+
 def _list(kind: type, what: str) -> Any:
     def parse(text: str) -> tuple[Any, ...]:
         try:
@@ -55,65 +70,90 @@ def _list(kind: type, what: str) -> Any:
     return parse
 
 
-def add_load_arguments(p: argparse.ArgumentParser, duration_default: float, concurrency_default: int) -> None:
-    """The load and mock options of a bench (bench, bisect)."""
+def add_load_arguments(p: argparse.ArgumentParser, defaults: BenchOptions) -> None:
+    """The load and mock options of a bench (bench, bisect), their defaults from ``defaults``."""
     load = p.add_argument_group("load")
     load.add_argument(
         "--concurrency",
         type=positive_int,
-        default=concurrency_default,
-        help=f"users in the non-streaming phase (default: {concurrency_default})",
+        default=defaults.concurrency,
+        help=f"users in the non-streaming phase (default: {defaults.concurrency})",
     )
     load.add_argument(
-        "--stream-concurrency", type=positive_int, default=10, help="users in the streaming phase (default: 10)"
+        "--stream-concurrency",
+        type=positive_int,
+        default=defaults.stream_concurrency,
+        help=f"users in the streaming phase (default: {defaults.stream_concurrency})",
     )
     load.add_argument(
         "--duration",
         type=duration,
-        default=duration_default,
-        help=f"how long each proxy phase measures: 20, 20s, 1m (default: {duration_default:g}s)",
+        default=defaults.duration_s,
+        help=f"how long each proxy phase measures: 20, 20s, 1m (default: {defaults.duration_s:g}s)",
     )
     load.add_argument(
         "--warmup",
         type=warmup,
-        default=(5.0, 0),
-        help="sent but not counted, before each phase: a duration (5s) or requests (100r) (default: 5s)",
+        default=(defaults.warmup_s, defaults.warmup_requests),
+        help="sent but not counted, before each phase: a duration (5s) or requests (100r) "
+        f"(default: {defaults.warmup_s:g}s)",
     )
     load.add_argument(
         "--repeats",
         type=positive_int,
-        help="repeat the phases; the median run is reported with the spread (default: 1; with --perturbation, the pairs: 8)",
+        help=f"repeat the phases; the median run is reported with the spread (default: {defaults.repeats})",
     )
     load.add_argument(
         "--prompt-repeats",
         type=positive_int,
-        default=150,
-        help="sentence repeats per prompt, as LiteLLM's load tests (default: 150)",
+        default=defaults.prompt_repeats,
+        help=f"sentence repeats per prompt, as LiteLLM's load tests (default: {defaults.prompt_repeats})",
     )
     load.add_argument(
         "--driver",
-        choices=["perfkit", "locust"],
-        default="perfkit",
-        help="load client: perfkit's own (default) or Locust with perfkit's user; its entries are folded into the result",
+        choices=choices(Driver),
+        default=defaults.driver,
+        help=f"load client: perfkit's own or Locust with perfkit's user, its entries folded into the result "
+        f"(default: {defaults.driver})",
     )
     load.add_argument(
-        "--processes", type=positive_int, default=1, help="load-driver processes (Locust: its --processes)"
+        "--processes",
+        type=positive_int,
+        default=defaults.processes,
+        help=f"load-driver processes (Locust: its --processes) (default: {defaults.processes})",
     )
+    add_progress(load, defaults.progress)
     mock = p.add_argument_group("mock provider")
-    mock.add_argument("--ttft-ms", type=non_negative, default=20.0, help="the mock's time to first token (default: 20)")
-    mock.add_argument("--itl-ms", type=non_negative, default=2.0, help="the mock's gap between chunks (default: 2)")
-    mock.add_argument("--chunks", type=positive_int, default=20, help="content chunks per answer (default: 20)")
+    mock.add_argument(
+        "--ttft-ms",
+        type=non_negative,
+        default=defaults.ttft_ms,
+        help=f"the mock's time to first token (default: {defaults.ttft_ms:g})",
+    )
+    mock.add_argument(
+        "--itl-ms",
+        type=non_negative,
+        default=defaults.itl_ms,
+        help=f"the mock's gap between chunks (default: {defaults.itl_ms:g})",
+    )
+    mock.add_argument(
+        "--chunks",
+        type=positive_int,
+        default=defaults.chunks,
+        help=f"content chunks per answer (default: {defaults.chunks})",
+    )
 
 
-def load_options(args: argparse.Namespace) -> dict[str, Any]:
-    """BenchOptions' fields from add_load_arguments' options."""
-    return dict(
+def load_options(args: argparse.Namespace, defaults: BenchOptions) -> BenchOptions:
+    """``defaults`` with add_load_arguments' options."""
+    return dataclasses.replace(
+        defaults,
         concurrency=args.concurrency,
         stream_concurrency=args.stream_concurrency,
         duration_s=args.duration,
         warmup_s=args.warmup[0],
         warmup_requests=args.warmup[1],
-        repeats=args.repeats or 1,
+        repeats=args.repeats or defaults.repeats,
         prompt_repeats=args.prompt_repeats,
         ttft_ms=args.ttft_ms,
         itl_ms=args.itl_ms,
@@ -124,10 +164,10 @@ def load_options(args: argparse.Namespace) -> dict[str, Any]:
     )
 
 
-def add_parser(subparsers: Any) -> None:
-    p = subparsers.add_parser(
-        "bench", help=HELP, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from .._bench._options import MASTER_KEY, MODEL, PERTURBATION_PAIRS, PROVIDERS, BenchOptions
+
+    defaults = BenchOptions()
     target = p.add_argument_group("what to measure (default: the LiteLLM proxy installed here)")
     target.add_argument(
         "--litellm-version",
@@ -142,30 +182,40 @@ def add_parser(subparsers: Any) -> None:
         "--config", help="a LiteLLM config to use instead of the embedded one; {upstream} is the mock's URL"
     )
     target.add_argument(
+        "--model",
+        help=f"the model the load asks for, with --config, --proxy-command or --proxy-url (default: {MODEL}, "
+        "the embedded config's)",
+    )
+    add_api_key(
+        target,
+        MASTER_KEY,
+        " (the embedded config's master key); with --config, --proxy-command or --proxy-url only",
+    )
+    target.add_argument(
         "--provider",
         choices=sorted(PROVIDERS),
-        help="the provider path the embedded config's model takes to the mock (default: openai), to measure "
-        "each path's overhead; aiohttp_openai cannot stream in LiteLLM (docs/litellm.md)",
+        help=f"the provider path the embedded config's model takes to the mock (default: {defaults.provider}), to "
+        "measure each path's overhead; aiohttp_openai cannot stream in LiteLLM (docs/litellm.md)",
     )
     target.add_argument(
         "--idle",
         type=duration,
-        default=5.0,
+        default=defaults.idle_s,
         help="after the repeats, one user for this long: the overhead a request pays on an idle proxy, "
-        "without queueing (default: 5s; 0 skips it)",
+        f"without queueing (default: {defaults.idle_s:g}s; 0 skips it)",
     )
     target.add_argument(
         "--workers",
         type=_list(int, "worker counts like 1,2"),
-        default=(1,),
-        help="proxy workers; a list sweeps them (default: 1)",
+        default=defaults.workers,
+        help=f"proxy workers; a list sweeps them (default: {','.join(map(str, defaults.workers))})",
     )
     target.add_argument(
         "--perturbation",
         action="store_true",
         help="instead: what perfkit costs the proxy. The same proxy and config plain and under perfkit run, "
-        "in interleaved pairs (--repeats, default 8): CPU per request and RPS, perfkit / plain, with "
-        "95%% intervals (schema perfkit.perturbation/1)",
+        f"in interleaved pairs (--repeats, default {PERTURBATION_PAIRS}): CPU per request and RPS, perfkit / plain, "
+        "with 95%% intervals (schema perfkit.perturbation/1)",
     )
     target.add_argument(
         "--record-rate",
@@ -174,25 +224,24 @@ def add_parser(subparsers: Any) -> None:
         help=f"with --perturbation: perfkit run's --record-rate for the proxy under perfkit (default: "
         f"{DEFAULT_RECORD_RATE:g}, perfkit run's own; all: every request recorded). The bench itself records every request",
     )
-    add_load_arguments(p, duration_default=20.0, concurrency_default=20)
+    add_load_arguments(p, defaults)
     out = p.add_argument_group("output")
-    out.add_argument("--label", default="bench", help="a name for this run (shown by compare)")
+    out.add_argument(
+        "--label", default=defaults.label, help=f"a name for this run, shown by compare (default: {defaults.label})"
+    )
     out.add_argument(
         "--flamegraph",
-        choices=["off", "speedscope", "svg"],
-        default="off",
+        choices=choices(BenchFlamegraph),
+        default=defaults.flamegraph,
         help="py-spy flamegraph of the proxy and its workers during the first repeat, beside --out (needs ptrace rights)",
     )
-    out.add_argument("--out", default="perfkit-bench.json", help="result JSON (default: perfkit-bench.json)")
-    out.add_argument(
-        "--progress", choices=["auto", "on", "off"], default="auto", help="progress bars (auto: on a terminal)"
-    )
-    p.set_defaults(run=run)
+    out.add_argument("--out", default=OUT, help=f"result JSON (default: {OUT})")
 
 
 def run(args: argparse.Namespace) -> int:
-    from .._bench import BenchError, BenchOptions, run_bench
+    from .._bench import BenchError, run_bench
     from .._bench._launch import StartError
+    from .._bench._options import PERTURBATION_PAIRS, BenchOptions
     from .._bench._render import render_bench
 
     def action() -> int:
@@ -207,18 +256,19 @@ def run(args: argparse.Namespace) -> int:
                 "--provider sets the embedded LiteLLM config's path to the mock; with --config, --proxy-command or --proxy-url, "
                 "set the provider in that gateway's own config"
             )
-        options = BenchOptions(
+        options = dataclasses.replace(
+            load_options(args, BenchOptions()),
             litellm_versions=tuple(args.litellm_version or ()),
             proxy_command=args.proxy_command,
             proxy_url=args.proxy_url,
             config=args.config,
-            provider=args.provider or "openai",
+            provider=args.provider or BenchOptions().provider,
             workers=args.workers,
             idle_s=args.idle,
             label=args.label,
             flamegraph=args.flamegraph,
             flamegraph_prefix=str(Path(args.out).with_suffix("")),
-            **load_options(args),
+            **_gateway(args),
         )
         if args.record_rate is not None and not args.perturbation:
             raise CliError(
@@ -226,7 +276,8 @@ def run(args: argparse.Namespace) -> int:
             )
         if args.perturbation:
             rate = args.record_rate or options.record_rate
-            return _perturbation(dataclasses.replace(options, repeats=args.repeats or 8, record_rate=rate), args.out)
+            pairs = args.repeats or PERTURBATION_PAIRS
+            return _perturbation(dataclasses.replace(options, repeats=pairs, record_rate=rate), args.out)
         try:
             document = run_bench(options)
         except (BenchError, StartError) as exc:
@@ -240,6 +291,22 @@ def run(args: argparse.Namespace) -> int:
         return _incomplete(document, args.out)
 
     return run_command("bench", action)
+
+
+def _gateway(args: argparse.Namespace) -> dict[str, Any]:
+    """The model and key the load sends: the embedded config's, or a configured gateway's."""
+    from .._bench._options import MASTER_KEY, MODEL
+
+    if not (args.config or args.proxy_command or args.proxy_url):
+        if args.model or args.api_key_file:
+            raise CliError(
+                f"--model and --api-key-file are for a gateway you configure (--config, --proxy-command or "
+                f"--proxy-url); the embedded config serves {MODEL} with the key {MASTER_KEY}"
+            )
+        return {}
+    if args.perturbation and (args.model or args.api_key_file):
+        raise CliError(f"--perturbation sends {MODEL} with the key {MASTER_KEY}: drop --model and --api-key-file")
+    return {"model": args.model or MODEL, "api_key": api_key(args, MASTER_KEY)}
 
 
 def _perturbation(options: BenchOptions, out: str) -> int:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
 
-from .._bench._bisect_bench import METRICS
 from ._bench import add_load_arguments, load_options
-from ._common import CliError, duration, positive_int, run_command
+from ._common import CliError, duration, fraction, positive_int, run_command
 
 HELP = "find the releases where the proxy got slower (or faster), and the stages that moved"
 DESCRIPTION = """\
@@ -20,8 +19,8 @@ sits in, by intervals (a release measured again until it clearly looks like
 one end, up to --max-samples). A regression that came in several steps is
 found step by step. For each release found: the size of the change with its
 interval, the stages whose self time moved, and the fast paths that changed.
-Every measurement goes to --journal at once; run the same command again to
-resume. See docs/bisect.md.
+Every measurement goes to --out, the journal, at once; run the same command
+again to resume. See docs/bisect.md.
 
 examples:
   perfkit bisect --good 1.83.14 --bad 1.103.0
@@ -31,20 +30,13 @@ examples:
 """
 
 
-def _fraction(text: str) -> float:
-    try:
-        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a fraction like 3% or 0.03") from None
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a fraction from 0% to below 100%")
-    return value
+OUT = "perfkit-bisect.json"
 
 
-def add_parser(subparsers: Any) -> None:
-    p = subparsers.add_parser(
-        "bisect", help=HELP, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from .._bench._bisect import MAX_SAMPLES, MIN_CHANGE, MIN_SAMPLES
+    from .._bench._bisect_bench import BISECT_BENCH, METRIC, METRICS
+
     what = p.add_argument_group("what to bisect")
     what.add_argument("--good", required=True, help="a release that was fast, e.g. 1.83.14")
     what.add_argument("--bad", required=True, help="a release that is slow, e.g. 1.103.0")
@@ -65,8 +57,8 @@ def add_parser(subparsers: Any) -> None:
     what.add_argument(
         "--metric",
         choices=list(METRICS),
-        default="cpu",
-        help="what to bisect on (default: cpu, the steadiest): "
+        default=METRIC,
+        help=f"what to bisect on (default: {METRIC}, the steadiest): "
         + "; ".join(f"{name}: {what} ({unit})" for name, (what, unit, _) in METRICS.items()),
     )
     search = p.add_argument_group("search")
@@ -74,39 +66,37 @@ def add_parser(subparsers: Any) -> None:
         "--budget", type=duration, help="stop after this much time (30m, 2h); the answer is then the releases left"
     )
     search.add_argument(
-        "--min-samples", type=positive_int, default=2, help="bench runs per release at least (default: 2)"
+        "--min-samples",
+        type=positive_int,
+        default=MIN_SAMPLES,
+        help=f"bench runs per release at least (default: {MIN_SAMPLES})",
     )
     search.add_argument(
         "--max-samples",
         type=positive_int,
-        default=4,
-        help="bench runs per release at most, when it is unclear (default: 4)",
+        default=MAX_SAMPLES,
+        help=f"bench runs per release at most, when it is unclear (default: {MAX_SAMPLES})",
     )
     search.add_argument(
         "--min-change",
-        type=_fraction,
-        default=0.05,
-        help="the smallest change worth naming, relative: 5%% or 0.05 (default: 5%%); two runs of the same "
-        "release differ by a few percent",
+        type=fraction,
+        default=MIN_CHANGE,
+        help=f"the smallest change worth naming, relative: 0.05 or 5%% (default: {MIN_CHANGE * 100:g}%%); two runs of "
+        "the same release differ by a few percent",
     )
     search.add_argument(
-        "--journal", default="perfkit-bisect.json", help="every measurement, and the answer; a rerun resumes from it"
+        "--out",
+        default=OUT,
+        help=f"the journal: every measurement, and the answer; a rerun resumes from it (default: {OUT})",
     )
-    search.add_argument(
-        "--progress",
-        choices=["auto", "on", "off"],
-        default="off",
-        help="the load driver's progress bars (default: off)",
-    )
-    add_load_arguments(p, duration_default=10.0, concurrency_default=8)
-    p.set_defaults(run=run)
+    add_load_arguments(p, BISECT_BENCH)
 
 
 def run(args: argparse.Namespace) -> int:
     from .._bench._bisect import Journal, Unavailable, bisect, releases_between
-    from .._bench._bisect_bench import measure_with_bench, render_bisect
+    from .._bench._bisect_bench import BISECT_BENCH, measure_with_bench, render_bisect
     from .._bench._launch import StartError
-    from .._bench._options import BenchError, BenchOptions
+    from .._bench._options import BenchError
     from .._bench._releases import available_versions
     from .._bench._venvs import VenvError
 
@@ -135,10 +125,7 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(str(exc)) from None
         if len(versions) < 2 or args.good == args.bad:
             raise CliError(f"--good {args.good} and --bad {args.bad} must be two different releases of {args.package}")
-        # The baseline without the proxy is not what bisect compares: kept short.
-        options = BenchOptions(
-            proxy_command=args.proxy_command, direct_duration_s=0.5, idle_s=0.0, label="bisect", **load_options(args)
-        )
+        options = dataclasses.replace(load_options(args, BISECT_BENCH), proxy_command=args.proxy_command)
         settings = {
             "package": args.package,
             "metric": args.metric,
@@ -155,20 +142,20 @@ def run(args: argparse.Namespace) -> int:
             "min_change": args.min_change,
         }
         try:
-            journal = Journal.open(Path(args.journal), settings)
+            journal = Journal.open(Path(args.out), settings)
         except ValueError as exc:
             raise CliError(str(exc)) from None
         finished = journal.load_result()
         if finished is not None and finished["complete"]:
             say(
-                f"{args.journal} holds a complete answer for these settings; remove it (or choose another --journal) to measure again"
+                f"{args.out} holds a complete answer for these settings; remove it (or choose another --out) to measure again"
             )
             print(render_bisect(finished, versions, args.metric, args.package))
             return 0
         resumed = sum(len(samples) for samples in journal.samples.values())
         say(
             f"{len(versions)} releases of {args.package} from {versions[0]} to {versions[-1]}"
-            + (f"; resuming {args.journal} ({resumed} measurements)" if resumed else "")
+            + (f"; resuming {args.out} ({resumed} measurements)" if resumed else "")
         )
         measure = measure_with_bench(options, args.package, args.metric, pip_args)
         try:
@@ -183,11 +170,11 @@ def run(args: argparse.Namespace) -> int:
                 say=say,
             )
         except (BenchError, StartError) as exc:
-            raise CliError(f"{exc} (measurements so far are in {args.journal}; rerun to resume)") from None
+            raise CliError(f"{exc} (measurements so far are in {args.out}; rerun to resume)") from None
         except Unavailable as exc:  # an end of the range: nothing to compare with
             raise CliError(f"an end of the range cannot be measured: {exc}; choose another --good or --bad") from None
         print(render_bisect(result, versions, args.metric, args.package))
-        print(f"\nwritten: {args.journal}")
+        print(f"\nwritten: {args.out}")
         return 0
 
     return run_command("bisect", action)

@@ -1,36 +1,42 @@
-"""What every sub-command shares: one-line errors, Ctrl-C, number parsing."""
+"""What every sub-command shares: one-line errors, Ctrl-C, number parsing,
+the API key, output files, and the choices and defaults the options declare."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import inspect
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, get_args
 
 from .._stop import exit_code, signal_name, stop_signals
+from .._wire._environment_variables import PERFKIT_API_KEY
 from .._wire._record_rate import parse_record_rate
+from ..types import ProgressMode
 
 __all__ = [
     "CliError",
     "EXTRAS",
-    "RENAMED",
-    "needs_extra",
+    "add_api_key",
+    "add_progress",
+    "api_key",
+    "choices",
+    "count",
+    "default",
     "duration",
     "fraction",
+    "needs_extra",
     "non_negative",
+    "outputs",
+    "port_number",
     "positive_int",
     "record_rate",
     "run_command",
     "warmup",
 ]
-
-RENAMED = {
-    "--jsonl": "--records-out (perfkit load: one line per request) or --spans-out (perfkit run: spans)",
-    "--html": "--out",
-    "--output": "--out",
-}
-"""Flags that were renamed to the one convention (``--out`` for a command's
-file, ``--records-out``/``--spans-out`` for per-item JSON lines): the error
-for an old one says the new name."""
 
 
 class CliError(Exception):
@@ -94,9 +100,85 @@ def _number(kind: type, check: Callable[[float], bool], what: str) -> Callable[[
 
 non_negative = _number(float, lambda v: v >= 0, "a number >= 0")
 positive_int = _number(int, lambda v: v >= 1, "a whole number >= 1")
-ratio = _number(float, lambda v: 0 <= v <= 1, "a number from 0 to 1")
+count = _number(int, lambda v: v >= 0, "a whole number >= 0")
 port_number = _number(int, lambda v: 0 <= v <= 65535, "a port number (0-65535; 0 = any free port)")
-fraction = _number(float, lambda v: 0 <= v <= 1, "a fraction between 0 and 1")
+
+
+def fraction(text: str) -> float:
+    """A share from 0 to 1, as ``0.05`` or ``5%``: every fraction flag takes both."""
+    value = text.strip()
+    try:
+        number = float(value[:-1]) / 100 if value.endswith("%") else float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a fraction: write 0.05 or 5%") from None
+    if not 0 <= number <= 1:  # NaN fails too
+        raise argparse.ArgumentTypeError(f"{text!r} is not a fraction from 0 to 1: write 0.05 or 5%")
+    return number
+
+
+def choices(literal: Any, leave_out: tuple[str, ...] = ()) -> list[str]:
+    """A flag's choices: the values of a ``types`` Literal, their one home."""
+    return [value for value in get_args(literal) if value not in leave_out]
+
+
+def default(options: Any, name: str) -> Any:
+    """The default an options dataclass's field (or a function's parameter)
+    declares: the flag that fills it shows and uses it, so the two cannot drift."""
+    if not dataclasses.is_dataclass(options):
+        return inspect.signature(options).parameters[name].default
+    for option in dataclasses.fields(options):
+        if option.name == name:
+            if option.default is not dataclasses.MISSING:
+                return option.default
+            if option.default_factory is not dataclasses.MISSING:
+                return option.default_factory()
+    raise LookupError(f"{options!r} declares no default for {name}")
+
+
+def add_progress(group: Any, default_mode: str) -> None:
+    group.add_argument(
+        "--progress",
+        choices=choices(ProgressMode),
+        default=default_mode,
+        help=f"the load driver's progress bars (auto: on a terminal; default: {default_mode})",
+    )
+
+
+def add_api_key(group: Any, default_key: str, note: str = "") -> None:
+    """The bearer key comes from the environment or a file, never argv (where ps shows it)."""
+    group.add_argument(
+        "--api-key-file",
+        metavar="PATH",
+        help=f"read the key sent as Authorization: Bearer from this file; else ${PERFKIT_API_KEY} "
+        f"(empty: none sent); else {default_key}{note}. Never on the command line, where ps shows it",
+    )
+
+
+def api_key(args: argparse.Namespace, default_key: str | None) -> str | None:
+    """The bearer key: --api-key-file, else $PERFKIT_API_KEY (empty: none), else the default."""
+    if args.api_key_file:
+        try:
+            key = Path(args.api_key_file).read_text().strip()
+        except OSError as exc:
+            raise CliError(f"cannot read --api-key-file {args.api_key_file}: {exc.strerror}") from None
+        if not key:
+            raise CliError(f"--api-key-file {args.api_key_file} is empty: write the key in it")
+        return key
+    if PERFKIT_API_KEY in os.environ:
+        return os.environ[PERFKIT_API_KEY].strip() or None
+    return default_key
+
+
+def outputs(paths: list[str] | None, kinds: Mapping[str, str], otherwise: str) -> dict[str, str]:
+    """``--out`` files by kind: a file's kind from its extension (``kinds``:
+    suffix to kind), ``otherwise`` for any other name; one file per kind."""
+    found: dict[str, str] = {}
+    for path in paths or ():
+        kind = next((k for suffix, k in kinds.items() if path.lower().endswith(suffix)), otherwise)
+        if kind in found:
+            raise CliError(f"--out {found[kind]} and --out {path} are both the {kind}: give one file of each kind")
+        found[kind] = path
+    return found
 
 
 def record_rate(text: str) -> str:

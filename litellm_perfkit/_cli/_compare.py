@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from ._common import CliError, non_negative, run_command
+from ._common import CliError, fraction, run_command
 
 if TYPE_CHECKING:
     from ..types import BenchResult
@@ -20,25 +20,24 @@ interval contains zero is marked noise. RPS intervals come from --repeats of
 the bench. One file of a sweep (several versions or worker counts) compares
 its runs, the first one the baseline.
 
-With --fail-above PCT the exit code is 1 when any metric got worse by more
-than PCT percent and the interval excludes zero: for CI.
+With --fail-above F the exit code is 1 when any metric got worse by more
+than F (a fraction: 0.05 or 5%) and the interval excludes zero: for CI.
 
 examples:
   perfkit compare main.json my-branch.json
-  perfkit compare main.json my-branch.json --fail-above 5
+  perfkit compare main.json my-branch.json --fail-above 5%
   perfkit compare sweep.json        (perfkit bench --litellm-version 1.83.14,1.103.0)
 """
 
 
-def add_parser(subparsers: Any) -> None:
-    p = subparsers.add_parser(
-        "compare", help=HELP, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("results", nargs="+", help="perfkit bench result files, the first the baseline; or one sweep's file")
     p.add_argument(
-        "--fail-above", type=non_negative, help="exit 1 when a metric got really worse by more than this percent"
+        "--fail-above",
+        type=fraction,
+        metavar="F",
+        help="exit 1 when a metric got really worse by more than this fraction: 0.05 or 5%%",
     )
-    p.set_defaults(run=run)
 
 
 def load_results(paths: list[str]) -> list[BenchResult]:
@@ -80,10 +79,10 @@ def run(args: argparse.Namespace) -> int:
             )
             print()
             if args.fail_above is not None:
-                failed += regressions(deltas, args.fail_above / 100)
+                failed += regressions(deltas, args.fail_above)
         if failed:
             names = ", ".join(f"{d.metric} {d.relative:+.1%}" for d in failed)
-            print(f"perfkit compare: regression beyond {args.fail_above:g}%: {names}")
+            print(f"perfkit compare: regression beyond {args.fail_above * 100:g}%: {names}")
             return 1
         return 0
 

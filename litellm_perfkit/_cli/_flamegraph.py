@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
 
-from ._common import CliError, duration, positive_int, run_command
-
-if TYPE_CHECKING:
-    pass
+from ..types import FlamegraphFormat
+from ._common import CliError, choices, default, duration, outputs, positive_int, run_command
 
 HELP = "capture a flamegraph (py-spy) of a running proxy or of a command"
 DESCRIPTION = """\
@@ -17,7 +14,8 @@ runs unmodified. Attach to a running LiteLLM proxy with --pid (add
 --subprocesses to include its uvicorn workers), or launch a command after --.
 Stops after --duration, when the target exits, or on Ctrl-C, and writes the
 file: speedscope JSON (open it at https://www.speedscope.app or with the
-speedscope npm package) or an SVG flamegraph. See docs/profiling.md.
+speedscope npm package) or an SVG flamegraph, as --format or the --out name
+(.svg) says. See docs/profiling.md.
 
 Needs the right to ptrace the target: root, CAP_SYS_PTRACE, or
 kernel.yama.ptrace_scope=0 for your own processes.
@@ -26,25 +24,36 @@ With --diff A B it records nothing: it compares two recordings (speedscope
 files or folded stacks; several per side, comma-separated, for repeats) and
 prints the frames whose self and total time grew or shrank, per request with
 --requests, with their share of the difference and, with repeats, a 95%
-interval; --out writes a speedscope file of what grew and what shrank, and
---folded the stacks with both sides' weights (for flamegraph.pl).
+interval. --out writes a speedscope file of what grew and what shrank, or, for
+a name ending .folded, the stacks with both sides' weights (for flamegraph.pl);
+repeat --out for both.
 
 examples:
   perfkit flamegraph --pid 12345 --subprocesses --duration 30
   perfkit flamegraph --format svg --out proxy.svg -- litellm --config config.yaml
-  perfkit flamegraph --diff main.speedscope.json branch.speedscope.json --requests 2400,2390 --out diff.speedscope.json
+  perfkit flamegraph --diff main.speedscope.json branch.speedscope.json --requests 2400,2390 \\
+      --out diff.speedscope.json --out diff.folded
 """
 
 
-def add_parser(subparsers: Any) -> None:
-    p = subparsers.add_parser(
-        "flamegraph", help=HELP, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+DIFF_OUTPUTS = {".folded": "folded stacks"}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from .._profile import FlamegraphOptions
+
+    sample_hz = default(FlamegraphOptions, "sample_hz")
     p.add_argument("--pid", type=positive_int, help="attach to this running process")
     p.add_argument(
         "--duration", type=duration, help="how long to record: 30, 30s, 1m (default: until the target exits or Ctrl-C)"
     )
-    p.add_argument("--rate", type=positive_int, default=100, help="samples per second (default: 100)")
+    p.add_argument(
+        "--sample-hz",
+        type=positive_int,
+        default=sample_hz,
+        metavar="N",
+        help=f"samples per second (default: {sample_hz}); with --diff, the rate folded stacks were recorded at",
+    )
     p.add_argument("--subprocesses", action="store_true", help="also sample child processes (the proxy's workers)")
     p.add_argument(
         "--idle", action="store_true", help="include threads that are waiting (I/O, locks, the idle event loop)"
@@ -54,9 +63,17 @@ def add_parser(subparsers: Any) -> None:
         "--nonblocking", action="store_true", help="do not pause the target to sample it (less intrusive, may misread)"
     )
     p.add_argument(
-        "--format", choices=["speedscope", "svg"], default="speedscope", help="output format (default: speedscope)"
+        "--format",
+        choices=choices(FlamegraphFormat),
+        help="the recording's format (default: svg for an --out ending .svg, else speedscope)",
     )
-    p.add_argument("--out", help="the file (default: flamegraph.speedscope.json or flamegraph.svg)")
+    p.add_argument(
+        "--out",
+        action="append",
+        metavar="FILE",
+        help="the recording (default: flamegraph.speedscope.json or flamegraph.svg); with --diff, a speedscope "
+        "file, or for FILE.folded the stacks with both sides' weights ('stack A B'): repeat for both",
+    )
     diff = p.add_argument_group("compare two recordings")
     diff.add_argument(
         "--diff",
@@ -69,11 +86,7 @@ def add_parser(subparsers: Any) -> None:
         metavar="NA,NB",
         help="requests each side's recordings served (per recording with repeats: NA1;NA2,NB1;NB2): times per request",
     )
-    diff.add_argument(
-        "--folded", metavar="FILE", help="with --diff: also write the stacks with both sides' weights ('stack A B')"
-    )
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- then a command to launch and profile")
-    p.set_defaults(run=run)
 
 
 def _requests(text: str | None, sides: list[list[str]]) -> list[list[float | None]]:
@@ -93,21 +106,21 @@ def _diff(args: argparse.Namespace) -> int:
 
     from .._profile._diff import DiffError, diff, load_recording, render_diff, write_diff
 
+    outs = outputs(args.out, DIFF_OUTPUTS, "speedscope diff")
     sides = [[f for f in side.split(",") if f] for side in args.diff]
     counts = _requests(args.requests, sides)
     try:
         recordings = [
-            [load_recording(Path(f), n, args.rate) for f, n in zip(files, ns)] for files, ns in zip(sides, counts)
+            [load_recording(Path(f), n, args.sample_hz) for f, n in zip(files, ns)] for files, ns in zip(sides, counts)
         ]
     except DiffError as exc:
         raise CliError(str(exc)) from None
     deltas, whole_a, whole_b = diff(recordings[0], recordings[1])
     print(render_diff(deltas, whole_a, whole_b, "ms per request" if args.requests else "ms"))
-    out = Path(args.out) if args.out else None
-    write_diff(recordings[0], recordings[1], out, Path(args.folded) if args.folded else None)
-    for written in (args.out, args.folded):
-        if written:
-            print(f"written: {written}")
+    speedscope, folded = outs.get("speedscope diff"), outs.get("folded stacks")
+    write_diff(recordings[0], recordings[1], Path(speedscope) if speedscope else None, Path(folded) if folded else None)
+    for written in outs.values():
+        print(f"written: {written}")
     return 0
 
 
@@ -117,19 +130,26 @@ def run(args: argparse.Namespace) -> int:
     def action() -> int:
         command = args.command[1:] if args.command[:1] == ["--"] else args.command
         if args.diff:
-            if args.pid is not None or command:
-                raise CliError("--diff compares two recordings; it does not record (no --pid, no command)")
+            if args.pid is not None or command or args.format:
+                raise CliError(
+                    "--diff compares two recordings; it does not record (no --pid, no command, no --format: "
+                    "each --out's name says its kind)"
+                )
             return _diff(args)
-        if args.requests or args.folded:
-            raise CliError("--requests and --folded go with --diff A B")
+        if args.requests:
+            raise CliError("--requests goes with --diff A B")
         if (args.pid is None) == (not command):
             raise CliError("give either --pid PID or a command after -- (not both)")
-        output = args.out or ("flamegraph.speedscope.json" if args.format == "speedscope" else "flamegraph.svg")
+        if args.out and len(args.out) > 1:
+            raise CliError(f"one recording, one --out: {' and '.join(args.out)} are several")
+        output = args.out[0] if args.out else None
+        svg = args.format == "svg" or (args.format is None and output is not None and output.lower().endswith(".svg"))
+        output = output or ("flamegraph.svg" if svg else "flamegraph.speedscope.json")
         options = FlamegraphOptions(
             output=output,
-            format=args.format,
+            format="svg" if svg else "speedscope",
             duration_s=args.duration,
-            rate=args.rate,
+            sample_hz=args.sample_hz,
             subprocesses=args.subprocesses,
             idle=args.idle,
             native=args.native,

@@ -7,14 +7,25 @@ import json
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import orjson
 
-from ._common import CliError, duration, non_negative, positive_int, run_command, warmup
-
-if TYPE_CHECKING:
-    from .._load import LoadPlan, Workload
+from ..types import Arrival, Driver
+from ._common import (
+    CliError,
+    add_api_key,
+    add_progress,
+    api_key,
+    choices,
+    default,
+    duration,
+    non_negative,
+    outputs,
+    positive_int,
+    run_command,
+    warmup,
+)
 
 HELP = "drive an OpenAI-compatible endpoint: RPS, latency, TTFT, ITL, overhead headers"
 DESCRIPTION = """\
@@ -30,7 +41,8 @@ tests: a uuid and a sentence, repeated --prompt-repeats times (no cache hits).
 
 examples:
   perfkit load --url http://127.0.0.1:4000 --concurrency 50 --duration 30s --warmup 5s
-  perfkit load --url http://127.0.0.1:4000 --rate 200 --arrival poisson --stream --out run.json
+  perfkit load --url http://127.0.0.1:4000 --rate 200 --arrival poisson --stream --out run.json --out requests.jsonl
+  PERFKIT_API_KEY=sk-my-key perfkit load --url http://127.0.0.1:4000 --model gpt-4o=3 --model claude=1 --json
   perfkit load --url http://127.0.0.1:8000 --requests 5000 --processes 2 --header "x-team:a"
 """
 
@@ -50,50 +62,74 @@ def _model(text: str) -> tuple[str, float]:
         raise argparse.ArgumentTypeError(f"{text!r}: use NAME or NAME=WEIGHT") from None
 
 
-def add_parser(subparsers: Any) -> None:
-    p = subparsers.add_parser(
-        "load", help=HELP, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+if TYPE_CHECKING:
+    from .._load import LoadPlan, Workload
+
+OUTPUTS = {".jsonl": "per-request lines"}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from .._load import LoadPlan, Workload, run_load
+
+    plan = LoadPlan()
+    models: tuple[tuple[str, float], ...] = default(Workload, "models")
+    prompt_repeats: int = default(Workload, "prompt_repeats")
+    driving = {name: default(run_load, name) for name in ("processes", "repeats", "progress", "driver")}
     p.add_argument("--url", required=True, help="the endpoint or base URL (http://host:port[/v1])")
     p.add_argument(
         "--model",
         type=_model,
         action="append",
-        help="model name; repeat NAME=WEIGHT for a mix (default: fake-openai-endpoint)",
+        help=f"model name; repeat NAME=WEIGHT for a mix (default: {', '.join(name for name, _ in models)})",
     )
     shape = p.add_argument_group("load shape")
     shape.add_argument(
         "--concurrency",
         type=positive_int,
-        help="closed loop: this many users (default: 10); with --rate: at most this many in flight",
+        help=f"closed loop: this many users (default: {plan.concurrency}); with --rate: at most this many in flight",
     )
     shape.add_argument("--rate", type=non_negative, help="open loop: requests per second")
     shape.add_argument(
-        "--arrival", choices=["constant", "poisson"], default="constant", help="open-loop spacing (default: constant)"
+        "--arrival",
+        choices=choices(Arrival),
+        default=plan.arrival,
+        help=f"open-loop spacing (default: {plan.arrival})",
     )
     length = shape.add_mutually_exclusive_group()
-    length.add_argument("--duration", type=duration, help="how long to measure: 30, 30s, 2m (default: 10s)")
+    length.add_argument(
+        "--duration", type=duration, help=f"how long to measure: 30, 30s, 2m (default: {plan.duration_s:g}s)"
+    )
     length.add_argument("--requests", type=positive_int, help="requests to measure")
     shape.add_argument(
         "--warmup",
         type=warmup,
-        default=(0.0, 0),
+        default=(plan.warmup_s, plan.warmup_requests),
         help="sent but not counted, first: a duration (5s) or requests (100r) (default: none)",
     )
     shape.add_argument(
-        "--ramp", type=duration, default=0.0, help="ramp users or rate up from zero over this long (default: none)"
+        "--ramp",
+        type=duration,
+        default=plan.ramp_s,
+        help="ramp users or rate up from zero over this long (default: none)",
     )
     shape.add_argument(
-        "--repeats", type=positive_int, default=1, help="run this many times; report the median run and the spread"
+        "--repeats",
+        type=positive_int,
+        default=driving["repeats"],
+        help=f"run this many times; report the median run and the spread (default: {driving['repeats']})",
     )
     shape.add_argument(
-        "--processes", type=positive_int, default=1, help="driver processes; their histograms merge exactly"
+        "--processes",
+        type=positive_int,
+        default=driving["processes"],
+        help=f"driver processes; their histograms merge exactly (default: {driving['processes']})",
     )
     shape.add_argument(
         "--driver",
-        choices=["perfkit", "locust"],
-        default="perfkit",
-        help="perfkit's own client (default), or Locust with perfkit's user (closed loop by duration; docs/distributed.md)",
+        choices=choices(Driver),
+        default=driving["driver"],
+        help=f"perfkit's own client, or Locust with perfkit's user (closed loop by duration; docs/distributed.md) "
+        f"(default: {driving['driver']})",
     )
     body = p.add_argument_group("requests")
     body.add_argument("--stream", action="store_true", help="streaming requests (measures TTFT and ITL)")
@@ -103,28 +139,39 @@ def add_parser(subparsers: Any) -> None:
     body.add_argument(
         "--prompt-repeats",
         type=positive_int,
-        default=150,
-        help="sentence repeats per prompt (default: 150, as LiteLLM's tests)",
+        default=prompt_repeats,
+        help=f"sentence repeats per prompt (default: {prompt_repeats}, as LiteLLM's tests)",
     )
     body.add_argument("--body-file", help="a JSON request body to send instead (model and stream are still set)")
     body.add_argument("--header", type=_header, action="append", default=[], help="NAME:VALUE, repeatable")
-    body.add_argument("--api-key", default="sk-1234", help="sent as Authorization: Bearer (default: sk-1234)")
-    body.add_argument("--timeout", type=duration, default=60.0, help="per request, connect included (default: 60s)")
+    add_api_key(body, default(Workload, "api_key"), " (perfkit bench's embedded config's master key)")
+    body.add_argument(
+        "--timeout",
+        type=duration,
+        default=plan.timeout_s,
+        help=f"per request, connect included (default: {plan.timeout_s:g}s)",
+    )
     body.add_argument("--seed", type=int, help="seed of the arrival schedule and model mix (default: random)")
     out = p.add_argument_group("output")
-    out.add_argument("--out", help="write the result JSON here (schema perfkit.load/1)")
     out.add_argument(
-        "--records-out", metavar="FILE", help="also write one JSON line per request here (docs/metrics.md)"
+        "--out",
+        action="append",
+        metavar="FILE",
+        help="write the result JSON here (schema perfkit.load/1); a FILE ending .jsonl gets one JSON line per "
+        "request instead (docs/metrics.md): repeat --out for both",
     )
+    add_progress(out, driving["progress"])
     out.add_argument(
-        "--progress", choices=["auto", "on", "off"], default="auto", help="progress bar (auto: on a terminal)"
+        "--json",
+        action="store_true",
+        help="print the result JSON on stdout instead of the table (a display choice; --out writes files)",
     )
-    out.add_argument("--json", action="store_true", help="print the result JSON instead of the table")
-    p.set_defaults(run=run)
 
 
 def build(args: argparse.Namespace) -> tuple[Workload, LoadPlan]:
     from .._load import LoadPlan, Workload, WorkloadError
+
+    plan_defaults = LoadPlan()
 
     template = None
     if args.body_file:
@@ -139,13 +186,13 @@ def build(args: argparse.Namespace) -> tuple[Workload, LoadPlan]:
     try:
         workload = Workload(
             url=args.url,
-            models=tuple(args.model or [("fake-openai-endpoint", 1.0)]),
+            models=tuple(args.model or default(Workload, "models")),
             stream=args.stream,
             max_tokens=args.max_tokens,
             prompt_repeats=args.prompt_repeats,
             body_template=template,
             headers=tuple(args.header),
-            api_key=args.api_key or None,
+            api_key=api_key(args, default(Workload, "api_key")),
         )
     except WorkloadError as exc:
         raise CliError(str(exc)) from None
@@ -153,10 +200,12 @@ def build(args: argparse.Namespace) -> tuple[Workload, LoadPlan]:
     if args.rate is not None and args.rate <= 0:
         raise CliError("--rate must be above 0")
     plan = LoadPlan(
-        concurrency=args.concurrency if args.rate else (args.concurrency or 10),
+        concurrency=args.concurrency if args.rate else (args.concurrency or plan_defaults.concurrency),
         rate=args.rate,
         arrival=args.arrival,
-        duration_s=None if args.requests else (args.duration if args.duration is not None else 10.0),
+        duration_s=None
+        if args.requests
+        else (args.duration if args.duration is not None else plan_defaults.duration_s),
         requests=args.requests,
         warmup_s=warmup_s,
         warmup_requests=warmup_requests,
@@ -171,6 +220,8 @@ def run(args: argparse.Namespace) -> int:
     from .._load import LocustError, WorkloadError, render_table, run_load
 
     def action() -> int:
+        files = outputs(args.out, OUTPUTS, "result")
+        result_out, records_out = files.get("result"), files.get("per-request lines")
         workload, plan = build(args)
         if args.driver == "locust" and (args.body_file or args.header):
             raise CliError(
@@ -183,16 +234,16 @@ def run(args: argparse.Namespace) -> int:
                 processes=args.processes,
                 repeats=args.repeats,
                 progress=args.progress,
-                jsonl_path=args.records_out,
+                jsonl_path=records_out,
                 driver=args.driver,
             )
         except (WorkloadError, LocustError) as exc:
             raise CliError(str(exc)) from None
-        if args.out:
+        if result_out:
             try:
-                Path(args.out).write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
+                Path(result_out).write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
             except OSError as exc:
-                raise CliError(f"cannot write --out {args.out}: {exc.strerror}") from None
+                raise CliError(f"cannot write --out {result_out}: {exc.strerror}") from None
         if args.json:
             sys.stdout.write(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode() + "\n")
         else:
@@ -200,7 +251,7 @@ def run(args: argparse.Namespace) -> int:
         summary = result["summary"]
         if not result["complete"]:
             stopped_by = result.get("stopped_by", "SIGINT")
-            where = f"; what was measured is in {args.out}" if args.out else ""
+            where = f"; what was measured is in {result_out}" if result_out else ""
             print(f"perfkit load: stopped by {stopped_by}{where}", file=sys.stderr)
             return 128 + int(signal.Signals[stopped_by])
         if summary["ok"] == 0:

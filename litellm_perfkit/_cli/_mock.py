@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import argparse
 import errno
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from ._common import CliError, fraction, non_negative, port_number, positive_int, run_command
-
-if TYPE_CHECKING:
-    from .._mock import MockConfig
+from ..types import Distribution
+from ._common import CliError, choices, count, default, fraction, non_negative, port_number, positive_int, run_command
 
 HELP = "run the mock OpenAI-compatible provider (known TTFT, ITL, chunks, faults, quotas)"
 DESCRIPTION = """\
@@ -31,51 +29,109 @@ examples:
 """
 
 
-def add_parser(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "mock", help=HELP, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+if TYPE_CHECKING:
+    from .._mock import MockConfig
+
+
+def _port() -> int:
+    from .._mock import MockConfig
+
+    port: int = default(MockConfig, "deployments")[0].port
+    return port
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from .._mock import Deployment, MockConfig, ModelProfile
+
+    profile = ModelProfile()
+    host: str = default(MockConfig, "host")
+    rpm: int = default(Deployment, "rpm")
+    tpm: int = default(Deployment, "tpm")
+    parser.add_argument("--host", default=host, help=f"address to bind (default: {host})")
     parser.add_argument(
         "--port",
         type=port_number,
         action="append",
-        help="port to listen on; repeat for several deployments (default: 8000)",
+        help=f"port to listen on; repeat for several deployments (default: {_port()})",
     )
     timing = parser.add_argument_group("timing (milliseconds)")
     timing.add_argument(
-        "--ttft-ms", type=non_negative, default=0.0, help="request received to first content chunk (default: 0)"
+        "--ttft-ms",
+        type=non_negative,
+        default=profile.ttft_ms,
+        help=f"request received to first content chunk (default: {profile.ttft_ms:g})",
     )
-    timing.add_argument("--itl-ms", type=non_negative, default=0.0, help="gap between content chunks (default: 0)")
+    timing.add_argument(
+        "--itl-ms",
+        type=non_negative,
+        default=profile.itl_ms,
+        help=f"gap between content chunks (default: {profile.itl_ms:g})",
+    )
     timing.add_argument(
         "--distribution",
-        choices=["fixed", "uniform", "normal", "exponential", "lognormal"],
-        default="fixed",
-        help="how TTFT and ITL vary around their values (default: fixed)",
+        choices=choices(Distribution),
+        default=profile.distribution,
+        help=f"how TTFT and ITL vary around their values (default: {profile.distribution})",
     )
-    timing.add_argument("--spread-ms", type=non_negative, default=0.0, help="uniform half-width, or standard deviation")
-    timing.add_argument("--jitter-ms", type=non_negative, default=0.0, help="extra uniform noise on every delay")
+    timing.add_argument(
+        "--spread-ms",
+        type=non_negative,
+        default=profile.spread_ms,
+        help=f"uniform half-width, or standard deviation (default: {profile.spread_ms:g})",
+    )
+    timing.add_argument(
+        "--jitter-ms",
+        type=non_negative,
+        default=profile.jitter_ms,
+        help=f"extra uniform noise on every delay (default: {profile.jitter_ms:g})",
+    )
     size = parser.add_argument_group("size")
-    size.add_argument("--chunks", type=positive_int, default=20, help="content chunks per response (default: 20)")
+    size.add_argument(
+        "--chunks",
+        type=positive_int,
+        default=profile.chunks,
+        help=f"content chunks per response (default: {profile.chunks})",
+    )
     size.add_argument(
         "--tokens-per-chunk",
         type=positive_int,
-        default=1,
-        help="tokens each content chunk counts for in usage (default: 1)",
+        default=profile.tokens_per_chunk,
+        help=f"tokens each content chunk counts for in usage (default: {profile.tokens_per_chunk})",
     )
-    faults = parser.add_argument_group("faults (fractions of requests)")
-    faults.add_argument("--error-500-rate", type=fraction, default=0.0, help="answer HTTP 500 (an upstream failure)")
+    faults = parser.add_argument_group("faults (fractions of requests: 0.05 or 5%%; default: 0)")
     faults.add_argument(
-        "--error-429-rate", type=fraction, default=0.0, help="answer HTTP 429 with retry-after (rate limited)"
+        "--error-500-fraction",
+        type=fraction,
+        default=profile.error_500_fraction,
+        help="answer HTTP 500 (an upstream failure)",
     )
-    faults.add_argument("--timeout-rate", type=fraction, default=0.0, help="never answer (a stuck upstream)")
-    faults.add_argument("--disconnect-rate", type=fraction, default=0.0, help="cut the connection mid-stream")
+    faults.add_argument(
+        "--error-429-fraction",
+        type=fraction,
+        default=profile.error_429_fraction,
+        help="answer HTTP 429 with retry-after (rate limited)",
+    )
+    faults.add_argument(
+        "--timeout-fraction",
+        type=fraction,
+        default=profile.timeout_fraction,
+        help="never answer (a stuck upstream)",
+    )
+    faults.add_argument(
+        "--disconnect-fraction",
+        type=fraction,
+        default=profile.disconnect_fraction,
+        help="cut the connection mid-stream",
+    )
     quota = parser.add_argument_group("quota, per deployment")
-    quota.add_argument("--rpm", type=positive_int, default=0, help="requests per minute; 429 beyond it")
-    quota.add_argument("--tpm", type=positive_int, default=0, help="tokens per minute; 429 beyond it")
+    quota.add_argument(
+        "--rpm", type=count, default=rpm, help=f"requests per minute; 429 beyond it (default: {rpm}, no limit)"
+    )
+    quota.add_argument(
+        "--tpm", type=count, default=tpm, help=f"tokens per minute; 429 beyond it (default: {tpm}, no limit)"
+    )
     parser.add_argument("--seed", type=int, help="make every random draw repeatable")
     parser.add_argument("--config", help="JSON or YAML file: default profile, per-model profiles, deployments")
-    parser.set_defaults(run=run)
 
 
 def build_config(args: argparse.Namespace) -> MockConfig:
@@ -89,15 +145,13 @@ def build_config(args: argparse.Namespace) -> MockConfig:
         jitter_ms=args.jitter_ms,
         chunks=args.chunks,
         tokens_per_chunk=args.tokens_per_chunk,
-        error_500_rate=args.error_500_rate,
-        error_429_rate=args.error_429_rate,
-        timeout_rate=args.timeout_rate,
-        disconnect_rate=args.disconnect_rate,
+        error_500_fraction=args.error_500_fraction,
+        error_429_fraction=args.error_429_fraction,
+        timeout_fraction=args.timeout_fraction,
+        disconnect_fraction=args.disconnect_fraction,
     )
-    ports = args.port or [8000]
-    deployments = tuple(
-        Deployment(f"deployment-{i + 1}", port, int(args.rpm), int(args.tpm)) for i, port in enumerate(ports)
-    )
+    ports = args.port or [_port()]
+    deployments = tuple(Deployment(f"deployment-{i + 1}", port, args.rpm, args.tpm) for i, port in enumerate(ports))
     try:
         config = MockConfig(host=args.host, default=profile.validate(), deployments=deployments, seed=args.seed)
         return load_config(args.config, config)
@@ -122,4 +176,4 @@ def run(args: argparse.Namespace) -> int:
     return run_command("mock", action)
 
 
-__all__ = ["add_parser", "build_config", "run"]
+__all__ = ["add_arguments", "build_config", "run"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import orjson
 
@@ -28,13 +28,9 @@ examples:
 """
 
 
-def add_parser(subparsers: Any) -> None:
-    p = subparsers.add_parser(
-        "report", help=HELP, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("results", nargs="+", help="perfkit bench result files, and perfkit bisect journals")
     p.add_argument("--out", required=True, help="the HTML file to write")
-    p.set_defaults(run=run)
 
 
 def _is_bisect_journal(path: str) -> bool:

@@ -8,11 +8,11 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from .._wire import _environment_variables as variables
 from .._wire._record_rate import DEFAULT_RECORD_RATE, record_rate_in
-from ._common import CliError, positive_int, ratio, record_rate, run_command
+from ..types import ExporterName, ExportMode, HeaderMode, OtlpProtocol, SamplerName
+from ._common import CliError, choices, fraction, positive_int, record_rate, run_command
 
 HELP = "run a command (the LiteLLM proxy) with perfkit loaded in every process"
 DESCRIPTION = """\
@@ -32,7 +32,7 @@ commands that measure it: docs/overhead.md.
 examples:
   perfkit run -- litellm --config config.yaml --port 4000 --num_workers 2
   perfkit run --endpoint http://127.0.0.1:4318 --protocol http/protobuf -- litellm --config config.yaml
-  perfkit run --exporter jsonl --spans-out spans.jsonl -- litellm --config config.yaml
+  perfkit run --out spans.jsonl -- litellm --config config.yaml      # spans to a file, not OTLP
   perfkit run --record-rate all -- litellm --config config.yaml   # every request, at a cost
   perfkit run --stage-profile profiles/ --pyroscope http://127.0.0.1:4040 -- litellm --config config.yaml
 """
@@ -40,17 +40,14 @@ examples:
 BOOTSTRAP = Path(__file__).resolve().parents[1] / "_litellm" / "_bootstrap"
 
 
-def add_parser(subparsers: Any) -> None:
-    p = subparsers.add_parser(
-        "run", help=HELP, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--service-name",
         help="perfkit's service name (PERFKIT_OTEL_SERVICE_NAME, over OTEL_SERVICE_NAME; default: litellm-proxy)",
     )
     p.add_argument(
         "--exporter",
-        choices=["otlp", "console", "jsonl", "none"],
+        choices=choices(ExporterName, leave_out=("sdk",)),  # sdk: a host's own TracerProvider, in-process only
         help="PERFKIT_OTEL_TRACES_EXPORTER, over OTEL_TRACES_EXPORTER (default: otlp)",
     )
     p.add_argument(
@@ -59,18 +56,21 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument(
         "--protocol",
-        choices=["http/protobuf", "http/json", "grpc"],
+        choices=choices(OtlpProtocol),
         help="PERFKIT_OTEL_EXPORTER_OTLP_PROTOCOL, over OTEL_EXPORTER_OTLP_PROTOCOL",
     )
     p.add_argument(
         "--sampler",
-        help="PERFKIT_OTEL_TRACES_SAMPLER, over OTEL_TRACES_SAMPLER, e.g. parentbased_traceidratio (with --sampler-arg)",
+        choices=choices(SamplerName),
+        metavar="SAMPLER",
+        help="PERFKIT_OTEL_TRACES_SAMPLER, over OTEL_TRACES_SAMPLER: "
+        f"{', '.join(choices(SamplerName))} (a ratio with --sampler-arg)",
     )
     p.add_argument("--sampler-arg", help="PERFKIT_OTEL_TRACES_SAMPLER_ARG, e.g. 0.1")
     p.add_argument(
         "--record-ratio",
-        type=ratio,
-        help="record this share of requests, drawn when each starts (PERFKIT_RECORD_RATIO, default 1): the others "
+        type=fraction,
+        help="record this share of requests (a fraction, 0.1, or a percent), drawn when each starts (PERFKIT_RECORD_RATIO, default 1): the others "
         "pass through untouched, so perfkit's cost falls in proportion; spans and metrics describe the sample",
     )
     p.add_argument(
@@ -82,22 +82,21 @@ def add_parser(subparsers: Any) -> None:
         "untouched and are counted in perfkit.requests.unrecorded; what each costs: docs/overhead.md",
     )
     p.add_argument(
-        "--spans-out",
+        "--out",
         metavar="FILE",
-        help="with --exporter jsonl: the file of spans, one OTLP/JSON request per line (PERFKIT_JSONL_PATH)",
+        help="write the spans to this file, one OTLP/JSON request per line, instead of exporting them "
+        "(PERFKIT_JSONL_PATH; --exporter jsonl)",
     )
     p.add_argument(
         "--server-timing",
-        choices=["trusted", "on", "off"],
-        default="trusted",
-        help="the Server-Timing response header: to loopback clients and requests with $PERFKIT_HEADER_SECRET "
-        "in x-perfkit-secret (trusted, the default), to all, or to none (docs/headers.md)",
+        choices=choices(HeaderMode),
+        help="the Server-Timing response header (PERFKIT_SERVER_TIMING): to loopback clients and requests with "
+        "$PERFKIT_HEADER_SECRET in x-perfkit-secret (trusted, the default), to all, or to none (docs/headers.md)",
     )
     p.add_argument(
         "--overhead-header",
-        choices=["trusted", "on", "off"],
-        default="trusted",
-        help="the x-perfkit-overhead-ms response header, the same choices",
+        choices=choices(HeaderMode),
+        help="the x-perfkit-overhead-ms response header (PERFKIT_OVERHEAD_HEADER), the same choices",
     )
     p.add_argument(
         "--prometheus-port",
@@ -106,9 +105,10 @@ def add_parser(subparsers: Any) -> None:
         help="serve perfkit's metrics at http://127.0.0.1:PORT/metrics in Prometheus' text format, every worker summed",
     )
     p.add_argument(
-        "--prometheus-host", default="127.0.0.1", help="the address the Prometheus endpoint binds (default: 127.0.0.1)"
+        "--prometheus-host",
+        help="the address the Prometheus endpoint binds (PERFKIT_PROMETHEUS_HOST, default: 127.0.0.1)",
     )
-    p.add_argument("--export-mode", choices=["process", "thread"], help="PERFKIT_EXPORT_MODE (default: process)")
+    p.add_argument("--export-mode", choices=choices(ExportMode), help="PERFKIT_EXPORT_MODE (default: process)")
     prof = p.add_argument_group("profiling (docs/profiling.md)")
     prof.add_argument(
         "--stage-profile",
@@ -124,7 +124,6 @@ def add_parser(subparsers: Any) -> None:
         "--pyroscope", metavar="URL", help="continuous profiling: push to this pyroscope server, tagged by perfkit"
     )
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command to run")
-    p.set_defaults(run=run)
 
 
 def environment(args: argparse.Namespace, base: dict[str, str]) -> dict[str, str]:
@@ -139,9 +138,6 @@ def environment(args: argparse.Namespace, base: dict[str, str]) -> dict[str, str
     env[variables.PERFKIT_PROMETHEUS_DIR] = tempfile.mkdtemp(prefix="perfkit-prometheus-")
     if args.prometheus_port is not None:
         env[variables.PERFKIT_PROMETHEUS_PORT] = str(args.prometheus_port)
-        env[variables.PERFKIT_PROMETHEUS_HOST] = args.prometheus_host
-    env[variables.PERFKIT_SERVER_TIMING] = args.server_timing
-    env[variables.PERFKIT_OVERHEAD_HEADER] = args.overhead_header
     # The export flags are perfkit's alone (PERFKIT_OTEL_*): the command's own
     # OpenTelemetry (LiteLLM's otel callback) keeps reading OTEL_* as set.
     for option, variable in (
@@ -153,7 +149,10 @@ def environment(args: argparse.Namespace, base: dict[str, str]) -> dict[str, str
         ("sampler_arg", variables.PERFKIT_OTEL_TRACES_SAMPLER_ARG),
         ("record_ratio", variables.PERFKIT_RECORD_RATIO),
         ("record_rate", variables.PERFKIT_RECORD_RATE),
-        ("spans_out", variables.PERFKIT_JSONL_PATH),
+        ("out", variables.PERFKIT_JSONL_PATH),
+        ("server_timing", variables.PERFKIT_SERVER_TIMING),
+        ("overhead_header", variables.PERFKIT_OVERHEAD_HEADER),
+        ("prometheus_host", variables.PERFKIT_PROMETHEUS_HOST),
         ("export_mode", variables.PERFKIT_EXPORT_MODE),
         ("stage_profile", variables.PERFKIT_STAGE_PROFILE_DIR),
         ("profile_dir", variables.PERFKIT_PROFILE_DIR),
@@ -174,8 +173,14 @@ def run(args: argparse.Namespace) -> int:
         executable = shutil.which(command[0])
         if executable is None:
             raise CliError(f"command not found: {command[0]}")
-        if args.exporter == "jsonl" and not args.spans_out:
-            raise CliError("--exporter jsonl needs --spans-out FILE")
+        if args.exporter == "jsonl" and not args.out:
+            raise CliError("--exporter jsonl needs --out FILE")
+        if args.out and args.exporter not in (None, "jsonl"):
+            raise CliError(
+                f"--out writes the spans to a file; --exporter {args.exporter} sends them elsewhere: drop one"
+            )
+        if args.out:
+            args.exporter = "jsonl"
         if args.profile_dir and not os.environ.get(variables.PERFKIT_PROFILE_SECRET):
             raise CliError(
                 "--profile-dir needs a secret: export PERFKIT_PROFILE_SECRET=<token> (not on the command line, where ps shows it)"

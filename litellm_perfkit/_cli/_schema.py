@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 import orjson
 
@@ -22,16 +21,12 @@ examples:
 """
 
 
-def add_parser(subparsers: Any) -> None:
-    p = subparsers.add_parser(
-        "schema", help=HELP, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "document",
         choices=sorted(DOCUMENTS),
         help="which document: load (perfkit.load/1), bench (perfkit.bench/1) or perturbation (perfkit.perturbation/1)",
     )
-    p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

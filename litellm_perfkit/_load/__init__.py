@@ -11,10 +11,10 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
-from typing import Any, Literal
+from typing import Any
 
 from .._stop import Stopped, signal_name
-from ..types import LoadConfig, LoadResult
+from ..types import Driver, LoadConfig, LoadResult, ProgressMode
 from ._locust_run import LocustError, run_locust
 from ._recorder import Recorder
 from ._report import SCHEMA, build_result, median_run, render_table, stopped
@@ -33,9 +33,6 @@ __all__ = [
     "endpoint_url",
     "SCHEMA",
 ]
-
-ProgressMode = Literal["auto", "on", "off"]
-Driver = Literal["perfkit", "locust"]
 
 
 def _split(total: int | None, parts: int, index: int) -> int | None:

@@ -21,6 +21,7 @@ from types import FrameType
 from typing import IO, Any, Literal
 
 from .._stop import STOP_SIGNALS, stop_signals
+from ..types import Arrival
 from ._exchange import Exchange
 from ._http import Connection, connect
 from ._recorder import Recorder
@@ -28,7 +29,6 @@ from ._workload import Workload
 
 __all__ = ["Arrival", "LoadPlan", "Phase", "PhaseResult", "run_phase"]
 
-Arrival = Literal["constant", "poisson"]
 Progress = Callable[[int], None]
 
 

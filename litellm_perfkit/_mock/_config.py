@@ -8,11 +8,11 @@ import math
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, get_args
+
+from ..types import Distribution
 
 __all__ = ["Distribution", "ModelProfile", "Deployment", "MockConfig", "load_config", "ConfigError"]
-
-Distribution = Literal["fixed", "uniform", "normal", "exponential", "lognormal"]
 
 
 class ConfigError(ValueError):
@@ -37,12 +37,12 @@ class ModelProfile:
     tokens_per_chunk: int = 1
     token_text: str = "tok"
     embedding_dims: int = 8
-    error_500_rate: float = 0.0
-    error_429_rate: float = 0.0
+    error_500_fraction: float = 0.0
+    error_429_fraction: float = 0.0
     retry_after_s: int = 1
-    timeout_rate: float = 0.0  # never answer (until hang_s), as a stuck upstream
+    timeout_fraction: float = 0.0  # never answer (until hang_s), as a stuck upstream
     hang_s: float = 600.0
-    disconnect_rate: float = 0.0  # close the connection mid-stream (or before the body)
+    disconnect_fraction: float = 0.0  # close the connection mid-stream (or before the body)
 
     def validate(self) -> ModelProfile:
         if self.distribution not in get_args(Distribution):
@@ -52,9 +52,9 @@ class ModelProfile:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.chunks < 1 or self.tokens_per_chunk < 1:
             raise ConfigError("chunks and tokens_per_chunk must be at least 1")
-        rates = [self.error_500_rate, self.error_429_rate, self.timeout_rate, self.disconnect_rate]
-        if any(not 0 <= r <= 1 for r in rates) or sum(rates) > 1:
-            raise ConfigError("fault rates are fractions between 0 and 1 and must add up to at most 1")
+        faults = [self.error_500_fraction, self.error_429_fraction, self.timeout_fraction, self.disconnect_fraction]
+        if any(not 0 <= f <= 1 for f in faults) or sum(faults) > 1:
+            raise ConfigError("fault fractions are from 0 to 1 and add up to at most 1")
         return self
 
     def draw(self, mean_ms: float, rng: random.Random | None) -> float:
@@ -82,10 +82,10 @@ class ModelProfile:
         return bool(
             self.distribution != "fixed"
             or self.jitter_ms
-            or self.error_500_rate
-            or self.error_429_rate
-            or self.timeout_rate
-            or self.disconnect_rate
+            or self.error_500_fraction
+            or self.error_429_fraction
+            or self.timeout_fraction
+            or self.disconnect_fraction
         )
 
 

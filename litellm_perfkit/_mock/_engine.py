@@ -289,18 +289,18 @@ class MockEngine:
         if rng is None:
             return None
         draw = rng.random()
-        edge = profile.error_500_rate
+        edge = profile.error_500_fraction
         if draw < edge:
             return self._error(api, 500, "The mock provider failed (injected 500)", "server_error")
-        edge += profile.error_429_rate
+        edge += profile.error_429_fraction
         if draw < edge:
             plan = self._error(api, 429, "Rate limit reached (injected 429)", "rate_limit_error", "rate_limit_exceeded")
             plan.headers.append((b"retry-after", str(profile.retry_after_s).encode()))
             return plan
-        edge += profile.timeout_rate
+        edge += profile.timeout_fraction
         if draw < edge:
             return Plan(200, JSON, action="hang", hang_s=profile.hang_s)
-        edge += profile.disconnect_rate
+        edge += profile.disconnect_fraction
         if draw < edge:
             return Plan(200, JSON, action="disconnect")
         return None

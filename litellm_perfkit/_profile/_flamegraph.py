@@ -12,11 +12,12 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import orjson
 
 from .._executables import find_executable
+from ..types import FlamegraphFormat
 
 __all__ = [
     "conform_speedscope",
@@ -29,7 +30,6 @@ __all__ = [
     "stop_recording",
 ]
 
-FlamegraphFormat = Literal["speedscope", "svg"]
 
 PTRACE_HELP = (
     "py-spy may not read that process's memory (ptrace refused). Fix one of: run as root or as the "
@@ -48,7 +48,7 @@ class FlamegraphOptions:
     output: str
     format: FlamegraphFormat = "speedscope"
     duration_s: float | None = None  # None: until the target exits or Ctrl-C
-    rate: int = 100  # samples per second
+    sample_hz: int = 100  # samples per second
     subprocesses: bool = False  # include child processes (the proxy's workers)
     idle: bool = False  # include threads that are waiting
     native: bool = False  # include C/C++/Rust frames
@@ -80,7 +80,7 @@ def py_spy_command(options: FlamegraphOptions, pid: int | None = None, command: 
         "--output",
         options.output,
         "--rate",
-        str(options.rate),
+        str(options.sample_hz),
         "--format",
         "speedscope" if options.format == "speedscope" else "flamegraph",
     ]

@@ -225,7 +225,7 @@ def test_bisect_names_the_releases_that_added_cpu_and_their_stage(
         f"--no-index --find-links {wheels}",
         "--proxy-command",
         "{python} -m fakegw --port {port} --upstream {upstream}",
-        "--journal",
+        "--out",
         str(journal),
         "--duration",
         "1.5s",

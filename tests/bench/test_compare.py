@@ -102,7 +102,7 @@ def test_cli_exit_code_for_ci(tmp_path: Path) -> None:
     c.write_bytes(orjson.dumps(fake_result(3, slowdown=1.10, label="slower")))
 
     def run(*files: Path) -> subprocess.CompletedProcess[str]:
-        args = [sys.executable, "-m", "litellm_perfkit._cli", "compare", *map(str, files), "--fail-above", "5"]
+        args = [sys.executable, "-m", "litellm_perfkit._cli", "compare", *map(str, files), "--fail-above", "5%"]
         return subprocess.run(args, capture_output=True, text=True, timeout=120)
 
     same, slower = run(a, b), run(a, c)

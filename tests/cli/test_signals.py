@@ -87,7 +87,7 @@ def test_load_writes_what_it_measured(upstream: str, tmp_path: Path, processes: 
         "off",
         "--out",
         str(out),
-        "--records-out",
+        "--out",
         str(records),
     ]
     code, stderr, left = stop_midway(command, lambda: lines(records) >= 50, signum)
@@ -112,7 +112,7 @@ def test_load_through_locust_writes_what_it_measured(upstream: str, tmp_path: Pa
         "60s",
         "--out",
         str(out),
-        "--records-out",
+        "--out",
         str(records),
     ]
     started = time.monotonic()

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from litellm_perfkit._cli._main import build_parser
+from litellm_perfkit._cli._main import build_parser, command_parsers
 from tests.docs.commands import ROOT, Command, cited
 
 COMMANDS = cited()
@@ -22,7 +22,7 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 
 
 PARSER = build_parser()
-SUBCOMMANDS = _subparsers(PARSER)
+SUBCOMMANDS = command_parsers()
 
 
 def _options(parser: argparse.ArgumentParser) -> set[str]:

@@ -157,10 +157,10 @@ MALFORMED_SSE = (
 @pytest.mark.parametrize(
     ("error", "setup"),
     [
-        ("http_429", {"error_429_rate": 1.0}),
-        ("http_5xx", {"error_500_rate": 1.0}),
-        ("timeout", {"timeout_rate": 1.0}),
-        ("disconnect", {"disconnect_rate": 1.0}),
+        ("http_429", {"error_429_fraction": 1.0}),
+        ("http_5xx", {"error_500_fraction": 1.0}),
+        ("timeout", {"timeout_fraction": 1.0}),
+        ("disconnect", {"disconnect_fraction": 1.0}),
     ],
 )
 def test_error_classes_from_the_mock(error: str, setup: dict[str, float]) -> None:

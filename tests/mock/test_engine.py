@@ -39,7 +39,7 @@ def test_quota_429_carries_retry_after() -> None:
     assert orjson.loads(plans[2].render(0))["error"]["code"] == "rate_limit_exceeded"  # type: ignore[misc]
 
 
-@pytest.mark.parametrize(("field", "status"), [("error_500_rate", 500), ("error_429_rate", 429)])
+@pytest.mark.parametrize(("field", "status"), [("error_500_fraction", 500), ("error_429_fraction", 429)])
 def test_injected_error_rates_fall_within_tolerance(field: str, status: int) -> None:
     mock = engine(seed=7, **{field: 0.2})
     n = 5000
@@ -49,7 +49,7 @@ def test_injected_error_rates_fall_within_tolerance(field: str, status: int) -> 
 
 
 def test_timeout_and_disconnect_faults() -> None:
-    mock = engine(seed=3, timeout_rate=0.5, disconnect_rate=0.5)
+    mock = engine(seed=3, timeout_fraction=0.5, disconnect_fraction=0.5)
     actions = {mock.plan("POST", "/v1/chat/completions", CHAT).action for _ in range(50)}
     assert actions == {"hang", "disconnect"}
     stream = orjson.dumps({"model": "m", "messages": [], "stream": True})
@@ -61,7 +61,7 @@ def test_timeout_and_disconnect_faults() -> None:
 
 def test_a_seed_makes_runs_deterministic() -> None:
     def run(seed: int) -> list[tuple[int, tuple[float, ...] | None]]:
-        mock = engine(seed=seed, ttft_ms=50, itl_ms=10, distribution="exponential", jitter_ms=2, error_500_rate=0.1)
+        mock = engine(seed=seed, ttft_ms=50, itl_ms=10, distribution="exponential", jitter_ms=2, error_500_fraction=0.1)
         body = orjson.dumps({"model": "m", "messages": [], "stream": True})
         plans = [mock.plan("POST", "/v1/chat/completions", body) for _ in range(200)]
         return [(p.status, tuple(p.offsets_s) if p.offsets_s else None) for p in plans]
@@ -103,7 +103,7 @@ def test_malformed_requests_get_openai_style_4xx(
 
 
 def test_bad_profiles_are_refused_with_a_clear_message() -> None:
-    with pytest.raises(ConfigError, match="fault rates"):
-        ModelProfile(error_500_rate=0.7, error_429_rate=0.7).validate()
+    with pytest.raises(ConfigError, match="fault fractions"):
+        ModelProfile(error_500_fraction=0.7, error_429_fraction=0.7).validate()
     with pytest.raises(ConfigError, match="ttft_ms must be >= 0"):
         ModelProfile(ttft_ms=-1).validate()

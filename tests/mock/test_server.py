@@ -111,8 +111,10 @@ def test_two_deployments_with_quotas_in_one_process() -> None:
 
 
 def test_timeouts_and_mid_stream_disconnects_reach_the_client() -> None:
-    hang = MockConfig(default=ModelProfile(timeout_rate=1.0), seed=1, deployments=(Deployment("d", 0),))
-    cut = MockConfig(default=ModelProfile(disconnect_rate=1.0, chunks=10), seed=1, deployments=(Deployment("d", 0),))
+    hang = MockConfig(default=ModelProfile(timeout_fraction=1.0), seed=1, deployments=(Deployment("d", 0),))
+    cut = MockConfig(
+        default=ModelProfile(disconnect_fraction=1.0, chunks=10), seed=1, deployments=(Deployment("d", 0),)
+    )
     with mock_server(hang) as (url,):
         client = openai.OpenAI(base_url=f"{url}/v1", api_key="k", timeout=0.3, max_retries=0)
         with pytest.raises(openai.APITimeoutError):

@@ -57,7 +57,7 @@ def test_py_spy_captures_a_litellm_proxy_with_two_workers_under_load(tmp_path: P
                 "--subprocesses",
                 "--duration",
                 "8",
-                "--rate",
+                "--sample-hz",
                 "50",
                 "--out",
                 str(output),
