@@ -83,15 +83,7 @@ def run_bench(options: BenchOptions) -> BenchResult:
         SpanReceiver() as receiver,
     ):
         workdir = Path(tmp)
-        upstream = start_mock(
-            children,
-            "--ttft-ms",
-            str(options.ttft_ms),
-            "--itl-ms",
-            str(options.itl_ms),
-            "--chunks",
-            str(options.chunks),
-        )
+        upstream = start_mock(children, *options.mock_flags())
         direct = _direct(upstream, options)
         for target, version in _targets(options):
             for workers in options.workers:

@@ -107,5 +107,9 @@ class BenchOptions:
         """The options as a result document records them: not the log, the progress bars or the key."""
         return {k: v for k, v in self.__dict__.items() if k not in ("log", "progress", "api_key")}
 
+    def mock_flags(self) -> tuple[str, ...]:
+        """``perfkit mock``'s flags for the upstream latency these options ask for."""
+        return ("--ttft-ms", str(self.ttft_ms), "--itl-ms", str(self.itl_ms), "--chunks", str(self.chunks))
+
     def say(self, message: str) -> None:
         print(f"perfkit bench: {message}", file=self.log, flush=True)

@@ -172,15 +172,7 @@ def run_perturbation(options: BenchOptions) -> PerturbationResult:
         Children() as children,
         SpanReceiver() as receiver,
     ):
-        upstream = start_mock(
-            children,
-            "--ttft-ms",
-            str(options.ttft_ms),
-            "--itl-ms",
-            str(options.itl_ms),
-            "--chunks",
-            str(options.chunks),
-        )
+        upstream = start_mock(children, *options.mock_flags())
         for number in range(options.repeats):
             order: list[Side] = ["plain", "perfkit"] if number % 2 == 0 else ["perfkit", "plain"]
             options.say(f"pair {number + 1} of {options.repeats}")
