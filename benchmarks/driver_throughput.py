@@ -40,17 +40,18 @@ class Chat(FastHttpUser):
 """
 
 
+def _python_on_tool_core(module_and_args: list[str], cwd: str | None = None) -> None:
+    """``python -m MODULE ARGS`` pinned to core 1 (the mock has core 0); raises if it fails."""
+    command = ["taskset", "-c", "1", sys.executable, "-m", *module_and_args]
+    subprocess.run(command, check=True, capture_output=True, cwd=cwd)
+
+
 def perfkit(url: str, duration: int, driver: str = "perfkit") -> float:
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as out:
         path = out.name
     try:
-        subprocess.run(
+        _python_on_tool_core(
             [
-                "taskset",
-                "-c",
-                "1",
-                sys.executable,
-                "-m",
                 "litellm_perfkit._cli",
                 "load",
                 "--url",
@@ -69,9 +70,7 @@ def perfkit(url: str, duration: int, driver: str = "perfkit") -> float:
                 path,
                 "--driver",
                 driver,
-            ],
-            check=True,
-            capture_output=True,
+            ]
         )
         result = json.loads(Path(path).read_text())
     finally:
@@ -85,13 +84,8 @@ def locust(url: str, duration: int) -> float:
     with tempfile.TemporaryDirectory() as workdir:
         locustfile = Path(workdir) / "locustfile.py"
         locustfile.write_text(LOCUSTFILE.format(body=json.dumps(BODY)))
-        subprocess.run(
+        _python_on_tool_core(
             [
-                "taskset",
-                "-c",
-                "1",
-                sys.executable,
-                "-m",
                 "locust",
                 "-f",
                 str(locustfile),
@@ -110,8 +104,6 @@ def locust(url: str, duration: int) -> float:
                 "--loglevel",
                 "ERROR",
             ],
-            check=True,
-            capture_output=True,
             cwd=workdir,
         )
         stats = Path(f"{workdir}/stats_stats.csv").read_text().splitlines()

@@ -94,19 +94,9 @@ def middleware_ablation(tmp_path: Path) -> None:
 def middleware_overhead(tmp_path: Path) -> None:
     out = run("middleware_overhead", "--rounds", "3", "--batch", "5", "--host-provider", "on")
     rows = table(out, "| workload | variant |")
-    variants = [
-        "bare",
-        "perfkit-process",
-        "perfkit-thread",
-        "perfkit-noexport",
-        "perfkit-noexport-nosteps",
-        "perfkit-process-py",
-        "perfkit-noexport-py",
-        "perfkit-sdk",
-        "otel-asgi",
-        "otel-asgi-exclude",
-    ]
-    assert [r[:2] for r in rows] == [[w, v] for w in ("json", "sse-20") for v in variants], out
+    from benchmarks.middleware_overhead import VARIANTS, WORKLOADS  # a row for each pair it declares
+
+    assert [r[:2] for r in rows] == [[w, v] for w, _ in WORKLOADS for v in VARIANTS], out
     assert all(number(r[2]) > 0 for r in rows), out
     # The threads that export (perfkit's in thread mode, OTel's) did work; the OTel rows compare with perfkit's.
     assert all(number(r[4]) > 0 for r in rows if r[1] in ("perfkit-thread", "otel-asgi")), out

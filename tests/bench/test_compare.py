@@ -56,6 +56,12 @@ def fake_result(
     }
 
 
+def perfkit_compare(*args: str) -> subprocess.CompletedProcess[str]:
+    """``perfkit compare ARGS`` as a user runs it, with its exit code and output."""
+    command = [sys.executable, "-m", "litellm_perfkit._cli", "compare", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+
 def test_an_a_a_comparison_is_noise() -> None:
     deltas = compare(fake_result(1), fake_result(2))
     assert {d.verdict for d in deltas} == {"noise"}, [(d.metric, d.low, d.high) for d in deltas if d.verdict != "noise"]
@@ -101,16 +107,11 @@ def test_cli_exit_code_for_ci(tmp_path: Path) -> None:
     b.write_bytes(orjson.dumps(fake_result(2, label="same")))
     c.write_bytes(orjson.dumps(fake_result(3, slowdown=1.10, label="slower")))
 
-    def run(*files: Path) -> subprocess.CompletedProcess[str]:
-        args = [sys.executable, "-m", "litellm_perfkit._cli", "compare", *map(str, files), "--fail-above", "5%"]
-        return subprocess.run(args, capture_output=True, text=True, timeout=120)
-
-    same, slower = run(a, b), run(a, c)
+    same = perfkit_compare(str(a), str(b), "--fail-above", "5%")
+    slower = perfkit_compare(str(a), str(c), "--fail-above", "5%")
     assert same.returncode == 0 and "| noise |" in same.stdout
     assert slower.returncode == 1 and "regression beyond 5%" in slower.stdout
-    bad = subprocess.run(
-        [sys.executable, "-m", "litellm_perfkit._cli", "compare", str(a), "/nope.json"], capture_output=True, text=True
-    )
+    bad = perfkit_compare(str(a), "/nope.json")
     assert bad.returncode == 2 and "cannot read /nope.json" in bad.stderr
 
 
@@ -125,12 +126,7 @@ def test_a_sweep_file_compares_its_runs_and_names_the_stage_whose_cpu_changed(tm
     }
     path = tmp_path / "sweep.json"
     path.write_bytes(orjson.dumps(sweep))
-    done = subprocess.run(
-        [sys.executable, "-m", "litellm_perfkit._cli", "compare", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = perfkit_compare(str(path))
     assert done.returncode == 0, done.stderr
     assert "litellm 1.103.0 (1 worker(s)) vs litellm 1.83.14 (1 worker(s))" in done.stdout
     assert "| stage auth (mean own CPU ms) |" in done.stdout
@@ -138,10 +134,5 @@ def test_a_sweep_file_compares_its_runs_and_names_the_stage_whose_cpu_changed(tm
     assert cpu_lines[0].strip().startswith("auth: 1.645 -> 2.146 ms"), done.stdout
     single = tmp_path / "one.json"
     single.write_bytes(orjson.dumps(baseline))
-    lone = subprocess.run(
-        [sys.executable, "-m", "litellm_perfkit._cli", "compare", str(single)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    lone = perfkit_compare(str(single))
     assert lone.returncode == 2 and "holds one run" in lone.stderr
