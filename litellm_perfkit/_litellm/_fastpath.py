@@ -82,10 +82,11 @@ def read_capabilities(caps: Any, table: str) -> dict[str, AttributeValue]:
     attributes["perfkit.litellm.stream_iterator_layers"] = (
         len(getattr(caps, "iterator_overrides", ())) if wrapped else 0
     )
-    attributes["perfkit.litellm.fast_path_source"] = "callback_capabilities"
+    source = "callback_capabilities"
     if unread:
         attributes["perfkit.litellm.capabilities_unread"] = ",".join(sorted(unread))
-        attributes["perfkit.litellm.fast_path_source"] += f" (this release's cache lacks {', '.join(sorted(unread))})"
+        source += f" (this release's cache lacks {', '.join(sorted(unread))})"
+    attributes["perfkit.litellm.fast_path_source"] = source
     return attributes
 
 
