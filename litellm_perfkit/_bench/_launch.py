@@ -306,14 +306,15 @@ def start_litellm(
     workers: int = 1,
     mode: ProxyMode = "perfkit",
     perfkit_args: Sequence[str] = (),
+    litellm_args: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
     pin_cpu: str | None = None,
     host: str = "127.0.0.1",
     timeout_s: float = 180,
     say: Say | None = None,
 ) -> LiteLLMProxy:
-    """The LiteLLM proxy (its ``litellm`` script) with ``config_text``, plain
-    or under ``perfkit run`` (the ``perfkit`` script installed beside it);
+    """The LiteLLM proxy (its ``litellm`` script) with ``config_text`` and
+    ``litellm_args``, plain or under ``perfkit run`` (the ``perfkit`` script installed beside it);
     returns once every worker has started and it answers its health check."""
     port = free_port()
     config = workdir / f"litellm-{port}.yaml"
@@ -328,6 +329,7 @@ def start_litellm(
         str(port),
         "--num_workers",
         str(workers),
+        *litellm_args,
     ]
     if mode == "perfkit":
         command = [str(perfkit), "run", *perfkit_args, "--", *command]

@@ -47,6 +47,7 @@ from .._wire._names import AGENT_MODULE
 from ..types import ExportMode, RequestRecord
 from ._metrics import UNRECORDED_COUNTER, MetricStore
 from ._prometheus import SnapshotWriter
+from ._reaper import OWN_AGENTS
 from ._settings import ExportSettings
 from ._spans import Sampler, Span, record_to_spans, trace_context
 from ._transport import Exporter, make_exporter
@@ -205,6 +206,7 @@ class _Agent:
             stdout=subprocess.PIPE,
             env=env,
         )
+        OWN_AGENTS.add(self.process.pid)
         assert self.process.stdin is not None and self.process.stdout is not None
         _widen_pipe(self.process.stdin.fileno())
         self._stdin = self.process.stdin
@@ -263,6 +265,7 @@ class Pipeline:
         self._handoff_type = backend.handoff  # the C hand-off, when that backend runs
         self._processor = Processor(settings, exporter) if mode == "thread" else None
         self._agent: _Agent | None = None
+        self._agent_failed = False  # it could not start: the queue fills, and what comes after is dropped and counted
         self._wake = threading.Event()
         self._stopped = threading.Event()
         self._lock = threading.Lock()  # one drain at a time (thread vs. flush)
@@ -296,14 +299,13 @@ class Pipeline:
         if queued >= self._max_queue:
             self._dropped += 1
             return
-        self._queue.append(timeline if self._agent is None else timeline.encode())
+        self._queue.append(timeline if self._processor is not None else timeline.encode())
         if queued == self._wake_at:  # nearly full: drain now, not at the next tick
             self._wake.set()
 
     # -- lifecycle ----------------------------------------------------------
     def start(self) -> Pipeline:
         if self.mode == "process":
-            self._agent = _Agent(self.settings)
             if self._handoff_type is not None:
                 self._handoff = self._handoff_type(self._max_queue, self._max_queue * _RECORD_BYTES, self._wake.set)
         self._thread = threading.Thread(target=self._run, name="perfkit-export", daemon=True)
@@ -371,13 +373,34 @@ class Pipeline:
         with self._lock:
             queue = self._queue
             anchor = time.time_ns() - time.perf_counter_ns()
-            self._count_unrecorded()
             if self._processor is not None:
+                self._count_unrecorded()
                 self._drain_into(self._processor, queue, anchor)
-            elif self._agent is not None and self._handoff is not None:
-                self._drain_handoff(self._agent, self._handoff, anchor)
-            elif self._agent is not None and queue:
-                self._drain_to_agent(self._agent, queue, anchor)
+                return
+            agent = self._started_agent()
+            if agent is None:
+                return
+            self._count_unrecorded()
+            if self._handoff is not None:
+                self._drain_handoff(agent, self._handoff, anchor)
+            elif queue:
+                self._drain_to_agent(agent, queue, anchor)
+
+    def _started_agent(self) -> _Agent | None:
+        """The agent; started now if there is something to hand it (process mode)."""
+        if self._agent is not None or self._agent_failed:
+            return self._agent
+        pending = self._handoff.pending if self._handoff is not None else len(self._queue)
+        if not pending and UNRECORDED.count == self._unrecorded_sent:
+            return None
+        try:
+            self._agent = _Agent(self.settings)
+        except OSError as exc:
+            self._agent_failed = True
+            warn_once(
+                "export.agent", "perfkit: cannot start the export agent (%s); requests are dropped and counted", exc
+            )
+        return self._agent
 
     def _count_unrecorded(self) -> None:
         """Hand the count of requests passed through unrecorded to the metrics, when it grew."""

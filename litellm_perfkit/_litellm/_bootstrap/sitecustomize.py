@@ -48,6 +48,20 @@ def _hangup_stops() -> None:
         signal.signal(signal.SIGHUP, lambda signum, frame: os.kill(os.getpid(), signal.SIGTERM))
 
 
+def _reap_agents() -> None:
+    """In the process perfkit run became: wait for the export agents of
+    workers that were killed, which it adopts and would leave as zombies
+    (litellm_perfkit/_export/_reaper.py)."""
+    if os.environ.get("PERFKIT_RUN_PID") != str(os.getpid()):
+        return
+    try:
+        from litellm_perfkit._export._reaper import start_reaper
+
+        start_reaper()
+    except Exception as exc:  # the proxy starts without it
+        sys.stderr.write(f"perfkit: cannot reap orphaned export agents ({type(exc).__name__}: {exc})\n")
+
+
 def _chain() -> None:
     """Import the next sitecustomize on sys.path, if there is one."""
     import importlib.machinery
@@ -96,5 +110,6 @@ def _installed_in(path: list[str]) -> bool:
 _perfkit_bootstrap()
 _prometheus()
 _hangup_stops()
+_reap_agents()
 _chain()
 _tidy_path()
