@@ -265,7 +265,14 @@ async def start_servers(config: MockConfig, deployments: Sequence[Deployment] | 
 
 
 def serve(config: MockConfig) -> None:
-    """Run the mock until interrupted (uvloop when available)."""
+    """Run the mock (uvloop when available) until a stop signal, which then
+    raises as Ctrl-C does. The loop is stopped by cancelling it, not by the
+    signal raising where it lands: inside a connection's callback uvloop
+    logs that and serves on."""
+    import signal
+
+    from .._load._runner import run_until_stopped
+    from .._stop import Stopped
 
     async def main() -> None:
         servers = await start_servers(config)
@@ -275,7 +282,9 @@ def serve(config: MockConfig) -> None:
                 print(f"perfkit mock listening on http://{host}:{port}", flush=True)
         await asyncio.gather(*(s.serve_forever() for s in servers))
 
-    run_fast(main())
+    stopped_by = run_until_stopped(main())
+    if stopped_by is not None:
+        raise KeyboardInterrupt if stopped_by == "SIGINT" else Stopped(signal.Signals[stopped_by])
 
 
 def run_fast(coroutine: Coroutine[Any, Any, None]) -> None:
