@@ -197,14 +197,15 @@ class Children:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        # All at once: each child's group gets the same grace, not one after another.
+        # Last started first (a proxy before the mock it calls: stopped together,
+        # the proxy's requests in flight fail and retry, and its shutdown waits
+        # for them), within one grace for all, each at least a second.
         with held_stops():
-            for child in reversed(self.children):
-                child.terminate()
             deadline = time.monotonic() + STOP_GRACE_S
             for child in reversed(self.children):
                 with contextlib.suppress(Exception):
-                    child.finish(deadline)
+                    child.terminate()
+                    child.finish(max(deadline, time.monotonic() + 1.0))
             self.children.clear()
 
 
