@@ -39,12 +39,13 @@ except ImportError:  # not on Windows
     fcntl = None  # type: ignore[assignment]
 
 from .._core._backend import ACTIVE, Backend
-from .._core._guard import internal_error, logger, warn_once
+from .._core._guard import internal_error, internal_error_counts, logger, warn_once
 from .._core._sampling import UNRECORDED
 from .._core._sink import set_sink
 from .._core._timeline import Timeline
 from .._wire._names import AGENT_MODULE
 from ..types import ExportMode, RequestRecord
+from ._health import print_health_once, write_health
 from ._metrics import UNRECORDED_COUNTER, MetricStore
 from ._prometheus import SnapshotWriter
 from ._reaper import OWN_AGENTS
@@ -109,9 +110,11 @@ class Processor:
         self._start_unix_ns = time.time_ns()
         self._last_metrics = time.monotonic()
         self.exported_spans = 0
+        self.recorded = 0  # records handled
         self._prometheus = SnapshotWriter(settings.prometheus_dir) if settings.prometheus_dir else None
 
     def handle(self, record: RequestRecord, anchor_ns: int) -> None:
+        self.recorded += 1
         if self._prometheus is not None:
             self._prometheus.changed()
         try:
@@ -158,6 +161,8 @@ class Processor:
             "exported_spans": self.exported_spans,
             "dropped_spans": self.metrics.counters["perfkit.spans.dropped"],
             "dropped_requests": self.metrics.counters["perfkit.requests.dropped"],
+            "recorded": self.recorded,
+            "internal_errors": sum(internal_error_counts().values()),  # of the process it runs in
         }
 
     def close(self) -> None:
@@ -355,6 +360,35 @@ class Pipeline:
             self._agent.close(timeout_s=self.settings.timeout_s + 5)
         if self.dropped_requests and self._processor is None:
             logger.warning("perfkit: %d requests were dropped from a full export queue", self.dropped_requests)
+        if self.settings.prometheus_dir:
+            self._write_health(self.settings.prometheus_dir)
+
+    def _write_health(self, directory: str) -> None:
+        """This process's counts for perfkit run's health line; the line itself
+        when this is the process perfkit run became (one worker: it serves)."""
+        if self._processor is not None:
+            stats, internal = self._processor.stats(), 0  # its internal errors are this process's
+        else:
+            stats = dict(self._agent.last_stats) if self._agent else {}
+            internal = stats.get("internal_errors", 0)
+        dropped = max(stats.get("dropped_requests", 0), self.dropped_requests)
+        recorded = stats.get("recorded", 0) + dropped
+        try:
+            write_health(
+                directory,
+                {
+                    "requests": recorded + UNRECORDED.count,
+                    "recorded": recorded,
+                    "exported_spans": stats.get("exported_spans", 0),
+                    "dropped_spans": stats.get("dropped_spans", 0),
+                    "dropped_requests": dropped,
+                    "internal_errors": internal + sum(internal_error_counts().values()),
+                },
+            )
+            if os.environ.get("PERFKIT_RUN_PID") == str(os.getpid()):
+                print_health_once(directory)
+        except OSError as exc:
+            internal_error("export.health", exc)
 
     # -- export thread ------------------------------------------------------
     def _run(self) -> None:

@@ -48,6 +48,24 @@ def _hangup_stops() -> None:
         signal.signal(signal.SIGHUP, lambda signum, frame: os.kill(os.getpid(), signal.SIGTERM))
 
 
+def _health_line() -> None:
+    """In the process perfkit run became: the health line over every worker when it exits."""
+    directory = os.environ.get("PERFKIT_PROMETHEUS_DIR")
+    if os.environ.get("PERFKIT_RUN_PID") != str(os.getpid()) or not directory:
+        return
+    import atexit
+
+    def at_exit() -> None:
+        try:
+            from litellm_perfkit._export._health import print_health_once
+
+            print_health_once(directory)
+        except Exception:  # never a traceback at the host's exit
+            pass
+
+    atexit.register(at_exit)
+
+
 def _reap_agents() -> None:
     """In the process perfkit run became: wait for the export agents of
     workers that were killed, which it adopts and would leave as zombies
@@ -111,5 +129,6 @@ _perfkit_bootstrap()
 _prometheus()
 _hangup_stops()
 _reap_agents()
+_health_line()
 _chain()
 _tidy_path()
