@@ -1,9 +1,10 @@
 """``perfkit run``'s health line on exit: requests, recorded, exported, dropped, internal errors.
 
 Each process that exported writes what it counted, when its pipeline shuts
-down, to ``health-PID.json`` in the run's snapshot directory
-(``PERFKIT_PROMETHEUS_DIR``, one per run); the process ``perfkit run``
-became sums every file into one line on stderr as it exits, once.
+down, to ``PID.health`` in the run's snapshot directory
+(``PERFKIT_PROMETHEUS_DIR``, one per run, whose ``*.json`` are the metric
+snapshots); the process ``perfkit run`` became sums every file into one line
+on stderr as it exits, once.
 """
 
 from __future__ import annotations
@@ -17,14 +18,14 @@ import orjson
 __all__ = ["FIELDS", "health_line", "print_health_once", "write_health"]
 
 FIELDS = ("requests", "recorded", "exported_spans", "dropped_spans", "dropped_requests", "internal_errors")
-_PREFIX = "health-"
+_SUFFIX = ".health"
 _printed: list[bool] = []
 
 
 def write_health(directory: str, counts: dict[str, int]) -> None:
     """This process's counts (a rename: a reader never sees half a file)."""
-    path = Path(directory) / f"{_PREFIX}{os.getpid()}.json"
-    partial = path.with_suffix(".partial")
+    path = Path(directory) / f"{os.getpid()}{_SUFFIX}"
+    partial = path.with_suffix(".health-partial")
     partial.write_bytes(orjson.dumps({name: int(counts.get(name, 0)) for name in FIELDS}))
     partial.replace(path)
 
@@ -33,7 +34,7 @@ def health_line(directory: str) -> str | None:
     """The sum over every process's counts, as one line; None when none wrote any."""
     totals = dict.fromkeys(FIELDS, 0)
     found = False
-    for path in Path(directory).glob(f"{_PREFIX}*.json"):
+    for path in Path(directory).glob(f"*{_SUFFIX}"):
         try:
             counts = orjson.loads(path.read_bytes())
         except (OSError, ValueError):

@@ -13,12 +13,13 @@ import pytest
 from litellm_perfkit._core._sampling import UNRECORDED
 from litellm_perfkit._export import Pipeline, read_settings
 from litellm_perfkit._export._health import FIELDS, health_line
+from litellm_perfkit._export._prometheus import render
 from tests.export.test_pipeline import finished_timeline
 
 
 def test_the_line_sums_every_processes_counts(tmp_path: Path) -> None:
     assert health_line(str(tmp_path)) is None  # nothing exported: no line
-    (tmp_path / "health-1.json").write_bytes(
+    (tmp_path / "1.health").write_bytes(
         orjson.dumps(
             dict(
                 requests=10,
@@ -30,8 +31,8 @@ def test_the_line_sums_every_processes_counts(tmp_path: Path) -> None:
             )
         )
     )
-    (tmp_path / "health-2.json").write_bytes(orjson.dumps(dict.fromkeys(FIELDS, 1)))
-    (tmp_path / "1.json").write_bytes(b"{}")  # a metrics snapshot: not read
+    (tmp_path / "2.health").write_bytes(orjson.dumps(dict.fromkeys(FIELDS, 1)))
+    (tmp_path / "3.json").write_bytes(b"{}")  # a metrics snapshot: not read
     assert health_line(str(tmp_path)) == (
         "perfkit run: requests 11, recorded 9, exported 41 spans, dropped 6 spans and 2 requests, internal errors 1"
     )
@@ -50,10 +51,11 @@ def test_a_pipeline_writes_its_counts_when_it_shuts_down(tmp_path: Path, mode: s
     for _ in range(3):
         pipeline.submit(finished_timeline())
     pipeline.shutdown()
-    counts = orjson.loads((tmp_path / f"health-{os.getpid()}.json").read_bytes())
+    counts = orjson.loads((tmp_path / f"{os.getpid()}.health").read_bytes())
     assert counts["recorded"] == 3 and counts["requests"] == 3 + UNRECORDED.count  # the process's unrecorded too
     assert counts["exported_spans"] >= 3 and counts["dropped_spans"] == counts["dropped_requests"] == 0
     assert counts["internal_errors"] == 0
+    render(str(tmp_path))  # the Prometheus server reads the same directory: its snapshots only
 
 
 def test_the_process_perfkit_run_became_prints_the_line_once_as_it_exits(tmp_path: Path) -> None:
