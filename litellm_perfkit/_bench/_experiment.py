@@ -77,10 +77,11 @@ def run_bench(options: BenchOptions) -> BenchResult:
     started = time.time()
     runs: list[BenchRun] = []
     stop: KeyboardInterrupt | None = None
+    # The receiver outlives the children: a proxy stopped early still hands its last spans to it.
     with (
         tempfile.TemporaryDirectory(prefix="perfkit-bench-") as tmp,
-        Children() as children,
         SpanReceiver() as receiver,
+        Children() as children,
     ):
         workdir = Path(tmp)
         upstream = start_mock(children, *options.mock_flags())

@@ -4,11 +4,14 @@ LiteLLM proxy (plain or under ``perfkit run``), any child process.
 The one launcher of the bench, the tests and the benchmarks. Each child gets
 a new session, so stopping it stops its whole tree (a proxy's workers and
 their export agents), on success, on errors and on Ctrl-C alike
-(``Children`` is a context manager).
+(``Children`` is a context manager). A stop signal waits while a child is
+started or stopped (one taken midway would leave a process untracked, or
+running), and stopping takes at most ``STOP_GRACE_S`` before the rest is killed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import os
 import signal
@@ -17,11 +20,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Literal
 
+from .._stop import STOP_SIGNALS, Stopped, stop_signals
 from .._wire._names import AGENT_MODULE
 from ._heartbeat import Say, waiting
 from ._venvs import OFFLINE_ENV
@@ -32,6 +36,7 @@ __all__ = [
     "Children",
     "LiteLLMProxy",
     "ProxyMode",
+    "STOP_GRACE_S",
     "StartError",
     "free_port",
     "http_status",
@@ -44,6 +49,12 @@ __all__ = [
 ProxyMode = Literal["perfkit", "plain"]
 Agents = Literal["include", "exclude", "only"]
 """Which processes of a proxy's tree count: perfkit's export agents too, all but them, or them alone."""
+
+
+STOP_GRACE_S = 5.0
+"""How long a child's process group has to end after SIGTERM before it is
+killed: a LiteLLM proxy shuts down in about a second, and a stopped bench
+must leave nothing behind within 10 s."""
 
 
 class StartError(RuntimeError):
@@ -106,20 +117,56 @@ class Child:
             return None
         return f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
 
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, signal.SIGTERM)
-                self.process.wait(15)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
-                try:
-                    os.killpg(self.process.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                self.process.wait(5)
+    def terminate(self) -> None:
+        """SIGTERM to its process group: the child, and what it started that is still there."""
+        _signal_group(self.process.pid, signal.SIGTERM)
+
+    def finish(self, deadline: float) -> None:
+        """After ``terminate``: wait until the group is gone or ``deadline``
+        (time.monotonic), then kill what is left; close the log."""
+        try:
+            self.process.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+        # Its workers and their export agents can outlive the leader a moment.
+        while _group_alive(self.process.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        _signal_group(self.process.pid, signal.SIGKILL)
+        self.process.wait()
         self.log.close()
         if not self._keep_log:
-            os.unlink(self.log.name)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.log.name)
+
+    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        self.terminate()
+        self.finish(time.monotonic() + grace_s)
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def held_stops() -> Iterator[None]:
+    """Stop signals (Ctrl-C, SIGTERM, SIGHUP) wait until the block has run,
+    then the first raises as it would have (main thread; elsewhere a no-op)."""
+    held: list[int] = []
+    try:
+        with stop_signals(lambda signum, frame: held.append(signum), (signal.SIGINT, *STOP_SIGNALS)):
+            yield
+    finally:
+        if held:
+            raise KeyboardInterrupt if held[0] == signal.SIGINT else Stopped(held[0])
 
 
 class Children:
@@ -136,24 +183,30 @@ class Children:
         cwd: Path | None = None,
         log_path: Path | None = None,
     ) -> Child:
-        child = Child(name, command, env or dict(os.environ), cwd or Path.cwd(), log_path)
-        self.children.append(child)
+        with held_stops():
+            child = Child(name, command, env or dict(os.environ), cwd or Path.cwd(), log_path)
+            self.children.append(child)
         return child
 
     def stop(self, child: Child) -> None:
-        child.stop()
-        self.children.remove(child)
+        with held_stops():
+            child.stop()
+            self.children.remove(child)
 
     def __enter__(self) -> Children:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for child in reversed(self.children):
-            try:
-                child.stop()
-            except Exception:
-                pass
-        self.children.clear()
+        # Last started first (a proxy before the mock it calls: stopped together,
+        # the proxy's requests in flight fail and retry, and its shutdown waits
+        # for them), within one grace for all, each at least a second.
+        with held_stops():
+            deadline = time.monotonic() + STOP_GRACE_S
+            for child in reversed(self.children):
+                with contextlib.suppress(Exception):
+                    child.terminate()
+                    child.finish(max(deadline, time.monotonic() + 1.0))
+            self.children.clear()
 
 
 def http_status(host: str, port: int, path: str, timeout_s: float = 1.0) -> int:
@@ -254,14 +307,15 @@ def start_litellm(
     workers: int = 1,
     mode: ProxyMode = "perfkit",
     perfkit_args: Sequence[str] = (),
+    litellm_args: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
     pin_cpu: str | None = None,
     host: str = "127.0.0.1",
     timeout_s: float = 180,
     say: Say | None = None,
 ) -> LiteLLMProxy:
-    """The LiteLLM proxy (its ``litellm`` script) with ``config_text``, plain
-    or under ``perfkit run`` (the ``perfkit`` script installed beside it);
+    """The LiteLLM proxy (its ``litellm`` script) with ``config_text`` and
+    ``litellm_args``, plain or under ``perfkit run`` (the ``perfkit`` script installed beside it);
     returns once every worker has started and it answers its health check."""
     port = free_port()
     config = workdir / f"litellm-{port}.yaml"
@@ -276,6 +330,7 @@ def start_litellm(
         str(port),
         "--num_workers",
         str(workers),
+        *litellm_args,
     ]
     if mode == "perfkit":
         command = [str(perfkit), "run", *perfkit_args, "--", *command]

@@ -22,6 +22,7 @@ from .._core._timeline import decode
 from .._wire._environment_variables import PERFKIT_AGENT_SETTINGS
 from ._metrics import REQUESTS_DROPPED_COUNTER, UNRECORDED_COUNTER
 from ._pipeline import Processor, read_batch
+from ._reaper import name_agent
 from ._settings import ExportSettings
 
 
@@ -66,6 +67,7 @@ def main() -> int:
     # is killed outright, so the agent never outlives it.
     for stop in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(stop, signal.SIG_IGN)
+    name_agent()  # so that a process that adopts it once its app is killed can reap it (_reaper)
     settings = ExportSettings(**orjson.loads(os.environ[PERFKIT_AGENT_SETTINGS]))
     processor = Processor(settings)
     stdout = sys.stdout.buffer

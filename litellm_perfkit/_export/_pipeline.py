@@ -39,16 +39,18 @@ except ImportError:  # not on Windows
     fcntl = None  # type: ignore[assignment]
 
 from .._core._backend import ACTIVE, Backend
-from .._core._guard import internal_error, logger, warn_once
+from .._core._guard import internal_error, internal_error_counts, logger, warn_once
 from .._core._layouts import BATCH_HEAD, FRAME_HEAD, RECORD_HEAD, UNRECORDED_COUNT, FrameKind
 from .._core._sampling import UNRECORDED
 from .._core._sink import set_sink
 from .._core._timeline import Timeline
-from .._wire._environment_variables import PERFKIT_AGENT_SETTINGS, PERFKIT_APP_PID, PERFKIT_ROLE
+from .._wire._environment_variables import PERFKIT_AGENT_SETTINGS, PERFKIT_APP_PID, PERFKIT_ROLE, PERFKIT_RUN_PID
 from .._wire._names import AGENT_MODULE
 from ..types import ExportMode, RequestRecord
+from ._health import print_health_once, write_health
 from ._metrics import REQUESTS_DROPPED_COUNTER, SPANS_DROPPED_COUNTER, UNRECORDED_COUNTER, MetricStore
 from ._prometheus import SnapshotWriter
+from ._reaper import OWN_AGENTS
 from ._settings import ExportSettings
 from ._spans import Sampler, Span, record_to_spans, trace_context
 from ._transport import Exporter, make_exporter
@@ -102,9 +104,11 @@ class Processor:
         self._start_unix_ns = time.time_ns()
         self._last_metrics = time.monotonic()
         self.exported_spans = 0
+        self.recorded = 0  # records handled
         self._prometheus = SnapshotWriter(settings.prometheus_dir) if settings.prometheus_dir else None
 
     def handle(self, record: RequestRecord, anchor_ns: int) -> None:
+        self.recorded += 1
         if self._prometheus is not None:
             self._prometheus.changed()
         try:
@@ -151,6 +155,8 @@ class Processor:
             "exported_spans": self.exported_spans,
             "dropped_spans": self.metrics.counters[SPANS_DROPPED_COUNTER],
             "dropped_requests": self.metrics.counters[REQUESTS_DROPPED_COUNTER],
+            "recorded": self.recorded,
+            "internal_errors": sum(internal_error_counts().values()),  # of the process it runs in
         }
 
     def close(self) -> None:
@@ -199,6 +205,7 @@ class _Agent:
             stdout=subprocess.PIPE,
             env=env,
         )
+        OWN_AGENTS.add(self.process.pid)
         assert self.process.stdin is not None and self.process.stdout is not None
         _widen_pipe(self.process.stdin.fileno())
         self._stdin = self.process.stdin
@@ -257,6 +264,7 @@ class Pipeline:
         self._handoff_type = backend.handoff  # the C hand-off, when that backend runs
         self._processor = Processor(settings, exporter) if mode == "thread" else None
         self._agent: _Agent | None = None
+        self._agent_failed = False  # it could not start: the queue fills, and what comes after is dropped and counted
         self._wake = threading.Event()
         self._stopped = threading.Event()
         self._lock = threading.Lock()  # one drain at a time (thread vs. flush)
@@ -290,14 +298,13 @@ class Pipeline:
         if queued >= self._max_queue:
             self._dropped += 1
             return
-        self._queue.append(timeline if self._agent is None else timeline.encode())
+        self._queue.append(timeline if self._processor is not None else timeline.encode())
         if queued == self._wake_at:  # nearly full: drain now, not at the next tick
             self._wake.set()
 
     # -- lifecycle ----------------------------------------------------------
     def start(self) -> Pipeline:
         if self.mode == "process":
-            self._agent = _Agent(self.settings)
             if self._handoff_type is not None:
                 self._handoff = self._handoff_type(self._max_queue, self._max_queue * _RECORD_BYTES, self._wake.set)
         self._thread = threading.Thread(target=self._run, name="perfkit-export", daemon=True)
@@ -347,6 +354,35 @@ class Pipeline:
             self._agent.close(timeout_s=self.settings.timeout_s + 5)
         if self.dropped_requests and self._processor is None:
             logger.warning("perfkit: %d requests were dropped from a full export queue", self.dropped_requests)
+        if self.settings.prometheus_dir:
+            self._write_health(self.settings.prometheus_dir)
+
+    def _write_health(self, directory: str) -> None:
+        """This process's counts for perfkit run's health line; the line itself
+        when this is the process perfkit run became (one worker: it serves)."""
+        if self._processor is not None:
+            stats, internal = self._processor.stats(), 0  # its internal errors are this process's
+        else:
+            stats = dict(self._agent.last_stats) if self._agent else {}
+            internal = stats.get("internal_errors", 0)
+        dropped = max(stats.get("dropped_requests", 0), self.dropped_requests)
+        recorded = stats.get("recorded", 0) + dropped
+        try:
+            write_health(
+                directory,
+                {
+                    "requests": recorded + UNRECORDED.count,
+                    "recorded": recorded,
+                    "exported_spans": stats.get("exported_spans", 0),
+                    "dropped_spans": stats.get("dropped_spans", 0),
+                    "dropped_requests": dropped,
+                    "internal_errors": internal + sum(internal_error_counts().values()),
+                },
+            )
+            if os.environ.get(PERFKIT_RUN_PID) == str(os.getpid()):
+                print_health_once(directory)
+        except OSError as exc:
+            internal_error("export.health", exc)
 
     # -- export thread ------------------------------------------------------
     def _run(self) -> None:
@@ -365,13 +401,34 @@ class Pipeline:
         with self._lock:
             queue = self._queue
             anchor = time.time_ns() - time.perf_counter_ns()
-            self._count_unrecorded()
             if self._processor is not None:
+                self._count_unrecorded()
                 self._drain_into(self._processor, queue, anchor)
-            elif self._agent is not None and self._handoff is not None:
-                self._drain_handoff(self._agent, self._handoff, anchor)
-            elif self._agent is not None and queue:
-                self._drain_to_agent(self._agent, queue, anchor)
+                return
+            agent = self._started_agent()
+            if agent is None:
+                return
+            self._count_unrecorded()
+            if self._handoff is not None:
+                self._drain_handoff(agent, self._handoff, anchor)
+            elif queue:
+                self._drain_to_agent(agent, queue, anchor)
+
+    def _started_agent(self) -> _Agent | None:
+        """The agent; started now if there is something to hand it (process mode)."""
+        if self._agent is not None or self._agent_failed:
+            return self._agent
+        pending = self._handoff.pending if self._handoff is not None else len(self._queue)
+        if not pending and UNRECORDED.count == self._unrecorded_sent:
+            return None
+        try:
+            self._agent = _Agent(self.settings)
+        except OSError as exc:
+            self._agent_failed = True
+            warn_once(
+                "export.agent", "perfkit: cannot start the export agent (%s); requests are dropped and counted", exc
+            )
+        return self._agent
 
     def _count_unrecorded(self) -> None:
         """Hand the count of requests passed through unrecorded to the metrics, when it grew."""

@@ -8,11 +8,40 @@ LiteLLM's own cache, so a request pays a dict lookup.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from ..types import AttributeValue
 
-__all__ = ["FastPaths"]
+__all__ = ["CAPABILITY_FIELDS", "FastPaths", "read_capabilities"]
+
+FastPath = Literal["stream_iterator", "per_chunk_hook", "pre_call_hooks", "during_call_hooks"]
+
+CAPABILITY_FIELDS: dict[str, dict[FastPath, tuple[str, ...]]] = {
+    # 1.86-1.102 (older releases have no capability cache, and walk litellm.callbacks).
+    "<1.103": {
+        "stream_iterator": ("has_iterator_override",),
+        "per_chunk_hook": ("has_streaming_chunk_override", "has_guardrail"),
+        "pre_call_hooks": ("has_guardrail", "has_pre_call_override"),
+        "during_call_hooks": ("has_guardrail",),
+    },
+    ">=1.103": {
+        "stream_iterator": ("has_iterator_override",),
+        "per_chunk_hook": ("has_streaming_chunk_override", "has_guardrail"),
+        "pre_call_hooks": ("has_guardrail", "has_content_enforcer", "has_pre_call_override"),
+        "during_call_hooks": ("has_guardrail", "has_moderation_override"),
+    },
+}
+"""Per version table (``_points.TABLES``' ranges): the fields of LiteLLM's
+callback-capability cache that decide each fast path, as that range's proxy
+reads them: the path is taken unless one of them is set."""
+
+_VALUES: dict[FastPath, tuple[str, str]] = {  # (a field set, none set)
+    "stream_iterator": ("wrapped", "direct"),
+    "per_chunk_hook": ("on", "off"),
+    "pre_call_hooks": ("run", "skipped"),
+    "during_call_hooks": ("run", "skipped"),
+}
+UNKNOWN = "unknown"
 
 _HOOKS = (
     "async_post_call_streaming_iterator_hook",
@@ -31,6 +60,34 @@ def _overrides(callback: Any, method: str) -> bool:
         if method in klass.__dict__:
             return True
     return False
+
+
+def read_capabilities(caps: Any, table: str) -> dict[str, AttributeValue]:
+    """The fast-path attributes from a capability-cache entry, with the fields
+    ``table``'s range reads. A field this release's cache lacks cannot be read
+    (a release inside the range may predate it): it is named in
+    ``capabilities_unread`` (absent when every field was read), and a path it
+    decides, no other of its fields being set, is ``unknown``, not guessed."""
+    attributes: dict[str, AttributeValue] = {}
+    unread: set[str] = set()
+    for path, fields in CAPABILITY_FIELDS[table].items():
+        lacking = [name for name in fields if not hasattr(caps, name)]
+        unread.update(lacking)
+        taken, not_taken = _VALUES[path]
+        if any(getattr(caps, name, False) for name in fields):
+            attributes[f"perfkit.litellm.{path}"] = taken
+        else:
+            attributes[f"perfkit.litellm.{path}"] = UNKNOWN if lacking else not_taken
+    wrapped = attributes["perfkit.litellm.stream_iterator"] == "wrapped"
+    attributes["perfkit.litellm.stream_iterator_layers"] = (
+        len(getattr(caps, "iterator_overrides", ())) if wrapped else 0
+    )
+    source = "callback_capabilities"
+    if unread:
+        attributes["perfkit.litellm.capabilities_unread"] = ",".join(sorted(unread))
+        source += f" (this release's cache lacks {', '.join(sorted(unread))})"
+    attributes["perfkit.litellm.fast_path_source"] = source
+    return attributes
 
 
 class FastPaths:
@@ -68,29 +125,7 @@ class FastPaths:
         except ImportError:
             capabilities = None
         if capabilities is not None:
-            caps = capabilities()  # the proxy's own cached answer
-            missing: list[str] = []
-
-            def flag(name: str) -> bool:
-                """A capability; one this version's cache lacks counts as off and is named."""
-                if not hasattr(caps, name):
-                    missing.append(name)
-                return bool(getattr(caps, name, False))
-
-            wrapped = flag("has_iterator_override")
-            attributes["perfkit.litellm.stream_iterator"] = "wrapped" if wrapped else "direct"
-            attributes["perfkit.litellm.stream_iterator_layers"] = (
-                len(getattr(caps, "iterator_overrides", ())) if wrapped else 0
-            )
-            per_chunk = flag("has_streaming_chunk_override") or flag("has_guardrail")
-            attributes["perfkit.litellm.per_chunk_hook"] = "on" if per_chunk else "off"
-            pre = flag("has_guardrail") or flag("has_content_enforcer") or flag("has_pre_call_override")
-            attributes["perfkit.litellm.pre_call_hooks"] = "run" if pre else "skipped"
-            during = flag("has_guardrail") or flag("has_moderation_override")
-            attributes["perfkit.litellm.during_call_hooks"] = "run" if during else "skipped"
-            attributes["perfkit.litellm.fast_path_source"] = "callback_capabilities" + (
-                f" (this version lacks {', '.join(sorted(set(missing)))})" if missing else ""
-            )
+            attributes.update(read_capabilities(capabilities(), self.table))  # the proxy's own cached answer
         else:
             # No capability cache: every request walks litellm.callbacks, the
             # stream always goes through the iterator hook and the per-chunk hook.

@@ -257,28 +257,30 @@ def run_until_stopped(
     SIGTERM, SIGHUP) cancels it; the signal's name, or None when it ran to the end.
     ``stop_requested``, polled ten times a second, stops it too ("parent").
 
-    The loop itself cancels ``main``: a stop raised from a plain signal handler
-    could land inside one of uvloop's callbacks, which logs it and runs on to
-    the deadline. A signal that comes before the loop takes over is noted and
-    cancels ``main`` at its first step, so ``main`` always starts."""
+    The handler only notes the signal and asks the loop to cancel ``main``:
+    a stop raised from a signal handler could land inside one of uvloop's
+    callbacks, which logs it and runs on to the deadline. It stays installed
+    from before the loop runs until after it has closed (the loop's own
+    signal handlers, once removed, leave the default action, under which a
+    signal at that moment would kill this process and leave its children
+    running). A signal before ``main`` starts cancels it at its first step."""
     from .._mock._server import run_fast
 
     stopped_by: list[str] = []
+    cancel_main: list[Callable[[], object]] = []  # while the loop runs
     signals = (signal.SIGINT, *STOP_SIGNALS)
 
     def note(signum: int, frame: FrameType | None = None) -> None:
         stopped_by.append(signal.Signals(signum).name)
+        for cancel in cancel_main:
+            cancel()
 
     async def guarded() -> None:
         loop, task = asyncio.get_running_loop(), asyncio.current_task()
         assert task is not None
-
-        def stop(signum: int) -> None:
-            note(signum)
-            task.cancel()
-
-        for signum in signals:
-            loop.add_signal_handler(signum, stop, signum)
+        # Signal handlers run in the main thread, the loop's: call_soon_threadsafe
+        # also wakes a loop that waits for I/O.
+        cancel_main.append(lambda: loop.call_soon_threadsafe(task.cancel))
         if stopped_by:
             task.cancel()
         poller = asyncio.ensure_future(_poll(stop_requested, task, stopped_by)) if stop_requested else None
@@ -288,11 +290,9 @@ def run_until_stopped(
             if not stopped_by:
                 raise
         finally:
+            cancel_main.clear()
             if poller:
                 poller.cancel()
-            for signum in signals:
-                loop.remove_signal_handler(signum)  # which restores the default action
-                signal.signal(signum, note)
 
     with stop_signals(note, signals):
         run_fast(guarded())

@@ -67,6 +67,13 @@ def stop_midway(
             os.killpg(process.pid, signal.SIGKILL)
 
 
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def lines(path: Path) -> int:
     return len(path.read_bytes().splitlines()) if path.exists() else 0
 
@@ -221,9 +228,16 @@ def test_run_leaves_no_worker_or_agent_behind(upstream: str, tmp_path: Path, wor
             workers=workers,
             perfkit_args=("--exporter", "none"),
         )
-        assert http_status("127.0.0.1", int(proxy.url.rsplit(":", 1)[1]), "/health/liveliness") == 200
-        descendants = [pid for pid in _tree(proxy.pid) if pid != proxy.pid]
-        assert len(descendants) >= workers  # workers and their export agents
+        # Each serving process starts its export agent with its first records to hand over.
+        deadline = time.monotonic() + 30
+        while True:
+            assert http_status("127.0.0.1", int(proxy.url.rsplit(":", 1)[1]), "/health/liveliness") == 200
+            descendants = [pid for pid in _tree(proxy.pid) if pid != proxy.pid]
+            agents = [pid for pid in [proxy.pid, *descendants] if b"_export._agent" in _cmdline(pid)]
+            if agents or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert agents and len(descendants) >= workers  # workers and their export agents
         os.kill(proxy.pid, signum)  # the proxy alone, not its process group
         deadline = time.monotonic() + 60
         while alive([proxy.pid, *descendants]) and time.monotonic() < deadline:

@@ -9,6 +9,7 @@ import sys
 
 try:  # constants only: cheap, and perfkit's package is on PYTHONPATH beside this directory
     from litellm_perfkit._wire._environment_variables import (
+        PERFKIT_PROMETHEUS_DIR,
         PERFKIT_PROMETHEUS_HOST,
         PERFKIT_PROMETHEUS_PORT,
         PERFKIT_ROLE,
@@ -18,6 +19,7 @@ try:  # constants only: cheap, and perfkit's package is on PYTHONPATH beside thi
 except Exception as exc:  # only perfkit run puts this module on the path: a broken perfkit must not stop the host
     sys.stderr.write(f"perfkit: bootstrap failed ({type(exc).__name__}: {exc}); running uninstrumented\n")
     PERFKIT_RUN = PERFKIT_RUN_PID = PERFKIT_ROLE = PERFKIT_PROMETHEUS_PORT = PERFKIT_PROMETHEUS_HOST = ""
+    PERFKIT_PROMETHEUS_DIR = ""
 
 
 def _perfkit_bootstrap() -> None:
@@ -60,6 +62,40 @@ def _hangup_stops() -> None:
 
     if signal.getsignal(signal.SIGHUP) is signal.SIG_DFL:
         signal.signal(signal.SIGHUP, lambda signum, frame: os.kill(os.getpid(), signal.SIGTERM))
+
+
+def _health_line() -> None:
+    """In the process perfkit run became: the health line over every worker when it exits."""
+    if not PERFKIT_RUN_PID or os.environ.get(PERFKIT_RUN_PID) != str(os.getpid()):
+        return
+    directory = os.environ.get(PERFKIT_PROMETHEUS_DIR)
+    if not directory:
+        return
+    import atexit
+
+    def at_exit() -> None:
+        try:
+            from litellm_perfkit._export._health import print_health_once
+
+            print_health_once(directory)
+        except Exception:  # never a traceback at the host's exit
+            pass
+
+    atexit.register(at_exit)
+
+
+def _reap_agents() -> None:
+    """In the process perfkit run became: wait for the export agents of
+    workers that were killed, which it adopts and would leave as zombies
+    (litellm_perfkit/_export/_reaper.py)."""
+    if not PERFKIT_RUN_PID or os.environ.get(PERFKIT_RUN_PID) != str(os.getpid()):
+        return
+    try:
+        from litellm_perfkit._export._reaper import start_reaper
+
+        start_reaper()
+    except Exception as exc:  # the proxy starts without it
+        sys.stderr.write(f"perfkit: cannot reap orphaned export agents ({type(exc).__name__}: {exc})\n")
 
 
 def _chain() -> None:
@@ -110,5 +146,7 @@ def _installed_in(path: list[str]) -> bool:
 _perfkit_bootstrap()
 _prometheus()
 _hangup_stops()
+_reap_agents()
+_health_line()
 _chain()
 _tidy_path()

@@ -1,0 +1,39 @@
+"""SIGTERM at random moments of ``perfkit bench`` on the real LiteLLM proxy:
+every process it started (mock, proxy, workers, export agents; zombies
+count) is gone within 10 s, every time.
+
+Here one moment per stage a run (start-up, a direct phase, the proxy's
+start-up, each proxy phase, the idle phase and the stop after it), at a
+random offset into it; ``benchmarks/bench_sigterm.py`` takes 30 (docs/bench.md).
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from tests.support.litellm_env import litellm_python
+from tests.support.stop_probe import BENCH_STAGES, Moment, bench_command, moments, stop_at
+
+pytestmark = [pytest.mark.integration, pytest.mark.litellm]
+
+SEED = random.randrange(1 << 30)
+# Every stage but the first direct phase (the second stands for both: the same code measures them).
+STAGES = [i for i, (anchor, _) in enumerate(BENCH_STAGES) if anchor != "direct to the mock, nonstream"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def venv() -> None:
+    litellm_python("1.103.0")  # built before the first moment is timed
+
+
+@pytest.mark.parametrize("moment", moments(len(STAGES), SEED, STAGES), ids=str)
+def test_a_sigterm_leaves_no_process_within_10_s(tmp_path: Path, moment: Moment) -> None:
+    stop = stop_at(bench_command("1.103.0", tmp_path / "bench.json"), moment, tmp_path / "bench.log", cwd=tmp_path)
+    assert stop.reached, f"the bench ended before {moment} (seed {SEED}):\n{stop.log_tail}"
+    assert stop.clean_within(10.0), (
+        f"seed {SEED}, {moment}: exit {stop.exit_code} after {stop.exit_s} s, clean after {stop.clean_s} s; "
+        f"left: {stop.left}\n{stop.log_tail}"
+    )
