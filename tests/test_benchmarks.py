@@ -204,6 +204,13 @@ def agent_cost(tmp_path: Path) -> None:
     assert all(float(part) > 0 for part in parts.groups()[:3]), out
 
 
+def bench_sigterm(tmp_path: Path) -> None:
+    # One moment (the first stage: start-up); tests/bench/test_stop_moments.py covers one per stage.
+    out = run("bench_sigterm", "--moments", "1")
+    line(out, r"^  0 .* exit .* clean in +[\d.]+ s, \d+ started, left 0$")
+    line(out, r"^1 moments, 1 reached; max time to clean [\d.]+ s; 0 over 10 s or with a process left$")
+
+
 @dataclass(frozen=True)
 class Case:
     script: str
@@ -226,6 +233,7 @@ CASES = [
     Case("litellm_recording_cost", litellm_recording_cost, LITELLM),
     Case("litellm_recording_cost", litellm_recording_cost_against_plain, LITELLM),
     Case("agent_cost", agent_cost, LITELLM),
+    Case("bench_sigterm", bench_sigterm, LITELLM),
 ]
 
 
