@@ -40,6 +40,7 @@ _TOOLS = {
     "apt-get": "apt-get",
     "build_jaeger.sh": "Jaeger's build",
 }
+_WRAPPERS = {"taskset", "nice", "env", "timeout", "setsid", "stdbuf"}
 _CACHES = (CACHE.resolve(), (Path.home() / ".cache" / "litellm_perfkit").resolve())
 _THIS_PYTHON = {Path(sys.executable).resolve(), Path(sys.executable).absolute()}
 
@@ -51,19 +52,30 @@ def _words(args: Any) -> list[str]:
     return [os.fsdecode(arg) for arg in args]
 
 
+def _program(words: Sequence[str]) -> str | None:
+    """The program a command runs, past wrappers such as ``taskset -c 0``."""
+    for word in words:
+        if Path(word).name in _WRAPPERS or word.startswith("-") or word.replace(",", "").isdigit():
+            continue
+        return word
+    return None
+
+
 def external_tool(args: Any) -> str | None:
     """What outside program the command ``args`` (as ``subprocess`` takes it) starts, or None."""
     words: Sequence[str] = _words(args)
     for word in words:
-        path = Path(word)
-        if path.name in _TOOLS:
-            return f"{_TOOLS[path.name]} ({word})"
-        if path.is_absolute() and any(cache in path.resolve().parents for cache in _CACHES):
-            return f"a program from perfkit's cache of LiteLLM venvs and tools ({word})"
-    if words and Path(words[0]).name.startswith("python"):
-        program = Path(words[0])
-        if program.is_absolute() and program.absolute() not in _THIS_PYTHON and program.resolve() not in _THIS_PYTHON:
-            return f"another Python interpreter ({words[0]})"
+        if Path(word).name in _TOOLS:
+            return f"{_TOOLS[Path(word).name]} ({word})"
+    program = _program(words)
+    if program is None or not Path(program).is_absolute():
+        return None
+    path = Path(program)
+    # Not resolved only: a venv's python is a link to the interpreter it was made from.
+    if any(cache in Path(os.path.abspath(path)).parents for cache in _CACHES):
+        return f"a program from perfkit's cache of LiteLLM venvs and tools ({program})"
+    if path.name.startswith("python") and path.absolute() not in _THIS_PYTHON and path.resolve() not in _THIS_PYTHON:
+        return f"another Python interpreter ({program})"
     return None
 
 
