@@ -75,9 +75,9 @@ def test_unreachable_endpoint_drops_counts_and_warns_once(
     with caplog.at_level(logging.WARNING, logger="litellm_perfkit"):
         pipeline = litellm_perfkit.configure(exporter="otlp", protocol="http/json", endpoint=dead, mode=mode)  # type: ignore[arg-type]
         try:
-            with uvicorn_server(PerfkitMiddleware(apps.make_app())) as url:
+            with uvicorn_server(PerfkitMiddleware(apps.make_app())) as url, httpx.Client() as client:
                 for _ in range(20):
-                    assert httpx.post(f"{url}/v1/chat/completions", json={}).status_code == 200
+                    assert client.post(f"{url}/v1/chat/completions", json={}).status_code == 200
                 assert pipeline.stats()["dropped_spans"] == 20 * 5
         finally:
             litellm_perfkit.shutdown()
@@ -311,7 +311,9 @@ def test_requests_passed_through_unrecorded_are_counted_in_the_metrics(
     )
     pipeline = Pipeline(settings, mode=mode).start()  # type: ignore[arg-type]
     try:
-        with uvicorn_server(PerfkitMiddleware(apps.make_app(), record_rate=1.0)) as url:
+        app = PerfkitMiddleware(apps.make_app(), record_rate=1.0)
+        app._record_choice._clock = lambda: 10**9  # type: ignore[union-attr]  # four requests within the same second
+        with uvicorn_server(app) as url:
             for _ in range(4):
                 httpx.post(f"{url}/v1/chat/completions", json={})
         pipeline.force_flush()
