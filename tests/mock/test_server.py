@@ -126,13 +126,13 @@ def test_configured_ttft_and_itl_are_reproduced_within_a_millisecond() -> None:
 
 def test_two_deployments_with_quotas_in_one_process() -> None:
     config = MockConfig(deployments=(Deployment("a", 0, rpm=30), Deployment("b", 0, rpm=30)))
-    with mock_server(config) as urls:
+    with mock_server(config) as urls, httpx.Client() as client:
         assert len(set(urls)) == 2
         statuses = [
-            httpx.post(f"{urls[i % 2]}/v1/chat/completions", json={"model": "m", "messages": MESSAGES}).status_code
+            client.post(f"{urls[i % 2]}/v1/chat/completions", json={"model": "m", "messages": MESSAGES}).status_code
             for i in range(100)
         ]
-        limited = httpx.post(f"{urls[0]}/v1/chat/completions", json={"model": "m", "messages": MESSAGES})
+        limited = client.post(f"{urls[0]}/v1/chat/completions", json={"model": "m", "messages": MESSAGES})
     assert statuses.count(200) == 60 and statuses.count(429) == 40
     assert limited.status_code == 429 and int(limited.headers["retry-after"]) >= 1
 
