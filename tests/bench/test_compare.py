@@ -84,7 +84,7 @@ def test_run_to_run_drift_is_in_the_intervals() -> None:
     requests alone would call most of these pairs different."""
     false_alarms = total = 0
     for pair in range(12):
-        deltas = compare(fake_result(100 + 2 * pair, drift=0.10), fake_result(101 + 2 * pair, drift=0.10), rounds=300)
+        deltas = compare(fake_result(100 + 2 * pair, drift=0.10), fake_result(101 + 2 * pair, drift=0.10), rounds=100)
         false_alarms += sum(d.verdict != "noise" for d in deltas)
         total += len(deltas)
     assert false_alarms / total <= 0.2
