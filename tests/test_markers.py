@@ -37,6 +37,15 @@ def test_outside_programs_are_named_and_perfkits_own_are_not(command: Any, tool:
     assert (named is None) if tool is None else (named is not None and tool in named), named
 
 
+def test_this_interpreter_may_live_in_the_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    """tests/test_pythons.py runs the unit tests under interpreters kept in perfkit's cache."""
+    from tests.support import markers
+
+    monkeypatch.setattr(markers, "_THIS_PYTHON_PATH", CACHE / "pythons" / "py3.10" / "bin" / "python")
+    assert external_tool([str(CACHE / "pythons" / "py3.10" / "bin" / "python"), "-m", "litellm_perfkit._cli"]) is None
+    assert external_tool([str(VENV_PYTHON), "-c", "pass"]) is not None
+
+
 def test_an_unmarked_test_that_starts_a_litellm_venv_fails_naming_the_marker() -> None:
     with pytest.raises(UnmarkedExternalProcess, match=r"test_markers\.py.*mark it @pytest\.mark\.integration"):
         subprocess.run([str(VENV_PYTHON), "-c", "pass"], capture_output=True)

@@ -42,6 +42,7 @@ _TOOLS = {
 }
 _WRAPPERS = {"taskset", "nice", "env", "timeout", "setsid", "stdbuf"}
 _CACHES = (CACHE.resolve(), (Path.home() / ".cache" / "litellm_perfkit").resolve())
+_THIS_PYTHON_PATH = Path(os.path.abspath(sys.executable))
 _THIS_PYTHON = {Path(sys.executable).resolve(), Path(sys.executable).absolute()}
 
 
@@ -71,6 +72,8 @@ def external_tool(args: Any) -> str | None:
     if program is None or not Path(program).is_absolute():
         return None
     path = Path(program)
+    if Path(os.path.abspath(path)) == _THIS_PYTHON_PATH:  # this interpreter, wherever it lives (a cached venv too)
+        return None
     # Not resolved only: a venv's python is a link to the interpreter it was made from.
     if any(cache in Path(os.path.abspath(path)).parents for cache in _CACHES):
         return f"a program from perfkit's cache of LiteLLM venvs and tools ({program})"
