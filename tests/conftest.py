@@ -5,6 +5,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.support.markers import EXTERNAL_MARKERS, forbidding_external_tools
 from tests.support.servers import Jaeger, jaeger_process
 
 # Tests count what perfkit recorded, so they record every request, in this
@@ -22,3 +23,24 @@ os.environ["OTEL_BSP_SCHEDULE_DELAY"] = "200"
 def jaeger(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Jaeger]:
     with jaeger_process(tmp_path_factory.mktemp("jaeger")) as server:
         yield server
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that asks for Jaeger without the integration marker fails at collection (tests/support/markers.py)."""
+    unmarked = [item.nodeid for item in items if "jaeger" in getattr(item, "fixturenames", ()) and not _marked(item)]
+    if unmarked:
+        raise pytest.UsageError("these use the jaeger fixture without @pytest.mark.integration: " + ", ".join(unmarked))
+
+
+def _marked(item: pytest.Item) -> bool:
+    return any(item.get_closest_marker(name) is not None for name in EXTERNAL_MARKERS)
+
+
+@pytest.fixture(autouse=True)
+def _unmarked_tests_start_no_outside_program(request: pytest.FixtureRequest) -> Iterator[None]:
+    """An unmarked test that starts a proxy, Jaeger, a browser or another interpreter fails, naming the marker."""
+    if _marked(request.node):
+        yield
+        return
+    with forbidding_external_tools(request.node.nodeid):
+        yield

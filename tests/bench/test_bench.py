@@ -38,6 +38,7 @@ def quick(**overrides: object) -> BenchOptions:
     return BenchOptions(**values)  # type: ignore[arg-type]
 
 
+@pytest.mark.integration
 def test_bench_recovers_injected_stage_delays(tmp_path: Path) -> None:
     command = (
         f"{sys.executable} {ROOT / 'tests' / 'support' / 'delay_gateway.py'} --port {{port}} --upstream {{upstream}}"
@@ -101,6 +102,7 @@ def test_a_proxy_that_fails_to_start_gives_its_log(tmp_path: Path) -> None:
         run_bench(quick(proxy_command=f"{sys.executable} {script} {{port}}"))
 
 
+@pytest.mark.integration
 def test_bench_through_locust_folds_its_entries_into_the_result() -> None:
     command = (
         f"{sys.executable} {ROOT / 'tests' / 'support' / 'delay_gateway.py'} --port {{port}} --upstream {{upstream}}"
@@ -123,6 +125,7 @@ def test_bench_through_locust_folds_its_entries_into_the_result() -> None:
     assert "locust, 2 process(es)" in render_bench(document)
 
 
+@pytest.mark.integration
 def test_bench_flamegraph_of_the_gateway_is_linked_from_the_report(tmp_path: Path) -> None:
     import json
 

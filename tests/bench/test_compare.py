@@ -11,6 +11,10 @@ import orjson
 
 from litellm_perfkit._bench._compare import compare, regressions, render_compare
 
+# Bootstrap rounds for the verdicts on these fixed seeds: a fifth of the product's
+# 1,000, so each call takes a fifth of the CPU.
+ROUNDS = 200
+
 
 def fake_result(
     seed: int, slowdown: float = 1.0, auth_slowdown: float = 1.0, label: str = "x", repeats: int = 5, drift: float = 0.0
@@ -63,13 +67,15 @@ def perfkit_compare(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_an_a_a_comparison_is_noise() -> None:
-    deltas = compare(fake_result(1), fake_result(2))
+    deltas = compare(fake_result(1), fake_result(2), rounds=ROUNDS)
     assert {d.verdict for d in deltas} == {"noise"}, [(d.metric, d.low, d.high) for d in deltas if d.verdict != "noise"]
     assert regressions(deltas, 0.0) == []
 
 
 def test_an_injected_10_percent_regression_is_real() -> None:
-    deltas = {d.metric: d for d in compare(fake_result(1), fake_result(2, slowdown=1.10, auth_slowdown=1.10))}
+    deltas = {
+        d.metric: d for d in compare(fake_result(1), fake_result(2, slowdown=1.10, auth_slowdown=1.10), rounds=ROUNDS)
+    }
     for metric in ("latency p50 ms", "streaming TTFT p50 ms", "full stream p50 ms"):
         assert deltas[metric].verdict == "worse"
         assert 0.05 < deltas[metric].relative < 0.15  # type: ignore[operator]
@@ -84,19 +90,19 @@ def test_run_to_run_drift_is_in_the_intervals() -> None:
     requests alone would call most of these pairs different."""
     false_alarms = total = 0
     for pair in range(12):
-        deltas = compare(fake_result(100 + 2 * pair, drift=0.10), fake_result(101 + 2 * pair, drift=0.10), rounds=300)
+        deltas = compare(fake_result(100 + 2 * pair, drift=0.10), fake_result(101 + 2 * pair, drift=0.10), rounds=100)
         false_alarms += sum(d.verdict != "noise" for d in deltas)
         total += len(deltas)
     assert false_alarms / total <= 0.2
 
 
 def test_one_repeat_is_flagged_in_the_output() -> None:
-    deltas = compare(fake_result(1, repeats=1), fake_result(2, repeats=1))
+    deltas = compare(fake_result(1, repeats=1), fake_result(2, repeats=1), rounds=ROUNDS)
     assert "warning: 1 and 1 repeat(s)" in render_compare("a", "b", deltas, (1, 1))
 
 
 def test_per_stage_deltas_explain_the_total() -> None:
-    deltas = compare(fake_result(1), fake_result(2, auth_slowdown=1.5))
+    deltas = compare(fake_result(1), fake_result(2, auth_slowdown=1.5), rounds=ROUNDS)
     text = render_compare("main", "branch", deltas)
     assert "stages that explain the change in server overhead:" in text and "auth:" in text
 

@@ -35,6 +35,8 @@ def test_one_proxy_only() -> None:
         run_perturbation(BenchOptions(proxy_url="http://127.0.0.1:1", log=io.StringIO()))
 
 
+@pytest.mark.integration
+@pytest.mark.litellm
 def test_real_proxy_plain_and_under_perfkit(tmp_path: Path) -> None:
     out = tmp_path / "perturbation.json"
     result = subprocess.run(

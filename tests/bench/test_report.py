@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import orjson
+import pytest
 
 from litellm_perfkit._bench._report import COLORS
 from tests.bench.test_compare import fake_result
@@ -37,6 +38,7 @@ def colored_pixels(rows: list[bytes], color: str) -> int:
     return sum(row[i : i + 3] == target for row in rows for i in range(0, len(row), 3))
 
 
+@pytest.mark.integration
 def test_report_renders_charts_in_headless_chromium(tmp_path: Path) -> None:
     files = []
     for seed, label, slowdown in ((1, "main", 1.0), (2, "branch", 1.2)):

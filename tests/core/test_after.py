@@ -5,6 +5,7 @@ hand-off waits for the tasks, and their time after the response is the
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -53,6 +54,14 @@ def _serve(
 async def _respond(send: Any) -> None:
     await send({"type": "http.response.start", "status": 200, "headers": []})
     await send({"type": "http.response.body", "body": b"{}"})
+
+
+async def _until(condition: Callable[[], bool], timeout_s: float = 30) -> None:
+    """Wait on the running loop until ``condition`` holds (the loop runs meanwhile); fail after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "the condition never held"
+        await asyncio.sleep(0.001)
 
 
 def _after_response(record: RequestRecord) -> int:
@@ -124,8 +133,7 @@ def test_a_task_that_never_ends_is_waited_for_at_most_wait_s(
     app = _held_until(forever)
 
     async def then() -> None:
-        await asyncio.sleep(0.2)
-        assert len(records) == 1  # handed off at the deadline, the task still waiting
+        await _until(lambda: len(records) == 1)  # handed off at the deadline, the task still waiting
         forever.set()
         await asyncio.sleep(0)
 
@@ -139,7 +147,7 @@ def test_a_coroutine_queued_for_a_worker_holds_the_request_until_its_task_ends(
     backend: Backend, records: Captured, clock: FakeClock
 ) -> None:
     queue: asyncio.Queue[Any] = asyncio.Queue()
-    finished = asyncio.Event()
+    finished, responded = asyncio.Event(), asyncio.Event()
 
     async def log() -> None:
         assert current_timeline() is not None  # the worker starts it in the request's context
@@ -148,7 +156,7 @@ def test_a_coroutine_queued_for_a_worker_holds_the_request_until_its_task_ends(
 
     async def worker() -> None:
         coroutine, context = await queue.get()
-        await asyncio.sleep(0.01)  # the queue lags behind the response
+        await responded.wait()  # the queue lags behind the response
         context.run(asyncio.get_running_loop().create_task, coroutine)
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -158,6 +166,7 @@ def test_a_coroutine_queued_for_a_worker_holds_the_request_until_its_task_ends(
         expect(current_timeline(), coroutine)  # what the LiteLLM instrumentation does at the queue
         queue.put_nowait((coroutine, contextvars.copy_context()))
         await _respond(send)
+        responded.set()
 
     async def then() -> None:
         assert records == []
@@ -222,8 +231,8 @@ def test_held_requests_share_one_sweep_per_loop(
                 _discard,
             )
         assert list(_after._sweeps.values()) == [loop]  # one sweep queued for all five
-        await asyncio.sleep(0.2)
-        assert len(records) == 5 and not _after._sweeps  # each handed off at its deadline; nothing left queued
+        await _until(lambda: len(records) == 5)  # each handed off at its deadline
+        assert not _after._sweeps  # nothing left queued
         forever.set()
         await asyncio.sleep(0)
 

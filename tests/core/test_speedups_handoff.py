@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import random
-import time
+import threading
 from typing import Any
 
 import pytest
@@ -45,10 +45,11 @@ def test_a_full_handoff_drops_and_counts_and_wakes_the_drain_at_three_quarters()
     speedups()
     wakes: list[int] = []
     handoff = new_handoff(8, 1 << 16, lambda: wakes.append(handoff.pending))
-    started = time.perf_counter()
-    for _ in range(100):
-        handoff.append(b"x" * 100)
-    assert time.perf_counter() - started < 0.05
+    # Nothing drains it: an append that waited for room would never return.
+    appender = threading.Thread(target=lambda: [handoff.append(b"x" * 100) for _ in range(100)], daemon=True)
+    appender.start()
+    appender.join(30)
+    assert not appender.is_alive(), "an append into the full hand-off waited for room"
     assert (handoff.pending, handoff.dropped, wakes) == (8, 92, [6])
     by_bytes = new_handoff(1000, 1024, lambda: wakes.append(-by_bytes.pending))
     for _ in range(20):

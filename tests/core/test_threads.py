@@ -5,7 +5,7 @@ it as CPU, not waiting, in the windows around it."""
 from __future__ import annotations
 
 import asyncio
-import time
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,7 +18,7 @@ from litellm_perfkit._export._spans import reconcile, record_to_spans
 from litellm_perfkit._export._split import time_split
 from litellm_perfkit._wire._names import AFTER_RESPONSE_STAGE, AFTER_RESPONSE_THREAD_STAGE, THREAD_STAGE
 from litellm_perfkit.types import RequestRecord
-from tests.core.test_after import _respond, _serve
+from tests.core.test_after import _respond, _serve, _until
 from tests.support.capture import Captured
 from tests.support.clock import FakeClock, installed
 
@@ -35,8 +35,13 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeClock]:
 
 
 def _work(clock: FakeClock, wall_ms: float, cpu_ms: float) -> Any:
+    """Work for a thread, handed over from the running loop: it moves the shared
+    fake clock only once the loop's step that handed it over has ended."""
+    handed_over = threading.Event()
+    asyncio.get_running_loop().call_soon(handed_over.set)  # runs when the current step has ended
+
     def work() -> str:
-        time.sleep(0.05)  # the loop's step that handed it over ends first: the fake clock is shared
+        assert handed_over.wait(30), "the loop's step never ended"
         clock.advance_ms(wall_ms)
         clock.thread_cpu[0] += int(cpu_ms * MS)  # type: ignore[attr-defined]
         return "done"
@@ -73,7 +78,7 @@ def test_a_threads_cpu_is_the_requests_cpu_inside_the_stage_that_handed_it_over(
     assert split.stages[llm_call].cpu_ns == 5 * MS
     assert split.request.cpu_ns == 5 * MS
     total, upstream, attributed, unattributed = reconcile(record)
-    assert attributed == record.stages[llm_call].duration_ns  # the thread's wall is llm_call's child, counted once
+    assert (total, attributed, unattributed) == (6 * MS, 6 * MS, 0)  # the thread's 5 ms inside llm_call, once
 
 
 def test_a_thread_handed_over_after_the_response_is_after_response_work(
@@ -93,7 +98,7 @@ def test_a_thread_handed_over_after_the_response_is_after_response_work(
 
     async def then() -> None:
         await done.wait()
-        await asyncio.sleep(0.01)
+        await _until(lambda: len(records) == 1)  # handed off once the task's done callback has run
 
     loop = asyncio.new_event_loop()
     _serve(backend, app, loop, then)
@@ -144,4 +149,38 @@ def test_calls_under_different_stages_are_one_threads_stage_each(
         3 * MS,
     )
     total, upstream, attributed, unattributed = reconcile(record)
-    assert attributed + unattributed == total and unattributed >= 0
+    assert (total, upstream, attributed, unattributed) == (7 * MS, 0, 7 * MS, 0)  # the injected 2 + 2 + 3 ms
+
+
+# Injected costs (ms) of a request: stages, a thread inside llm_call, and time outside any stage.
+AUTH_MS, LLM_CALL_OWN_MS, THREAD_WALL_MS, THREAD_CPU_MS, UPSTREAM_MS, UNSTAGED_MS = 2, 1, 5, 4, 7, 0.5
+
+
+def test_the_overhead_is_the_injected_stage_costs_with_a_threads_wall_counted_once(
+    backend: Backend, records: Captured, clock: FakeClock
+) -> None:
+    """The truth is what the app was made to spend, not a sum of the same spans."""
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        loop = asyncio.get_running_loop()
+        with backend.stage("auth"):
+            clock.advance_ms(AUTH_MS)
+        clock.advance_ms(UNSTAGED_MS)
+        with backend.stage("llm_call"):
+            clock.advance_ms(LLM_CALL_OWN_MS)
+            await loop.run_in_executor(None, in_thread(_work(clock, THREAD_WALL_MS, THREAD_CPU_MS)))
+            with backend.stage("upstream"):
+                clock.advance_ms(UPSTREAM_MS)
+        await _respond(send)
+
+    loop = asyncio.new_event_loop()
+    _serve(backend, app, loop)
+    loop.close()
+    [record] = records
+    total, upstream, attributed, unattributed = reconcile(record)
+    assert total == (AUTH_MS + UNSTAGED_MS + LLM_CALL_OWN_MS + THREAD_WALL_MS + UPSTREAM_MS) * MS
+    assert upstream == UPSTREAM_MS * MS
+    assert attributed == (AUTH_MS + LLM_CALL_OWN_MS + THREAD_WALL_MS) * MS
+    assert unattributed == UNSTAGED_MS * MS
+    identity_guard = attributed + unattributed == total - upstream  # true by reconcile's construction
+    assert identity_guard

@@ -19,6 +19,7 @@ from litellm_perfkit._export import Pipeline, read_settings
 from litellm_perfkit._export._metrics import MetricStore
 from litellm_perfkit._export._spans import Span
 from tests.support import apps
+from tests.support.hung_server import hung_server
 from tests.support.receiver import otlp_receiver
 from tests.support.servers import free_port, uvicorn_server
 from tests.support.speedups import speedups
@@ -67,35 +68,56 @@ def finished_timeline(path: str = "/v1/chat/completions") -> Timeline:
 
 
 @pytest.mark.parametrize("mode", ["process", "thread"])
-def test_unreachable_endpoint_drops_counts_warns_once_and_never_blocks(
+def test_unreachable_endpoint_drops_counts_and_warns_once(
     caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str], mode: str
 ) -> None:
     dead = f"http://127.0.0.1:{free_port()}"
     with caplog.at_level(logging.WARNING, logger="litellm_perfkit"):
         pipeline = litellm_perfkit.configure(exporter="otlp", protocol="http/json", endpoint=dead, mode=mode)  # type: ignore[arg-type]
         try:
-            with uvicorn_server(PerfkitMiddleware(apps.make_app())) as url:
-                started = time.monotonic()
+            with uvicorn_server(PerfkitMiddleware(apps.make_app())) as url, httpx.Client() as client:
                 for _ in range(20):
-                    assert httpx.post(f"{url}/v1/chat/completions", json={}).status_code == 200
-                elapsed = time.monotonic() - started
+                    assert client.post(f"{url}/v1/chat/completions", json={}).status_code == 200
                 assert pipeline.stats()["dropped_spans"] == 20 * 5
         finally:
             litellm_perfkit.shutdown()
-    assert elapsed < 5
     # In process mode the agent logs to the inherited stderr.
     warnings = [r.getMessage() for r in caplog.records] + capfd.readouterr().err.splitlines()
     assert sum("cannot export spans" in w for w in warnings) == 1
     assert any("100 spans could not be exported" in w for w in warnings)
 
 
+@pytest.mark.parametrize("mode", ["process", "thread"])
+def test_requests_go_on_while_an_export_hangs_on_a_backend_that_never_answers(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Order, not time: 20 requests are answered while the backend holds an export
+    unanswered (it answers nothing, ever). A request that waited for an export
+    would wait for that answer, and time out."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "600000")  # the export outlasts the test
+    try:
+        with hung_server() as backend:
+            litellm_perfkit.configure(exporter="otlp", protocol="http/json", endpoint=backend.url, mode=mode)  # type: ignore[arg-type]
+            with uvicorn_server(PerfkitMiddleware(apps.make_app())) as url, httpx.Client(timeout=60) as client:
+                assert client.post(f"{url}/v1/chat/completions", json={}).status_code == 200
+                assert backend.asked.wait(60), "no export reached the backend"
+                statuses = [client.post(f"{url}/v1/chat/completions", json={}).status_code for _ in range(20)]
+                heads = list(backend.received)
+    finally:
+        litellm_perfkit.shutdown()  # once the backend has closed its connections, unanswered
+    assert statuses == [200] * 20
+    assert heads and all(head.startswith(b"POST /v1/") for head in heads), heads
+
+
 class SlowExporter:
     def __init__(self) -> None:
+        self.exporting = threading.Event()
         self.release = threading.Event()
         self.spans = 0
 
     def export_spans(self, spans: list[Span]) -> bool:
-        self.release.wait(10)
+        self.exporting.set()
+        self.release.wait(60)
         self.spans += len(spans)
         return True
 
@@ -107,16 +129,18 @@ class SlowExporter:
 
 
 def test_a_full_queue_drops_and_counts_without_blocking() -> None:
+    """Order, not time: the 100 submits end while the exporter is still stuck. A
+    submit that waited for room would wait for the release, which comes after."""
     exporter = SlowExporter()
     settings = read_settings({"OTEL_BSP_MAX_QUEUE_SIZE": "10", "OTEL_BSP_SCHEDULE_DELAY": "1"})
     pipeline = Pipeline(settings, exporter=exporter).start()
     try:
         pipeline.submit(finished_timeline())
-        time.sleep(0.1)  # the thread is now stuck in the slow exporter
-        started = time.perf_counter()
-        for _ in range(100):
-            pipeline.submit(finished_timeline())
-        assert time.perf_counter() - started < 0.05
+        assert exporter.exporting.wait(30)  # the thread is now stuck in the slow exporter
+        submitter = threading.Thread(target=lambda: [pipeline.submit(finished_timeline()) for _ in range(100)])
+        submitter.start()
+        submitter.join(30)
+        assert not submitter.is_alive() and not exporter.release.is_set()
         assert pipeline.dropped_requests == 90
     finally:
         exporter.release.set()
@@ -266,10 +290,10 @@ def test_the_agent_writes_a_held_back_snapshot_when_the_app_goes_quiet(tmp_path:
         pipeline.submit(finished_timeline())
         pipeline.force_flush(until="handed_off")  # within a second of the first write: held back
         sent = time.monotonic()
-        while requests_in_snapshot() < 3 and time.monotonic() < sent + 10:
+        while requests_in_snapshot() < 3 and time.monotonic() < sent + 30:
             time.sleep(0.05)
         assert requests_in_snapshot() == 3
-        assert time.monotonic() - sent < 2.5
+        assert time.monotonic() - sent < 30  # long before the 60 s tick (about 1 s on an idle machine)
     finally:
         pipeline.shutdown()
 
@@ -287,7 +311,9 @@ def test_requests_passed_through_unrecorded_are_counted_in_the_metrics(
     )
     pipeline = Pipeline(settings, mode=mode).start()  # type: ignore[arg-type]
     try:
-        with uvicorn_server(PerfkitMiddleware(apps.make_app(), record_rate=1.0)) as url:
+        app = PerfkitMiddleware(apps.make_app(), record_rate=1.0)
+        app._record_choice._clock = lambda: 10**9  # type: ignore[union-attr]  # four requests within the same second
+        with uvicorn_server(app) as url:
             for _ in range(4):
                 httpx.post(f"{url}/v1/chat/completions", json={})
         pipeline.force_flush()

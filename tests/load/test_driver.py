@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -32,19 +33,38 @@ def load(url: str, stream: bool = False, **plan: object) -> dict:  # type: ignor
     return result
 
 
-def test_ttft_itl_and_chunks_match_the_mock_within_a_millisecond() -> None:
+def test_streamed_counts_are_exact_and_no_timing_is_below_the_mocks() -> None:
+    """What holds on a loaded machine: exact counts, and no first token or whole response sooner
+    than the mock's configured times allow (less 1 ms: its timers have millisecond resolution)."""
     with mock_process("--ttft-ms", "30", "--itl-ms", "8", "--chunks", "12") as url:
         result = load(url, stream=True, requests=120)
     s = result["summary"]
     assert s["errors"] == 0 and s["ok"] == 120
-    assert abs(s["ttft_ms"]["p50"] - 30) <= 1
-    assert abs(s["itl_ms"]["p50"] - 8) <= 1
-    # Not one of the +-1 ms quantities: the last chunk's timer (ms resolution
-    # in uvloop) and the terminating chunk add up to ~1 ms more.
-    assert abs(s["e2e_ms"]["p50"] - (30 + 11 * 8)) <= 2
+    assert s["ttft_ms"]["p50"] >= 29 and s["e2e_ms"]["p50"] >= 30 + 11 * 8 - 1
     assert s["itl_ms"]["count"] == 120 * 11  # gaps between 12 content chunks; TTFT is not a gap
     assert s["output_tokens"] == {"total": 120 * 12, "per_s": s["output_tokens"]["per_s"], "source": "usage"}
-    assert result["ground_truth"]["added_delay_per_chunk_ms"]["p50"] < 1
+
+
+@pytest.mark.integration
+def test_ttft_itl_and_chunks_match_the_mock_within_a_millisecond() -> None:
+    """Medians of 3 runs of 120 requests."""
+    summaries, added = [], []
+    with mock_process("--ttft-ms", "30", "--itl-ms", "8", "--chunks", "12") as url:
+        for _ in range(3):
+            result = load(url, stream=True, requests=120)
+            summaries.append(result["summary"])
+            added.append(result["ground_truth"]["added_delay_per_chunk_ms"]["p50"])
+
+    def median(metric: str) -> float:
+        return statistics.median(s[metric]["p50"] for s in summaries)
+
+    assert all(s["errors"] == 0 for s in summaries)
+    assert abs(median("ttft_ms") - 30) <= 1
+    assert abs(median("itl_ms") - 8) <= 1
+    # Not one of the +-1 ms quantities: the last chunk's timer (ms resolution
+    # in uvloop) and the terminating chunk add up to ~1 ms more.
+    assert abs(median("e2e_ms") - (30 + 11 * 8)) <= 2
+    assert statistics.median(added) < 1
 
 
 def test_role_only_first_chunk_is_not_the_first_token() -> None:

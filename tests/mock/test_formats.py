@@ -5,12 +5,14 @@ Responses API (openai's Responses client), with exact timing and stamps."""
 from __future__ import annotations
 
 import asyncio
+import statistics
 import time
 
 import anthropic
 import httpx
 import openai
 import orjson
+import pytest
 
 from litellm_perfkit._mock._engine import MockEngine, route
 from litellm_perfkit._wire._names import MOCK_RECEIVED_HEADER
@@ -76,43 +78,61 @@ def test_openai_responses_client_json_and_stream() -> None:
     assert events[-1].response.output_text == "tok tok tok tok tok"  # type: ignore[union-attr]
 
 
-def test_anthropic_and_responses_streams_keep_the_configured_timing() -> None:
-    """The first content event comes ttft after the mock received the request, the next ones itl apart (by the
-    mock's stamps; the origin is the mock's own receive stamp, because a loaded machine can delay a first
-    connection by hundreds of milliseconds before the mock sees it)."""
+async def _deltas(url: str, path: str, body: dict[str, object], kind: bytes) -> list[float]:
+    """Each ``kind`` event's send stamp after the mock's own receive stamp (ms): the origin is the mock's
+    receive stamp, because a loaded machine can delay a first connection by hundreds of milliseconds."""
+    seen = []
+    async with httpx.AsyncClient() as client:
+        sent = time.perf_counter_ns()
+        async with client.stream("POST", f"{url}{path}", json=body) as response:
+            received = int(response.headers[MOCK_RECEIVED_HEADER])
+            assert received >= sent
+            async for line in response.aiter_lines():
+                if line.startswith("data: ") and kind in line.encode():
+                    seen.append((orjson.loads(line[6:])["perfkit"]["mono_ns"] - received) / 1e6)
+    return seen
 
-    async def deltas(
-        url: str, path: str, body: dict[str, object], kind: bytes
-    ) -> list[tuple[float, dict[str, object]]]:
-        seen = []
-        async with httpx.AsyncClient() as client:
-            sent = time.perf_counter_ns()
-            async with client.stream("POST", f"{url}{path}", json=body) as response:
-                received = int(response.headers[MOCK_RECEIVED_HEADER])
-                assert received >= sent
-                async for line in response.aiter_lines():
-                    if line.startswith("data: ") and kind in line.encode():
-                        event = orjson.loads(line[6:])
-                        seen.append(((event["perfkit"]["mono_ns"] - received) / 1e6, event))
-        return seen
 
-    with mock_server(TIMED) as (url,):
-        anthropic_events = asyncio.run(
-            deltas(
+def _timed_streams(url: str) -> dict[str, list[float]]:
+    return {
+        "anthropic": asyncio.run(
+            _deltas(
                 url,
                 "/v1/messages",
                 {"model": "m", "max_tokens": 9, "messages": USER, "stream": True},
                 b"content_block_delta",
             )
-        )
-        responses_events = asyncio.run(
-            deltas(url, "/v1/responses", {"model": "m", "input": "x", "stream": True}, b"output_text.delta")
-        )
-    for events in (anthropic_events, responses_events):
-        times = [at for at, _ in events]
-        assert len(times) == 5
-        assert 58 <= times[0] <= 75, times
-        assert all(8 <= b - a <= 16 for a, b in zip(times, times[1:])), times
+        ),
+        "responses": asyncio.run(
+            _deltas(url, "/v1/responses", {"model": "m", "input": "x", "stream": True}, b"output_text.delta")
+        ),
+    }
+
+
+def test_anthropic_and_responses_streams_send_no_event_before_its_time() -> None:
+    """What holds on a loaded machine: five content events, in order, each no earlier than
+    ttft + k * itl after the mock received the request (less 1 ms: millisecond timers)."""
+    with mock_server(TIMED) as (url,):
+        streams = _timed_streams(url)
+    for times in streams.values():
+        assert len(times) == 5 and times == sorted(times), times
+        assert all(at >= 60 + 10 * k - 1 for k, at in enumerate(times)), times
+
+
+@pytest.mark.integration
+def test_anthropic_and_responses_streams_keep_the_configured_timing() -> None:
+    """The first content event comes ttft after the mock received the request, the next ones itl
+    apart, by the mock's stamps: medians of 7 repeats, within a millisecond."""
+    firsts: dict[str, list[float]] = {"anthropic": [], "responses": []}
+    gaps: dict[str, list[float]] = {"anthropic": [], "responses": []}
+    with mock_server(TIMED) as (url,):
+        for _ in range(7):
+            for api, times in _timed_streams(url).items():
+                firsts[api].append(times[0])
+                gaps[api].append(statistics.median(b - a for a, b in zip(times, times[1:])))
+    for api in firsts:
+        assert abs(statistics.median(firsts[api]) - 60) <= 1, (api, firsts[api])
+        assert abs(statistics.median(gaps[api]) - 10) <= 1, (api, gaps[api])
 
 
 def test_engine_plans_the_same_stamps_for_every_format() -> None:

@@ -32,7 +32,10 @@ pyroscope.shutdown()
 """
 
 
-@pytest.mark.parametrize("beside", ["perfkit alone", "litellm 1.103.0"])
+@pytest.mark.parametrize(
+    "beside",
+    ["perfkit alone", pytest.param("litellm 1.103.0", marks=[pytest.mark.integration, pytest.mark.litellm])],
+)
 def test_pyroscope_pushes_with_perfkit_tags(beside: str) -> None:
     python, env = (
         (sys.executable, dict(os.environ))
