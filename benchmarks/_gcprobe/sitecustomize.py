@@ -84,11 +84,12 @@ if _CAPTURE and os.environ.get("PERFKIT_ROLE") == "agent":
         "litellm_perfkit._export._pipeline"
     )  # the package's global _pipeline hides it as an attribute
 
+    _layouts = importlib.import_module("litellm_perfkit._core._layouts")
     _read_batch = _pipeline.read_batch
     _frames = open(f"{_CAPTURE}.{os.getpid()}", "ab")  # noqa: SIM115 - lives as long as the process
 
     def _captured(payload):
-        _frames.write(_pipeline.FRAME_BATCH + len(payload).to_bytes(4, "little") + payload)
+        _frames.write(_layouts.FRAME_HEAD.pack(_layouts.FrameKind.BATCH, len(payload)) + payload)
         _frames.flush()
         return _read_batch(payload)
 
