@@ -186,6 +186,7 @@ def test_bench_through_the_azure_provider_path_splits_out_the_upstream() -> None
     assert stages["upstream"]["upstream"] and stages["stream.upstream_wait"]["upstream"]
     waited = stages["upstream"]["mean_self_ms"] + stages["stream.upstream_wait"]["mean_self_ms"]
     assert 78 <= waited <= 90, stages
-    # Below the 80 ms the upstream would add if it leaked into the overhead
-    # (p95 read 41.7 and 47.8 ms on a quiet machine at this small load).
-    assert document["server_overhead_ms"]["p95"] < 60, document["server_overhead_ms"]
+    # Far below the 80 ms that an upstream leaking into the overhead would add to
+    # every request. The median, not the p95: at this small load the p95 read
+    # 41.7-61.4 ms on a quiet machine, the median 21.7-29.6.
+    assert document["server_overhead_ms"]["p50"] < 45, document["server_overhead_ms"]
