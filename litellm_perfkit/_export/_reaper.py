@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
+
+from .._core._guard import internal_error
 
 __all__ = ["AGENT_COMM", "OWN_AGENTS", "name_agent", "reap_orphaned_agents", "start_reaper"]
 
@@ -85,12 +88,12 @@ def reap_orphaned_agents() -> list[int]:
 
 
 def _loop() -> None:
-    stop = threading.Event()
-    while not stop.wait(SCAN_INTERVAL_S):
+    while True:
+        time.sleep(SCAN_INTERVAL_S)
         try:
             reap_orphaned_agents()
-        except Exception:  # the host must never see this thread fail
-            pass
+        except Exception as exc:  # counted and logged once, as every perfkit error; the host never sees it
+            internal_error("export.reaper", exc)
 
 
 def start_reaper() -> None:
