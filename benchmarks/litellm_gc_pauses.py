@@ -16,6 +16,7 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from litellm_perfkit._load import LoadPlan, Workload, run_load  # noqa: E402
 from tests.support.litellm_env import VERSIONS  # noqa: E402
 from tests.support.mock_server import mock_process  # noqa: E402
-from tests.support.proxy import litellm_proxy  # noqa: E402
+from tests.support.proxy import litellm_proxy, proxy_log  # noqa: E402
+
+# The agent exports every half second here, so the spans are on disk while the
+# proxy is still up, not only from its shutdown flush.
+EXPORT_ENV = {"OTEL_BSP_SCHEDULE_DELAY": "500"}
 
 
 def server_attributes(jsonl: Path) -> list[dict[str, Any]]:
@@ -38,6 +43,19 @@ def server_attributes(jsonl: Path) -> list[dict[str, Any]]:
         if str(attributes.get("url.path", "")).endswith("/completions"):
             rows.append(attributes)
     return rows
+
+
+def wait_for_spans(jsonl: Path, timeout_s: float = 30.0) -> None:
+    """Until the file has stopped growing for two export intervals (or ``timeout_s``)."""
+    deadline = time.monotonic() + timeout_s
+    size, still_since = -1, time.monotonic()
+    while time.monotonic() < deadline:
+        now = jsonl.stat().st_size if jsonl.exists() else -1
+        if now != size:
+            size, still_since = now, time.monotonic()
+        elif size > 0 and time.monotonic() - still_since > 1.0:
+            return
+        time.sleep(0.1)
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -59,17 +77,23 @@ def main() -> int:
         jsonl = Path(tmp) / "spans.jsonl"
         exporter = ("--out", str(jsonl))
         with litellm_proxy(
-            args.version, upstream, Path(tmp), mode="perfkit", perfkit_args=exporter, pin_cpu="0"
+            args.version, upstream, Path(tmp), mode="perfkit", perfkit_args=exporter, pin_cpu="0", env=EXPORT_ENV
         ) as url:
             load = run_load(
                 Workload(url=url, prompt_repeats=150),
                 LoadPlan(concurrency=args.concurrency, duration_s=args.duration, warmup_s=args.warmup, timeout_s=60),
                 progress="off",
             )["summary"]
-        rows = server_attributes(jsonl)
-    if not rows:
-        print("no chat request spans were written", file=sys.stderr)
-        return 1
+            wait_for_spans(jsonl)
+        rows = server_attributes(jsonl) if jsonl.exists() else []
+        if not rows:
+            print(
+                f"no chat request spans were written to {jsonl.name} "
+                f"({load['requests']} requests, errors {load['errors_by_class']}); the proxy's log ends:\n"
+                f"{proxy_log(Path(tmp))[-3000:]}",
+                file=sys.stderr,
+            )
+            return 1
     pauses = [float(row.get("perfkit.gc_pause_ms", 0.0)) for row in rows]
     totals = [float(row["perfkit.total_ms"]) for row in rows]
     paused = [p for p in pauses if p > 0]
