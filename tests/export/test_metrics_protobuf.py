@@ -60,9 +60,8 @@ class Requests:
         return value
 
     def double(self) -> float | str:
-        return self.r.choice(
-            [0.0, -0.0, 1.5, -2.25e-9, 1e300, 7, "2.5", self.r.random(), "NaN", "Infinity", "-Infinity"]
-        )
+        values: list[float | str] = [0.0, -0.0, 1.5, -2.25e-9, 1e300, 7, "2.5", self.r.random(), "NaN", "Infinity"]
+        return self.r.choice([*values, "-Infinity"])
 
     def string(self) -> str:
         return self.r.choice(["", "a", "perfkit.stage.duration", "é ünïcödé ✓", "x" * 200])
@@ -154,7 +153,8 @@ class Requests:
         return {**self.common(), "count": self.uint(), "sum": self.double(), "quantileValues": quantiles}
 
     def temporality(self) -> int | str:
-        return self.r.choice([0, 1, 2, "AGGREGATION_TEMPORALITY_DELTA", "AGGREGATION_TEMPORALITY_CUMULATIVE"])
+        values: list[int | str] = [0, 1, 2, "AGGREGATION_TEMPORALITY_DELTA", "AGGREGATION_TEMPORALITY_CUMULATIVE"]
+        return self.r.choice(values)
 
     def metric(self) -> dict[str, Any]:
         metric: dict[str, Any] = {"name": self.string(), "description": self.string(), "unit": self.string()}

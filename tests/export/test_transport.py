@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+import litellm_perfkit
 from litellm_perfkit._core import _guard
 from litellm_perfkit._export._metrics import MetricStore
 from litellm_perfkit._export._settings import ExportSettings, read_settings
@@ -79,3 +80,12 @@ def test_grpc_sends_each_signal_to_its_own_endpoint() -> None:
             exporter.close()
     assert set(traces.bodies) == {"/v1/traces"} and set(metrics.bodies) == {"/v1/metrics"}
     assert len(metrics_of(metrics)) == 1
+
+
+def test_the_console_exporter_writes_from_the_app_process() -> None:
+    """The console is the app's stdout; the export agent's stdout is the pipe it reports its stats on."""
+    pipeline = litellm_perfkit.configure(exporter="console", mode="process")
+    try:
+        assert pipeline.mode == "thread"
+    finally:
+        litellm_perfkit.shutdown()
