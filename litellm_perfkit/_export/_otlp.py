@@ -263,8 +263,8 @@ def _metrics_request(
                 **times,
                 "count": str(histogram.count),
                 "sum": histogram.total_ns / 1e9,
-                "min": histogram.minimum_ns / 1e9,
-                "max": histogram.maximum_ns / 1e9,
+                # Optional in OTLP: an empty histogram (gc.pause before any request) has neither.
+                **({"min": histogram.minimum_ns / 1e9, "max": histogram.maximum_ns / 1e9} if histogram.count else {}),
                 "bucketCounts": [str(c) for c in histogram.counts],
                 "explicitBounds": [b / 1e9 for b in BOUNDARIES_NS],
             }

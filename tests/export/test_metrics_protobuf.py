@@ -271,3 +271,10 @@ def test_metrics_encode_without_google_protobuf() -> None:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert int(done.stdout) > 100
+
+
+def test_an_empty_histogram_has_no_min_or_max() -> None:
+    decoded = ExportMetricsServiceRequest.FromString(metrics_protobuf(MetricStore(), "svc", {}, 1, 2))
+    [gc_pause] = [m for m in decoded.resource_metrics[0].scope_metrics[0].metrics if m.name == "perfkit.gc.pause"]
+    [point] = gc_pause.histogram.data_points
+    assert point.count == 0 and not point.HasField("min") and not point.HasField("max")
