@@ -60,6 +60,10 @@ def venv_bin() -> Path:
     venv = CACHE / "venvs" / f"readme-run-{key[:16]}-py{sys.version_info.major}.{sys.version_info.minor}"
     marker = venv / ".complete"
     if not marker.exists():
+        for stale in venv.parent.glob(f"readme-run-*-py{sys.version_info.major}.{sys.version_info.minor}"):
+            checkout = stale / ".checkout"
+            if checkout.is_file() and checkout.read_text() == str(ROOT):
+                shutil.rmtree(stale)  # this checkout's, for an older pyproject.toml
         shutil.rmtree(venv, ignore_errors=True)
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         editable, extras = requirement.split(" ", 1)
@@ -71,6 +75,7 @@ def venv_bin() -> Path:
             timeout=900,
         )
         assert done.returncode == 0, done.stderr[-3000:]
+        (venv / ".checkout").write_text(str(ROOT))
         marker.write_text(requirement)
     return venv / "bin"
 
