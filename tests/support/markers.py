@@ -30,6 +30,7 @@ EXTERNAL_MARKERS = ("integration", "litellm")
 _TOOLS = {
     "litellm": "a LiteLLM proxy",
     "jaeger": "Jaeger",
+    "prometheus": "Prometheus",
     "chromium": "a browser",
     "chromium-browser": "a browser",
     "google-chrome": "a browser",
