@@ -24,6 +24,7 @@ from litellm_perfkit._bench._launch import Children, start_mock
 from litellm_perfkit._bench._options import MASTER_KEY, MODEL, config_template
 from tests.support.litellm_env import litellm_python
 from tests.support.proxy import litellm_proxy
+from tests.support.receiver import otlp_receiver, spans_of
 
 pytestmark = [pytest.mark.integration, pytest.mark.litellm]
 
@@ -93,7 +94,18 @@ def test_virtual_keys_answer_and_their_spend_is_logged(
     client = prisma_client(litellm_python(version))
     database = create_database(postgres, f"litellm_{version.replace('.', '_')}")
     apply_migrations(postgres.bin_dir, database, client.migrations)
-    with litellm_proxy(version, upstream, tmp_path, env=database_env(client, database), config=CONFIG) as proxy:
+    env = {**database_env(client, database), "OTEL_BSP_SCHEDULE_DELAY": "200"}
+    with (
+        otlp_receiver() as (endpoint, received),
+        litellm_proxy(
+            version,
+            upstream,
+            tmp_path,
+            env=env,
+            config=CONFIG,
+            perfkit_args=("--endpoint", endpoint, "--protocol", "http/json"),
+        ) as proxy,
+    ):
         assert call(proxy, "GET", "/health/readiness", MASTER_KEY)[1]["db"] == "connected"
         key = generate_key(proxy, MASTER_KEY)
         answers = [chat(proxy, key) for _ in range(REQUESTS)]
@@ -107,3 +119,7 @@ def test_virtual_keys_answer_and_their_spend_is_logged(
         assert rows == REQUESTS
         spend = eventually(lambda: key_spend(database, key), lambda s: s >= cost * (1 - 1e-6))
         assert spend == pytest.approx(cost, rel=1e-6)
+        # perfkit's fast-path attributes name LiteLLM's spend logger among the proxy's callbacks.
+        servers = [s for s in spans_of(received) if s["kind"] == 2 and "perfkit.litellm.callbacks" in s["attrs"]]
+        assert servers, "no server span with the fast-path attributes arrived"
+        assert "_ProxyDBLogger" in servers[-1]["attrs"]["perfkit.litellm.callbacks"].split(",")

@@ -40,7 +40,6 @@ _TOOLS = {
     "apt-get": "apt-get",
     "build_jaeger.sh": "Jaeger's build",
     "initdb": "PostgreSQL",
-    "postgres": "PostgreSQL",
     "psql": "PostgreSQL",
     "runuser": "PostgreSQL (as its user)",
     "redis-server": "Redis",

@@ -16,13 +16,14 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, get_args
+from typing import get_args
 
 from ..._wire._environment_variables import DATABASE_URL, DISABLE_SCHEMA_UPDATE, REDIS_HOST, REDIS_PORT
+from ...types import BenchDeployment
 from .._heartbeat import Say
 from .._launch import Children
 from ._keys import generate_key, spend_log_rows
-from ._postgres import DeployError, apply_migrations, create_database, start_postgres
+from ._postgres import DeployError, apply_migrations, create_database, postgres_bin, start_postgres
 from ._prisma import ENGINE_NOTE, PrismaClient, prisma_client
 from ._redis import start_redis
 
@@ -35,11 +36,12 @@ __all__ = [
     "database_env",
     "deployment",
     "generate_key",
+    "preflight",
     "spend_log_rows",
 ]
 
-DeploymentMode = Literal["plain", "postgres", "postgres+redis"]
-DEPLOYMENTS: tuple[DeploymentMode, ...] = get_args(DeploymentMode)
+DeploymentMode = BenchDeployment
+DEPLOYMENTS: tuple[DeploymentMode, ...] = get_args(BenchDeployment)
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,18 @@ class Deployed:
         if self.redis_url:
             parts.append("router state in a private Redis")
         return f"{self.mode}: {', '.join(parts)}; {ENGINE_NOTE}"
+
+
+def preflight(mode: DeploymentMode) -> None:
+    """The programs ``mode`` needs are here: one line naming what to install, before any work."""
+    if mode == "plain":
+        return
+    postgres_bin()
+    for program, package in (("node", "nodejs"), ("npm", "npm")) + (
+        (("redis-server", "redis-server"),) if mode == "postgres+redis" else ()
+    ):
+        if shutil.which(program) is None:
+            raise DeployError(f"--deployment {mode} needs {program}: install it (Debian: apt-get install {package})")
 
 
 def database_env(client: PrismaClient, database_url: str) -> dict[str, str]:
