@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import shutil
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -40,6 +42,42 @@ CONFIG = (
     + "  proxy_batch_write_at: 1\n"
 )
 REQUESTS = 12
+
+# prisma-client-py's query shapes LiteLLM uses, through the adapter, against
+# what PostgreSQL holds: typed values both ways (Json, DateTime, NULLs), an
+# atomic increment, raw SQL with a type adapter-pg does not map (`name`) and a
+# NULL bigint, an interactive transaction, a batch, ordering by a DateTime.
+CLIENT_SCRIPT = """
+import asyncio, json
+from prisma import Prisma
+
+async def main():
+    db = Prisma()
+    await db.connect()
+    table = db.litellm_verificationtoken
+    made = await table.create(data={"token": "t1", "spend": 0.5, "metadata": json.dumps({"a": [1, "x"]})})
+    found = await table.find_unique(where={"token": "t1"})
+    raised = await table.update(where={"token": "t1"}, data={"spend": {"increment": 1.25}})
+    raw = await db.query_raw("SELECT 'x'::name AS n, NULL::bigint AS b, 2::bigint AS c, now() AS t")
+    async with db.tx() as tx:
+        await tx.litellm_verificationtoken.update(where={"token": "t1"}, data={"spend": 10})
+    batch = db.batch_()
+    batch.litellm_verificationtoken.create(data={"token": "t2"})
+    await batch.commit()
+    latest = await table.find_first(order={"created_at": "desc"})
+    print(json.dumps({
+        "made": [made.token, made.metadata, made.created_at is not None],
+        "found": [found.spend, found.metadata, found.expires],
+        "raised": raised.spend,
+        "raw": [raw[0]["n"], raw[0]["b"], raw[0]["c"], isinstance(raw[0]["t"], str)],
+        "rows": await table.count(),
+        "spend": (await table.find_unique(where={"token": "t1"})).spend,
+        "latest": latest.token,
+    }))
+    await db.disconnect()
+
+asyncio.run(main())
+"""
 
 
 @pytest.fixture(scope="module")
@@ -85,6 +123,28 @@ def eventually(read: Callable[[], float], done: Callable[[float], bool], timeout
         time.sleep(0.5)
         value = read()
     return value
+
+
+def test_the_adapter_serves_prisma_client_pys_queries(postgres: Postgres, tmp_path: Path) -> None:
+    python = litellm_python("1.103.0")
+    client = prisma_client(python)
+    database = create_database(postgres, "adapter")
+    apply_migrations(postgres.bin_dir, database, client.migrations)
+    env = {**os.environ, **database_env(client, database)}
+    result = subprocess.run(
+        [str(python), "-c", CLIENT_SCRIPT], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    got = json.loads(result.stdout.strip().splitlines()[-1])
+    assert got == {
+        "made": ["t1", {"a": [1, "x"]}, True],
+        "found": [0.5, {"a": [1, "x"]}, None],
+        "raised": 1.75,
+        "raw": ["x", None, 2, True],
+        "rows": 2,
+        "spend": 10.0,
+        "latest": "t2",
+    }
 
 
 @pytest.mark.parametrize("version", ["1.103.0", "1.83.14"])
