@@ -62,7 +62,7 @@ class Deployed:
             return "plain: the proxy alone (master key, no database, no Redis)"
         parts = ["virtual keys and spend tracking in a private PostgreSQL"]
         if self.redis_url:
-            parts.append("router state in a private Redis")
+            parts.append("rate-limit counters and router state in a private Redis")
         return f"{self.mode}: {', '.join(parts)}; {ENGINE_NOTE}"
 
 
