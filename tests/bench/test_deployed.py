@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from litellm_perfkit._bench._deploy import Deployed
+from litellm_perfkit._bench._deploy import Deployed, DeployError, _postgres
+from litellm_perfkit._bench._deploy import preflight as deployment_preflight
 from litellm_perfkit._bench._deployed import SETTLE_MAX_S, SETTLE_S, _settled, deployment_info
 from litellm_perfkit._bench._experiment import preflight
 from litellm_perfkit._bench._options import BenchError, BenchOptions
@@ -82,3 +84,19 @@ def test_the_cli_refuses_a_deployment_with_perturbation_in_one_line() -> None:
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert "--perturbation measures the plain proxy" in result.stderr
+
+
+def test_a_missing_postgresql_is_named_with_its_package(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(_postgres, "DEBIAN_ROOT", tmp_path / "none")
+    with pytest.raises(DeployError, match=r"apt-get install postgresql"):
+        deployment_preflight("postgres")
+
+
+def test_a_missing_redis_server_is_named_with_its_package(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for tool in ("initdb", "postgres", "psql", "node", "npm"):
+        (tmp_path / tool).touch(mode=0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    deployment_preflight("postgres")  # everything it needs is there
+    with pytest.raises(DeployError, match=r"needs redis-server: install it \(Debian: apt-get install redis-server\)"):
+        deployment_preflight("postgres+redis")

@@ -71,8 +71,8 @@ def _as_server_user(command: list[str], data_parent: Path) -> list[str]:
 
 
 def start_postgres(children: Children, home: Path, timeout_s: float = 60.0) -> Postgres:
-    """A new cluster in ``home`` (an empty directory every user can reach:
-    the server may run as another user), serving database ``litellm``."""
+    """A new cluster in ``home`` (a directory every user can reach: the server
+    may run as another user); ``create_database`` adds LiteLLM's databases."""
     bin_dir = postgres_bin()
     home.mkdir(parents=True, exist_ok=True)
     data = home / "data"
@@ -101,7 +101,10 @@ def start_postgres(children: Children, home: Path, timeout_s: float = 60.0) -> P
     admin = f"postgresql://{USER}@127.0.0.1:{port}/postgres"
 
     def ready() -> bool:
-        check = subprocess.run([str(bin_dir / "psql"), admin, "-Atc", "SELECT 1"], capture_output=True, timeout=10)
+        try:
+            check = subprocess.run([str(bin_dir / "psql"), admin, "-Atc", "SELECT 1"], capture_output=True, timeout=10)
+        except subprocess.TimeoutExpired:
+            return False
         return check.returncode == 0
 
     child.wait_ready(ready, timeout_s)
