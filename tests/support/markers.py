@@ -40,6 +40,10 @@ _TOOLS = {
     "go": "Go",
     "apt-get": "apt-get",
     "build_jaeger.sh": "Jaeger's build",
+    "initdb": "PostgreSQL",
+    "psql": "PostgreSQL",
+    "runuser": "PostgreSQL (as its user)",
+    "redis-server": "Redis",
 }
 _WRAPPERS = {"taskset", "nice", "env", "timeout", "setsid", "stdbuf"}
 _CACHES = (CACHE.resolve(), (Path.home() / ".cache" / "litellm_perfkit").resolve())
