@@ -8,6 +8,7 @@ from asyncio.events import _get_running_loop  # None outside asyncio (trio, a te
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextvars import Token
 from time import perf_counter_ns
+from typing import Any
 
 from .._wire._environment_variables import PERFKIT_HEADER_SECRET
 from .._wire._headers import ENTRY_PREFIXES, THOUSANDTHS, entry_prefix, format_ms, server_timing_entry
@@ -34,6 +35,7 @@ from ._sampling import (
     record_rate_from_env,
     record_ratio_from_env,
     sampled_parent,
+    scan_headers,
     traced_rate_from_env,
 )
 from ._sse import SseScanner
@@ -130,10 +132,11 @@ class PerfkitMiddleware:
     def upstream_stages(self) -> frozenset[str]:
         return self._loud.upstream_stages
 
-    def _settings_for(self, scope: Scope) -> tuple[int, _HeaderSettings, Scope]:
-        """Whether to record the request and how: its weight (0: not
-        recorded), a trusted request's header settings or the others', and
-        the scope the app gets, without the secret's header."""
+    def _settings_for(self, scope: Scope) -> tuple[int, _HeaderSettings | None, Scope]:
+        """For a request carrying the secret's header or a sampled-looking
+        ``traceparent`` (``scan_headers`` found one): its weight (0: not
+        recorded), the header settings the secret decides (None: its address
+        does), and the scope the app gets, without the secret's header."""
         secret_held = None  # None: no secret header; else whether one carried the configured secret
         traced = False
         headers = scope["headers"]
@@ -145,36 +148,40 @@ class PerfkitMiddleware:
             elif name == _TRACEPARENT_HEADER:
                 traced = sampled_parent(value)
         if secret_held is not None:
-            scope = {**scope, "headers": [(n, v) for n, v in headers if n != _SECRET_HEADER]}
+            scope = {**scope, "headers": [header for header in headers if header[0] != _SECRET_HEADER]}
         if secret_held or (traced and (self._traced_pace is None or self._traced_pace.allows())):
             weight = 1  # recorded always, taking nothing from the record choice's pace or count
-        elif self._record_choice is not None:
-            weight = self._record_choice.record()
-            if not weight:
-                return 0, self._quiet, scope
         else:
-            weight = 1
+            weight = 1 if self._record_choice is None else self._record_choice.record()
+        if secret_held is None or not self._check:
+            return weight, None, scope
+        return weight, (self._loud if secret_held else self._quiet), scope
+
+    def _settings_by_address(self, scope: Scope) -> _HeaderSettings:
+        """A trusted request's settings (loopback, in mode ``trusted``) or the others'."""
         if not self._check:
-            return weight, self._loud, scope
-        if secret_held is not None:
-            return weight, (self._loud if secret_held else self._quiet), scope
+            return self._loud
         client = scope.get("client")
         if client and (client[0].startswith("127.") or client[0] == "::1"):
-            return weight, self._loud, scope
-        return weight, self._quiet, scope
+            return self._loud
+        return self._quiet
 
     # The backend's classes (``_backend``): the public PerfkitMiddleware is
     # the running backend's subclass, which sets them.
     _timeline_class: type[Timeline]
     _exchange_class: type[_PyExchange]
     _step_accounting: StepAccounting = PYTHON_STEPS
+    _scan_headers: Callable[[Any], int] = staticmethod(scan_headers)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         try:
-            weight, settings, scope = self._settings_for(scope)
+            if self._scan_headers(scope["headers"]):  # the secret's header or a sampled parent: a few requests
+                weight, settings, scope = self._settings_for(scope)
+            else:
+                weight, settings = (1 if self._record_choice is None else self._record_choice.record()), None
         except Exception as exc:
             internal_error("middleware.headers", exc)
             weight, settings, scope = 0, self._quiet, _without_secret(scope)
@@ -185,6 +192,12 @@ class PerfkitMiddleware:
         if weight > 1:
             timeline.passed_by = weight - 1
         _adopt_protocol_work(timeline)
+        if settings is None:
+            try:
+                settings = self._settings_by_address(scope)
+            except Exception as exc:
+                internal_error("middleware.headers", exc)
+                settings = self._quiet
         exchange = self._exchange_class(settings, scope, timeline, receive, send)
         if self.attributes is not None:
             try:

@@ -29,16 +29,19 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from time import perf_counter_ns
+from typing import Final
 
 from .._wire._environment_variables import PERFKIT_RECORD_RATE, PERFKIT_RECORD_RATIO, PERFKIT_RECORD_TRACED_RATE
 from .._wire._headers import parse_traceparent
+from .._wire._names import HEADER_SECRET_HEADER, TRACEPARENT_HEADER
 from .._wire._record_rate import DEFAULT_RECORD_RATE, parse_record_rate, record_rate_in
 from ..types import RecordRate
 from ._guard import warn_once
 
 __all__ = [
+    "HeadersFound",
     "Pace",
     "RecordChoice",
     "UNRECORDED",
@@ -47,6 +50,7 @@ __all__ = [
     "record_ratio_from_env",
     "record_rate_from_env",
     "sampled_parent",
+    "scan_headers",
     "traced_rate_from_env",
 ]
 
@@ -179,6 +183,31 @@ def traced_rate_from_env() -> RecordRate:
 # The hex digits of an odd value: a traceparent's flags end in one when its
 # sampled bit (0x01) is set.
 _ODD_HEX = frozenset(b"13579bdfBDF")
+
+
+class HeadersFound:
+    """Bits of ``scan_headers``' answer (C's ``PK_FOUND_*``)."""
+
+    SECRET: Final = 1  # an x-perfkit-secret header
+    SAMPLED: Final = 2  # a traceparent whose flags' last digit is odd: sampled, if it is valid
+    UNREAD: Final = 4  # a header the C scan does not read (not a (bytes, ...) tuple): read them all
+
+
+_SECRET_HEADER = HEADER_SECRET_HEADER.encode()
+_TRACEPARENT_HEADER = TRACEPARENT_HEADER.encode()
+
+
+def scan_headers(headers: Iterable[tuple[bytes, bytes]]) -> int:
+    """What a request's headers ask of the record choice, in one pass on
+    every request (``HeadersFound``; 0 for most): the reference for the C
+    accelerator's ``scan_headers``, which the middleware calls when it runs."""
+    found = 0
+    for name, value in headers:
+        if name == _SECRET_HEADER:
+            found |= HeadersFound.SECRET
+        elif name == _TRACEPARENT_HEADER and len(value) > 54 and value[54] in _ODD_HEX:
+            found |= HeadersFound.SAMPLED
+    return found
 
 
 def sampled_parent(value: bytes) -> bool:

@@ -137,3 +137,12 @@ def test_the_weight_is_on_the_record_for_every_backend(backend: Backend) -> None
         now[0] += 10**9
         served.get()
     assert [(record.passed_by, record.weight) for record in records] == [(0, 1), (5, 6)]
+
+
+def test_headers_as_lists_are_read_too(backend: Backend) -> None:
+    """A server may give each header as a list: the full pass reads them (the C scan reads tuples only)."""
+    served = Served(backend, header_secret="s3cret", record_ratio=0.0)
+    with capture_records() as records:
+        told = served.get([b"x-perfkit-secret", b"s3cret"], [b"accept", b"*/*"])  # type: ignore[arg-type]
+    assert b"server-timing" in told and len(records) == 1
+    assert served.seen == [[(b"host", b"x"), [b"accept", b"*/*"]]]

@@ -9,14 +9,17 @@ import random
 import pytest
 
 from litellm_perfkit._core import _guard, _sampling
+from litellm_perfkit._core._backend import Backend
 from litellm_perfkit._core._sampling import (
     UNRECORDED,
+    HeadersFound,
     Pace,
     RecordChoice,
     record_rate_from_env,
     sampled_parent,
     traced_rate_from_env,
 )
+from tests.support import backends
 from tests.support.clock import FakeClock
 
 
@@ -201,6 +204,36 @@ TRACE = b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-"
 )
 def test_a_sampled_parent_is_a_valid_traceparent_with_the_sampled_flag(value: bytes, sampled: bool) -> None:
     assert sampled_parent(value) is sampled
+
+
+@pytest.mark.parametrize(
+    ("headers", "found"),
+    [
+        ([], 0),
+        ([(b"host", b"x"), (b"accept", b"*/*")], 0),
+        ([(b"x-perfkit-secret", b"anything")], HeadersFound.SECRET),
+        ([(b"traceparent", TRACE + b"01"), (b"host", b"x")], HeadersFound.SAMPLED),
+        ([(b"traceparent", TRACE + b"00")], 0),  # not sampled: nothing to read further
+        ([(b"traceparent", b"00-short-01")], 0),
+        ([(b"X-Perfkit-Secret", b"s")], 0),  # ASGI names are lower case
+        ([(b"traceparent", TRACE + b"0f"), (b"x-perfkit-secret", b"s")], HeadersFound.SECRET | HeadersFound.SAMPLED),
+    ],
+)
+def test_the_header_scan_finds_the_secret_and_what_may_be_a_sampled_parent(
+    backend: Backend, headers: list[tuple[bytes, bytes]], found: int
+) -> None:
+    assert backend.middleware._scan_headers(headers) == found
+    assert backend.middleware._scan_headers(tuple(headers)) == found
+
+
+def test_the_c_scan_leaves_headers_it_cannot_read_to_the_full_pass() -> None:
+    speedups = backends.load("c").speedups
+    assert speedups is not None
+    assert speedups.scan_headers([[b"x-perfkit-secret", b"s"]]) & HeadersFound.UNREAD  # a list, not a tuple
+    assert speedups.scan_headers([("x-perfkit-secret", b"s")]) & HeadersFound.UNREAD
+    assert speedups.scan_headers([(b"traceparent", "00-...")]) & HeadersFound.UNREAD
+    with pytest.raises(TypeError):
+        speedups.scan_headers(None)
 
 
 # -- settings ---------------------------------------------------------------------
