@@ -19,6 +19,10 @@ the agent on core 1.
 
 - ``perfkit-noexport``: the middleware with no exporter, the request path
   alone; the difference to ``perfkit-process`` is what export costs the app.
+- ``perfkit-passthrough``: the middleware passing every request by
+  unrecorded (``record_ratio=0``): what a request above the record rate
+  costs, its header scan included (the secret's removal, a sampled
+  ``traceparent``). The requests carry ``--headers`` headers (default 2).
 - ``perfkit-noexport-nosteps``: the same with step accounting off
   (``steps="off"``); the difference is what the CPU/queueing/I/O split costs.
 - ``-py`` variants: perfkit's pure-Python path, which runs when the C
@@ -85,6 +89,7 @@ VARIANTS = [
     "perfkit-thread",
     "perfkit-noexport",
     "perfkit-noexport-nosteps",
+    "perfkit-passthrough",
     "perfkit-process-py",
     "perfkit-noexport-py",
     "perfkit-sdk",
@@ -123,8 +128,24 @@ def make_app(stage_class: Callable[[str], Any] = stage, stages: bool = True) -> 
     return Starlette(routes=[Route("/json", json_endpoint), Route("/stream", stream_endpoint)])
 
 
+# A request's headers: --headers of them (a LiteLLM client sends 8-12).
+HEADERS = [(b"host", b"bench"), (b"user-agent", b"bench")]
+MORE_HEADERS = [
+    (b"content-type", b"application/json"),
+    (b"accept", b"application/json"),
+    (b"authorization", b"Bearer sk-1234"),
+    (b"content-length", b"120"),
+    (b"accept-encoding", b"gzip, deflate"),
+    (b"connection", b"keep-alive"),
+    (b"x-stainless-lang", b"python"),
+    (b"x-stainless-os", b"Linux"),
+    (b"x-stainless-arch", b"x64"),
+    (b"x-stainless-runtime", b"CPython"),
+]
+
+
 async def drive(app: Any, path: str, n: int) -> None:
-    headers = [(b"host", b"bench"), (b"user-agent", b"bench")]
+    headers = HEADERS
 
     async def send(message: dict[str, Any]) -> None:
         return None
@@ -191,6 +212,8 @@ def open_variant(name: str, endpoint: str, pinned: bool) -> Variant:
     started = set(threading.enumerate())
     if name == "bare":
         variant = Variant(name, app)
+    elif name == "perfkit-passthrough":
+        variant = Variant(name, middleware(app, record_ratio=0.0))
     elif name.startswith("perfkit-noexport"):
         # The request path alone: timelines go nowhere, so export costs nothing.
         variant = Variant(name, middleware(app, steps="off" if name.endswith("-nosteps") else "on"))
@@ -338,6 +361,8 @@ def _instructions(variant: str, path: str, n: int, endpoint: str) -> int:
         sys.executable,
         "-m",
         "benchmarks.middleware_overhead",
+        "--headers",
+        str(len(HEADERS)),
         "--child",
         variant,
         path,
@@ -423,8 +448,17 @@ def main() -> int:
         help="time: the process sets an OpenTelemetry SDK tracer provider (a host that traces, exporting to the "
         "same Jaeger), so perfkit joins its trace on every request; needed by perfkit-sdk",
     )
+    parser.add_argument(
+        "--headers",
+        type=int,
+        default=2,
+        choices=range(2, 2 + len(MORE_HEADERS) + 1),
+        metavar=f"2..{2 + len(MORE_HEADERS)}",
+        help="headers per request (default 2: host, user-agent; more are a LiteLLM client's)",
+    )
     parser.add_argument("--child", nargs=4, metavar=("VARIANT", "PATH", "N", "ENDPOINT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    HEADERS[2:] = MORE_HEADERS[: args.headers - 2]
     if args.child:
         name, path, n, endpoint = args.child
         run_child(name, path, int(n), endpoint)

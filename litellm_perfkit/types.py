@@ -195,12 +195,21 @@ class RequestRecord:
     step became ready to run), start, end (``_core/_steps.py``)."""
     steps_dropped: int = 0
     """Steps past ``_core._steps.MAX_STEPS``, not recorded: the time split then covers part of the request."""
+    passed_by: int = 0
+    """Requests the record rate or ratio passed by unrecorded in this process
+    since the one recorded before this: this record stands for them too
+    (``weight``; docs/telemetry.md#the-weighted-sample)."""
     stages: tuple[StageRecord, ...] = field(default=(), metadata={"derived": True})
     """In the order they started; a stage still open at the end is left out."""
 
     @property
     def duration_ns(self) -> int:
         return self.end_ns - self.start_ns
+
+    @property
+    def weight(self) -> int:
+        """The requests this record stands for (OpenTelemetry's adjusted count): itself and ``passed_by``."""
+        return 1 + self.passed_by
 
     @property
     def upstream_ns(self) -> int:

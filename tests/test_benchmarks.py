@@ -211,6 +211,13 @@ def bench_sigterm(tmp_path: Path) -> None:
     line(out, r"^1 moments, 1 reached; max time to clean [\d.]+ s; 0 over 10 s or with a process left$")
 
 
+def weighted_sample(tmp_path: Path) -> None:
+    rows = table(run("weighted_sample", "--seeds", "2"), "| scenario |")
+    assert [(row[0], row[4]) for row in rows] == [
+        (scenario, q) for scenario in ("steady", "bursty", "ramp") for q in ("p50", "p95")
+    ]
+
+
 @dataclass(frozen=True)
 class Case:
     script: str
@@ -223,6 +230,7 @@ LITELLM = (pytest.mark.integration, pytest.mark.litellm)
 CASES = [
     Case("stage_profile_overhead", stage_profile_overhead),
     Case("middleware_ablation", middleware_ablation),
+    Case("weighted_sample", weighted_sample),
     Case("middleware_overhead", middleware_overhead, REAL),
     Case("middleware_overhead", middleware_overhead_instructions, REAL),
     Case("mock_throughput", mock_throughput, REAL),

@@ -34,6 +34,7 @@ from ._guard import internal_error, warn_once
 from ._hosttrace import HOST_TRACING
 from ._layouts import Span
 from ._middleware import PerfkitMiddleware, _PyExchange
+from ._sampling import scan_headers
 from ._stage import Stage, _PyStage
 from ._steps import MAX_STEPS, PYTHON_STEPS, STEP_SIZE, StepAccounting
 from ._timeline import Timeline, _PyTimelineFields
@@ -132,6 +133,7 @@ def _assemble(name: BackendName, speedups: ModuleType | None) -> Backend:
             "_timeline_class": timeline,
             "_exchange_class": exchange,
             "_step_accounting": steps,
+            "_scan_headers": staticmethod(scan_headers if speedups is None else speedups.scan_headers),
         },
     )
     return Backend(name, timeline, stage, middleware, None if speedups is None else speedups.Handoff, speedups)

@@ -8,6 +8,7 @@ from asyncio.events import _get_running_loop  # None outside asyncio (trio, a te
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextvars import Token
 from time import perf_counter_ns
+from typing import Any
 
 from .._wire._environment_variables import PERFKIT_HEADER_SECRET
 from .._wire._headers import ENTRY_PREFIXES, THOUSANDTHS, entry_prefix, format_ms, server_timing_entry
@@ -28,7 +29,15 @@ from ._gcwatch import install as watch_gc
 from ._guard import internal_error
 from ._hosttrace import HOST_TRACING
 from ._protocol import adopt as _adopt_protocol_work
-from ._sampling import RecordChoice, record_rate_from_env, record_ratio_from_env
+from ._sampling import (
+    RecordChoice,
+    pace_for,
+    record_rate_from_env,
+    record_ratio_from_env,
+    sampled_parent,
+    scan_headers,
+    traced_rate_from_env,
+)
 from ._sse import SseScanner
 from ._steps import PYTHON_STEPS, StepAccounting, steps_mode
 from ._timeline import TIMELINE, Timeline
@@ -66,15 +75,20 @@ class PerfkitMiddleware:
     ``upstream_stages`` (see docs/headers.md, also for streams). Both are sent
     to ``trusted`` requests by default: from loopback, or carrying
     ``header_secret`` (default ``$PERFKIT_HEADER_SECRET``) in ``x-perfkit-secret``,
-    which the app then does not see. ``steps``: split each request's time
+    which the app never sees. ``steps``: split each request's time
     and each stage's into CPU, event-loop queueing and I/O wait (``_steps``;
     default ``$PERFKIT_STEPS``, else on). ``record_ratio``: the share of
     requests recorded at all, drawn at random when each starts (default
     ``$PERFKIT_RECORD_RATIO``, else 1); ``record_rate``: at most this many
     recorded per second (default ``$PERFKIT_RECORD_RATE``, else 10; ``"all"``:
     no cap). The others pass through untouched and are only counted, so
-    perfkit's cost per request falls in proportion, and spans, metrics and
-    headers describe the recorded sample (``_sampling``).
+    perfkit's cost per request falls in proportion; each recorded request
+    carries the number it stands for (``RequestRecord.weight``). Recorded
+    whatever the ratio and rate, with weight 1: a request carrying the
+    secret, and one whose ``traceparent`` is sampled (at most
+    ``record_traced_rate`` a second, default ``$PERFKIT_RECORD_TRACED_RATE``,
+    else ``"all"``). ``x-perfkit-secret`` is removed from every request the
+    app gets, recorded or not (``_sampling``).
     """
 
     def __init__(
@@ -89,6 +103,7 @@ class PerfkitMiddleware:
         steps: StepMode | None = None,
         record_ratio: float | None = None,
         record_rate: RecordRate | None = None,
+        record_traced_rate: RecordRate | None = None,
     ) -> None:
         self.app = app
         self._clock_steps = (steps or steps_mode()) == "on"
@@ -98,6 +113,8 @@ class PerfkitMiddleware:
         )
         # None: every request is recorded (no choice on the hot path).
         self._record_choice = None if choice.every_request else choice
+        # Requests with a sampled traceparent, recorded beyond the choice: at most this pace (None: all).
+        self._traced_pace = pace_for(traced_rate_from_env() if record_traced_rate is None else record_traced_rate)
         stages = frozenset(upstream_stages)
         # The settings for a trusted request, and for any other.
         self._loud = _HeaderSettings(server_timing != "off", overhead_header != "off", stages)
@@ -117,43 +134,69 @@ class PerfkitMiddleware:
     def upstream_stages(self) -> frozenset[str]:
         return self._loud.upstream_stages
 
-    def _settings_for(self, scope: Scope) -> tuple[_HeaderSettings, Scope]:
-        """A trusted request's settings or the others' (and the scope the app
-        gets: without the secret's header)."""
-        secret = self._secret
-        if secret is not None:
-            headers = scope["headers"]
-            for name, value in headers:
-                if name == _SECRET_HEADER:
-                    kept = [(n, v) for n, v in headers if n != _SECRET_HEADER]
-                    return (self._loud if hmac.compare_digest(value, secret) else self._quiet), {
-                        **scope,
-                        "headers": kept,
-                    }
+    def _settings_for(self, scope: Scope) -> tuple[int, _HeaderSettings | None, Scope]:
+        """For a request carrying the secret's header or a sampled-looking
+        ``traceparent`` (``scan_headers`` found one): its weight (0: not
+        recorded), the header settings the secret decides (None: its address
+        does), and the scope the app gets, without the secret's header."""
+        secret_held = None  # None: no secret header; else whether one carried the configured secret
+        traced = False
+        headers = scope["headers"]
+        for name, value in headers:
+            if name == _SECRET_HEADER:
+                secret = self._secret
+                held = secret is not None and hmac.compare_digest(value, secret)
+                secret_held = held or bool(secret_held)
+            elif name == _TRACEPARENT_HEADER:
+                traced = sampled_parent(value)
+        if secret_held is not None:
+            scope = {**scope, "headers": [header for header in headers if header[0] != _SECRET_HEADER]}
+        if secret_held or (traced and (self._traced_pace is None or self._traced_pace.allows())):
+            weight = 1  # recorded always, taking nothing from the record choice's pace or count
+        else:
+            weight = 1 if self._record_choice is None else self._record_choice.record()
+        if secret_held is None or not self._check:
+            return weight, None, scope
+        return weight, (self._loud if secret_held else self._quiet), scope
+
+    def _settings_by_address(self, scope: Scope) -> _HeaderSettings:
+        """A trusted request's settings (loopback, in mode ``trusted``) or the others'."""
+        if not self._check:
+            return self._loud
         client = scope.get("client")
         if client and (client[0].startswith("127.") or client[0] == "::1"):
-            return self._loud, scope
-        return self._quiet, scope
+            return self._loud
+        return self._quiet
 
     # The backend's classes (``_backend``): the public PerfkitMiddleware is
     # the running backend's subclass, which sets them.
     _timeline_class: type[Timeline]
     _exchange_class: type[_PyExchange]
     _step_accounting: StepAccounting = PYTHON_STEPS
+    _scan_headers: Callable[[Any], int] = staticmethod(scan_headers)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan":
-            await self.app(scope, receive, _flushing_at_shutdown(send))
+        if scope["type"] != "http":
+            await self.app(scope, receive, _flushing_at_shutdown(send) if scope["type"] == "lifespan" else send)
             return
-        if scope["type"] != "http" or (self._record_choice is not None and not self._record_choice.record()):
+        try:
+            if self._scan_headers(scope["headers"]):  # the secret's header or a sampled parent: a few requests
+                weight, settings, scope = self._settings_for(scope)
+            else:
+                weight, settings = (1 if self._record_choice is None else self._record_choice.record()), None
+        except Exception as exc:
+            internal_error("middleware.headers", exc)
+            weight, settings, scope = 0, self._quiet, _without_secret(scope)
+        if not weight:
             await self.app(scope, receive, send)
             return
         timeline = self._timeline_class(perf_counter_ns(), scope["method"], scope["path"])
+        if weight > 1:
+            timeline.passed_by = weight - 1
         _adopt_protocol_work(timeline)
-        settings = self._loud
-        if self._check:
+        if settings is None:
             try:
-                settings, scope = self._settings_for(scope)
+                settings = self._settings_by_address(scope)
             except Exception as exc:
                 internal_error("middleware.headers", exc)
                 settings = self._quiet
@@ -209,6 +252,17 @@ def _flushing_at_shutdown(send: Send) -> Send:
         await send(message)
 
     return send_after_flush
+
+
+def _without_secret(scope: Scope) -> Scope:
+    """The scope without the secret's header, on the careful path (the quick
+    one failed on these headers); unchanged when they cannot be read at all."""
+    try:
+        headers = scope["headers"]
+        kept = [header for header in headers if header[0] != _SECRET_HEADER]
+    except Exception:
+        return scope
+    return {**scope, "headers": kept} if len(kept) != len(headers) else scope
 
 
 def _describe(attributes: dict[str, AttributeValue], scope: Scope) -> None:

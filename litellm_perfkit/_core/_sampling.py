@@ -1,4 +1,5 @@
-"""Which requests are recorded: ``PERFKIT_RECORD_RATIO`` and ``PERFKIT_RECORD_RATE``.
+"""Which requests are recorded: ``PERFKIT_RECORD_RATIO`` and ``PERFKIT_RECORD_RATE``,
+and what each recorded one stands for.
 
 OpenTelemetry's samplers (``OTEL_TRACES_SAMPLER``) choose which recorded
 requests become spans, after the fact. These two choose which requests are
@@ -9,27 +10,49 @@ counted (``perfkit.requests.unrecorded``), so that the metrics say what share
 of the traffic they describe.
 
 - The ratio is drawn at random per request, not tied to a trace id.
-- The rate caps recorded requests per second per process (a generic cell
-  rate algorithm: an even pace, with one second's worth allowed at once).
+- The rate caps recorded requests per second per process (``Pace``).
   By default it is 10: an idle or lightly used proxy has every request
   recorded, and a saturated one pays for ten a second, about 1% of a core
   (a recorded LiteLLM request costs 0.5-1.5 ms of CPU with its export;
   docs/overhead.md). ``all`` lifts the cap.
+- Each recorded request carries its weight, the requests it stands for:
+  itself and those passed by since the previous one recorded
+  (``RecordChoice``; the estimator and its error: docs/telemetry.md).
+- Two kinds are recorded without asking either (``PerfkitMiddleware``),
+  with weight 1: a request carrying the header secret, and one whose
+  ``traceparent`` is sampled (``sampled_parent``: parent-based, as
+  OpenTelemetry's ``ParentBased`` sampler), the latter at most
+  ``PERFKIT_RECORD_TRACED_RATE`` a second (default ``all``).
 """
 
 from __future__ import annotations
 
 import os
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from time import perf_counter_ns
+from typing import Final
 
-from .._wire._environment_variables import PERFKIT_RECORD_RATE, PERFKIT_RECORD_RATIO
-from .._wire._record_rate import DEFAULT_RECORD_RATE, record_rate_in
+from .._wire._environment_variables import PERFKIT_RECORD_RATE, PERFKIT_RECORD_RATIO, PERFKIT_RECORD_TRACED_RATE
+from .._wire._headers import parse_traceparent
+from .._wire._names import HEADER_SECRET_HEADER, TRACEPARENT_HEADER
+from .._wire._record_rate import DEFAULT_RECORD_RATE, parse_record_rate, record_rate_in
 from ..types import RecordRate
 from ._guard import warn_once
 
-__all__ = ["RecordChoice", "UNRECORDED", "draw", "record_ratio_from_env", "record_rate_from_env"]
+__all__ = [
+    "HeadersFound",
+    "Pace",
+    "RecordChoice",
+    "UNRECORDED",
+    "draw",
+    "pace_for",
+    "record_ratio_from_env",
+    "record_rate_from_env",
+    "sampled_parent",
+    "scan_headers",
+    "traced_rate_from_env",
+]
 
 draw = random.Random().random
 
@@ -46,43 +69,66 @@ class _Unrecorded:
 UNRECORDED = _Unrecorded()
 
 
-class RecordChoice:
-    """Records a request if a draw falls below ``ratio`` and the rate allows one more."""
+class Pace:
+    """At most ``rate`` a second: a generic cell rate algorithm, at an even
+    pace with one second's worth allowed at once."""
 
-    __slots__ = ("ratio", "rate", "_clock", "_interval_ns", "_tolerance_ns", "_due_ns")
+    __slots__ = ("_clock", "_interval_ns", "_tolerance_ns", "_due_ns")
+
+    def __init__(self, rate: float, clock: Callable[[], int] = perf_counter_ns) -> None:
+        self._clock = clock
+        self._interval_ns = max(1, round(1e9 / rate))
+        self._tolerance_ns = (max(1, int(rate)) - 1) * self._interval_ns
+        self._due_ns = 0  # when the next one is due at the even pace
+
+    def allows(self) -> bool:
+        """Whether one more may go now (and if so, it is taken)."""
+        now = self._clock()
+        due = self._due_ns
+        if due < now:
+            due = now
+        elif due - now > self._tolerance_ns:
+            return False
+        self._due_ns = due + self._interval_ns
+        return True
+
+
+def pace_for(rate: RecordRate, clock: Callable[[], int] = perf_counter_ns) -> Pace | None:
+    """The pace of ``rate``; None for ``all`` (no cap)."""
+    return None if rate == "all" else Pace(rate, clock)
+
+
+class RecordChoice:
+    """Records a request if a draw falls below ``ratio`` and the rate allows one more.
+
+    ``record()`` returns the recorded request's weight: itself and every
+    request this choice passed by since the one it recorded before
+    (docs/telemetry.md#the-weighted-sample), or 0 when it passes this one
+    by. A request recorded without asking it (``PerfkitMiddleware``'s
+    secret holders and sampled parents) neither takes its pace nor ends its
+    count, so the weights it gives still add up to the requests it saw."""
+
+    __slots__ = ("ratio", "rate", "_pace", "_passed")
 
     def __init__(self, ratio: float, rate: RecordRate, clock: Callable[[], int] = perf_counter_ns) -> None:
         self.ratio = ratio
         self.rate = rate
-        self._clock = clock
-        if rate == "all":
-            self._interval_ns = 0
-            self._tolerance_ns = 0
-        else:
-            self._interval_ns = max(1, round(1e9 / rate))
-            self._tolerance_ns = (max(1, int(rate)) - 1) * self._interval_ns
-        self._due_ns = 0  # when the next request is due at the even pace
+        self._pace = pace_for(rate, clock)
+        self._passed = 0  # requests passed by since the last one recorded
 
     @property
     def every_request(self) -> bool:
         return self.ratio >= 1.0 and self.rate == "all"
 
-    def record(self) -> bool:
-        """Whether to record the request that starts now (counted if not)."""
-        if self.ratio < 1.0 and draw() >= self.ratio:
+    def record(self) -> int:
+        """The weight of the request that starts now if it is recorded, else 0 (and it is counted)."""
+        if (self.ratio < 1.0 and draw() >= self.ratio) or (self._pace is not None and not self._pace.allows()):
             UNRECORDED.count += 1
-            return False
-        interval = self._interval_ns
-        if interval:
-            now = self._clock()
-            due = self._due_ns
-            if due < now:
-                due = now
-            elif due - now > self._tolerance_ns:
-                UNRECORDED.count += 1
-                return False
-            self._due_ns = due + interval
-        return True
+            self._passed += 1
+            return 0
+        weight = self._passed + 1
+        self._passed = 0
+        return weight
 
 
 def record_ratio_from_env() -> float:
@@ -115,3 +161,61 @@ def record_rate_from_env() -> RecordRate:
         )
         return DEFAULT_RECORD_RATE
     return rate
+
+
+def traced_rate_from_env() -> RecordRate:
+    """``PERFKIT_RECORD_TRACED_RATE``: ``all`` (default) or requests a second; anything else warns and means ``all``."""
+    raw = os.environ.get(PERFKIT_RECORD_TRACED_RATE, "").strip()
+    if not raw:
+        return "all"
+    try:
+        return parse_record_rate(raw)
+    except ValueError:
+        warn_once(
+            "record_traced_rate",
+            "perfkit: %s=%r is neither 'all' nor a positive number; recording every request with a sampled traceparent",
+            PERFKIT_RECORD_TRACED_RATE,
+            raw,
+        )
+        return "all"
+
+
+# The hex digits of an odd value: a traceparent's flags end in one when its
+# sampled bit (0x01) is set.
+_ODD_HEX = frozenset(b"13579bdfBDF")
+
+
+class HeadersFound:
+    """Bits of ``scan_headers``' answer (C's ``PK_FOUND_*``)."""
+
+    SECRET: Final = 1  # an x-perfkit-secret header
+    SAMPLED: Final = 2  # a traceparent whose flags' last digit is odd: sampled, if it is valid
+    UNREAD: Final = 4  # a header the C scan does not read (not a (bytes, ...) tuple): read them all
+
+
+_SECRET_HEADER = HEADER_SECRET_HEADER.encode()
+_TRACEPARENT_HEADER = TRACEPARENT_HEADER.encode()
+
+
+def scan_headers(headers: Iterable[tuple[bytes, bytes]]) -> int:
+    """What a request's headers ask of the record choice, in one pass on
+    every request (``HeadersFound``; 0 for most): the reference for the C
+    accelerator's ``scan_headers``, which the middleware calls when it runs."""
+    found = 0
+    for name, value in headers:
+        if name == _SECRET_HEADER:
+            found |= HeadersFound.SECRET
+        elif name == _TRACEPARENT_HEADER and len(value) > 54 and value[54] in _ODD_HEX:
+            found |= HeadersFound.SAMPLED
+    return found
+
+
+def sampled_parent(value: bytes) -> bool:
+    """Whether a ``traceparent`` header's value is a valid W3C traceparent with the sampled flag.
+
+    Position 54 is the flags' last digit in every valid value (a later
+    version only appends): an even digit there is answered without parsing."""
+    if len(value) < 55 or value[54] not in _ODD_HEX:
+        return False
+    parent = parse_traceparent(value.decode("latin-1"))
+    return parent is not None and bool(parent[2] & 1)

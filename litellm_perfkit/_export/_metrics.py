@@ -69,7 +69,7 @@ DESCRIPTIONS: dict[str, str] = {
     REQUEST_DURATION: "Request received to last response byte.",
     TIME_TO_FIRST_TOKEN: "Request received to the first content token sent (streams).",
     LLM_REQUEST_DURATION: "Request received to last response byte, generative-AI endpoints.",
-    "perfkit.stage.duration": "Duration of one named stage (generator stages: their own time).",
+    "perfkit.stage.duration": "Duration of one named stage (generator stages: their own time); a weighted sample, each recorded request counted as the requests it stands for.",
     "perfkit.gc.pause": "Garbage-collector pause time inside one request's wall time (0 when none).",
     "perfkit.request.overhead": "The gateway's own time in one request: its duration minus its upstream stages, generative-AI endpoints.",
 }
@@ -87,11 +87,12 @@ class Histogram:
         self.minimum_ns = 1 << 62
         self.maximum_ns = 0
 
-    def record(self, value_ns: int) -> None:
+    def record(self, value_ns: int, weight: int = 1) -> None:
+        """One value, standing for ``weight`` requests (a weighted sample's adjusted count)."""
         # bisect_left: bucket i holds (bound[i-1], bound[i]], as OTLP defines it.
-        self.counts[bisect_left(BOUNDARIES_NS, value_ns)] += 1
-        self.count += 1
-        self.total_ns += value_ns
+        self.counts[bisect_left(BOUNDARIES_NS, value_ns)] += weight
+        self.count += weight
+        self.total_ns += value_ns * weight
         if value_ns < self.minimum_ns:
             self.minimum_ns = value_ns
         if value_ns > self.maximum_ns:
@@ -161,11 +162,12 @@ class MetricStore:
             if attributes.get(Attr.AUTH_UNMEASURED):
                 self.counters[_AUTH_UNMEASURED] += 1
         stages = self._stages
+        weight = record.passed_by + 1  # the stages of a weighted sample: counts estimate every request's
         for entry in record.stages:
             histogram = stages.get(entry.name)
             if histogram is None:
                 histogram = stages[entry.name] = self._histogram("perfkit.stage.duration", (("stage", entry.name),))
-            histogram.record(entry.duration_ns)
+            histogram.record(entry.duration_ns, weight)
 
     def snapshot(self) -> list[tuple[MetricKey, Histogram]]:
         with self._lock:

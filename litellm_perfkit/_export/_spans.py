@@ -119,6 +119,7 @@ def _server_attributes(record: RequestRecord, own: list[int], durations: list[in
         (Attr.OVERHEAD_MS, (total - upstream) / 1e6 if total > upstream else 0.0),
         (Attr.ATTRIBUTED_MS, attributed / 1e6),
         (Attr.UNATTRIBUTED_MS, unattributed / 1e6),
+        (Attr.ADJUSTED_COUNT, record.passed_by + 1),
     ]
     for mark, at in record.marks.items():
         attributes.append((f"perfkit.{mark}_ms", (at - start) / 1e6))

@@ -23,6 +23,9 @@ PERFKIT_RECORD_RATIO = "PERFKIT_RECORD_RATIO"
 """The share of requests recorded at all, drawn when each starts: 0 to 1, default 1 (_core/_sampling.py)."""
 PERFKIT_RECORD_RATE = "PERFKIT_RECORD_RATE"
 """``all``, or at most this many recorded requests a second per process; default 10 (_wire/_record_rate.py)."""
+PERFKIT_RECORD_TRACED_RATE = "PERFKIT_RECORD_TRACED_RATE"
+"""``all`` (default), or at most this many requests a second per process recorded because their
+``traceparent`` is sampled, beyond ``PERFKIT_RECORD_RATE`` (_core/_sampling.py)."""
 PERFKIT_HEADER_SECRET = "PERFKIT_HEADER_SECRET"
 """A request carrying this secret in ``x-perfkit-secret`` gets perfkit's timing headers
 from any address (header mode ``trusted``); unset: loopback clients only."""

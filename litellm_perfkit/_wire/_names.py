@@ -142,6 +142,9 @@ class Attr:
     UNATTRIBUTED_MS = "perfkit.unattributed_ms"
     GC_PAUSE_MS = "perfkit.gc_pause_ms"
     STREAMING = "perfkit.streaming"
+    # The requests the span's request stands for, itself included (RequestRecord.weight):
+    # OpenTelemetry's adjusted count, as a span attribute (docs/telemetry.md#the-weighted-sample).
+    ADJUSTED_COUNT = "perfkit.adjusted_count"
     CHUNKS = "perfkit.chunks"
     BODY_BYTES = "perfkit.body_bytes"
     STAGE_DURATION_MS = "perfkit.stage.duration_ms"

@@ -416,7 +416,7 @@ def test_record_rate_records_that_many_a_second_and_counts_the_rest(backend: Bac
     from litellm_perfkit._core._sampling import UNRECORDED
 
     app = backend.middleware(apps.make_app(backend.stage), record_rate=1.0)
-    app._record_choice._clock = lambda: 10**9  # type: ignore[attr-defined]  # five requests within the same second
+    app._record_choice._pace._clock = lambda: 10**9  # type: ignore[attr-defined]  # five requests within the same second
     before = UNRECORDED.count
     with capture_records() as records, uvicorn_server(app) as url:
         responses = [httpx.post(f"{url}/v1/chat/completions", json={"messages": []}) for _ in range(5)]

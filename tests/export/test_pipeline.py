@@ -312,7 +312,7 @@ def test_requests_passed_through_unrecorded_are_counted_in_the_metrics(
     pipeline = Pipeline(settings, mode=mode).start()  # type: ignore[arg-type]
     try:
         app = PerfkitMiddleware(apps.make_app(), record_rate=1.0)
-        app._record_choice._clock = lambda: 10**9  # type: ignore[union-attr]  # four requests within the same second
+        app._record_choice._pace._clock = lambda: 10**9  # type: ignore[union-attr]  # four requests within the same second
         with uvicorn_server(app) as url:
             for _ in range(4):
                 httpx.post(f"{url}/v1/chat/completions", json={})

@@ -99,3 +99,8 @@ def test_the_c_stage_spans_are_the_python_ones() -> None:
         stage_spans((stage,), [1], [1], None, [], "a" * 32, "b" * 16, 0, 2, _spans._STAGE_KEYS)
     with pytest.raises(TypeError):
         stage_spans((stage,), [1], [1], [(1, 2)], ["c" * 16], "a" * 32, "b" * 16, 0, 2, _spans._STAGE_KEYS)
+
+
+def test_the_server_span_carries_the_requests_it_stands_for() -> None:
+    assert dict(server_span(path="/v1/chat/completions")[7])["perfkit.adjusted_count"] == 1
+    assert dict(server_span(path="/v1/chat/completions", passed_by=41)[7])["perfkit.adjusted_count"] == 42

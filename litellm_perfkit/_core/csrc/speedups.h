@@ -153,6 +153,10 @@ int64_t pk_int64_attribute(PyObject *object, PyObject *name, int *failed);
  * exception is set. */
 PyObject *pk_response_start(ExchangeObject *self, PyObject *message);
 
+/* scan_headers(headers) -> int: what a request's headers ask of the record
+ * choice, as _sampling.scan_headers (the reference) answers. */
+PyObject *pk_scan_headers(PyObject *module, PyObject *headers);
+
 #define PK_MAX_OUTPUT_KEYS 16 /* the most chat_output_keys setup() takes */
 
 /* 1 or 0: whether one event's data carries output (carries_output of
