@@ -39,6 +39,7 @@ __all__ = [
     "Send",
     "SpeedupsMode",
     "StepMode",
+    "TraceparentMode",
     "StageKind",
     "StageRecord",
 ]
@@ -69,6 +70,12 @@ host pays a few microseconds per request. ``thread``: all in a thread of the hos
 SpeedupsMode = Literal["on", "off"]
 """``PERFKIT_SPEEDUPS``: ``on`` runs the request path's C accelerator when it
 is built; ``off`` runs the pure-Python path (the reference)."""
+
+TraceparentMode = Literal["sampled", "unsampled", "off"]
+"""The W3C ``traceparent`` the load driver sends with each request: a fresh
+trace, ``sampled`` (flag 01: perfkit records the request whatever its record
+rate, as OpenTelemetry's parent-based samplers do), ``unsampled`` (flag 00:
+the proxy's own record rate decides), or ``off`` (no header)."""
 
 StepMode = Literal["on", "off"]
 """Step accounting per request (CPU, event-loop queueing, I/O wait): on by default."""

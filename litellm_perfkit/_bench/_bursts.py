@@ -73,7 +73,7 @@ def load(url: str, stream: bool, plan: LoadPlan, prompt_repeats: int = 150, proc
     """One run of the bench's model through perfkit's driver; a stop signal during it goes on (``Stopped``)."""
     # No traceparent: a sampled one is recorded beyond the record rate, and the perturbation measures that rate.
     workload = Workload(
-        url=url, models=((MODEL, 1.0),), stream=stream, prompt_repeats=prompt_repeats, send_traceparent=False
+        url=url, models=((MODEL, 1.0),), stream=stream, prompt_repeats=prompt_repeats, traceparent="off"
     )
     result = run_load(workload, plan, processes=processes, progress="off")
     if not result["complete"]:

@@ -7,11 +7,11 @@ import json
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, get_args
 
 import orjson
 
-from ..types import Arrival, Driver
+from ..types import Arrival, Driver, TraceparentMode
 from ._common import (
     CliError,
     add_api_key,
@@ -146,6 +146,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     body.add_argument("--header", type=_header, action="append", default=[], help="NAME:VALUE, repeatable")
     add_api_key(body, default(Workload, "api_key"), " (perfkit bench's embedded config's master key)")
     body.add_argument(
+        "--traceparent",
+        choices=get_args(TraceparentMode),
+        default=default(Workload, "traceparent"),
+        help="a fresh W3C traceparent per request: sampled (perfkit in the proxy records every such request, "
+        "whatever its record rate), unsampled (the proxy's record rate decides), or off (default: %(default)s)",
+    )
+    body.add_argument(
         "--timeout",
         type=duration,
         default=plan.timeout_s,
@@ -193,6 +200,7 @@ def build(args: argparse.Namespace) -> tuple[Workload, LoadPlan]:
             body_template=template,
             headers=tuple(args.header),
             api_key=api_key(args, default(Workload, "api_key")),
+            traceparent=args.traceparent,
         )
     except WorkloadError as exc:
         raise CliError(str(exc)) from None

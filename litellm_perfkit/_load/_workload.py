@@ -13,6 +13,7 @@ import orjson
 
 from .._wire._headers import format_traceparent
 from .._wire._names import TRACEPARENT_HEADER
+from ..types import TraceparentMode
 
 __all__ = [
     "Api",
@@ -83,13 +84,14 @@ def request_body(api: Api, model: str, prompt: str, stream: bool, max_tokens: in
     return body
 
 
-def request_headers(api_key: str | None, trace_id: str, send_traceparent: bool = True) -> dict[str, str]:
+def request_headers(api_key: str | None, trace_id: str, traceparent: TraceparentMode = "sampled") -> dict[str, str]:
     """Headers of one request (without Host and Content-Length): the same for both drivers."""
     headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
-    if send_traceparent:
-        headers[TRACEPARENT_HEADER] = format_traceparent(trace_id, os.urandom(8).hex())
+    if traceparent != "off":
+        flags = 1 if traceparent == "sampled" else 0
+        headers[TRACEPARENT_HEADER] = format_traceparent(trace_id, os.urandom(8).hex(), flags)
     return headers
 
 
@@ -118,7 +120,7 @@ class Workload:
     body_template: dict[str, Any] | None = None
     headers: tuple[tuple[str, str], ...] = ()
     api_key: str | None = "sk-1234"
-    send_traceparent: bool = True
+    traceparent: TraceparentMode = "sampled"
     host: str = field(init=False)
     port: int = field(init=False)
     path: str = field(init=False)
@@ -152,7 +154,7 @@ class Workload:
         body = orjson.dumps(body_obj)
         trace_id = os.urandom(16).hex()
         headers = {
-            **request_headers(self.api_key, trace_id, self.send_traceparent),
+            **request_headers(self.api_key, trace_id, self.traceparent),
             "User-Agent": "perfkit-load",
             **dict(self.headers),
         }

@@ -280,6 +280,7 @@ def test_every_cli_default_is_the_default_of_the_option_it_fills() -> None:
             "ramp": plan.ramp_s,
             "timeout": plan.timeout_s,
             "prompt_repeats": Workload("http://127.0.0.1:1").prompt_repeats,
+            "traceparent": Workload("http://127.0.0.1:1").traceparent,
             **{name: signature(run_load, name) for name in ("repeats", "processes", "driver", "progress")},
         },
         "mock": {

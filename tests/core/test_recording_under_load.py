@@ -33,7 +33,7 @@ PLAIN_DRIVER = """
 import sys
 from litellm_perfkit._load import LoadPlan, Workload, run_load
 result = run_load(
-    Workload(url=sys.argv[1], send_traceparent=False),
+    Workload(url=sys.argv[1], traceparent="off"),
     LoadPlan(concurrency=64, rate=float(sys.argv[2]), duration_s=float(sys.argv[3])),
     progress="off",
 )
@@ -90,7 +90,7 @@ def test_above_the_rate_traced_and_secret_requests_are_recorded_and_the_secret_n
                 Workload(url=url), phase, progress="off", jsonl_path=str(tmp_path / "traced.jsonl")
             )  # a sampled traceparent each
             secret = run_load(
-                Workload(url=url, send_traceparent=False, headers=(("x-perfkit-secret", SECRET),)),
+                Workload(url=url, traceparent="off", headers=(("x-perfkit-secret", SECRET),)),
                 phase,
                 progress="off",
             )

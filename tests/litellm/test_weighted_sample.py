@@ -70,7 +70,7 @@ def run(tmp_path: Path, upstream: str, record_rate: str) -> tuple[int, float, li
     ) as url:
         # No traceparent: a sampled one would be recorded beyond the rate (docs/telemetry.md).
         result = run_load(
-            Workload(url=url, send_traceparent=False),
+            Workload(url=url, traceparent="off"),
             LoadPlan(concurrency=64, rate=RATE, duration_s=SECONDS),
             progress="off",
         )
