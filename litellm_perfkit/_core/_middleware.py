@@ -32,6 +32,7 @@ from ._sampling import RecordChoice, record_rate_from_env, record_ratio_from_env
 from ._sse import SseScanner
 from ._steps import PYTHON_STEPS, StepAccounting, steps_mode
 from ._timeline import TIMELINE, Timeline
+from ._traffic import Tally, tally_recorded
 
 __all__ = ["PerfkitMiddleware", "OVERHEAD_HEADER"]
 
@@ -70,9 +71,10 @@ class PerfkitMiddleware:
     requests recorded at all, drawn at random when each starts (default
     ``$PERFKIT_RECORD_RATIO``, else 1); ``record_rate``: at most this many
     recorded per second (default ``$PERFKIT_RECORD_RATE``, else 10; ``"all"``:
-    no cap). The others pass through untouched and are only counted, so
-    perfkit's cost per request falls in proportion, and spans, metrics and
-    headers describe the recorded sample (``_sampling``).
+    no cap). The others pass through and are only counted (``_traffic``:
+    method, route, status, error type, duration, TTFT), so perfkit's cost per
+    request falls in proportion; the request metrics cover every request, and
+    spans, stage metrics and headers the recorded sample (``_sampling``).
     """
 
     def __init__(
@@ -138,10 +140,22 @@ class PerfkitMiddleware:
     _timeline_class: type[Timeline]
     _exchange_class: type[_PyExchange]
     _step_accounting: StepAccounting = PYTHON_STEPS
+    _tally: Tally  # every request, recorded or not (_traffic)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or (self._record_choice is not None and not self._record_choice.record()):
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        if self._record_choice is not None and not self._record_choice.record():
+            # Unrecorded: only counted, through a send that reads the response start.
+            passage = self._tally.passage(scope["method"], send)
+            try:
+                await self.app(scope, receive, passage)
+            except BaseException as exc:
+                if not closed_by_collector(type(exc)):
+                    passage.close(scope, type(exc).__name__)
+                raise
+            passage.close(scope, None)
             return
         timeline = self._timeline_class(perf_counter_ns(), scope["method"], scope["path"])
         _adopt_protocol_work(timeline)
@@ -189,6 +203,7 @@ class PerfkitMiddleware:
                 except Exception as exc:
                     internal_error("middleware.describe", exc)
                 exchange.finish()
+                tally_recorded(self._tally, timeline, scope)
 
 
 def _describe(attributes: dict[str, AttributeValue], scope: Scope) -> None:
