@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import tempfile
 import time
+from bisect import bisect_left
 from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
+import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from litellm_perfkit._bench import CONFIG_TEMPLATE
 from litellm_perfkit._bench._launch import free_port
+from litellm_perfkit._core._layouts import BOUNDARIES_NS
 from tests.support.litellm_env import with_packages
 from tests.support.mock_server import mock_process
 from tests.support.proxy import litellm_proxy
@@ -29,6 +36,16 @@ def auth_count(text: str) -> float:
                 s.value for s in family.samples if s.name.endswith("_count") and s.labels.get("stage") == "auth"
             )
     return total
+
+
+def requests_by(families: dict[str, Any], label: str) -> dict[str, float]:
+    """perfkit_requests_total summed by one of its labels."""
+    counts: dict[str, float] = {}
+    family = families.get("perfkit_requests")
+    for sample in family.samples if family is not None else ():
+        if sample.name.endswith("_total"):
+            counts[sample.labels[label]] = counts.get(sample.labels[label], 0) + sample.value
+    return counts
 
 
 def test_the_auth_stage_count_over_both_workers_is_the_request_count(tmp_path: Path) -> None:
@@ -93,17 +110,13 @@ def test_by_default_a_busy_worker_records_ten_requests_a_second_and_counts_the_r
                 f.name: f
                 for f in text_string_to_metric_families(httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text)
             }
-            recorded = sum(
-                s.value for s in families["perfkit_request_overhead_seconds"].samples if s.name.endswith("_count")
-            )
-            unrecorded = (
-                families["perfkit_requests_unrecorded"].samples[0].value
-                if "perfkit_requests_unrecorded" in families
-                else 0
-            )
+            counted = requests_by(families, "perfkit_recorded")
+            recorded, unrecorded = counted.get("true", 0), counted.get("false", 0)
             if recorded + unrecorded >= requests or time.monotonic() > deadline:
                 break
             time.sleep(0.3)
+    overhead = sum(s.value for s in families["perfkit_request_overhead_seconds"].samples if s.name.endswith("_count"))
+    assert overhead == recorded  # the recorded sample's own families
     assert recorded + unrecorded == requests
     # Ten at once, then one each tenth of a second (the middleware's clock starts a little before this one's).
     assert 10 <= recorded <= 10 + 10 * elapsed + 1, (recorded, elapsed)
@@ -141,3 +154,88 @@ def test_perfkits_families_in_litellms_own_metrics(tmp_path: Path, version: str,
     families = {family.name for family in text_string_to_metric_families(text)}
     assert auth_count(text) == requests, sorted(families)
     assert any(name.startswith("litellm_") for name in families), sorted(families)  # LiteLLM's own are still there
+
+
+def bucket_of(value_ns: float) -> int:
+    return bisect_left(BOUNDARIES_NS, value_ns)
+
+
+def histogram_quantile_bucket(families: dict[str, Any], q: float, status: str) -> int:
+    """The bucket (index into BOUNDARIES_NS, as bisect_left) holding the q-quantile
+    of perfkit_request_duration_seconds for one status code, summed over its other labels."""
+    cumulative: dict[float, float] = {}
+    for sample in families["perfkit_request_duration_seconds"].samples:
+        if sample.name.endswith("_bucket") and sample.labels["http_response_status_code"] == status:
+            le = float(sample.labels["le"])
+            cumulative[le] = cumulative.get(le, 0) + sample.value
+    bounds = sorted(cumulative)
+    total = cumulative[bounds[-1]]
+    return next(i for i, le in enumerate(bounds) if cumulative[le] >= q * total)
+
+
+def test_every_request_is_counted_by_status_under_load_past_the_record_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two workers at the default record rate (10 a second each) under more than three
+    times that, with refused keys and upstream 500s: Prometheus counts every request
+    the driver sent, by status code, exactly, and the duration histogram's p50 and p95
+    are the driver's within a bucket."""
+    monkeypatch.delenv("PERFKIT_RECORD_RATE")  # perfkit run's default, as users get it
+    port, seconds, rate, refused_rate = free_port(), 15, 70, 8
+    load = [sys.executable, "-m", "litellm_perfkit._cli", "load", "--prompt-repeats", "5", "--progress", "off"]
+    load += ["--duration", f"{seconds}s", "--concurrency", "100", "--timeout", "30s"]
+    with (
+        mock_process("--ttft-ms", "150", "--chunks", "3", "--error-500-fraction", "0.1", "--seed", "31") as upstream,
+        litellm_proxy(
+            "1.103.0",
+            upstream,
+            tmp_path,
+            workers=2,
+            perfkit_args=("--exporter", "none", "--prometheus-port", str(port)),
+        ) as url,
+    ):
+        runs = [
+            subprocess.Popen(
+                [*load, "--url", url, "--rate", str(r), "--out", str(tmp_path / f"{name}.jsonl")],
+                env={**os.environ, "PERFKIT_API_KEY": key},
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for name, r, key in (("good", rate, "sk-1234"), ("refused", refused_rate, "sk-not-the-key"))
+        ]
+        for run in runs:
+            _, stderr = run.communicate(timeout=seconds + 120)
+            assert run.returncode == 0, stderr[-2000:]
+        lines = [orjson.loads(line) for name in ("good", "refused") for line in (tmp_path / f"{name}.jsonl").open()]
+        sent: dict[str, int] = {}
+        for line in lines:
+            sent[str(line["status"])] = sent.get(str(line["status"]), 0) + 1
+        deadline = time.monotonic() + 30
+        while True:
+            families = {
+                f.name: f
+                for f in text_string_to_metric_families(httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text)
+            }
+            by_status = requests_by(families, "http_response_status_code")
+            if sum(by_status.values()) >= len(lines) or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+    assert {status: int(n) for status, n in by_status.items()} == sent
+    assert sent.get("200", 0) >= 0.8 * rate * seconds * 0.9, sent  # the driver kept (most of) its rate
+    assert any(s in sent for s in ("400", "401")) and "500" in sent, sent  # refused keys and upstream failures
+    assert len(lines) / seconds >= 3 * 2 * 10  # more than three times the two workers' combined cap
+    recorded = requests_by(families, "perfkit_recorded")
+    assert 0 < recorded.get("true", 0) < recorded.get("false", 0)  # past the cap: most requests unrecorded
+    ok = sorted(
+        (line["end_ms"] - (line["sent_ms"] - line["intended_ms"])) * 1e6 for line in lines if line["status"] == 200
+    )
+    for q in (0.5, 0.95):
+        driver = ok[min(len(ok) - 1, int(q * len(ok)))]
+        perfkit = histogram_quantile_bucket(families, q, "200")
+        # The driver's clock includes the connection: a quantile within 3 ms above a bound may fall one bucket higher.
+        allowed = {
+            perfkit,
+            *((perfkit + 1,) if driver - 3e6 <= BOUNDARIES_NS[min(perfkit, len(BOUNDARIES_NS) - 1)] else ()),
+        }
+        assert bucket_of(driver) in allowed, (q, driver / 1e6, perfkit, BOUNDARIES_NS[perfkit] / 1e6)
