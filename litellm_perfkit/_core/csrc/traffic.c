@@ -47,6 +47,7 @@ typedef struct {
 
 static PyObject *passage_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames);
 static PyObject *route_name, *path_name, *response_body, *response_start, *empty_text;
+static PyObject *seen_body, *seen_start; /* is_text's last matches */
 
 static Py_ssize_t
 bucket_of(int64_t value)
@@ -349,10 +350,21 @@ get(PyObject *message, PyObject *key)
     return pk_get_item(message, key, &value) < 0 ? NULL : value != NULL ? value : Py_NewRef(Py_None);
 }
 
+/* Whether value equals text (interned). A message type is a literal of the
+ * server's or framework's code, the same object every time but not interned
+ * (it has dots): the last one that matched is kept, so that the next
+ * comparison is one of pointers. */
 static int
-is_text(PyObject *value, PyObject *interned)
+is_text(PyObject *value, PyObject *text, PyObject **last_match)
 {
-    return value == interned || (PyUnicode_Check(value) && PyUnicode_Compare(value, interned) == 0);
+    if (value == text || value == *last_match) {
+        return 1;
+    }
+    if (!PyUnicode_Check(value) || PyUnicode_Compare(value, text) != 0) {
+        return 0;
+    }
+    Py_XSETREF(*last_match, Py_NewRef(value));
+    return 1;
 }
 
 static int
@@ -446,13 +458,25 @@ passage_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyO
         return NULL;
     }
     PyObject *message = args[0];
+    if (!self->scanning && PyDict_CheckExact(message)) {
+        /* Only body messages carry a true more_body (ASGI), and one with more
+         * to come says nothing the tally needs: most of a stream's messages. */
+        PyObject *more = PyDict_GetItemWithError(message, pk_names.more_body);
+        if (more == Py_True) {
+            return PyObject_CallOneArg(self->send, message);
+        }
+        if (more == NULL && PyErr_Occurred()) {
+            pk_report("middleware.passage");
+            return PyObject_CallOneArg(self->send, message);
+        }
+    }
     PyObject *type = get(message, pk_names.type);
     int failed = type == NULL;
     if (!failed) {
-        if (is_text(type, response_body)) {
+        if (is_text(type, response_body, &seen_body)) {
             failed = on_body(self, message) < 0;
         }
-        else if (is_text(type, response_start)) {
+        else if (is_text(type, response_start, &seen_start)) {
             failed = on_start(self, message) < 0;
         }
     }
