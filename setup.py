@@ -31,6 +31,7 @@ SOURCES = (
     "tasks",
     "otlp",
     "spans",
+    "traffic",
 )
 PACKAGE = Path(__file__).resolve().parent / "litellm_perfkit"
 

@@ -19,12 +19,20 @@ the agent on core 1.
 
 - ``perfkit-noexport``: the middleware with no exporter, the request path
   alone; the difference to ``perfkit-process`` is what export costs the app.
-- ``perfkit-passthrough``: the middleware passing every request by
-  unrecorded (``record_ratio=0``): what a request above the record rate
-  costs, its header scan included (the secret's removal, a sampled
-  ``traceparent``). The requests carry ``--headers`` headers (default 2).
+- ``perfkit-passthrough``: ``passthrough-tallied`` under the name the
+  header-scan figures use: what a request above the record rate costs, its
+  header scan included (the secret's removal, a sampled ``traceparent``).
+  The requests carry ``--headers`` headers (default 2).
 - ``perfkit-noexport-nosteps``: the same with step accounting off
   (``steps="off"``); the difference is what the CPU/queueing/I/O split costs.
+- ``passthrough-untallied``, ``passthrough-tallied`` (and ``-py``): a request
+  the record rate or ratio passes by (record ratio 0). ``untallied`` is that
+  path as it was before the traffic tally (the record choice, then the app
+  with the server's own ``send``; reproduced here by ``UntalliedPassThrough``);
+  ``tallied`` is today's ``PerfkitMiddleware`` (the app gets a ``Passage`` as
+  its ``send``, and the request is added to the tally). Their own table gives
+  the medians, the ratios to bare, and the tally's cost: tallied minus
+  untallied, round by round.
 - ``-py`` variants: perfkit's pure-Python path, which runs when the C
   accelerator is not built (no compiler) or ``PERFKIT_SPEEDUPS=off``.
 - ``--host-provider on``: the process sets an OpenTelemetry SDK tracer
@@ -75,6 +83,7 @@ from starlette.routing import Route
 from litellm_perfkit import PerfkitMiddleware, stage
 from litellm_perfkit._core import _sink
 from litellm_perfkit._core._backend import ACTIVE
+from litellm_perfkit._core._sampling import RecordChoice
 from litellm_perfkit._export import Pipeline, read_settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -92,6 +101,9 @@ VARIANTS = [
     "perfkit-passthrough",
     "perfkit-process-py",
     "perfkit-noexport-py",
+    "passthrough-untallied",
+    "passthrough-tallied",
+    "passthrough-tallied-py",
     "perfkit-sdk",
     "otel-asgi",
     "otel-asgi-exclude",
@@ -179,6 +191,22 @@ async def drive(app: Any, path: str, n: int) -> None:
         await app(scope, receive, send)
 
 
+class UntalliedPassThrough:
+    """PerfkitMiddleware's unrecorded path before the traffic tally: the
+    record choice, then the app with the server's own send, nothing counted
+    but the number passed through."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self._record_choice = RecordChoice(0.0, "all")
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or (self._record_choice is not None and not self._record_choice.record()):
+            await self.app(scope, receive, send)
+            return
+        raise AssertionError("record ratio 0 records nothing")
+
+
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -212,7 +240,9 @@ def open_variant(name: str, endpoint: str, pinned: bool) -> Variant:
     started = set(threading.enumerate())
     if name == "bare":
         variant = Variant(name, app)
-    elif name == "perfkit-passthrough":
+    elif name == "passthrough-untallied":
+        variant = Variant(name, UntalliedPassThrough(app))
+    elif name == "perfkit-passthrough" or name.startswith("passthrough-tallied"):
         variant = Variant(name, middleware(app, record_ratio=0.0))
     elif name.startswith("perfkit-noexport"):
         # The request path alone: timelines go nowhere, so export costs nothing.
@@ -337,6 +367,31 @@ def print_table(results: dict[str, dict[str, Measured]], args: argparse.Namespac
             print(
                 f"| {workload} | {name} | {statistics.median(m.main_us):.1f} | {mid:+.1f} [{low:+.1f}, {high:+.1f}] | "
                 f"{m.export_us:.1f} | {app:+.1f} | {agent} | {total:+.1f} | {ratio} |"
+            )
+
+
+def print_passthrough(results: dict[str, dict[str, Measured]]) -> None:
+    """The unrecorded path: bare, before the tally, with it (budget: the tally adds at most 2 µs)."""
+    names = [
+        n
+        for n in ("passthrough-untallied", "passthrough-tallied", "passthrough-tallied-py")
+        if n in next(iter(results.values()))
+    ]
+    if "passthrough-untallied" not in names:
+        return
+    print("\nunrecorded requests (record ratio 0): main-thread CPU µs per request, medians over rounds")
+    print("\n| workload | variant | µs | / bare | added to untallied µs [95% CI] |")
+    print("|---|---|---:|---:|---:|")
+    for workload, by_variant in results.items():
+        bare = statistics.median(by_variant["bare"].main_us)
+        untallied = by_variant["passthrough-untallied"].main_us
+        print(f"| {workload} | bare | {bare:.2f} | 1.00x | |")
+        for name in names:
+            m = by_variant[name]
+            mid, low, high = median_interval([a - b for a, b in zip(m.main_us, untallied)])
+            added = "" if name == "passthrough-untallied" else f"{mid:+.2f} [{low:+.2f}, {high:+.2f}]"
+            print(
+                f"| {workload} | {name} | {statistics.median(m.main_us):.2f} | {statistics.median(m.main_us) / bare:.2f}x | {added} |"
             )
 
 
@@ -503,6 +558,7 @@ def main() -> int:
                 print(f"{workload}: {len(names)} variants x {args.rounds} rounds ...", file=sys.stderr)
                 results[workload] = measure_time(jaeger.otlp_http, path, names, args.rounds, args.batch, args.pinned)
             print_table(results, args)
+            print_passthrough(results)
         finally:
             if host is not None:
                 host.shutdown()  # its last spans exported while Jaeger still runs

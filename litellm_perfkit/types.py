@@ -82,7 +82,7 @@ StepMode = Literal["on", "off"]
 
 RecordRate = float | Literal["all"]
 """Recorded requests per second per process (``PERFKIT_RECORD_RATE``,
-default 10), or ``all``: the others pass through unrecorded and are counted."""
+default 10), or ``all``: the others pass through unrecorded, only tallied (count, status, times)."""
 
 OtlpProtocol = Literal["http/protobuf", "http/json", "grpc"]
 """``OTEL_EXPORTER_OTLP_PROTOCOL`` values."""

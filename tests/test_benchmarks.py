@@ -101,6 +101,10 @@ def middleware_overhead(tmp_path: Path) -> None:
     # The threads that export (perfkit's in thread mode, OTel's) did work; the OTel rows compare with perfkit's.
     assert all(number(r[4]) > 0 for r in rows if r[1] in ("perfkit-thread", "otel-asgi")), out
     assert all(r[8] for r in rows if r[1].startswith("otel")), out
+    passthrough = table(out, "| workload | variant | µs |")  # the unrecorded path's own table
+    names = ["bare", "passthrough-untallied", "passthrough-tallied", "passthrough-tallied-py"]
+    assert [r[:2] for r in passthrough] == [[w, v] for w, _ in WORKLOADS for v in names], out
+    assert all(r[4] for r in passthrough if r[1].startswith("passthrough-tallied")), out
 
 
 def middleware_overhead_instructions(tmp_path: Path) -> None:

@@ -79,7 +79,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="N|all",
         help=f"record at most N requests a second per worker (PERFKIT_RECORD_RATE, default {DEFAULT_RECORD_RATE:g}: every request "
         "of a lightly used proxy, a paced sample of a saturated one), or all; the others pass through "
-        "untouched and are counted in perfkit.requests.unrecorded; what each costs: docs/overhead.md",
+        "with only their count, status and times tallied (the request metrics cover every request); "
+        "what each costs: docs/overhead.md",
     )
     p.add_argument(
         "--out",

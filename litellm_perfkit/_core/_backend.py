@@ -38,6 +38,7 @@ from ._sampling import scan_headers
 from ._stage import Stage, _PyStage
 from ._steps import MAX_STEPS, PYTHON_STEPS, STEP_SIZE, StepAccounting
 from ._timeline import Timeline, _PyTimelineFields
+from ._traffic import INCOMPLETE_RESPONSE, KNOWN_METHODS, MAX_SERIES, OTHER, UNMATCHED_ROUTE, Tally, _PyTally
 
 __all__ = ["ACTIVE", "Backend", "BackendName", "backend", "speedups_mode"]
 
@@ -108,6 +109,7 @@ class Backend:
     stage: type[Stage]  # what ``litellm_perfkit.stage`` is
     middleware: type[PerfkitMiddleware]  # what ``litellm_perfkit.PerfkitMiddleware`` is
     handoff: Any  # the C hand-off type, or None: the export queue is Python's
+    tally: Tally  # every request this backend's middleware served (_traffic)
     speedups: ModuleType | None
 
 
@@ -122,6 +124,11 @@ def _assemble(name: BackendName, speedups: ModuleType | None) -> Backend:
     stage = type(
         "Stage", (Stage, stage_core), {"__slots__": (), "__module__": Stage.__module__, "__doc__": Stage.__doc__}
     )
+    tally: Tally = (
+        _PyTally()
+        if speedups is None
+        else speedups.Tally(KNOWN_METHODS, OTHER, UNMATCHED_ROUTE, INCOMPLETE_RESPONSE, MAX_SERIES)
+    )
     # receive is a coroutine: the C core has none, so it is Python's in both.
     exchange = type("_Exchange", (exchange_core,), {"__slots__": (), "receive": _PyExchange.receive})
     middleware = type(
@@ -134,9 +141,10 @@ def _assemble(name: BackendName, speedups: ModuleType | None) -> Backend:
             "_exchange_class": exchange,
             "_step_accounting": steps,
             "_scan_headers": staticmethod(scan_headers if speedups is None else speedups.scan_headers),
+            "_tally": tally,
         },
     )
-    return Backend(name, timeline, stage, middleware, None if speedups is None else speedups.Handoff, speedups)
+    return Backend(name, timeline, stage, middleware, None if speedups is None else speedups.Handoff, tally, speedups)
 
 
 _built: dict[BackendName, Backend] = {}

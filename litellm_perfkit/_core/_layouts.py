@@ -4,6 +4,10 @@
   and C's ``stage_spans``, read by the OTLP encoders, Python's and C's).
 - The frames to the export agent (``FRAME_HEAD``, ``BATCH_HEAD``,
   ``RECORD_HEAD``; written by ``_export/_pipeline.py`` and C's ``Handoff``).
+- The traffic frame (``TRAFFIC_HEAD``, ``TRAFFIC_SERIES``; written by
+  ``_export/_traffic.py`` from the tally's series) and the histogram bucket
+  bounds (``BOUNDARIES_NS``) that the tally, C's and Python's, and the
+  metrics share.
 - ``Hooks``: what the C module's ``setup()`` takes from Python.
 
 The timeline and its stage entries are declared in ``_fields.py``. From
@@ -34,9 +38,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BATCH_HEAD",
+    "BOUNDARIES_NS",
     "FRAME_HEAD",
     "RECORD_HEAD",
-    "UNRECORDED_COUNT",
+    "TRAFFIC_HEAD",
+    "TRAFFIC_SERIES",
     "FrameKind",
     "Hooks",
     "Span",
@@ -66,7 +72,7 @@ class FrameKind:
 
     BATCH: Final = b"B"  # payload: BATCH_HEAD, then each record as RECORD_HEAD and its Timeline.encode bytes
     FLUSH: Final = b"F"  # empty payload: export now, and answer with a stats line
-    UNRECORDED: Final = b"U"  # payload: UNRECORDED_COUNT
+    TRAFFIC: Final = b"T"  # payload: TRAFFIC_HEAD, then per series TRAFFIC_SERIES, its labels (UTF-8), its counts
 
 
 FRAME_HEAD = struct.Struct("<cI")
@@ -75,8 +81,45 @@ BATCH_HEAD = struct.Struct("<qQ")
 """A batch's head: the anchor (perf_counter_ns to Unix ns), the app's count of dropped requests."""
 RECORD_HEAD = struct.Struct("<I")
 """Before each record of a batch: its length."""
-UNRECORDED_COUNT = struct.Struct("<Q")
-"""The requests passed through unrecorded so far."""
+TRAFFIC_HEAD = struct.Struct("<QI")
+"""A traffic frame's head: requests tallied so far, series that follow."""
+TRAFFIC_SERIES = struct.Struct("<iBBHHH")
+"""A series' head: status code, streaming, recorded, then the lengths of its
+method, route and error type (UTF-8 bytes, in that order, right after it),
+then its counts: ``len(BOUNDARIES_NS) * 2 + 10`` little-endian u64 (``_traffic``)."""
+
+TRAFFIC_HEAD_COUNTS = 8
+"""A series' counts before its buckets: the duration's count, sum, min and max, then the TTFT's."""
+
+# Histogram bucket upper bounds (inclusive), ns. Fine at the low end:
+# gateway stages take tens of microseconds.
+BOUNDARIES_NS: tuple[int, ...] = tuple(
+    int(ms * 1_000_000)
+    for ms in (
+        0.01,
+        0.025,
+        0.05,
+        0.1,
+        0.25,
+        0.5,
+        1,
+        2.5,
+        5,
+        10,
+        25,
+        50,
+        75,
+        100,
+        250,
+        500,
+        750,
+        1000,
+        2500,
+        5000,
+        7500,
+        10000,
+    )
+)
 
 
 class Hooks(TypedDict):
@@ -157,6 +200,11 @@ def c_header() -> str:
             "",
             "/* The export agent's batch frame (_layouts.FRAME_HEAD, BATCH_HEAD, RECORD_HEAD). */",
             *_frame_lines(),
+            "",
+            "/* Histogram bucket upper bounds in ns (_layouts.BOUNDARIES_NS): bucket i holds (bound[i-1], bound[i]]. */",
+            f"#define PK_BOUNDARY_COUNT {len(BOUNDARIES_NS)}",
+            f"#define PK_TRAFFIC_HEAD_COUNTS {TRAFFIC_HEAD_COUNTS} /* a series' count, sum, min, max: duration's, then TTFT's */",
+            "#define PK_BOUNDARIES_NS {" + ", ".join(f"{b}LL" for b in BOUNDARIES_NS) + "}",
             "",
             "/* setup()'s hooks (_layouts.Hooks), in keyword order: X(name). */",
             "#define PK_HOOKS(X) \\\n    " + " \\\n    ".join(f"X({name})" for name, _ in hooks),

@@ -41,6 +41,7 @@ from ._sampling import (
 from ._sse import SseScanner
 from ._steps import PYTHON_STEPS, StepAccounting, steps_mode
 from ._timeline import TIMELINE, Timeline
+from ._traffic import Tally, tally_recorded
 
 __all__ = ["PerfkitMiddleware", "OVERHEAD_HEADER"]
 
@@ -81,11 +82,13 @@ class PerfkitMiddleware:
     requests recorded at all, drawn at random when each starts (default
     ``$PERFKIT_RECORD_RATIO``, else 1); ``record_rate``: at most this many
     recorded per second (default ``$PERFKIT_RECORD_RATE``, else 10; ``"all"``:
-    no cap). The others pass through untouched and are only counted, so
-    perfkit's cost per request falls in proportion; each recorded request
-    carries the number it stands for (``RequestRecord.weight``). Recorded
-    whatever the ratio and rate, with weight 1: a request carrying the
-    secret, and one whose ``traceparent`` is sampled (at most
+    no cap). The others pass through and are only counted (``_traffic``:
+    method, route, status, error type, duration, TTFT), so perfkit's cost per
+    request falls in proportion; the request metrics cover every request, and
+    spans, stage metrics and headers the recorded sample, each recorded
+    request carrying the number it stands for (``RequestRecord.weight``).
+    Recorded whatever the ratio and rate, with weight 1: a request carrying
+    the secret, and one whose ``traceparent`` is sampled (at most
     ``record_traced_rate`` a second, default ``$PERFKIT_RECORD_TRACED_RATE``,
     else ``"all"``). ``x-perfkit-secret`` is removed from every request the
     app gets, recorded or not (``_sampling``).
@@ -174,6 +177,7 @@ class PerfkitMiddleware:
     _exchange_class: type[_PyExchange]
     _step_accounting: StepAccounting = PYTHON_STEPS
     _scan_headers: Callable[[Any], int] = staticmethod(scan_headers)
+    _tally: Tally  # every request, recorded or not (_traffic)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -188,7 +192,15 @@ class PerfkitMiddleware:
             internal_error("middleware.headers", exc)
             weight, settings, scope = 0, self._quiet, _without_secret(scope)
         if not weight:
-            await self.app(scope, receive, send)
+            # Unrecorded: only counted, through a send that reads the response start.
+            passage = self._tally.passage(scope["method"], send)
+            try:
+                await self.app(scope, receive, passage)
+            except BaseException as exc:
+                if not closed_by_collector(type(exc)):
+                    passage.close(scope, type(exc).__name__)
+                raise
+            passage.close(scope, None)
             return
         timeline = self._timeline_class(perf_counter_ns(), scope["method"], scope["path"])
         if weight > 1:
@@ -237,6 +249,7 @@ class PerfkitMiddleware:
                 except Exception as exc:
                     internal_error("middleware.describe", exc)
                 exchange.finish()
+                tally_recorded(self._tally, timeline, scope)
 
 
 def _flushing_at_shutdown(send: Send) -> Send:

@@ -4,10 +4,9 @@ and what each recorded one stands for.
 OpenTelemetry's samplers (``OTEL_TRACES_SAMPLER``) choose which recorded
 requests become spans, after the fact. These two choose which requests are
 recorded at all, when each starts: the rest pass through the middleware
-untouched (no timeline, no stages, no step accounting, nothing exported),
-so perfkit's cost falls in proportion (docs/overhead.md). They are only
-counted (``perfkit.requests.unrecorded``), so that the metrics say what share
-of the traffic they describe.
+with no timeline, stages or step accounting, so perfkit's cost falls in
+proportion (docs/overhead.md). The traffic tally still counts each with its
+route, status and times (``_traffic``: ``perfkit.requests{perfkit.recorded="false"}``).
 
 - The ratio is drawn at random per request, not tied to a trace id.
 - The rate caps recorded requests per second per process (``Pace``).
@@ -58,7 +57,8 @@ draw = random.Random().random
 
 
 class _Unrecorded:
-    """Requests passed through unrecorded in this process, by every middleware (read by the export)."""
+    """Requests the record choices of this process passed by, all middlewares together
+    (a total; the traffic tally has them by route and status)."""
 
     __slots__ = ("count",)
 

@@ -68,6 +68,38 @@ class Handoff:
     def write_frame(self, fd: int, anchor: int) -> int: ...
 
 @final
+class Passage:
+    def __call__(self, message: Message) -> Awaitable[None]: ...
+    def close(self, scope: Scope, error: str | None) -> None: ...
+
+@final
+class Tally:
+    requests: int
+    max_series: int
+    def __init__(
+        self,
+        known_methods: frozenset[str],
+        other: str,
+        unmatched_route: str,
+        incomplete_response: str,
+        max_series: int,
+    ) -> None: ...
+    def add(
+        self,
+        method: str,
+        route: str,
+        status: int,
+        error: str,
+        streaming: bool,
+        recorded: bool,
+        duration_ns: int,
+        ttft_ns: int,
+    ) -> None: ...
+    def passage(self, method: str, send: Send) -> Passage: ...
+    def series(self) -> list[tuple[tuple[str, str, int, str, bool, bool], tuple[int, ...]]]: ...
+    def clear(self) -> None: ...
+
+@final
 class Batches:
     loop: asyncio.AbstractEventLoop
     context: contextvars.Context

@@ -2,7 +2,8 @@
 
 Started by a ``process``-mode Pipeline. It reads frames from stdin (declared in
 _core/_layouts.py: a kind, a length, a payload; for a batch, the anchor, the
-app's drop count and ``Timeline.encode`` records, decoded into ``RequestRecord``), and writes one JSON
+app's drop count and ``Timeline.encode`` records, decoded into ``RequestRecord``;
+for the traffic, the worker's whole tally), and writes one JSON
 stats line to stdout per flush and at exit. EOF on stdin means: flush, export
 metrics, exit. If its parent dies, stdin closes, so the agent never outlives it.
 """
@@ -17,13 +18,14 @@ from typing import Literal
 
 import orjson
 
-from .._core._layouts import FRAME_HEAD, UNRECORDED_COUNT, FrameKind
+from .._core._layouts import FRAME_HEAD, FrameKind
 from .._core._timeline import decode
 from .._wire._environment_variables import PERFKIT_AGENT_SETTINGS
-from ._metrics import REQUESTS_DROPPED_COUNTER, UNRECORDED_COUNTER
+from ._metrics import REQUESTS_DROPPED_COUNTER
 from ._pipeline import Processor, read_batch
 from ._reaper import name_agent
 from ._settings import ExportSettings
+from ._traffic import keep, read_traffic
 
 
 class _Frames:
@@ -96,8 +98,10 @@ def main() -> int:
                 processor.handle(decode(encoded), anchor)
             processor.flush_spans()
             processor.export_metrics()
-        elif kind == FrameKind.UNRECORDED:
-            (processor.metrics.counters[UNRECORDED_COUNTER],) = UNRECORDED_COUNT.unpack(payload)
+        elif kind == FrameKind.TRAFFIC:
+            keep(processor.metrics, read_traffic(payload))
+            processor.changed()
+            processor.export_metrics()
         elif kind == FrameKind.FLUSH:
             processor.flush_spans()
             processor.export_metrics(force=True)

@@ -1,7 +1,11 @@
-"""Histograms over every recorded request (whether or not the trace sampler
-exports its spans; requests the record rate passes by are only counted),
-aggregated in the export thread and exported as cumulative OTLP
-explicit-bucket histograms.
+"""perfkit's metrics: histograms and counters, exported as cumulative OTLP
+explicit-bucket histograms and sums (and Prometheus, ``_prometheus``).
+
+The request families (duration, TTFT, ``perfkit.requests``) cover every
+request: they come from the workers' traffic tally (``_traffic``). The
+others (stages, overhead, collector pauses) are observed here from each
+recorded request (whether or not the trace sampler exports its spans), so
+they describe the recorded sample.
 
 Values are kept in integer nanoseconds (cheap to bisect) and exported in
 seconds, the unit the OTel semantic conventions give these metrics.
@@ -12,50 +16,22 @@ from __future__ import annotations
 import threading
 from bisect import bisect_left
 
-from .._wire._names import Attr, SemConv, gen_ai_operation
+from .._core._layouts import BOUNDARIES_NS  # shared with the traffic tally, C's and Python's
+from .._wire._names import Attr, gen_ai_operation
 from ..types import AttributeValue, RequestRecord
 
 __all__ = [
     "Histogram",
     "MetricStore",
     "BOUNDARIES_NS",
+    "COUNTER_DESCRIPTIONS",
     "DESCRIPTIONS",
     "LLM_REQUEST_DURATION",
     "REQUEST_DURATION",
     "TIME_TO_FIRST_TOKEN",
     "REQUESTS_DROPPED_COUNTER",
     "SPANS_DROPPED_COUNTER",
-    "UNRECORDED_COUNTER",
 ]
-
-# Fine at the low end: gateway stages take tens of microseconds.
-BOUNDARIES_NS: tuple[int, ...] = tuple(
-    int(ms * 1_000_000)
-    for ms in (
-        0.01,
-        0.025,
-        0.05,
-        0.1,
-        0.25,
-        0.5,
-        1,
-        2.5,
-        5,
-        10,
-        25,
-        50,
-        75,
-        100,
-        250,
-        500,
-        750,
-        1000,
-        2500,
-        5000,
-        7500,
-        10000,
-    )
-)
 
 # The OTel conventions' http.server.request.duration and the gen_ai.server.*
 # metrics are also emitted by LiteLLM's otel callback and by the FastAPI
@@ -66,12 +42,12 @@ LLM_REQUEST_DURATION = "perfkit.llm_request.duration"
 TIME_TO_FIRST_TOKEN = "perfkit.time_to_first_token"
 
 DESCRIPTIONS: dict[str, str] = {
-    REQUEST_DURATION: "Request received to last response byte.",
-    TIME_TO_FIRST_TOKEN: "Request received to the first content token sent (streams).",
-    LLM_REQUEST_DURATION: "Request received to last response byte, generative-AI endpoints.",
+    REQUEST_DURATION: "Request received to last response byte; every request, recorded or not.",
+    TIME_TO_FIRST_TOKEN: "Request received to the first content token sent (streams), generative-AI routes; every request.",
+    LLM_REQUEST_DURATION: "Request received to last response byte, generative-AI routes; every request, recorded or not.",
     "perfkit.stage.duration": "Duration of one named stage (generator stages: their own time); a weighted sample, each recorded request counted as the requests it stands for.",
-    "perfkit.gc.pause": "Garbage-collector pause time inside one request's wall time (0 when none).",
-    "perfkit.request.overhead": "The gateway's own time in one request: its duration minus its upstream stages, generative-AI endpoints.",
+    "perfkit.gc.pause": "Garbage-collector pause time inside one request's wall time (0 when none); recorded requests only.",
+    "perfkit.request.overhead": "The gateway's own time in one request: its duration minus its upstream stages, generative-AI endpoints; recorded requests only.",
 }
 
 MetricKey = tuple[str, tuple[tuple[str, AttributeValue], ...]]
@@ -109,11 +85,16 @@ class Histogram:
 # Requests perfkit could not fully measure (docs/litellm.md), by their span attribute.
 _UPSTREAM_UNMEASURED = "perfkit.requests.upstream_unmeasured"
 _AUTH_UNMEASURED = "perfkit.requests.auth_unmeasured"
-# Requests passed through unrecorded (_core._sampling): the metrics describe the rest.
-UNRECORDED_COUNTER = "perfkit.requests.unrecorded"
 # Requests a full export queue dropped, and spans a failed export dropped.
 REQUESTS_DROPPED_COUNTER = "perfkit.requests.dropped"
 SPANS_DROPPED_COUNTER = "perfkit.spans.dropped"
+
+COUNTER_DESCRIPTIONS: dict[str, str] = {
+    REQUESTS_DROPPED_COUNTER: "Recorded requests a full export queue (or a failed hand-off) dropped: no spans, no stage metrics.",
+    SPANS_DROPPED_COUNTER: "Spans a failed export dropped.",
+    _UPSTREAM_UNMEASURED: "Recorded requests whose upstream time perfkit could not measure (docs/litellm.md).",
+    _AUTH_UNMEASURED: "Recorded requests whose auth stage perfkit could not measure (docs/litellm.md).",
+}
 
 
 class MetricStore:
@@ -125,10 +106,12 @@ class MetricStore:
         self.counters: dict[str, int] = {
             SPANS_DROPPED_COUNTER: 0,
             REQUESTS_DROPPED_COUNTER: 0,
-            UNRECORDED_COUNTER: 0,
             _UPSTREAM_UNMEASURED: 0,
             _AUTH_UNMEASURED: 0,
         }
+        # The request families and perfkit.requests, from the traffic tally (_traffic.keep).
+        self.traffic_histograms: list[tuple[MetricKey, Histogram]] = []
+        self.traffic_counters: list[tuple[tuple[tuple[str, AttributeValue], ...], int]] = []
         self._lock = threading.Lock()
         self._gc_pause = self._histogram("perfkit.gc.pause", ())
 
@@ -141,19 +124,12 @@ class MetricStore:
         return histogram
 
     def observe(self, record: RequestRecord) -> None:
-        duration = record.duration_ns
-        self._histogram(
-            REQUEST_DURATION,
-            ((SemConv.HTTP_REQUEST_METHOD, record.method), (SemConv.HTTP_RESPONSE_STATUS_CODE, record.status)),
-        ).record(duration)
+        """A recorded request's figures. Its duration, TTFT and count are the
+        traffic tally's (every request once), not observed here."""
         if gen_ai_operation(record.path) is not None:
-            self._histogram(LLM_REQUEST_DURATION, ((Attr.STREAMING, record.streaming),)).record(duration)
             self._histogram("perfkit.request.overhead", ((Attr.STREAMING, record.streaming),)).record(
                 record.overhead_ns
             )
-            ttft = record.ttft_ns
-            if ttft is not None:
-                self._histogram(TIME_TO_FIRST_TOKEN, ()).record(ttft)
         self._gc_pause.record(record.gc_pause_ns)
         if record.attributes:
             attributes = record.attributes
@@ -171,5 +147,5 @@ class MetricStore:
 
     def snapshot(self) -> list[tuple[MetricKey, Histogram]]:
         with self._lock:
-            items = list(self.histograms.items())
+            items = list(self.histograms.items()) + self.traffic_histograms
         return [(key, histogram.copy()) for key, histogram in items]

@@ -28,6 +28,7 @@ from ..types import AttributeValue
 from ._metrics import BOUNDARIES_NS, DESCRIPTIONS, MetricStore
 from ._metrics_protobuf import encode_metrics_request
 from ._spans import Attributes, Span
+from ._traffic import requests_sum_json
 
 __all__ = ["spans_json", "spans_protobuf", "span_json", "metrics_json", "metrics_protobuf"]
 
@@ -288,6 +289,8 @@ def _metrics_request(
                 "sum": {"dataPoints": [point], "aggregationTemporality": cumulative, "isMonotonic": True},
             }
         )
+    if store.traffic_counters:
+        metrics.append(requests_sum_json(store, times, _attributes_dicts))
     return {
         "resourceMetrics": [
             {

@@ -40,19 +40,19 @@ except ImportError:  # not on Windows
 
 from .._core._backend import ACTIVE, Backend
 from .._core._guard import internal_error, internal_error_counts, logger, warn_once
-from .._core._layouts import BATCH_HEAD, FRAME_HEAD, RECORD_HEAD, UNRECORDED_COUNT, FrameKind
-from .._core._sampling import UNRECORDED
+from .._core._layouts import BATCH_HEAD, FRAME_HEAD, RECORD_HEAD, FrameKind
 from .._core._sink import set_sink
 from .._core._timeline import Timeline
 from .._wire._environment_variables import PERFKIT_AGENT_SETTINGS, PERFKIT_APP_PID, PERFKIT_ROLE, PERFKIT_RUN_PID
 from .._wire._names import AGENT_MODULE
 from ..types import ExportMode, RequestRecord
 from ._health import print_health_once, write_health
-from ._metrics import REQUESTS_DROPPED_COUNTER, SPANS_DROPPED_COUNTER, UNRECORDED_COUNTER, MetricStore
+from ._metrics import REQUESTS_DROPPED_COUNTER, SPANS_DROPPED_COUNTER, MetricStore
 from ._prometheus import SnapshotWriter
 from ._reaper import OWN_AGENTS
 from ._settings import ExportSettings
 from ._spans import Sampler, Span, record_to_spans, trace_context
+from ._traffic import Traffic, keep, traffic_frame
 from ._transport import Exporter, make_exporter
 
 __all__ = ["Pipeline", "Processor", "RecordListener", "batch_frame", "read_batch"]
@@ -107,10 +107,14 @@ class Processor:
         self.recorded = 0  # records handled
         self._prometheus = SnapshotWriter(settings.prometheus_dir) if settings.prometheus_dir else None
 
-    def handle(self, record: RequestRecord, anchor_ns: int) -> None:
-        self.recorded += 1
+    def changed(self) -> None:
+        """The metrics changed: the next Prometheus snapshot that is due writes them."""
         if self._prometheus is not None:
             self._prometheus.changed()
+
+    def handle(self, record: RequestRecord, anchor_ns: int) -> None:
+        self.recorded += 1
+        self.changed()
         try:
             self.metrics.observe(record)
             trace_id, parent_span_id, flags = trace_context(record)
@@ -270,7 +274,8 @@ class Pipeline:
         self._lock = threading.Lock()  # one drain at a time (thread vs. flush)
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
-        self._unrecorded_sent = 0
+        self._tally = backend.tally  # every request this process served
+        self._tally_sent = 0  # its request count when last handed to the metrics
 
     @property
     def sink(self) -> Callable[[Timeline], None]:
@@ -371,7 +376,7 @@ class Pipeline:
             write_health(
                 directory,
                 {
-                    "requests": recorded + UNRECORDED.count,
+                    "requests": max(self._tally.requests, recorded),
                     "recorded": recorded,
                     "exported_spans": stats.get("exported_spans", 0),
                     "dropped_spans": stats.get("dropped_spans", 0),
@@ -402,13 +407,13 @@ class Pipeline:
             queue = self._queue
             anchor = time.time_ns() - time.perf_counter_ns()
             if self._processor is not None:
-                self._count_unrecorded()
+                self._ship_traffic()
                 self._drain_into(self._processor, queue, anchor)
                 return
             agent = self._started_agent()
             if agent is None:
                 return
-            self._count_unrecorded()
+            self._ship_traffic()
             if self._handoff is not None:
                 self._drain_handoff(agent, self._handoff, anchor)
             elif queue:
@@ -419,7 +424,7 @@ class Pipeline:
         if self._agent is not None or self._agent_failed:
             return self._agent
         pending = self._handoff.pending if self._handoff is not None else len(self._queue)
-        if not pending and UNRECORDED.count == self._unrecorded_sent:
+        if not pending and self._tally.requests == self._tally_sent:
             return None
         try:
             self._agent = _Agent(self.settings)
@@ -430,19 +435,24 @@ class Pipeline:
             )
         return self._agent
 
-    def _count_unrecorded(self) -> None:
-        """Hand the count of requests passed through unrecorded to the metrics, when it grew."""
-        unrecorded = UNRECORDED.count
-        if unrecorded == self._unrecorded_sent:
+    def _ship_traffic(self) -> None:
+        """Hand the tally of every request to the metrics, when it grew."""
+        requests = self._tally.requests
+        if requests == self._tally_sent:
             return
-        if self._processor is not None:
-            self._processor.metrics.counters[UNRECORDED_COUNTER] = unrecorded
-        elif self._agent is not None:
-            try:
-                self._agent.send(FrameKind.UNRECORDED, UNRECORDED_COUNT.pack(unrecorded))
-            except (OSError, ValueError):
-                return  # the agent is gone: said by the batch that finds it so
-        self._unrecorded_sent = unrecorded
+        try:
+            if self._processor is not None:
+                keep(self._processor.metrics, Traffic.of(self._tally))
+                self._processor.changed()
+            elif self._agent is not None:
+                try:
+                    self._agent.send_frame(traffic_frame(self._tally))
+                except (OSError, ValueError):
+                    return  # the agent is gone: said by the batch that finds it so
+        except Exception as exc:
+            internal_error("export.traffic", exc)
+            return
+        self._tally_sent = requests
 
     @staticmethod
     def _drain_into(processor: Processor, queue: deque[Timeline], anchor: int) -> None:

@@ -24,7 +24,8 @@ from typing import Any
 import orjson
 
 from .._wire._environment_variables import PERFKIT_PROMETHEUS_DIR
-from ._metrics import BOUNDARIES_NS, DESCRIPTIONS, MetricStore
+from ._metrics import BOUNDARIES_NS, COUNTER_DESCRIPTIONS, DESCRIPTIONS, MetricStore
+from ._traffic import REQUESTS_COUNTER, REQUESTS_DESCRIPTION
 
 __all__ = ["Collector", "SnapshotWriter", "add_to_registry", "merged", "render", "serve_prometheus"]
 
@@ -66,7 +67,8 @@ class SnapshotWriter:
             [name, [list(a) for a in attributes], h.counts, h.count, h.total_ns]
             for (name, attributes), h in store.snapshot()
         ]
-        document = orjson.dumps({"histograms": histograms, "counters": dict(store.counters)})
+        requests = [[[list(a) for a in attributes], value] for attributes, value in store.traffic_counters]
+        document = orjson.dumps({"histograms": histograms, "counters": dict(store.counters), "requests": requests})
         handle, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=".", suffix=".tmp")
         with os.fdopen(handle, "wb") as out:
             out.write(document)
@@ -84,10 +86,15 @@ def _escape(value: object) -> str:
 Series = list[tuple[tuple[tuple[str, Any], ...], list[Any]]]  # (attributes, [bucket counts, count, total ns])
 
 
-def merged(directory: str) -> tuple[dict[str, Series], dict[str, int]]:
-    """Every snapshot in ``directory``, summed: each family's series, and the counters."""
+Labelled = list[tuple[tuple[tuple[str, Any], ...], int]]  # (attributes, value)
+
+
+def merged(directory: str) -> tuple[dict[str, Series], dict[str, int], Labelled]:
+    """Every snapshot in ``directory``, summed: each family's series, the
+    counters, and ``perfkit.requests`` by its labels."""
     histograms: dict[tuple[str, tuple[tuple[str, Any], ...]], list[Any]] = {}
     counters: dict[str, int] = {}
+    requests: dict[tuple[tuple[str, Any], ...], int] = {}
     for path in sorted(Path(directory).glob("*.json")):
         try:
             snapshot = orjson.loads(path.read_bytes())
@@ -101,12 +108,15 @@ def merged(directory: str) -> tuple[dict[str, Series], dict[str, int]]:
             merged[2] += total_ns
         for name, value in snapshot["counters"].items():
             counters[name] = counters.get(name, 0) + value
+        for attributes, value in snapshot.get("requests", ()):
+            labels = tuple((k, v) for k, v in attributes)
+            requests[labels] = requests.get(labels, 0) + value
     by_family: dict[str, Series] = {}
     for (name, attributes), sums in sorted(histograms.items(), key=lambda item: (item[0][0], str(item[0][1]))):
         family = FAMILIES.get(name)
         if family is not None:
             by_family.setdefault(family, []).append((attributes, sums))
-    return by_family, counters
+    return by_family, counters, sorted(requests.items(), key=lambda item: str(item[0]))
 
 
 _NAMES = {family: name for name, family in FAMILIES.items()}
@@ -123,7 +133,7 @@ def _buckets(counts: list[int]) -> list[tuple[str, int]]:
 
 def render(directory: str) -> str:
     """The text exposition of every snapshot in ``directory``, summed."""
-    by_family, counters = merged(directory)
+    by_family, counters, requests = merged(directory)
     lines: list[str] = []
     for family, series in by_family.items():
         lines.append(f"# HELP {family} {_escape(DESCRIPTIONS.get(_NAMES[family], _NAMES[family]))}")
@@ -135,9 +145,17 @@ def render(directory: str) -> str:
             braces = f"{{{labels}}}" if labels else ""
             lines.append(f"{family}_sum{braces} {total_ns / 1e9!r}")
             lines.append(f"{family}_count{braces} {count}")
+    if requests:
+        family = _label(REQUESTS_COUNTER) + "_total"
+        lines += [f"# HELP {family} {_escape(REQUESTS_DESCRIPTION)}", f"# TYPE {family} counter"]
+        for attributes, value in requests:
+            labels = ",".join(f'{_label(k)}="{_escape(v)}"' for k, v in attributes)
+            lines.append(f"{family}{{{labels}}} {value}")
     for name, value in sorted(counters.items()):
         family = _label(name) + "_total"
-        lines += [f"# TYPE {family} counter", f"{family} {value}"]
+        help_line = COUNTER_DESCRIPTIONS.get(name)
+        lines += [*([f"# HELP {family} {_escape(help_line)}"] if help_line else []), f"# TYPE {family} counter"]
+        lines.append(f"{family} {value}")
     return "\n".join(lines) + "\n"
 
 
@@ -152,15 +170,21 @@ class Collector:
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 
-        by_family, counters = merged(self.directory)
+        by_family, counters, requests = merged(self.directory)
         for family, series in by_family.items():
             labels = [_label(k) for k, _ in series[0][0]]
             metric = HistogramMetricFamily(family, DESCRIPTIONS.get(_NAMES[family], family), labels=labels)
             for attributes, (counts, _count, total_ns) in series:
                 metric.add_metric([str(v) for _, v in attributes], _buckets(counts), total_ns / 1e9)
             yield metric
+        if requests:
+            labels = [_label(k) for k, _ in requests[0][0]]
+            counter = CounterMetricFamily(_label(REQUESTS_COUNTER), REQUESTS_DESCRIPTION, labels=labels)
+            for attributes, value in requests:
+                counter.add_metric([str(v) for _, v in attributes], value)
+            yield counter
         for name, value in sorted(counters.items()):
-            yield CounterMetricFamily(_label(name), name, value=value)
+            yield CounterMetricFamily(_label(name), COUNTER_DESCRIPTIONS.get(name, name), value=value)
 
 
 def add_to_registry(registry: Any) -> None:

@@ -231,6 +231,7 @@ def test_sampler_ratio_and_parent_flags() -> None:
 
 
 def test_metrics_cover_every_request_even_unsampled(tmp_path: Any) -> None:
+    ACTIVE.tally.clear()  # this process's earlier requests
     with otlp_receiver() as (endpoint, received):
         litellm_perfkit.configure(exporter="otlp", protocol="http/json", endpoint=endpoint, sampler="always_off")
         try:
@@ -276,7 +277,7 @@ def test_the_agent_writes_a_held_back_snapshot_when_the_app_goes_quiet(tmp_path:
         return sum(
             float(line.split()[-1])
             for line in text.splitlines()
-            if line.startswith("perfkit_request_duration_seconds_count")
+            if line.startswith("perfkit_gc_pause_seconds_count")  # a recorded request's
         )
 
     try:
@@ -299,13 +300,10 @@ def test_the_agent_writes_a_held_back_snapshot_when_the_app_goes_quiet(tmp_path:
 
 
 @pytest.mark.parametrize("mode", ["thread", "process"])
-def test_requests_passed_through_unrecorded_are_counted_in_the_metrics(
-    tmp_path: Any, mode: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from litellm_perfkit._core._sampling import UNRECORDED
+def test_requests_passed_through_unrecorded_are_counted_in_the_metrics(tmp_path: Any, mode: str) -> None:
     from litellm_perfkit._export._prometheus import render
 
-    monkeypatch.setattr(UNRECORDED, "count", 0)
+    ACTIVE.tally.clear()  # this process's earlier requests
     settings = read_settings(
         {"OTEL_TRACES_EXPORTER": "none", "OTEL_BSP_SCHEDULE_DELAY": "60000", "PERFKIT_PROMETHEUS_DIR": str(tmp_path)}
     )
@@ -320,9 +318,11 @@ def test_requests_passed_through_unrecorded_are_counted_in_the_metrics(
         text = render(str(tmp_path))
     finally:
         pipeline.shutdown()
-    assert "perfkit_requests_unrecorded_total 3" in text, text[-2000:]
-    assert (
-        "perfkit_request_duration_seconds_count" in text
-        and 'perfkit_request_duration_seconds_count{http_request_method="POST",http_response_status_code="200"} 1'
-        in text
+    labels = (
+        'http_request_method="POST",http_route="/v1/chat/completions",http_response_status_code="200",error_type=""'
     )
+    assert f'perfkit_requests_total{{{labels},perfkit_recorded="false"}} 3' in text, text[-2000:]
+    assert f'perfkit_requests_total{{{labels},perfkit_recorded="true"}} 1' in text
+    assert f"perfkit_request_duration_seconds_count{{{labels}}} 4" in text  # every request, once
+    assert "# HELP perfkit_requests_total " in text
+    assert 'perfkit_stage_duration_seconds_count{stage="auth"} 1' in text  # the recorded one's stages

@@ -10,14 +10,18 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from litellm_perfkit._bench._launch import free_port
+from litellm_perfkit._core._traffic import _PyTally
 from litellm_perfkit._export._metrics import MetricStore
 from litellm_perfkit._export._prometheus import SnapshotWriter, render, serve_prometheus
+from litellm_perfkit._export._traffic import Traffic, keep
 from litellm_perfkit.types import RequestRecord, StageRecord
 
 
 def store(requests: int, auth_ms: float) -> MetricStore:
     metrics = MetricStore()
+    tally = _PyTally()
     for n in range(requests):
+        tally.add("POST", "/v1/chat/completions", 200, "", False, True, 5_000_000, -1)
         start = n * 10_000_000
         auth = StageRecord(name="auth", start_ns=start, end_ns=start + int(auth_ms * 1e6), parent=-1)
         metrics.observe(
@@ -30,6 +34,7 @@ def store(requests: int, auth_ms: float) -> MetricStore:
                 stages=(auth,),
             )
         )
+    keep(metrics, Traffic.of(tally))
     return metrics
 
 

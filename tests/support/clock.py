@@ -5,9 +5,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from litellm_perfkit._core import _after, _backend, _middleware, _protocol, _stage, _steps, _threads, _timeline
+from litellm_perfkit._core import (
+    _after,
+    _backend,
+    _middleware,
+    _protocol,
+    _stage,
+    _steps,
+    _threads,
+    _timeline,
+    _traffic,
+)
 
-_MODULES = (_timeline, _stage, _middleware, _steps, _after, _threads, _protocol)
+_MODULES = (_timeline, _stage, _middleware, _steps, _after, _threads, _protocol, _traffic)
 
 
 class FakeClock:

@@ -25,6 +25,7 @@ def litellm_proxy(
     pids: list[int] | None = None,
     config: str = CONFIG_TEMPLATE,
     host: str = "127.0.0.1",
+    litellm_args: tuple[str, ...] = (),
 ) -> Iterator[str]:
     """Yields the proxy's URL; ``pids`` (if given) receives its main process id.
     ``config`` is a LiteLLM config with ``{upstream}`` for the mock's URL."""
@@ -42,6 +43,7 @@ def litellm_proxy(
             env=env,
             pin_cpu=pin_cpu,
             host=host,
+            litellm_args=litellm_args,
         )
         if pids is not None:
             pids.append(proxy.pid)

@@ -346,7 +346,8 @@ PyInit__speedups(void)
 {
     if (intern_names() < 0 || PyType_Ready(&PkTimeline_Type) < 0 || PyType_Ready(&PkStage_Type) < 0 ||
         PyType_Ready(&PkExchange_Type) < 0 ||
-        PyType_Ready(&PkHandoff_Type) < 0 || pk_steps_ready() < 0 || pk_tasks_ready() < 0) {
+        PyType_Ready(&PkHandoff_Type) < 0 || pk_steps_ready() < 0 || pk_tasks_ready() < 0 ||
+        pk_traffic_ready() < 0) {
         return NULL;
     }
     PyObject *module = PyModule_Create(&module_def);
@@ -359,7 +360,9 @@ PyInit__speedups(void)
         PyModule_AddObjectRef(module, "Handoff", (PyObject *)&PkHandoff_Type) < 0 ||
         PyModule_AddObjectRef(module, "Batches", (PyObject *)&PkBatches_Type) < 0 ||
         PyModule_AddObjectRef(module, "StepClock", (PyObject *)&PkStepClock_Type) < 0 ||
-        PyModule_AddObjectRef(module, "TaskFactory", (PyObject *)&PkTaskFactory_Type) < 0) {
+        PyModule_AddObjectRef(module, "TaskFactory", (PyObject *)&PkTaskFactory_Type) < 0 ||
+        PyModule_AddObjectRef(module, "Tally", (PyObject *)&PkTally_Type) < 0 ||
+        PyModule_AddObjectRef(module, "Passage", (PyObject *)&PkPassage_Type) < 0) {
         Py_DECREF(module);
         return NULL;
     }

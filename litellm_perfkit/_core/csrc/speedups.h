@@ -157,6 +157,15 @@ PyObject *pk_response_start(ExchangeObject *self, PyObject *message);
  * choice, as _sampling.scan_headers (the reference) answers. */
 PyObject *pk_scan_headers(PyObject *module, PyObject *headers);
 
+/* 1 if a response header (name, value) says the body is an event stream, 0 if not; -1 with an exception set. */
+int pk_is_event_stream(PyObject *header);
+
+/* The traffic tally and an unrecorded request's send (traffic.c). */
+extern PyTypeObject PkTally_Type;
+extern PyTypeObject PkPassage_Type;
+/* Their types and names ready; -1 with an exception set. */
+int pk_traffic_ready(void);
+
 #define PK_MAX_OUTPUT_KEYS 16 /* the most chat_output_keys setup() takes */
 
 /* 1 or 0: whether one event's data carries output (carries_output of

@@ -143,8 +143,8 @@ append_header(PyObject *headers, PyObject *name, const char *value, Py_ssize_t l
     return result;
 }
 
-static int
-is_event_stream(PyObject *header)
+int
+pk_is_event_stream(PyObject *header)
 {
     PyObject *name, *value;
     if (PyTuple_Check(header) && PyTuple_GET_SIZE(header) == 2) {
@@ -197,7 +197,7 @@ pk_response_start(ExchangeObject *self, PyObject *message)
         goto fail;
     }
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
-        int found = is_event_stream(PyList_GET_ITEM(list, i));
+        int found = pk_is_event_stream(PyList_GET_ITEM(list, i));
         if (found < 0) {
             goto fail;
         }

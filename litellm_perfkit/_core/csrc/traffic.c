@@ -1,0 +1,587 @@
+/* Tally and Passage: every request counted, recorded or not (the
+ * counterparts of _traffic._PyTally and _traffic._PyPassage, the reference).
+ *
+ * A series is keyed by the tuple (method, route, status, error, streaming,
+ * recorded) in a dict that maps it to its row; the rows are one array of
+ * u64 counts (PK_TRAFFIC_HEAD_COUNTS, then the duration's buckets and the
+ * TTFT's), grown by doubling. A Passage is an unrecorded request's send: it
+ * reads the response start and, for an event stream, the bodies until the
+ * first content token, then adds the request when the middleware closes it.
+ * Not tracked by the collector: it holds the tally, the server's send and
+ * the method, none of which can refer back to it.
+ */
+#include "speedups.h"
+
+#include <string.h>
+#include <structmember.h>
+
+#define BUCKETS (PK_BOUNDARY_COUNT + 1)
+#define ROW (PK_TRAFFIC_HEAD_COUNTS + 2 * BUCKETS)
+
+static const long long bounds[PK_BOUNDARY_COUNT] = PK_BOUNDARIES_NS;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *index;            /* dict: key tuple -> row number (int) */
+    PyObject *keys;             /* list: each row's key, in order */
+    PyObject *known_methods;    /* frozenset of method names kept as they are */
+    PyObject *other;            /* "_OTHER" */
+    PyObject *unmatched_route;  /* the route of a request no route matched */
+    PyObject *incomplete;       /* the error type of a response the app never finished */
+    uint64_t *rows;
+    Py_ssize_t capacity;        /* rows allocated */
+    Py_ssize_t max_series;
+    unsigned long long requests;
+} TallyObject;
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    TallyObject *tally;
+    PyObject *send;
+    PyObject *method;
+    int64_t start_ns, ttft_ns, status;
+    char streaming, scanning, complete;
+    PkSse sse;
+} PassageObject;
+
+static PyObject *passage_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames);
+static PyObject *route_name, *path_name, *response_body, *response_start, *empty_text;
+static PyObject *seen_body, *seen_start; /* is_text's last matches */
+
+static Py_ssize_t
+bucket_of(int64_t value)
+{
+    /* bisect_left: the first bound >= value. */
+    Py_ssize_t low = 0, high = PK_BOUNDARY_COUNT;
+    while (low < high) {
+        Py_ssize_t middle = (low + high) / 2;
+        if (bounds[middle] < value) {
+            low = middle + 1;
+        }
+        else {
+            high = middle;
+        }
+    }
+    return low;
+}
+
+static void
+observe(uint64_t *row, int at, int buckets_at, int64_t value)
+{
+    row[buckets_at + bucket_of(value)]++;
+    if (!row[at] || (uint64_t)value < row[at + 2]) {
+        row[at + 2] = (uint64_t)value;
+    }
+    if ((uint64_t)value > row[at + 3]) {
+        row[at + 3] = (uint64_t)value;
+    }
+    row[at]++;
+    row[at + 1] += (uint64_t)value;
+}
+
+/* The row of a key (a new reference to the tuple is taken when it is new), or -1 with an exception set. */
+static Py_ssize_t
+row_of(TallyObject *self, PyObject *key)
+{
+    PyObject *found = PyDict_GetItemWithError(self->index, key);
+    if (found != NULL) {
+        return PyLong_AsSsize_t(found);
+    }
+    if (PyErr_Occurred()) {
+        return -1;
+    }
+    Py_ssize_t row = PyList_GET_SIZE(self->keys);
+    if (row == self->capacity) {
+        Py_ssize_t capacity = self->capacity ? self->capacity * 2 : 16;
+        uint64_t *rows = PyMem_Realloc(self->rows, (size_t)capacity * ROW * sizeof(uint64_t));
+        if (rows == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        memset(rows + self->capacity * ROW, 0, (size_t)(capacity - self->capacity) * ROW * sizeof(uint64_t));
+        self->rows = rows;
+        self->capacity = capacity;
+    }
+    PyObject *number = PyLong_FromSsize_t(row);
+    int failed = number == NULL || PyDict_SetItem(self->index, key, number) < 0 || PyList_Append(self->keys, key) < 0;
+    Py_XDECREF(number);
+    return failed ? -1 : row;
+}
+
+/* One finished request; ttft < 0: none. 0, or -1 with an exception set. */
+static int
+tally_add_values(TallyObject *self, PyObject *method, PyObject *route, int64_t status, PyObject *error, int streaming,
+                 int recorded, int64_t duration, int64_t ttft)
+{
+    int known = PySet_Contains(self->known_methods, method);
+    if (known < 0) {
+        return -1;
+    }
+    PyObject *code = PyLong_FromLongLong(status);
+    if (code == NULL) {
+        return -1;
+    }
+    PyObject *key = PyTuple_Pack(6, known ? method : self->other, route, code, error, streaming ? Py_True : Py_False,
+                                 recorded ? Py_True : Py_False);
+    Py_DECREF(code);
+    if (key == NULL) {
+        return -1;
+    }
+    Py_ssize_t row;
+    PyObject *found = PyDict_GetItemWithError(self->index, key);
+    if (found == NULL && !PyErr_Occurred() && PyList_GET_SIZE(self->keys) >= self->max_series) {
+        /* past the cap: one series for the rest, its labels all "_OTHER" */
+        PyObject *zero = PyLong_FromLong(0);
+        Py_SETREF(key, zero == NULL ? NULL
+                                    : PyTuple_Pack(6, self->other, self->other, zero, self->other,
+                                                   streaming ? Py_True : Py_False, recorded ? Py_True : Py_False));
+        Py_XDECREF(zero);
+        if (key == NULL) {
+            return -1;
+        }
+    }
+    row = found != NULL ? PyLong_AsSsize_t(found) : PyErr_Occurred() ? -1 : row_of(self, key);
+    Py_DECREF(key);
+    if (row < 0) {
+        return -1;
+    }
+    uint64_t *counts = self->rows + row * ROW;
+    observe(counts, 0, PK_TRAFFIC_HEAD_COUNTS, duration < 0 ? 0 : duration);
+    if (ttft >= 0) {
+        observe(counts, 4, PK_TRAFFIC_HEAD_COUNTS + BUCKETS, ttft);
+    }
+    self->requests++;
+    return 0;
+}
+
+/* --- Tally ---------------------------------------------------------------- */
+
+static PyObject *
+tally_add(TallyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    int64_t status, duration, ttft;
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError,
+                        "add(method, route, status, error, streaming, recorded, duration_ns, ttft_ns) takes 8 arguments");
+        return NULL;
+    }
+    if (!PyUnicode_Check(args[0]) || !PyUnicode_Check(args[1]) || !PyUnicode_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "add: method, route and error must be str");
+        return NULL;
+    }
+    int streaming = PyObject_IsTrue(args[4]), recorded = PyObject_IsTrue(args[5]);
+    if (streaming < 0 || recorded < 0 || pk_as_int64(args[2], &status) < 0 || pk_as_int64(args[6], &duration) < 0 ||
+        pk_as_int64(args[7], &ttft) < 0 ||
+        tally_add_values(self, args[0], args[1], status, args[3], streaming, recorded, duration, ttft) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+tally_series(TallyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    Py_ssize_t count = PyList_GET_SIZE(self->keys);
+    PyObject *out = PyList_New(count);
+    if (out == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t r = 0; r < count; r++) {
+        PyObject *counts = PyTuple_New(ROW);
+        if (counts == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        for (int i = 0; i < ROW; i++) {
+            PyObject *value = PyLong_FromUnsignedLongLong(self->rows[r * ROW + i]);
+            if (value == NULL) {
+                Py_DECREF(counts);
+                Py_DECREF(out);
+                return NULL;
+            }
+            PyTuple_SET_ITEM(counts, i, value);
+        }
+        PyObject *pair = PyTuple_Pack(2, PyList_GET_ITEM(self->keys, r), counts);
+        Py_DECREF(counts);
+        if (pair == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, r, pair);
+    }
+    return out;
+}
+
+static PyObject *
+tally_clear_series(TallyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    PyDict_Clear(self->index);
+    if (PyList_SetSlice(self->keys, 0, PyList_GET_SIZE(self->keys), NULL) < 0) {
+        return NULL;
+    }
+    if (self->rows != NULL) {
+        memset(self->rows, 0, (size_t)self->capacity * ROW * sizeof(uint64_t));
+    }
+    self->requests = 0;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+tally_passage(TallyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "passage(method, send) takes 2 arguments");
+        return NULL;
+    }
+    PassageObject *passage = PyObject_New(PassageObject, &PkPassage_Type);
+    if (passage == NULL) {
+        return NULL;
+    }
+    passage->vectorcall = passage_vectorcall;
+    passage->tally = (TallyObject *)Py_NewRef(self);
+    passage->method = Py_NewRef(args[0]);
+    passage->send = Py_NewRef(args[1]);
+    passage->sse.pending = NULL;
+    passage->ttft_ns = -1;
+    passage->status = 0;
+    passage->streaming = passage->scanning = passage->complete = 0;
+    if (pk_now(&passage->start_ns) < 0) {
+        Py_DECREF(passage);
+        return NULL;
+    }
+    return (PyObject *)passage;
+}
+
+static int
+tally_init(TallyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"known_methods", "other", "unmatched_route", "incomplete_response", "max_series", NULL};
+    PyObject *known, *other, *unmatched, *incomplete;
+    Py_ssize_t max_series;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!UUUn:Tally", keywords, &PyFrozenSet_Type, &known, &other,
+                                     &unmatched, &incomplete, &max_series)) {
+        return -1;
+    }
+    if (self->index != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Tally is initialized once");
+        return -1;
+    }
+    self->index = PyDict_New();
+    self->keys = PyList_New(0);
+    if (self->index == NULL || self->keys == NULL) {
+        return -1;
+    }
+    self->known_methods = Py_NewRef(known);
+    self->other = Py_NewRef(other);
+    self->unmatched_route = Py_NewRef(unmatched);
+    self->incomplete = Py_NewRef(incomplete);
+    self->max_series = max_series;
+    return 0;
+}
+
+static int
+tally_traverse(TallyObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->index);
+    Py_VISIT(self->keys);
+    return 0;
+}
+
+static int
+tally_clear(TallyObject *self)
+{
+    Py_CLEAR(self->index);
+    Py_CLEAR(self->keys);
+    Py_CLEAR(self->known_methods);
+    Py_CLEAR(self->other);
+    Py_CLEAR(self->unmatched_route);
+    Py_CLEAR(self->incomplete);
+    return 0;
+}
+
+static void
+tally_dealloc(TallyObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    tally_clear(self);
+    PyMem_Free(self->rows);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef tally_methods[] = {
+    {"add", (PyCFunction)(void (*)(void))tally_add, METH_FASTCALL,
+     "add(method, route, status, error, streaming, recorded, duration_ns, ttft_ns): one finished request (ttft_ns < 0: none)."},
+    {"passage", (PyCFunction)(void (*)(void))tally_passage, METH_FASTCALL,
+     "passage(method, send) -> Passage: the send of an unrecorded request that starts now."},
+    {"series", (PyCFunction)tally_series, METH_NOARGS, "series() -> [(key, counts)]: every series, in the order each began."},
+    {"clear", (PyCFunction)tally_clear_series, METH_NOARGS, "clear(): forget every series (tests start from nothing)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef tally_members[] = {
+    {"requests", T_ULONGLONG, offsetof(TallyObject, requests), READONLY, "requests added so far"},
+    {"max_series", T_PYSSIZET, offsetof(TallyObject, max_series), 0, "series kept apart; the rest fold into one"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+PyTypeObject PkTally_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "litellm_perfkit._core._speedups.Tally",
+    .tp_basicsize = sizeof(TallyObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Tally(known_methods, other, unmatched_route, incomplete_response, max_series): every request's "
+              "count and histograms by series (see _traffic._PyTally).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)tally_init,
+    .tp_dealloc = (destructor)tally_dealloc,
+    .tp_traverse = (traverseproc)tally_traverse,
+    .tp_clear = (inquiry)tally_clear,
+    .tp_methods = tally_methods,
+    .tp_members = tally_members,
+};
+
+/* --- Passage -------------------------------------------------------------- */
+
+static PyObject *
+get(PyObject *message, PyObject *key)
+{
+    PyObject *value;
+    return pk_get_item(message, key, &value) < 0 ? NULL : value != NULL ? value : Py_NewRef(Py_None);
+}
+
+/* Whether value equals text (interned). A message type is a literal of the
+ * server's or framework's code, the same object every time but not interned
+ * (it has dots): the last one that matched is kept, so that the next
+ * comparison is one of pointers. */
+static int
+is_text(PyObject *value, PyObject *text, PyObject **last_match)
+{
+    if (value == text || value == *last_match) {
+        return 1;
+    }
+    if (!PyUnicode_Check(value) || PyUnicode_Compare(value, text) != 0) {
+        return 0;
+    }
+    Py_XSETREF(*last_match, Py_NewRef(value));
+    return 1;
+}
+
+static int
+on_start(PassageObject *self, PyObject *message)
+{
+    PyObject *status = get(message, pk_names.status);
+    if (status == NULL) {
+        return -1;
+    }
+    int failed = pk_as_int64(status, &self->status) < 0;
+    Py_DECREF(status);
+    PyObject *headers = failed ? NULL : get(message, pk_names.headers);
+    if (headers == NULL) {
+        return -1;
+    }
+    if (headers == Py_None) {
+        Py_DECREF(headers);
+        return 0;
+    }
+    PyObject *sequence = PySequence_Fast(headers, "the response headers are not a sequence");
+    Py_DECREF(headers);
+    if (sequence == NULL) {
+        return -1;
+    }
+    int result = 0;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(sequence); i++) {
+        int found = pk_is_event_stream(PySequence_Fast_GET_ITEM(sequence, i));
+        if (found) {
+            if (found > 0) {
+                self->streaming = self->scanning = 1;
+                pk_sse_init(&self->sse);
+            }
+            result = found < 0 ? -1 : 0;
+            break;
+        }
+    }
+    Py_DECREF(sequence);
+    return result;
+}
+
+static int
+scan(PassageObject *self, PyObject *body)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(body, &view, PyBUF_SIMPLE) < 0) {
+        return -1;
+    }
+    int token = 0, result = view.len > 0 ? pk_sse_feed(&self->sse, view.buf, view.len, &token) : 0;
+    PyBuffer_Release(&view);
+    if (result == 0 && token) {
+        int64_t now;
+        if (pk_now(&now) < 0) {
+            return -1;
+        }
+        self->ttft_ns = now - self->start_ns;
+        self->scanning = 0;
+        pk_sse_clear(&self->sse);
+    }
+    return result;
+}
+
+static int
+on_body(PassageObject *self, PyObject *message)
+{
+    if (self->scanning) {
+        PyObject *body = get(message, pk_names.body);
+        int result = body == NULL ? -1 : body == Py_None ? 0 : scan(self, body);
+        Py_XDECREF(body);
+        if (result < 0) {
+            return -1;
+        }
+    }
+    PyObject *more = get(message, pk_names.more_body);
+    int more_body = more == NULL ? -1 : PyObject_IsTrue(more);
+    Py_XDECREF(more);
+    if (more_body < 0) {
+        return -1;
+    }
+    if (!more_body) {
+        self->complete = 1;
+    }
+    return 0;
+}
+
+static PyObject *
+passage_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    PassageObject *self = (PassageObject *)callable;
+    if (PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL) {
+        PyErr_SetString(PyExc_TypeError, "send(message) takes one argument");
+        return NULL;
+    }
+    PyObject *message = args[0];
+    if (!self->scanning && PyDict_CheckExact(message)) {
+        /* Only body messages carry a true more_body (ASGI), and one with more
+         * to come says nothing the tally needs: most of a stream's messages. */
+        PyObject *more = PyDict_GetItemWithError(message, pk_names.more_body);
+        if (more == Py_True) {
+            return PyObject_CallOneArg(self->send, message);
+        }
+        if (more == NULL && PyErr_Occurred()) {
+            pk_report("middleware.passage");
+            return PyObject_CallOneArg(self->send, message);
+        }
+    }
+    PyObject *type = get(message, pk_names.type);
+    int failed = type == NULL;
+    if (!failed) {
+        if (is_text(type, response_body, &seen_body)) {
+            failed = on_body(self, message) < 0;
+        }
+        else if (is_text(type, response_start, &seen_start)) {
+            failed = on_start(self, message) < 0;
+        }
+    }
+    Py_XDECREF(type);
+    if (failed) {
+        pk_report("middleware.passage"); /* perfkit's bug must never become the app's */
+    }
+    return PyObject_CallOneArg(self->send, message);
+}
+
+/* The matched route's template (a new reference), or the unmatched route's label. */
+static PyObject *
+route_of(PassageObject *self, PyObject *scope)
+{
+    PyObject *route = get(scope, route_name);
+    if (route == NULL) {
+        return NULL;
+    }
+    PyObject *path = route == Py_None ? NULL : PyObject_GetAttr(route, path_name);
+    Py_DECREF(route);
+    if (path == NULL) {
+        if (PyErr_Occurred()) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+                return NULL;
+            }
+            PyErr_Clear();
+        }
+    }
+    else if (PyUnicode_Check(path) && PyUnicode_GET_LENGTH(path) > 0) {
+        return path;
+    }
+    Py_XDECREF(path);
+    return Py_NewRef(self->tally->unmatched_route);
+}
+
+static PyObject *
+passage_close(PassageObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    int64_t end;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "close(scope, error) takes 2 arguments");
+        return NULL;
+    }
+    PyObject *error = args[1], *route = NULL;
+    if (pk_now(&end) < 0) {
+        goto fail;
+    }
+    if (error == Py_None) {
+        error = self->complete ? empty_text : self->tally->incomplete;
+    }
+    else if (!PyUnicode_Check(error)) {
+        PyErr_SetString(PyExc_TypeError, "close: error must be str or None");
+        goto fail;
+    }
+    route = route_of(self, args[0]);
+    if (route == NULL || tally_add_values(self->tally, self->method, route, self->status, error, self->streaming, 0,
+                                          end - self->start_ns, self->ttft_ns) < 0) {
+        goto fail;
+    }
+    Py_DECREF(route);
+    Py_RETURN_NONE;
+fail:
+    Py_XDECREF(route);
+    pk_report("middleware.passage");
+    Py_RETURN_NONE;
+}
+
+static void
+passage_dealloc(PassageObject *self)
+{
+    Py_XDECREF(self->tally);
+    Py_XDECREF(self->send);
+    Py_XDECREF(self->method);
+    pk_sse_clear(&self->sse);
+    PyObject_Free(self);
+}
+
+static PyMethodDef passage_methods[] = {
+    {"close", (PyCFunction)(void (*)(void))passage_close, METH_FASTCALL,
+     "close(scope, error): the app returned (error None) or raised (its type's name); add the request to the tally."},
+    {NULL, NULL, 0, NULL},
+};
+
+PyTypeObject PkPassage_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "litellm_perfkit._core._speedups.Passage",
+    .tp_basicsize = sizeof(PassageObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "An unrecorded request's send (see _traffic._PyPassage); made by Tally.passage.",
+    .tp_vectorcall_offset = offsetof(PassageObject, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_dealloc = (destructor)passage_dealloc,
+    .tp_methods = passage_methods,
+};
+
+int
+pk_traffic_ready(void)
+{
+    route_name = PyUnicode_InternFromString("route");
+    path_name = PyUnicode_InternFromString("path");
+    response_body = PyUnicode_InternFromString("http.response.body");
+    response_start = PyUnicode_InternFromString("http.response.start");
+    empty_text = PyUnicode_InternFromString("");
+    if (!route_name || !path_name || !response_body || !response_start || !empty_text) {
+        return -1;
+    }
+    return PyType_Ready(&PkTally_Type) < 0 || PyType_Ready(&PkPassage_Type) < 0 ? -1 : 0;
+}
