@@ -211,6 +211,14 @@ def bench_sigterm(tmp_path: Path) -> None:
     line(out, r"^1 moments, 1 reached; max time to clean [\d.]+ s; 0 over 10 s or with a process left$")
 
 
+def soak(tmp_path: Path) -> None:
+    out = run("soak", "--requests", "300", "--step", "150")
+    rows = table(out, "| backend | requests |")
+    assert [r[0] for r in rows] == ["down", "hung"] and all(number(r[1]) >= 300 for r in rows), out
+    line(out, r'^perfkit\'s counts at exit: \{"requests":\d+,"recorded":\d+,')
+    line(out, r"^processes left 10 s after SIGTERM: 0$")
+
+
 @dataclass(frozen=True)
 class Case:
     script: str
@@ -234,6 +242,7 @@ CASES = [
     Case("litellm_recording_cost", litellm_recording_cost_against_plain, LITELLM),
     Case("agent_cost", agent_cost, LITELLM),
     Case("bench_sigterm", bench_sigterm, LITELLM),
+    Case("soak", soak, REAL),
 ]
 
 

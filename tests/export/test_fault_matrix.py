@@ -51,6 +51,13 @@ def test_the_app_is_unchanged_and_nothing_is_lost(
     if fault.backend == "ok" and fault.during == "nothing":
         assert counts["dropped_spans"] == counts["dropped_requests"] == 0, said
         assert counts["exported_spans"] == row.acknowledged_spans, said
+        # One request span delivered for each request served, with its status.
+        assert sum(row.request_errors.values()) == run.served, (row.request_errors, said)
+        if fault.name.startswith("clients disconnect"):
+            cut = run.load["summary"]["errors_by_class"].get("timeout", 0)
+            assert row.request_errors.get("client_disconnected", 0) >= cut > 0, row.request_errors
+        if fault.name.startswith("upstream resets"):
+            assert row.request_errors == {"RemoteProtocolError": run.served}, row.request_errors
     else:
         assert counts["dropped_spans"] + counts["dropped_requests"] > 0, said
     assert len(run.warnings) == len(set(run.warnings)), run.warnings  # each said once, with how many

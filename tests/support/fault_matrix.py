@@ -88,6 +88,7 @@ class Usage:
     rss_mib: float
     fds: int
     agents: list[int]
+    threads: int
 
 
 @dataclass
@@ -117,6 +118,7 @@ class Row:
     plain: Run
     acknowledged_spans: int
     received_spans: int
+    request_errors: dict[str, int]  # the acknowledged request spans' error.type (OK: none)
 
     @property
     def answers_equal(self) -> bool:
@@ -125,8 +127,10 @@ class Row:
 
 def usage(pid: int) -> Usage:
     status = Path(f"/proc/{pid}/status").read_text()
-    rss_kib = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
-    return Usage(rss_kib / 1024, len(os.listdir(f"/proc/{pid}/fd")), agents_of(pid))
+    fields = {line.split(":")[0]: line.split()[1] for line in status.splitlines() if line.split()[1:]}
+    return Usage(
+        int(fields["VmRSS"]) / 1024, len(os.listdir(f"/proc/{pid}/fd")), agents_of(pid), int(fields["Threads"])
+    )
 
 
 def _children(pid: int) -> list[int]:
@@ -265,7 +269,7 @@ def measure(fault: Fault, workdir: Path, plain: Run, seconds: float) -> Row:
             receiver.stop()
         upstream = start_mock(children, "--ttft-ms", "5", "--itl-ms", "1", "--chunks", "10", *fault.shape.upstream)
         run = _one_run(fault, upstream, workdir, receiver, seconds)
-        return Row(fault, run, plain, receiver.acknowledged_spans, receiver.received_spans)
+        return Row(fault, run, plain, receiver.acknowledged_spans, receiver.received_spans, receiver.request_errors)
 
 
 def table(rows: list[Row]) -> str:
@@ -285,3 +289,28 @@ def table(rows: list[Row]) -> str:
             f"| {run.before.rss_mib:.1f} → {run.after.rss_mib:.1f} | {run.before.fds} → {run.after.fds} |"
         )
     return "\n".join(lines)
+
+
+def main() -> None:
+    """Every fault once, its table on stdout: ``python -m tests.support.fault_matrix --seconds 3``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        description="The fault matrix on the small instrumented app (docs/reliability.md)."
+    )
+    parser.add_argument("--seconds", type=float, default=3.0, help="load per fault, after 100 warm-up requests")
+    args = parser.parse_args()
+    plain: dict[tuple[Shape, tuple[Probe, ...]], Run] = {}
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="perfkit-faults-") as work:
+        for index, fault in enumerate(FAULTS):
+            key = (fault.shape, fault.probes)
+            if key not in plain:
+                plain[key] = plain_run(fault.shape, fault.probes, Path(work) / f"plain-{len(plain)}", args.seconds)
+            rows.append(measure(fault, Path(work) / f"fault-{index}", plain[key], args.seconds))
+            print(f"{fault.name}: {rows[-1].run.health}", file=sys.stderr, flush=True)
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()

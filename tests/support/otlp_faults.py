@@ -18,11 +18,13 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Literal
+from typing import Any, Literal
 
 import orjson
 
-__all__ = ["Behaviour", "FaultyReceiver", "faulty_receiver", "free_port", "span_count"]
+from litellm_perfkit._wire._names import SemConv
+
+__all__ = ["Behaviour", "FaultyReceiver", "faulty_receiver", "free_port", "request_errors", "span_count"]
 
 Behaviour = Literal["ok", "hung", "slow", "5xx", "429"]
 
@@ -33,13 +35,29 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def span_count(body: bytes) -> int:
-    """Spans in one OTLP/JSON trace export request."""
-    return sum(
-        len(scope.get("spans", ()))
+def _spans(body: bytes) -> list[dict[str, Any]]:
+    return [
+        span
         for resource in orjson.loads(body).get("resourceSpans", ())
         for scope in resource.get("scopeSpans", ())
-    )
+        for span in scope.get("spans", ())
+    ]
+
+
+def span_count(body: bytes) -> int:
+    """Spans in one OTLP/JSON trace export request."""
+    return len(_spans(body))
+
+
+def request_errors(body: bytes) -> dict[str, int]:
+    """The request spans' ``error.type`` values (OK: none), counted."""
+    errors: dict[str, int] = {}
+    for span in _spans(body):
+        attributes = {a["key"]: next(iter(a["value"].values())) for a in span.get("attributes", ())}
+        if SemConv.HTTP_REQUEST_METHOD in attributes:
+            error = str(attributes.get(SemConv.ERROR_TYPE, "OK"))
+            errors[error] = errors.get(error, 0) + 1
+    return errors
 
 
 @dataclass
@@ -52,6 +70,7 @@ class FaultyReceiver:
     trace_requests: int = 0
     metric_requests: int = 0
     answers: dict[int, int] = field(default_factory=dict)  # status -> count
+    request_errors: dict[str, int] = field(default_factory=dict)  # acknowledged request spans by error.type
     _server: ThreadingHTTPServer | None = None
     _release: threading.Event = field(default_factory=threading.Event)  # ends the hung handlers
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -81,7 +100,11 @@ class FaultyReceiver:
             def do_POST(self) -> None:  # noqa: N802
                 body = self.rfile.read(int(self.headers.get("content-length", 0)))
                 traces = self.path.endswith("/v1/traces")
-                spans = span_count(body) if traces else 0
+                try:
+                    spans = span_count(body) if traces else 0
+                except ValueError:  # cut short by stop(): no request
+                    self.close_connection = True
+                    return
                 with receiver._lock:
                     if traces:
                         receiver.trace_requests += 1
@@ -105,6 +128,8 @@ class FaultyReceiver:
                     receiver.answers[status] = receiver.answers.get(status, 0) + 1
                     if traces and status == 200:
                         receiver.acknowledged_spans += spans
+                        for error, count in request_errors(body).items():
+                            receiver.request_errors[error] = receiver.request_errors.get(error, 0) + count
 
             def log_message(self, *args: object) -> None:
                 return None
