@@ -29,6 +29,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -103,6 +104,7 @@ class Processor:
     def __init__(self, settings: ExportSettings, exporter: Exporter | None = None) -> None:
         self.settings = settings
         self._exporter = exporter if exporter is not None else make_exporter(settings)
+        self.exporter = self._exporter
         self._sampler = Sampler(settings.sampler, settings.sampler_ratio)
         self.metrics = MetricStore()
         self.listeners: list[RecordListener] = []
@@ -254,6 +256,18 @@ class _Agent:
         self.reap()
         return self.last_stats
 
+    def forget(self) -> None:
+        """In a forked child: this process's copies of the pipes point at
+        /dev/null instead (the file objects may still close them; nothing of
+        the child's reaches the parent's agent); the agent stays the parent's."""
+        null = os.open(os.devnull, os.O_RDWR)
+        try:
+            for pipe in (self._stdin, self._stdout):
+                with contextlib.suppress(OSError, ValueError):
+                    os.dup2(null, pipe.fileno())
+        finally:
+            os.close(null)
+
     def give_up(self) -> None:
         """Drop (and count) what it holds instead of exporting it (``GIVE_UP_SIGNAL``)."""
         with contextlib.suppress(OSError):
@@ -264,6 +278,15 @@ class _Agent:
             self.process.wait(timeout=5)
         with contextlib.suppress(OSError):
             self._stdout.close()
+
+
+def _start_in_child(pipeline: weakref.ref[Pipeline]) -> None:
+    alive = pipeline()
+    if alive is not None:
+        try:
+            alive.restart_in_child()
+        except Exception as exc:  # the fork's caller must never see it
+            internal_error("export.fork", exc)
 
 
 class Pipeline:
@@ -345,14 +368,38 @@ class Pipeline:
 
     # -- lifecycle ----------------------------------------------------------
     def start(self) -> Pipeline:
+        self._start_here()
+        atexit.register(self.shutdown)
+        pipeline = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: _start_in_child(pipeline))
+        return self
+
+    def _start_here(self) -> None:
         if self.mode == "process":
             if self._handoff_type is not None:
                 self._handoff = self._handoff_type(self._max_queue, self._max_queue * _RECORD_BYTES, self._wake.set)
         self._thread = threading.Thread(target=self._run, name="perfkit-export", daemon=True)
         self._thread.start()
         set_sink(self.sink)
-        atexit.register(self.shutdown)
-        return self
+
+    def restart_in_child(self) -> None:
+        """After ``os.fork()`` (gunicorn ``--preload``): the export thread did not
+        survive it, and the agent and the queued records are the parent's. The
+        child exports its own requests, with a thread, a queue and (at its first
+        record) an agent of its own, and none of the parent's counts."""
+        if self._stopped.is_set():
+            return
+        if self._agent is not None:
+            self._agent.forget()
+        self._agent, self._agent_failed, self._agent_started_at = None, False, float("-inf")
+        self._queue, self._dropped, self._handoff = deque(), 0, None
+        self._handed = self._handed_to_agent = self._lost = self._unrecorded_sent = 0
+        self._dead_stats = {}
+        self._wake, self._stopped, self._lock = threading.Event(), threading.Event(), threading.Lock()
+        self._pid = os.getpid()
+        if self._processor is not None:
+            self._processor = Processor(self.settings, self._processor.exporter)
+        self._start_here()
 
     def stats(self) -> dict[str, int]:
         """exported_spans, dropped_spans, dropped_requests, after a flush."""

@@ -85,3 +85,42 @@ def test_a_shutdown_behind_a_hung_backend_ends_within_a_bound_and_counts_every_s
     counts = health(tmp_path)
     assert counts["recorded"] == 200 and counts["dropped_requests"] == 0, counts
     assert counts["exported_spans"] == 0 and counts["dropped_spans"] == 2 * 200, counts
+
+
+def test_a_forked_child_exports_its_own_requests_and_shares_nothing_with_its_parent(tmp_path: Path) -> None:
+    """gunicorn --preload: configure() in the parent, requests served in forked children."""
+    settings = read_settings(
+        {
+            "OTEL_TRACES_EXPORTER": "jsonl",
+            "PERFKIT_JSONL_PATH": str(tmp_path / "spans.jsonl"),
+            "PERFKIT_PROMETHEUS_DIR": str(tmp_path),
+        }
+    )
+    pipeline = Pipeline(settings, mode="process").start()
+    for _ in range(3):
+        pipeline.submit(finished_timeline())
+    pipeline.force_flush(until="handed_off")  # the parent's agent is running
+    parent_agent = pipeline._agent
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child's outcome is its health file and exit code
+        code = 1
+        try:
+            from litellm_perfkit._core import _sink
+
+            for _ in range(5):
+                _sink.sink(finished_timeline())  # what the middleware calls: the child's own pipeline
+            assert pipeline._agent is None or pipeline._agent is not parent_agent
+            pipeline.shutdown()
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    for _ in range(2):
+        pipeline.submit(finished_timeline())
+    pipeline.shutdown()
+    child_counts = orjson.loads((tmp_path / f"{child}.health").read_bytes())
+    assert child_counts["recorded"] == 5 and child_counts["exported_spans"] == 10, child_counts
+    counts = health(tmp_path)
+    assert counts["recorded"] == 5 and counts["exported_spans"] == 10 and counts["dropped_requests"] == 0, counts
+    assert len((tmp_path / "spans.jsonl").read_text().splitlines()) == 20
