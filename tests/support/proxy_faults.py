@@ -2,9 +2,9 @@
 the same faults, load, probes and counts as tests/support/fault_matrix.py,
 with the proxy in place of the small app.
 
-The ground truth for the requests counted is what the client sent (every
-load's requests, warm-ups included, and the probes): the proxy keeps no
-count of its own. perfkit's counts are the workers' health files, in the
+The ground truth for the requests counted is uvicorn's access log, one
+line per request served (the load's, the probes', and the launcher's health
+checks), outside perfkit. perfkit's counts are the workers' health files, in the
 snapshot directory ``perfkit run`` made (read from the proxy's environment).
 """
 
@@ -34,15 +34,21 @@ from tests.support.probes import Answer, send
 
 __all__ = ["ProxyRun", "proxy_run", "workers_of"]
 
-# The proxy's own per-request headers (ids, timings, the upstream's stamps it passes on).
+# The proxy's own per-request headers (ids, timings, the upstream's stamps it passes on), and
+# those naming the mock's port (each run starts its own).
 _VOLATILE_HEADER = re.compile(
-    rb"^(x-litellm-(call-id|response-duration-ms|overhead-duration-ms|response-cost.*)|llm_provider-.*)$"
+    rb"^(x-litellm-(call-id|response-duration-ms|overhead-duration-ms|response-cost.*|model-id|model-api-base)"
+    rb"|llm_provider-.*)$"
 )
+
+
+_ACCESS_LINE = re.compile(r'^INFO: +[\d.]+:\d+ - "[A-Z]+ \S+ HTTP/1\.1" \d+', re.M)
 
 
 @dataclass
 class ProxyRun:
-    sent: int
+    sent: int  # by the load driver and the probes
+    served: int  # in uvicorn's access log: those, and the launcher's health checks
     answers: list[Answer]
     load: dict[str, Any]
     before: list[Usage]  # per worker
@@ -153,6 +159,7 @@ def proxy_run(version: str, fault: Fault, workdir: Path, seconds: float, plain: 
             log = Path(proxy.child.log.name).read_text(errors="replace")
         run = ProxyRun(
             int(warmup["summary"]["requests"]) + int(result["summary"]["requests"]) + len(fault.probes),
+            len(_ACCESS_LINE.findall(log)),
             answers,
             result,
             before,
@@ -170,3 +177,41 @@ def proxy_run(version: str, fault: Fault, workdir: Path, seconds: float, plain: 
                 totals[name] += int(counts.get(name, 0))
         run.health = totals
     return run
+
+
+def main() -> None:
+    """``python -m tests.support.proxy_faults --version 1.103.0``: the rows of
+    tests/litellm/test_fault_matrix.py as a table (docs/reliability.md)."""
+    import argparse
+    import tempfile
+
+    from tests.support.fault_matrix import FAULTS
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--version", default="1.103.0")
+    parser.add_argument("--seconds", type=float, default=3.0)
+    args = parser.parse_args()
+    chosen = ("none (backend up)", "backend down", "backend hung", "export agent SIGKILLed")
+    print(
+        "| fault | answers as plain | served / counted / recorded | spans exported (acked) / dropped "
+        "| requests dropped | p50 ms plain → perfkit | worker RSS MiB before → after | processes left |"
+    )
+    print("|" + "---|" * 8)
+    with tempfile.TemporaryDirectory(prefix="perfkit-proxy-faults-") as work:
+        plain = proxy_run(args.version, FAULTS[0], Path(work) / "plain", args.seconds, plain=True)
+        for index, fault in enumerate(f for f in FAULTS if f.name.startswith(chosen)):
+            run = proxy_run(args.version, fault, Path(work) / str(index), args.seconds)
+            h = run.health
+            rss = ", ".join(f"{b.rss_mib:.0f} → {a.rss_mib:.0f}" for b, a in zip(run.before, run.after))
+            print(
+                f"| {fault.name} | {'yes' if run.answers == plain.answers else 'NO'} "
+                f"| {run.served:,} / {h.get('requests', 0):,} / {h.get('recorded', 0):,} "
+                f"| {h.get('exported_spans', 0):,} ({run.acknowledged_spans:,}) / {h.get('dropped_spans', 0):,} "
+                f"| {h.get('dropped_requests', 0):,} | {plain.p50_ms} → {run.p50_ms} | {rss} "
+                f"| {len(run.left) + run.zombies} |",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
