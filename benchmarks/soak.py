@@ -96,6 +96,8 @@ def main() -> int:
                     time.sleep(0.1)
                 left = [p for p in seen if _state(p) is not None] + _children(pid)
         health = next(workdir.glob("*.health")).read_text()
+        served = int((workdir / "served").read_text())
+    sent = sum(samples[-1][0] for _, samples in rows)
     print("| backend | requests | RSS MiB after step 1 → end | RSS per 10k | fds | fds per 10k | threads |")
     print("|---|---|---|---|---|---|---|")
     for name, samples in rows:
@@ -107,6 +109,7 @@ def main() -> int:
             f"| {name} | {samples[-1][0]:,} | {first.rss_mib:.1f} → {last.rss_mib:.1f} | {rss:+.2f} MiB "
             f"| {first.fds} → {last.fds} | {fds:+.2f} | {first.threads} → {last.threads} |"
         )
+    print(f"sent by perfkit load: {sent:,}; served by the app (its own count): {served:,}")
     print(f"perfkit's counts at exit: {health}")
     print(f"processes left 10 s after SIGTERM: {len(left)}")
     return 1 if left else 0

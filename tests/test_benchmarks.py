@@ -215,7 +215,9 @@ def soak(tmp_path: Path) -> None:
     out = run("soak", "--requests", "300", "--step", "150")
     rows = table(out, "| backend | requests |")
     assert [r[0] for r in rows] == ["down", "hung"] and all(number(r[1]) >= 300 for r in rows), out
-    line(out, r'^perfkit\'s counts at exit: \{"requests":\d+,"recorded":\d+,')
+    served = line(out, r"^sent by perfkit load: [\d,]+; served by the app \(its own count\): ([\d,]+)$").group(1)
+    counted = line(out, r'^perfkit\'s counts at exit: \{"requests":(\d+),"recorded":\d+,').group(1)
+    assert number(served) == number(counted), out
     line(out, r"^processes left 10 s after SIGTERM: 0$")
 
 
