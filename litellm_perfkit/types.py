@@ -14,6 +14,7 @@ __all__ = [
     "ASGIApp",
     "Arrival",
     "AttributeValue",
+    "BenchDeployment",
     "BenchFlamegraph",
     "BenchResult",
     "BenchRun",
@@ -106,6 +107,10 @@ FlamegraphFormat = Literal["speedscope", "svg"]
 
 BenchFlamegraph = Literal["off", "speedscope", "svg"]
 """Whether ``perfkit bench`` records a flamegraph of the proxy, and in which format."""
+
+BenchDeployment = Literal["plain", "postgres", "postgres+redis"]
+"""What ``perfkit bench`` runs beside the proxy: nothing (a master key), or a
+private PostgreSQL for virtual keys and spend tracking, and a private Redis too."""
 
 Mark = Literal["headers_sent", "first_body_byte", "first_token", "last_byte"]
 """Point-in-time events of one request after it was received (``start_ns``)."""
@@ -498,6 +503,15 @@ class BenchSamples(TypedDict):
     streams_per_s_repeats: list[float]
 
 
+class BenchDeploymentInfo(TypedDict):
+    """What ran beside the proxy (``--deployment``) and what it recorded."""
+
+    mode: BenchDeployment
+    description: str
+    startup_s: Annotated[dict[str, float], "each part's start: database client, postgres, schema, redis, proxy"]
+    spend_log_rows: Annotated[int | None, "rows in LiteLLM_SpendLogs once the batch writer settled; none when plain"]
+
+
 class _BenchRunFields(TypedDict):
     target: str
     litellm_version: str | None
@@ -526,6 +540,7 @@ class BenchRun(_BenchRunFields, total=False):
     """One target (a LiteLLM version, a worker count) measured."""
 
     locust: Annotated[dict[str, list[LocustEntry]], "with the Locust driver: its entries per phase"]
+    deployment: Annotated[BenchDeploymentInfo, "with --deployment postgres or postgres+redis"]
 
 
 class _BenchResultFields(_BenchRunFields):
@@ -543,6 +558,7 @@ class BenchResult(_BenchResultFields, total=False):
     fields at the top, and every run in ``runs`` when there are several; docs/bench.md."""
 
     locust: Annotated[dict[str, list[LocustEntry]], "with the Locust driver: its entries per phase"]
+    deployment: Annotated[BenchDeploymentInfo, "with --deployment postgres or postgres+redis"]
     runs: list[BenchRun]
     stopped_by: Annotated[str, "the signal that stopped an incomplete bench"]
 

@@ -70,6 +70,18 @@ def test_the_wheel_with_no_extras_gives_a_working_cli(dist: Path, tmp_path: Path
         "perfkit: OTEL_TRACES_EXPORTER=sdk needs the OpenTelemetry SDK (pip install 'litellm_perfkit[sdk]'); "
         "spans are not exported"
     ], chosen.stderr
+    # OTLP over gRPC without grpcio (the cli extra brings it): one line naming the extra, then HTTP.
+    app = [python, str(ROOT / "tests" / "support" / "protocol_app.py"), "1"]
+    grpc_env = {
+        "PATH": os.environ["PATH"],
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",
+    }
+    grpc = subprocess.run(app, capture_output=True, text=True, timeout=60, env=grpc_env)
+    assert grpc.returncode == 0 and "Traceback" not in grpc.stderr, grpc.stderr
+    assert grpc.stderr.splitlines()[0] == (
+        "perfkit: OTLP over grpc needs grpcio: pip install 'litellm_perfkit[cli]' (or [otlp]); using http/protobuf on port 4318"
+    )
     bar = perfkit(script, "load", "--url", "http://127.0.0.1:9", "--requests", "1", "--progress", "on")
     assert bar.returncode == 2 and bar.stderr.strip().splitlines() == [
         "perfkit load: error: this needs rich, which the 'cli' extra installs: pip install 'litellm_perfkit[cli]'"

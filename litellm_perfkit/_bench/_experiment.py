@@ -34,8 +34,11 @@ from .._wire._environment_variables import (
     OTEL_SERVICE_NAME,
     PERFKIT_RECORD_RATE,
 )
-from ..types import BenchResult, BenchRun, LoadResult, LoadSummary
+from ..types import BenchDeploymentInfo, BenchResult, BenchRun, LoadResult, LoadSummary
 from ._analysis import requests_cpu_per_request, sampled_warning, stage_breakdown
+from ._deploy import Deployed, DeployError
+from ._deploy import preflight as deployment_preflight
+from ._deployed import deployment_info, target_deployment, with_virtual_key
 from ._heartbeat import Say
 from ._launch import Agents, Child, Children, free_port, port_open, start_litellm, start_mock, tree_usage
 from ._options import CANNOT_STREAM, PROVIDERS, BenchError, BenchOptions, config_template
@@ -65,6 +68,16 @@ def preflight(options: BenchOptions) -> None:
         options.say(
             f"note: LiteLLM cannot stream through {options.provider}; the streaming phase will count its errors"
         )
+    if options.deployment != "plain":
+        if not options.litellm_versions or options.proxy_url or options.proxy_command:
+            raise BenchError(
+                f"--deployment {options.deployment} prepares the database client of a LiteLLM perfkit installs: "
+                "use it with --litellm-version (not --proxy-url or --proxy-command)"
+            )
+        try:
+            deployment_preflight(options.deployment)
+        except DeployError as exc:
+            raise BenchError(str(exc)) from None
     if not (options.proxy_url or options.proxy_command or options.litellm_versions):
         proxy_bin(None)
 
@@ -90,7 +103,7 @@ def run_bench(options: BenchOptions) -> BenchResult:
             for workers in options.workers:
                 repeats: list[Repeat] = []
                 try:
-                    flamegraph, idle = _target(
+                    flamegraph, idle, deployed = _target(
                         children, options, target, version, workers, upstream, receiver, workdir, repeats
                     )
                 except KeyboardInterrupt as exc:
@@ -99,6 +112,8 @@ def run_bench(options: BenchOptions) -> BenchResult:
                         runs.append(summarize(target, version, workers, direct, repeats, None, None))
                     break
                 runs.append(summarize(target, version, workers, direct, repeats, flamegraph, idle))
+                if deployed is not None:
+                    runs[-1]["deployment"] = deployed
             if stop is not None:
                 break
     if not runs:
@@ -192,33 +207,40 @@ def _target(
     receiver: SpanReceiver,
     workdir: Path,
     repeats: list[Repeat],
-) -> tuple[str | None, Idle | None]:
+) -> tuple[str | None, Idle | None, BenchDeploymentInfo | None]:
     """One target measured ``options.repeats`` times, each finished repeat
-    appended to ``repeats``, then idle; the flamegraph's path, when one was
-    asked for, and the idle phase."""
+    appended to ``repeats``, then idle, in its deployment; the flamegraph's
+    path, when one was asked for, the idle phase, and the deployment's record
+    (none when plain)."""
     proxy: Child | None = None
-    if options.proxy_url:
-        url = options.proxy_url.rstrip("/")
-    else:
-        options.say(f"starting {target} with {workers} worker(s)")
-        url, proxy = _start_proxy(children, options, version, workers, upstream, receiver, workdir)
-    flamegraph = None
-    for repeat in range(options.repeats):
-        receiver.clear()
-        recording = _start_flamegraph(options, proxy, target, workers) if repeat == 0 else None
-        try:
-            run = _repeat(url, options, receiver, workdir, proxy)
-        except BaseException:  # Ctrl-C or a failed phase: py-spy runs in its own session
+    proxy_start_s = None
+    with target_deployment(options, version) as deployment:
+        if options.proxy_url:
+            url = options.proxy_url.rstrip("/")
+        else:
+            options.say(f"starting {target} with {workers} worker(s)")
+            started = time.monotonic()
+            url, proxy = _start_proxy(children, options, version, workers, upstream, receiver, workdir, deployment)
+            proxy_start_s = time.monotonic() - started
+            options = with_virtual_key(options, url, deployment)
+        flamegraph = None
+        for repeat in range(options.repeats):
+            receiver.clear()
+            recording = _start_flamegraph(options, proxy, target, workers) if repeat == 0 else None
+            try:
+                run = _repeat(url, options, receiver, workdir, proxy)
+            except BaseException:  # Ctrl-C or a failed phase: py-spy runs in its own session
+                if recording is not None:
+                    recording[0].kill()
+                raise
             if recording is not None:
-                recording[0].kill()
-            raise
-        if recording is not None:
-            flamegraph = _stop_flamegraph(options, *recording)
-        repeats.append(run)
-    idle = _idle(url, options, receiver, workdir) if options.idle_s > 0 else None
-    if proxy is not None:
-        children.stop(proxy)
-    return flamegraph, idle
+                flamegraph = _stop_flamegraph(options, *recording)
+            repeats.append(run)
+        idle = _idle(url, options, receiver, workdir) if options.idle_s > 0 else None
+        info = deployment_info(deployment, proxy_start_s) if options.deployment != "plain" else None
+        if proxy is not None:
+            children.stop(proxy)
+    return flamegraph, idle, info
 
 
 def _records(jsonl: Path) -> list[dict[str, Any]]:
@@ -279,6 +301,7 @@ def _start_proxy(
     upstream: str,
     receiver: SpanReceiver,
     workdir: Path,
+    deployment: Deployed,
 ) -> tuple[str, Child]:
     # Every request recorded and handed over soon: the bench joins each to its spans and attributes them.
     env = {
@@ -297,11 +320,12 @@ def _start_proxy(
         return f"http://127.0.0.1:{port}", proxy
     litellm, perfkit = proxy_bin(version, options.say)
     template = Path(options.config).read_text() if options.config else config_template(options.provider)
+    env.update(deployment.env)
     started = start_litellm(
         children,
         litellm,
         perfkit,
-        template.replace("{upstream}", upstream),
+        template.replace("{upstream}", upstream) + deployment.config,
         workdir,
         workers=workers,
         perfkit_args=(

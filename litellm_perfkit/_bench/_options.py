@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._wire._record_rate import DEFAULT_RECORD_RATE
-from ..types import BenchFlamegraph, Driver, ProgressMode
+from ..types import BenchDeployment, BenchFlamegraph, Driver, ProgressMode
 
 __all__ = [
     "BenchError",
@@ -95,6 +95,7 @@ class BenchOptions:
     label: str = "bench"
     driver: Driver = "perfkit"
     processes: int = 1  # load-driver processes
+    deployment: BenchDeployment = "plain"  # what runs beside the proxy (_deployed.py)
     flamegraph: BenchFlamegraph = "off"  # py-spy on the proxy during the first repeat
     flamegraph_prefix: str = "perfkit-bench"  # files: PREFIX.TARGET.wN.speedscope.json / .svg
     progress: ProgressMode = "auto"

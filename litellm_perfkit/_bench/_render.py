@@ -48,12 +48,16 @@ def _run(run: BenchRun) -> list[str]:
     if warning:
         lines += ["", warning]
     fast = run.get("fast_paths") or {}
+    deployment = run.get("deployment")
     if fast:
-        lines += [
-            "",
-            "fast paths: "
-            + ", ".join(f"{k}={v}" for k, v in fast.items() if k not in ("version", "table", "callbacks")),
-        ]
+        # With a deployment, the callbacks it registers (LiteLLM's spend logger among them) are named.
+        hidden = ("version", "table") if deployment else ("version", "table", "callbacks")
+        lines += ["", "fast paths: " + ", ".join(f"{k}={v}" for k, v in fast.items() if k not in hidden)]
+    if deployment:
+        startup = ", ".join(f"{part} {seconds:.1f} s" for part, seconds in deployment["startup_s"].items())
+        lines += ["", f"deployment: {deployment['description']}", f"started: {startup}"]
+        if deployment["spend_log_rows"] is not None:
+            lines.append(f"spend-log rows written (LiteLLM_SpendLogs): {deployment['spend_log_rows']}")
     return lines
 
 

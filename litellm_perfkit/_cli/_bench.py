@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from .._wire._record_rate import DEFAULT_RECORD_RATE
-from ..types import BenchFlamegraph, Driver
+from ..types import BenchDeployment, BenchFlamegraph, Driver
 from ._common import (
     CliError,
     add_api_key,
@@ -198,6 +198,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "measure each path's overhead; aiohttp_openai cannot stream in LiteLLM (docs/litellm.md)",
     )
     target.add_argument(
+        "--deployment",
+        choices=choices(BenchDeployment),
+        default=defaults.deployment,
+        help="what runs beside the proxy, with --litellm-version: plain (default: a master key, nothing else); "
+        "postgres (a private PostgreSQL: the load uses a virtual key, LiteLLM tracks its spend); postgres+redis "
+        "(and a private Redis for the router's state). LiteLLM's database client runs Prisma's wasm query engine "
+        "under node (docs/bench.md)",
+    )
+    target.add_argument(
         "--idle",
         type=duration,
         default=defaults.idle_s,
@@ -267,6 +276,7 @@ def run(args: argparse.Namespace) -> int:
             idle_s=args.idle,
             label=args.label,
             flamegraph=args.flamegraph,
+            deployment=args.deployment,
             flamegraph_prefix=str(Path(args.out).with_suffix("")),
             **_gateway(args),
         )
@@ -274,6 +284,8 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(
                 "--record-rate sets what --perturbation measures; the bench itself records every request to attribute them"
             )
+        if args.perturbation and args.deployment != "plain":
+            raise CliError("--perturbation measures the plain proxy; run --deployment without it")
         if args.perturbation:
             rate = args.record_rate or options.record_rate
             pairs = args.repeats or PERTURBATION_PAIRS

@@ -92,89 +92,106 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_load_arguments(p, BISECT_BENCH)
 
 
-def run(args: argparse.Namespace) -> int:
-    from .._bench._bisect import Journal, Unavailable, bisect, releases_between
-    from .._bench._bisect_bench import BISECT_BENCH, measure_with_bench, render_bisect
-    from .._bench._launch import StartError
-    from .._bench._options import BenchError
+def _checked_pip_args(args: argparse.Namespace) -> list[str]:
+    """The options that must agree with each other; ``--pip-args`` split as a shell would."""
+    if args.package != "litellm" and not args.proxy_command:
+        raise CliError(
+            f'--package {args.package} needs --proxy-command to run it, e.g. "{{python}} -m my_gateway --port {{port}} --upstream {{upstream}}"'
+        )
+    if args.package == "litellm" and args.proxy_command:
+        raise CliError(
+            "--proxy-command is for --package other than litellm; LiteLLM runs from its cached venv per release"
+        )
+    if args.min_samples > args.max_samples:
+        raise CliError(f"--min-samples {args.min_samples} is more than --max-samples {args.max_samples}")
+    try:
+        return shlex.split(args.pip_args)
+    except ValueError as exc:
+        raise CliError(f"--pip-args: {exc}") from None
+
+
+def _journal_settings(args: argparse.Namespace) -> dict[str, object]:
+    """What a journal's measurements depend on: a rerun with other settings starts afresh."""
+    return {
+        "package": args.package,
+        "metric": args.metric,
+        "good": args.good,
+        "bad": args.bad,
+        "pre": args.pre,
+        "proxy_command": args.proxy_command,
+        "concurrency": args.concurrency,
+        "duration_s": args.duration,
+        "stream_concurrency": args.stream_concurrency,
+        "ttft_ms": args.ttft_ms,
+        "itl_ms": args.itl_ms,
+        "chunks": args.chunks,
+        "min_change": args.min_change,
+    }
+
+
+def _say(message: str) -> None:
+    print(f"perfkit bisect: {message}", file=sys.stderr, flush=True)
+
+
+def _releases(args: argparse.Namespace, pip_args: list[str]) -> list[str]:
+    from .._bench._bisect import releases_between
     from .._bench._releases import available_versions
     from .._bench._venvs import VenvError
 
-    def action() -> int:
-        if args.package != "litellm" and not args.proxy_command:
-            raise CliError(
-                f'--package {args.package} needs --proxy-command to run it, e.g. "{{python}} -m my_gateway --port {{port}} --upstream {{upstream}}"'
-            )
-        if args.package == "litellm" and args.proxy_command:
-            raise CliError(
-                "--proxy-command is for --package other than litellm; LiteLLM runs from its cached venv per release"
-            )
-        if args.min_samples > args.max_samples:
-            raise CliError(f"--min-samples {args.min_samples} is more than --max-samples {args.max_samples}")
-        try:
-            pip_args = shlex.split(args.pip_args)
-        except ValueError as exc:
-            raise CliError(f"--pip-args: {exc}") from None
+    try:
+        versions = releases_between(available_versions(args.package, pip_args), args.good, args.bad, args.pre)
+    except (ValueError, VenvError) as exc:
+        raise CliError(str(exc)) from None
+    if len(versions) < 2 or args.good == args.bad:
+        raise CliError(f"--good {args.good} and --bad {args.bad} must be two different releases of {args.package}")
+    return versions
 
-        def say(message: str) -> None:
-            print(f"perfkit bisect: {message}", file=sys.stderr, flush=True)
 
-        try:
-            versions = releases_between(available_versions(args.package, pip_args), args.good, args.bad, args.pre)
-        except (ValueError, VenvError) as exc:
-            raise CliError(str(exc)) from None
-        if len(versions) < 2 or args.good == args.bad:
-            raise CliError(f"--good {args.good} and --bad {args.bad} must be two different releases of {args.package}")
-        options = dataclasses.replace(load_options(args, BISECT_BENCH), proxy_command=args.proxy_command)
-        settings = {
-            "package": args.package,
-            "metric": args.metric,
-            "good": args.good,
-            "bad": args.bad,
-            "pre": args.pre,
-            "proxy_command": args.proxy_command,
-            "concurrency": args.concurrency,
-            "duration_s": args.duration,
-            "stream_concurrency": args.stream_concurrency,
-            "ttft_ms": args.ttft_ms,
-            "itl_ms": args.itl_ms,
-            "chunks": args.chunks,
-            "min_change": args.min_change,
-        }
-        try:
-            journal = Journal.open(Path(args.out), settings)
-        except ValueError as exc:
-            raise CliError(str(exc)) from None
-        finished = journal.load_result()
-        if finished is not None and finished["complete"]:
-            say(
-                f"{args.out} holds a complete answer for these settings; remove it (or choose another --out) to measure again"
-            )
-            print(render_bisect(finished, versions, args.metric, args.package))
-            return 0
-        resumed = sum(len(samples) for samples in journal.samples.values())
-        say(
-            f"{len(versions)} releases of {args.package} from {versions[0]} to {versions[-1]}"
-            + (f"; resuming {args.out} ({resumed} measurements)" if resumed else "")
+def _bisect(args: argparse.Namespace) -> int:
+    from .._bench._bisect import Journal, Unavailable, bisect
+    from .._bench._bisect_bench import BISECT_BENCH, measure_with_bench, render_bisect
+    from .._bench._launch import StartError
+    from .._bench._options import BenchError
+
+    pip_args = _checked_pip_args(args)
+    versions = _releases(args, pip_args)
+    options = dataclasses.replace(load_options(args, BISECT_BENCH), proxy_command=args.proxy_command)
+    try:
+        journal = Journal.open(Path(args.out), _journal_settings(args))
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    finished = journal.load_result()
+    if finished is not None and finished["complete"]:
+        _say(
+            f"{args.out} holds a complete answer for these settings; remove it (or choose another --out) to measure again"
         )
-        measure = measure_with_bench(options, args.package, args.metric, pip_args)
-        try:
-            result = bisect(
-                versions,
-                measure,
-                journal,
-                budget_s=args.budget,
-                min_samples=args.min_samples,
-                max_samples=args.max_samples,
-                min_change=args.min_change,
-                say=say,
-            )
-        except (BenchError, StartError) as exc:
-            raise CliError(f"{exc} (measurements so far are in {args.out}; rerun to resume)") from None
-        except Unavailable as exc:  # an end of the range: nothing to compare with
-            raise CliError(f"an end of the range cannot be measured: {exc}; choose another --good or --bad") from None
-        print(render_bisect(result, versions, args.metric, args.package))
-        print(f"\nwritten: {args.out}")
+        print(render_bisect(finished, versions, args.metric, args.package))
         return 0
+    resumed = sum(len(samples) for samples in journal.samples.values())
+    _say(
+        f"{len(versions)} releases of {args.package} from {versions[0]} to {versions[-1]}"
+        + (f"; resuming {args.out} ({resumed} measurements)" if resumed else "")
+    )
+    measure = measure_with_bench(options, args.package, args.metric, pip_args)
+    try:
+        result = bisect(
+            versions,
+            measure,
+            journal,
+            budget_s=args.budget,
+            min_samples=args.min_samples,
+            max_samples=args.max_samples,
+            min_change=args.min_change,
+            say=_say,
+        )
+    except (BenchError, StartError) as exc:
+        raise CliError(f"{exc} (measurements so far are in {args.out}; rerun to resume)") from None
+    except Unavailable as exc:  # an end of the range: nothing to compare with
+        raise CliError(f"an end of the range cannot be measured: {exc}; choose another --good or --bad") from None
+    print(render_bisect(result, versions, args.metric, args.package))
+    print(f"\nwritten: {args.out}")
+    return 0
 
-    return run_command("bisect", action)
+
+def run(args: argparse.Namespace) -> int:
+    return run_command("bisect", lambda: _bisect(args))

@@ -52,9 +52,8 @@ EXTRAS = {
     "locust": "locust",
     "gevent": "locust",
     "geventhttpclient": "locust",
-    "grpc": "otlp",
-    "google": "otlp",
-    "opentelemetry": "otlp",
+    "grpc": "cli",
+    "opentelemetry": "sdk",  # the api is a dependency; the sdk is the extra
 }
 """The extra that installs each optional module (pyproject.toml's optional-dependencies)."""
 

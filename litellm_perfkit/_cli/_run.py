@@ -84,7 +84,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--out",
         metavar="FILE",
-        help="write the spans to this file, one OTLP/JSON request per line, instead of exporting them "
+        help="write the spans to this file, one OTLP/JSON span per line, instead of exporting them "
         "(PERFKIT_JSONL_PATH; --exporter jsonl)",
     )
     p.add_argument(

@@ -56,7 +56,9 @@ class _HeaderSettings:
 
 
 class PerfkitMiddleware:
-    """Wrap an ASGI app; lifespan and websocket scopes pass through untouched.
+    """Wrap an ASGI app; websocket scopes pass through untouched, and the
+    lifespan's shutdown flushes the export (uvicorn ends the process by
+    re-raising SIGTERM, so ``atexit`` would not run).
 
     ``server_timing``: add ``Server-Timing`` with the stages finished before the
     headers go out. ``overhead_header``: add ``x-perfkit-overhead-ms``, the time
@@ -140,6 +142,9 @@ class PerfkitMiddleware:
     _step_accounting: StepAccounting = PYTHON_STEPS
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self.app(scope, receive, _flushing_at_shutdown(send))
+            return
         if scope["type"] != "http" or (self._record_choice is not None and not self._record_choice.record()):
             await self.app(scope, receive, send)
             return
@@ -189,6 +194,21 @@ class PerfkitMiddleware:
                 except Exception as exc:
                     internal_error("middleware.describe", exc)
                 exchange.finish()
+
+
+def _flushing_at_shutdown(send: Send) -> Send:
+    """The lifespan's send: once the app has shut down, the export flushes
+    (``_sink.at_shutdown``) before the server hears so and ends the process."""
+
+    async def send_after_flush(message: Message) -> None:
+        if message["type"] in ("lifespan.shutdown.complete", "lifespan.shutdown.failed"):
+            try:
+                _sink.at_shutdown()
+            except Exception as exc:
+                internal_error("middleware.shutdown", exc)
+        await send(message)
+
+    return send_after_flush
 
 
 def _describe(attributes: dict[str, AttributeValue], scope: Scope) -> None:

@@ -72,8 +72,9 @@ def configure(
     with _lock:
         if _pipeline is not None:
             _pipeline.shutdown()
-        # The host's SDK lives in this process: its spans are built here.
-        chosen = "thread" if settings.exporter == "sdk" else mode or _mode_from_env()
+        # The host's SDK lives in this process, and the console is its stdout
+        # (the agent's is the pipe it reports on): their spans are built here.
+        chosen = "thread" if settings.exporter in ("sdk", "console") else mode or _mode_from_env()
         _pipeline = Pipeline(settings, mode=chosen).start()
         return _pipeline
 

@@ -5,7 +5,8 @@ span or a protobuf message object costs 10-40 us here, a hand-built one a few.
 JSON follows the OTLP/JSON rules (hex ids, 64-bit integers as strings, enum
 values as integers, lowerCamelCase keys); protobuf follows
 opentelemetry/proto/trace/v1/trace.proto field numbers.
-Metrics are encoded once per export interval, so they go through plain dicts.
+Metrics are encoded once per export interval, so they go through plain dicts
+(OTLP/JSON's form), which ``_metrics_protobuf`` turns into protobuf.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from .._wire._environment_variables import PERFKIT_APP_PID
 from .._wire._names import INSTRUMENTATION_SCOPE, SemConv
 from ..types import AttributeValue
 from ._metrics import BOUNDARIES_NS, DESCRIPTIONS, MetricStore
+from ._metrics_protobuf import encode_metrics_request
 from ._spans import Attributes, Span
 
 __all__ = ["spans_json", "spans_protobuf", "span_json", "metrics_json", "metrics_protobuf"]
@@ -261,8 +263,8 @@ def _metrics_request(
                 **times,
                 "count": str(histogram.count),
                 "sum": histogram.total_ns / 1e9,
-                "min": histogram.minimum_ns / 1e9,
-                "max": histogram.maximum_ns / 1e9,
+                # Optional in OTLP: an empty histogram (gc.pause before any request) has neither.
+                **({"min": histogram.minimum_ns / 1e9, "max": histogram.maximum_ns / 1e9} if histogram.count else {}),
                 "bucketCounts": [str(c) for c in histogram.counts],
                 "explicitBounds": [b / 1e9 for b in BOUNDARIES_NS],
             }
@@ -307,10 +309,5 @@ def metrics_json(
 def metrics_protobuf(
     store: MetricStore, service_name: str, resource: dict[str, str], start_unix_ns: int, now_unix_ns: int
 ) -> bytes:
-    """A serialized ExportMetricsServiceRequest (needs the ``otlp`` extra)."""
-    from google.protobuf import json_format
-    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
-
-    request = _metrics_request(store, service_name, resource, start_unix_ns, now_unix_ns)
-    message = json_format.ParseDict(request, ExportMetricsServiceRequest())
-    return bytes(message.SerializeToString())
+    """A serialized ExportMetricsServiceRequest: the same request as ``metrics_json``, in protobuf."""
+    return encode_metrics_request(_metrics_request(store, service_name, resource, start_unix_ns, now_unix_ns))

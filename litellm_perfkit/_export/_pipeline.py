@@ -380,7 +380,7 @@ class Pipeline:
                 self._handoff = self._handoff_type(self._max_queue, self._max_queue * _RECORD_BYTES, self._wake.set)
         self._thread = threading.Thread(target=self._run, name="perfkit-export", daemon=True)
         self._thread.start()
-        set_sink(self.sink)
+        set_sink(self.sink, self.shutdown)
 
     def restart_in_child(self) -> None:
         """After ``os.fork()`` (gunicorn ``--preload``): the export thread did not

@@ -264,21 +264,18 @@ def read_settings(
     default_endpoint = _DEFAULT_ENDPOINTS[proto]
     base_raw = endpoint or env.get(variables.OTEL_EXPORTER_OTLP_ENDPOINT) or default_endpoint
     base = _url(variables.OTEL_EXPORTER_OTLP_ENDPOINT, base_raw, default_endpoint)
-    if proto == "grpc":
-        traces = metrics = base
-    else:
-        traces = base + "/v1/traces"
-        metrics = base + "/v1/metrics"
-        if not endpoint and env.get(variables.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT):
-            traces = _url(
-                variables.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, env[variables.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT], traces
-            )
-        if not endpoint and env.get(variables.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT):
-            metrics = _url(
-                variables.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT,
-                env[variables.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT],
-                metrics,
-            )
+    # gRPC has one endpoint for every service; HTTP a path per signal.
+    traces, metrics = (base, base) if proto == "grpc" else (base + "/v1/traces", base + "/v1/metrics")
+    if not endpoint and env.get(variables.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT):
+        traces = _url(
+            variables.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, env[variables.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT], traces
+        )
+    if not endpoint and env.get(variables.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT):
+        metrics = _url(
+            variables.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT,
+            env[variables.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT],
+            metrics,
+        )
 
     sampler_value = _choice(env, variables.OTEL_TRACES_SAMPLER, sampler, get_args(SamplerName), "parentbased_always_on")
     ratio = 1.0
@@ -290,7 +287,7 @@ def read_settings(
             )
             ratio = 1.0
 
-    metrics_exporter = _choice(env, variables.OTEL_METRICS_EXPORTER, None, ("otlp", "none", "console"), "otlp")
+    metrics_exporter = _choice(env, variables.OTEL_METRICS_EXPORTER, None, ("otlp", "none"), "otlp")
     return ExportSettings(
         service_name=name,
         exporter=exporter_value,  # type: ignore[arg-type]  # validated by _choice

@@ -135,13 +135,7 @@ def _read(path: str | None) -> bytes | None:
 
 
 def _failed(kind: str, target: str, exc: BaseException) -> bool:
-    if isinstance(exc, ImportError):
-        # Not the backend's fault: perfkit was installed without the otlp extra.
-        consequence = (
-            "the protobuf encoding needs pip install 'litellm_perfkit[otlp]' "
-            "(or set OTEL_EXPORTER_OTLP_PROTOCOL=http/json)"
-        )
-    elif kind == "spans":
+    if kind == "spans":
         consequence = "they are dropped and counted (perfkit.spans.dropped)"
     else:
         consequence = "this backend may not take OTLP metrics; they are retried at the next interval"
@@ -204,9 +198,6 @@ class OtlpGrpcExporter:
         import grpc
 
         self._settings = settings
-        parts = urlsplit(settings.endpoint)
-        self._target = f"{parts.hostname}:{parts.port or 4317}"
-        self._secure = parts.scheme == "https"
         busy = grpc.StatusCode
         # The OTLP/gRPC specification's retryable codes; RESOURCE_EXHAUSTED
         # only when the server says when to retry (RetryInfo).
@@ -219,21 +210,27 @@ class OtlpGrpcExporter:
             busy.DATA_LOSS,
         }
         self._channels: list[Any] = []
-        self._export_traces = self._sender(self._TRACES, Signal.of(settings, "traces"))
-        self._export_metrics = self._sender(self._METRICS, Signal.of(settings, "metrics"))
+        self._traces_target, self._export_traces = self._sender(
+            self._TRACES, settings.traces_endpoint, Signal.of(settings, "traces")
+        )
+        self._metrics_target, self._export_metrics = self._sender(
+            self._METRICS, settings.metrics_endpoint, Signal.of(settings, "metrics")
+        )
 
-    def _sender(self, method: str, signal: Signal) -> Callable[[bytes], None]:
-        """Sends one signal's requests on a channel of its own (its TLS files,
-        headers, timeout and compression), retrying a busy backend."""
+    def _sender(self, method: str, endpoint: str, signal: Signal) -> tuple[str, Callable[[bytes], None]]:
+        """Sends one signal's requests on a channel of its own (its endpoint,
+        TLS files, headers, timeout and compression), retrying a busy backend."""
         import grpc
 
-        if self._secure:
+        parts = urlsplit(endpoint)
+        target = f"{parts.hostname}:{parts.port or 4317}"
+        if parts.scheme == "https":
             credentials = grpc.ssl_channel_credentials(
                 _read(signal.certificate), _read(signal.client_key), _read(signal.client_certificate)
             )
-            channel = grpc.secure_channel(self._target, credentials)
+            channel = grpc.secure_channel(target, credentials)
         else:
-            channel = grpc.insecure_channel(self._target)
+            channel = grpc.insecure_channel(target)
         self._channels.append(channel)
         call = channel.unary_unary(method)
         metadata = [(k.lower(), v) for k, v in signal.headers.items()]
@@ -252,7 +249,7 @@ class OtlpGrpcExporter:
                     raise Busy(f"gRPC {code}") from exc
                 raise
 
-        return lambda request: retry.run(lambda left: send_once(request, left))
+        return target, lambda request: retry.run(lambda left: send_once(request, left))
 
     def export_spans(self, spans: list[Span]) -> bool:
         s = self._settings
@@ -260,7 +257,7 @@ class OtlpGrpcExporter:
             self._export_traces(spans_protobuf(spans, s.service_name, s.resource_attributes))
             return True
         except Exception as exc:
-            return _failed("spans", self._target, exc)
+            return _failed("spans", self._traces_target, exc)
 
     def export_metrics(self, store: MetricStore, start_unix_ns: int, now_unix_ns: int) -> bool:
         s = self._settings
@@ -270,7 +267,7 @@ class OtlpGrpcExporter:
             )
             return True
         except Exception as exc:
-            return _failed("metrics", self._target, exc)
+            return _failed("metrics", self._metrics_target, exc)
 
     def close(self) -> None:
         for channel in self._channels:
@@ -307,7 +304,8 @@ def _grpc_available() -> bool:
     except ImportError:
         warn_once(
             "export.protocol",
-            "perfkit: OTLP over grpc needs `pip install 'litellm_perfkit[otlp]'`; using http/protobuf on port 4318",
+            "perfkit: OTLP over grpc needs grpcio: pip install 'litellm_perfkit[cli]' (or [otlp]); "
+            "using http/protobuf on port 4318",
         )
         return False
     return True
@@ -339,12 +337,16 @@ def make_exporter(settings: ExportSettings) -> Exporter | None:
     if settings.protocol == "grpc":
         if _grpc_available():
             return OtlpGrpcExporter(settings)
-        parts = urlsplit(settings.endpoint)
-        base = f"{parts.scheme}://{parts.hostname}:4318"
         settings = replace(
             settings,
             protocol="http/protobuf",
-            traces_endpoint=base + "/v1/traces",
-            metrics_endpoint=base + "/v1/metrics",
+            traces_endpoint=_http_fallback(settings.traces_endpoint) + "/v1/traces",
+            metrics_endpoint=_http_fallback(settings.metrics_endpoint) + "/v1/metrics",
         )
     return OtlpHttpExporter(settings, settings.protocol)
+
+
+def _http_fallback(grpc_endpoint: str) -> str:
+    """The OTLP/HTTP base on the same host as a gRPC endpoint: the standard port, 4318."""
+    parts = urlsplit(grpc_endpoint)
+    return f"{parts.scheme}://{parts.hostname}:4318"

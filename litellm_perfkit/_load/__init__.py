@@ -13,12 +13,12 @@ from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
-from .._stop import Stopped, signal_name
+from .._stop import Stopped, run_until_stopped, signal_name
 from ..types import Driver, LoadConfig, LoadResult, ProgressMode
 from ._locust_run import LocustError, run_locust
 from ._recorder import Recorder
 from ._report import SCHEMA, build_result, median_run, render_table, stopped
-from ._runner import Arrival, LoadPlan, Phase, init_driver, run_phase_logged, run_phase_sync, run_until_stopped
+from ._runner import Arrival, LoadPlan, Phase, init_driver, run_phase_logged, run_phase_sync
 from ._workload import Workload, WorkloadError, endpoint_url
 
 __all__ = [

@@ -12,15 +12,13 @@ from __future__ import annotations
 import asyncio
 import random
 import resource
-import signal
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.synchronize import Event as EventType
 from time import perf_counter_ns
-from types import FrameType
-from typing import IO, Any, Literal
+from typing import IO, Literal
 
-from .._stop import STOP_SIGNALS, stop_signals
+from .._stop import run_until_stopped
 from ..types import Arrival
 from ._exchange import Exchange
 from ._http import Connection, connect
@@ -248,62 +246,6 @@ async def run_phase_logged(
     finally:
         if jsonl:
             jsonl.close()
-
-
-def run_until_stopped(
-    main: Coroutine[Any, Any, object], stop_requested: Callable[[], bool] | None = None
-) -> str | None:
-    """Run ``main`` on the fastest loop until it ends or a stop signal (Ctrl-C,
-    SIGTERM, SIGHUP) cancels it; the signal's name, or None when it ran to the end.
-    ``stop_requested``, polled ten times a second, stops it too ("parent").
-
-    The handler only notes the signal and asks the loop to cancel ``main``:
-    a stop raised from a signal handler could land inside one of uvloop's
-    callbacks, which logs it and runs on to the deadline. It stays installed
-    from before the loop runs until after it has closed (the loop's own
-    signal handlers, once removed, leave the default action, under which a
-    signal at that moment would kill this process and leave its children
-    running). A signal before ``main`` starts cancels it at its first step."""
-    from .._mock._server import run_fast
-
-    stopped_by: list[str] = []
-    cancel_main: list[Callable[[], object]] = []  # while the loop runs
-    signals = (signal.SIGINT, *STOP_SIGNALS)
-
-    def note(signum: int, frame: FrameType | None = None) -> None:
-        stopped_by.append(signal.Signals(signum).name)
-        for cancel in cancel_main:
-            cancel()
-
-    async def guarded() -> None:
-        loop, task = asyncio.get_running_loop(), asyncio.current_task()
-        assert task is not None
-        # Signal handlers run in the main thread, the loop's: call_soon_threadsafe
-        # also wakes a loop that waits for I/O.
-        cancel_main.append(lambda: loop.call_soon_threadsafe(task.cancel))
-        if stopped_by:
-            task.cancel()
-        poller = asyncio.ensure_future(_poll(stop_requested, task, stopped_by)) if stop_requested else None
-        try:
-            await main
-        except asyncio.CancelledError:
-            if not stopped_by:
-                raise
-        finally:
-            cancel_main.clear()
-            if poller:
-                poller.cancel()
-
-    with stop_signals(note, signals):
-        run_fast(guarded())
-    return stopped_by[0] if stopped_by else None
-
-
-async def _poll(stop_requested: Callable[[], bool], task: asyncio.Task[Any], stopped_by: list[str]) -> None:
-    while not stop_requested():
-        await asyncio.sleep(0.1)
-    stopped_by.append("parent")
-    task.cancel()
 
 
 _parent_stop: list[EventType] = []  # in a driver process, from init_driver

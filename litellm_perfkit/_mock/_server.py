@@ -9,20 +9,17 @@ than coroutines. uvloop is used when installed.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import signal
-import sys
 import time
-from collections.abc import Coroutine, Iterator, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-from .._stop import Stopped
+from .._stop import Stopped, run_until_stopped
 from .._wire._names import MOCK_PROCESSING_HEADER, MOCK_RECEIVED_HEADER
 from ._config import Deployment, MockConfig
 from ._engine import MockEngine, Plan
 
-__all__ = ["serve", "start_servers", "run_fast", "MockProtocol"]
+__all__ = ["serve", "start_servers", "MockProtocol"]
 
 _REASONS = {
     200: b"OK",
@@ -269,10 +266,9 @@ async def start_servers(config: MockConfig, deployments: Sequence[Deployment] | 
 def serve(config: MockConfig) -> None:
     """Run the mock until interrupted (uvloop when available); a stop signal
     raises ``Stopped`` (Ctrl-C: SIGINT) once the loop has ended."""
-    # The load driver's runner: its loop takes the signals, because a stop raised
-    # inside one of uvloop's callbacks is logged and lost.
-    from .._load._runner import run_until_stopped
 
+    # Its loop takes the signals: a stop raised inside one of uvloop's
+    # callbacks is logged and lost.
     async def main() -> None:
         servers = await start_servers(config)
         for server in servers:
@@ -284,28 +280,3 @@ def serve(config: MockConfig) -> None:
     stopped_by = run_until_stopped(main())
     if stopped_by is not None:
         raise Stopped(signal.Signals[stopped_by])
-
-
-def run_fast(coroutine: Coroutine[Any, Any, None]) -> None:
-    """asyncio.run on uvloop when it is installed."""
-    try:
-        import uvloop
-    except ImportError:
-        asyncio.run(coroutine)
-        return
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) if sys.version_info >= (3, 11) else _legacy() as runner:
-        runner.run(coroutine)
-
-
-@contextlib.contextmanager
-def _legacy() -> Iterator[Any]:
-    """Python 3.10: no asyncio.Runner."""
-    import uvloop
-
-    uvloop.install()
-
-    class Runner:
-        def run(self, coroutine: Coroutine[Any, Any, None]) -> None:
-            asyncio.run(coroutine)
-
-    yield Runner()

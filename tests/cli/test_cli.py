@@ -259,6 +259,7 @@ def test_every_cli_default_is_the_default_of_the_option_it_fills() -> None:
             **bench_flags(bench),
             "idle": bench.idle_s,
             "workers": bench.workers,
+            "deployment": bench.deployment,
             "label": bench.label,
             "flamegraph": bench.flamegraph,
             "out": "perfkit-bench.json",

@@ -212,22 +212,40 @@ def test_client_disconnect_mid_stream_closes_the_record_with_an_error(backend: B
     assert 0 < record.chunks < apps.STREAM_CHUNKS
 
 
-def test_lifespan_and_websocket_pass_through_untouched(backend: Backend) -> None:
+def test_websocket_passes_through_untouched_and_the_lifespan_shutdown_flushes(backend: Backend) -> None:
+    from litellm_perfkit._core import _sink
+
     seen: list[Any] = []
+    sent: list[Any] = []
+    flushed: list[str] = []
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
         seen.append((scope["type"], current_timeline(), receive, send))
+        if scope["type"] == "lifespan":
+            await send({"type": "lifespan.startup.complete"})
+            flushed.append("after startup")
+            await send({"type": "lifespan.shutdown.complete"})
 
     async def receive() -> dict[str, Any]:
         return {}
 
     async def send(message: Any) -> None:
-        return None
+        sent.append((message["type"], list(flushed)))
 
-    middleware = backend.middleware(app)
-    for kind in ("lifespan", "websocket"):
-        asyncio.run(middleware({"type": kind}, receive, send))
-    assert seen == [("lifespan", None, receive, send), ("websocket", None, receive, send)]
+    previous = (_sink.sink, _sink._on_shutdown)
+    _sink.set_sink(lambda timeline: None, lambda: flushed.append("flushed"))
+    try:
+        middleware = backend.middleware(app)
+        for kind in ("lifespan", "websocket"):
+            asyncio.run(middleware({"type": kind}, receive, send))
+    finally:
+        _sink.sink, _sink._on_shutdown = previous
+    assert seen[0][:3] == ("lifespan", None, receive) and seen[1] == ("websocket", None, receive, send)
+    # The app's messages go out as it sent them; the flush runs before the server hears of the shutdown.
+    assert sent == [
+        ("lifespan.startup.complete", []),
+        ("lifespan.shutdown.complete", ["after startup", "flushed"]),
+    ]
 
 
 def test_a_perfkit_bug_never_changes_the_response(backend: Backend) -> None:

@@ -35,7 +35,12 @@ def test_standard_variables_are_read() -> None:
     assert s.headers == {"x-tenant": "a b", "authorization": "Bearer t"}
     assert (s.sampler, s.sampler_ratio, s.timeout_s) == ("traceidratio", 0.25, 0.5)
     grpc = read_settings({"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"})
-    assert grpc.endpoint == "http://localhost:4317"
+    assert grpc.endpoint == grpc.traces_endpoint == grpc.metrics_endpoint == "http://localhost:4317"
+    # Per signal, used as given, for gRPC as for HTTP.
+    split = read_settings(
+        {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "http://metrics:4317"}
+    )
+    assert (split.traces_endpoint, split.metrics_endpoint) == ("http://localhost:4317", "http://metrics:4317")
 
 
 @pytest.mark.parametrize(
@@ -47,6 +52,8 @@ def test_standard_variables_are_read() -> None:
         ("OTEL_EXPORTER_OTLP_ENDPOINT", "localhost:4318", "endpoint", "http://localhost:4318"),
         ("OTEL_EXPORTER_OTLP_TIMEOUT", "soon", "timeout_s", 10.0),
         ("OTEL_BSP_MAX_QUEUE_SIZE", "-3", "max_queue", 2048),
+        # perfkit's metrics go out over OTLP or Prometheus; a console for them is not one of its exporters.
+        ("OTEL_METRICS_EXPORTER", "console", "metrics", True),
     ],
 )
 def test_an_invalid_value_gets_one_clear_warning_and_a_default(

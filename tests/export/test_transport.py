@@ -1,4 +1,4 @@
-"""What a failed export says: the backend's fault, or a missing extra."""
+"""What a failed export says (the backend's fault, or a missing extra), and what each protocol needs."""
 
 from __future__ import annotations
 
@@ -8,30 +8,84 @@ from typing import Any
 
 import pytest
 
+import litellm_perfkit
 from litellm_perfkit._core import _guard
 from litellm_perfkit._export._metrics import MetricStore
-from litellm_perfkit._export._settings import ExportSettings
-from litellm_perfkit._export._transport import OtlpHttpExporter
-from tests.support.servers import free_port
+from litellm_perfkit._export._settings import ExportSettings, read_settings
+from litellm_perfkit._export._transport import OtlpGrpcExporter, OtlpHttpExporter, make_exporter
+from tests.support.receiver import metrics_of, otlp_grpc_receiver, otlp_receiver
 
 
-def test_protobuf_without_the_otlp_extra_names_the_extra(
-    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def blocked(monkeypatch: pytest.MonkeyPatch, *prefixes: str) -> None:
+    """Imports of these packages fail from now on, as where they are not installed."""
     real_import = builtins.__import__
 
-    def no_protobuf(name: str, *args: Any, **kwargs: Any) -> Any:
-        if name.startswith("google.protobuf"):
-            raise ModuleNotFoundError("No module named 'google'")
+    def without(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name.startswith(prefixes):
+            raise ModuleNotFoundError(f"No module named {name.split('.')[0]!r}")
         return real_import(name, *args, **kwargs)
 
-    monkeypatch.setattr(builtins, "__import__", no_protobuf)
+    monkeypatch.setattr(builtins, "__import__", without)
+
+
+def test_protobuf_metrics_need_no_protobuf_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    store = MetricStore()
+    store.counters["perfkit.requests.unrecorded"] = 3
+    with otlp_receiver() as (url, received):
+        settings = ExportSettings(
+            endpoint=url, traces_endpoint=f"{url}/v1/traces", metrics_endpoint=f"{url}/v1/metrics"
+        )
+        exporter = OtlpHttpExporter(settings, "http/protobuf")
+        blocked(monkeypatch, "google", "opentelemetry.proto")
+        assert exporter.export_metrics(store, 0, 1) is True
+        exporter.close()
+    monkeypatch.undo()
+    [request] = metrics_of(received)
+    metrics = {m.name: m for m in request.resource_metrics[0].scope_metrics[0].metrics}
+    assert metrics["perfkit.requests.unrecorded"].sum.data_points[0].as_int == 3
+
+
+def test_grpc_without_grpcio_names_the_extra_in_one_line_and_sends_over_http(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocked(monkeypatch, "grpc")
     monkeypatch.setattr(_guard, "_warned", set())
-    dead = f"http://127.0.0.1:{free_port()}"
-    settings = ExportSettings(endpoint=dead, traces_endpoint=f"{dead}/v1/traces", metrics_endpoint=f"{dead}/v1/metrics")
-    exporter = OtlpHttpExporter(settings, "http/protobuf")
+    settings = read_settings(
+        {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4317"}
+    )
     with caplog.at_level(logging.WARNING, logger="litellm_perfkit"):
-        assert exporter.export_metrics(MetricStore(), 0, 1) is False
-    (message,) = [r.getMessage() for r in caplog.records]
-    assert "ModuleNotFoundError" in message and "litellm_perfkit[otlp]" in message and "http/json" in message
-    assert "may not take OTLP metrics" not in message
+        exporter = make_exporter(settings)
+    assert isinstance(exporter, OtlpHttpExporter)
+    assert [r.getMessage() for r in caplog.records] == [
+        "perfkit: OTLP over grpc needs grpcio: pip install 'litellm_perfkit[cli]' (or [otlp]); "
+        "using http/protobuf on port 4318"
+    ]
+    assert exporter._traces.url == "http://collector:4318/v1/traces"
+    assert exporter._metrics.url == "http://collector:4318/v1/metrics"
+
+
+def test_grpc_sends_each_signal_to_its_own_endpoint() -> None:
+    store = MetricStore()
+    with otlp_grpc_receiver() as (traces_url, traces), otlp_grpc_receiver() as (metrics_url, metrics):
+        env = {
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": traces_url,
+            "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": metrics_url,
+        }
+        exporter = OtlpGrpcExporter(read_settings(env))
+        try:
+            assert exporter.export_spans([]) is True
+            assert exporter.export_metrics(store, 0, 1) is True
+        finally:
+            exporter.close()
+    assert set(traces.bodies) == {"/v1/traces"} and set(metrics.bodies) == {"/v1/metrics"}
+    assert len(metrics_of(metrics)) == 1
+
+
+def test_the_console_exporter_writes_from_the_app_process() -> None:
+    """The console is the app's stdout; the export agent's stdout is the pipe it reports its stats on."""
+    pipeline = litellm_perfkit.configure(exporter="console", mode="process")
+    try:
+        assert pipeline.mode == "thread"
+    finally:
+        litellm_perfkit.shutdown()

@@ -11,23 +11,24 @@ from typing import Any
 
 import pytest
 
+from litellm_perfkit import _stop
 from litellm_perfkit._load import LoadPlan, Workload
 from litellm_perfkit._load._exchange import Exchange
 from litellm_perfkit._load._http import Connection
-from litellm_perfkit._load._runner import Phase, run_phase, run_until_stopped
-from litellm_perfkit._mock import _server
+from litellm_perfkit._load._runner import Phase, run_phase
+from litellm_perfkit._stop import run_until_stopped
 from litellm_perfkit.mock import Deployment, MockConfig, ModelProfile
 from tests.support.mock_server import mock_server
 
 
 def test_a_signal_before_the_loop_runs_still_starts_main_then_stops_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    real_run_fast = _server.run_fast
+    real_run_fast = _stop.run_fast
 
     def signalled_first(main: Coroutine[Any, Any, object]) -> object:
         os.kill(os.getpid(), signal.SIGTERM)  # handled here, before the loop exists
         return real_run_fast(main)
 
-    monkeypatch.setattr(_server, "run_fast", signalled_first)
+    monkeypatch.setattr(_stop, "run_fast", signalled_first)
     began: list[float] = []
 
     async def phase() -> None:

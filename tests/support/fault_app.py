@@ -90,9 +90,7 @@ def main() -> None:
     app: Any = build(args.upstream)
     if not args.plain:
         litellm_perfkit.configure()
-        # As perfkit run does for LiteLLM: uvicorn re-raises SIGTERM once it has
-        # shut down, so atexit never runs; the lifespan's end flushes instead.
-        app = OnShutdown(litellm_perfkit.PerfkitMiddleware(app), litellm_perfkit.shutdown)
+        app = litellm_perfkit.PerfkitMiddleware(app)  # which flushes the export at the lifespan's end
     counted = Counted(app)
     count_file = Path(args.count_file)
 

@@ -30,6 +30,7 @@ EXTERNAL_MARKERS = ("integration", "litellm")
 _TOOLS = {
     "litellm": "a LiteLLM proxy",
     "jaeger": "Jaeger",
+    "prometheus": "Prometheus",
     "chromium": "a browser",
     "chromium-browser": "a browser",
     "google-chrome": "a browser",
@@ -39,6 +40,10 @@ _TOOLS = {
     "go": "Go",
     "apt-get": "apt-get",
     "build_jaeger.sh": "Jaeger's build",
+    "initdb": "PostgreSQL",
+    "psql": "PostgreSQL",
+    "runuser": "PostgreSQL (as its user)",
+    "redis-server": "Redis",
 }
 _WRAPPERS = {"taskset", "nice", "env", "timeout", "setsid", "stdbuf"}
 _CACHES = (CACHE.resolve(), (Path.home() / ".cache" / "litellm_perfkit").resolve())

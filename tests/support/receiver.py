@@ -1,5 +1,6 @@
-"""A minimal OTLP/HTTP receiver on 127.0.0.1 that keeps every request body,
-and the spans in what it received (OTLP/JSON)."""
+"""Minimal OTLP receivers on 127.0.0.1 (HTTP, and gRPC) that keep every
+request body by path, the spans in what they received (OTLP/JSON), and the
+metrics (either encoding, decoded by opentelemetry-proto)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,14 @@ import contextlib
 import ssl
 import threading
 from collections.abc import Iterator
+from concurrent import futures
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import grpc
 import orjson
+from google.protobuf import json_format
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 
 
 class Received:
@@ -69,3 +74,41 @@ def spans_of(received: Received) -> list[dict[str, Any]]:
                     span["pid"] = resource.get("process.pid")
                     spans.append(span)
     return spans
+
+
+# gRPC method -> the HTTP path the same signal arrives on, so both receivers keep bodies alike.
+_GRPC_PATHS = {
+    "opentelemetry.proto.collector.trace.v1.TraceService": "/v1/traces",
+    "opentelemetry.proto.collector.metrics.v1.MetricsService": "/v1/metrics",
+}
+
+
+@contextlib.contextmanager
+def otlp_grpc_receiver() -> Iterator[tuple[str, Received]]:
+    """OTLP/gRPC: yields its URL and what it received (bodies under the HTTP paths)."""
+    received = Received()
+
+    def handler(path: str) -> Any:
+        def answer(request: bytes, context: Any) -> bytes:
+            received.bodies.setdefault(path, []).append(request)
+            return b""  # an empty Export*ServiceResponse: everything accepted
+
+        return grpc.unary_unary_rpc_method_handler(answer, request_deserializer=None, response_serializer=None)
+
+    server = grpc.server(futures.ThreadPoolExecutor(2))
+    for service, path in _GRPC_PATHS.items():
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, {"Export": handler(path)}),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}", received
+    finally:
+        server.stop(None)
+
+
+def metrics_of(received: Received, encoding: str = "protobuf") -> list[ExportMetricsServiceRequest]:
+    """Every metrics request received, decoded by opentelemetry-proto (``encoding``: protobuf or json)."""
+    bodies = list(received.bodies.get("/v1/metrics", []))
+    if encoding == "json":
+        return [json_format.Parse(body, ExportMetricsServiceRequest()) for body in bodies]
+    return [ExportMetricsServiceRequest.FromString(body) for body in bodies]

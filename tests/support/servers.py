@@ -155,3 +155,82 @@ def jaeger_process(workdir: Path) -> Iterator[Jaeger]:
         except subprocess.TimeoutExpired:
             process.kill()
         log.close()
+
+
+@dataclass(frozen=True)
+class Prometheus:
+    url: str
+    """Its HTTP API, e.g. ``{url}/api/v1/query``."""
+
+    def query(self, promql: str, at: float | None = None) -> list[dict[str, Any]]:
+        """An instant query's result vector (``at``: a Unix time, default now)."""
+        params: dict[str, str] = {"query": promql}
+        if at is not None:
+            params["time"] = f"{at:.3f}"
+        response = httpx.get(f"{self.url}/api/v1/query", params=params, timeout=10)
+        body = response.json()
+        if response.status_code != 200 or body.get("status") != "success":
+            raise RuntimeError(f"{promql}: {response.status_code} {body}")
+        return body["data"]["result"]  # type: ignore[no-any-return]
+
+    def scraped(self, job: str) -> int:
+        """How many scrapes of ``job`` it has stored so far (``up``'s samples)."""
+        found = self.query(f'count_over_time(up{{job="{job}"}}[1h])')
+        return int(float(found[0]["value"][1])) if found else 0
+
+
+_PROMETHEUS_CONFIG = """\
+global:
+  scrape_interval: {interval}
+  evaluation_interval: {interval}
+scrape_configs:
+  - job_name: {job}
+    static_configs:
+      - targets: [{targets}]
+"""
+
+
+@contextlib.contextmanager
+def prometheus_process(workdir: Path, job: str, targets: list[str], interval: str = "1s") -> Iterator[Prometheus]:
+    """Debian's ``prometheus`` on 127.0.0.1, scraping ``targets`` (host:port) every ``interval`` as ``job``.
+    Fails loudly without the program (.ci/system_packages.sh installs it)."""
+    binary = subprocess.run(["sh", "-c", "command -v prometheus"], capture_output=True, text=True).stdout.strip()
+    if not binary:
+        raise AssertionError("prometheus is not installed: apt-get install prometheus (.ci/system_packages.sh)")
+    port = free_port()
+    config = workdir / "prometheus.yml"
+    config.write_text(
+        _PROMETHEUS_CONFIG.format(interval=interval, job=job, targets=", ".join(f"'{t}'" for t in targets))
+    )
+    log_path = workdir / "prometheus.log"
+    log = log_path.open("wb")
+    process = subprocess.Popen(
+        [
+            binary,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={workdir / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError("prometheus exited:\n" + log_path.read_text()[-3000:])
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{url}/-/ready", timeout=1).status_code == 200:
+                    break
+            if time.monotonic() > deadline:
+                raise RuntimeError("prometheus did not become ready:\n" + log_path.read_text()[-3000:])
+            time.sleep(0.2)
+        yield Prometheus(url)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()
