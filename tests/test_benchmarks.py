@@ -222,6 +222,16 @@ def weighted_sample(tmp_path: Path) -> None:
     ]
 
 
+def soak(tmp_path: Path) -> None:
+    out = run("soak", "--requests", "300", "--step", "150")
+    rows = table(out, "| backend | requests |")
+    assert [r[0] for r in rows] == ["down", "hung"] and all(number(r[1]) >= 300 for r in rows), out
+    served = line(out, r"^sent by perfkit load: [\d,]+; served by the app \(its own count\): ([\d,]+)$").group(1)
+    counted = line(out, r'^perfkit\'s counts at exit: \{"requests":(\d+),"recorded":\d+,').group(1)
+    assert number(served) == number(counted), out
+    line(out, r"^processes left 10 s after SIGTERM: 0$")
+
+
 @dataclass(frozen=True)
 class Case:
     script: str
@@ -246,6 +256,7 @@ CASES = [
     Case("litellm_recording_cost", litellm_recording_cost_against_plain, LITELLM),
     Case("agent_cost", agent_cost, LITELLM),
     Case("bench_sigterm", bench_sigterm, LITELLM),
+    Case("soak", soak, REAL),
 ]
 
 

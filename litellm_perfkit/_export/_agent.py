@@ -22,7 +22,7 @@ from .._core._layouts import FRAME_HEAD, FrameKind
 from .._core._timeline import decode
 from .._wire._environment_variables import PERFKIT_AGENT_SETTINGS
 from ._metrics import REQUESTS_DROPPED_COUNTER
-from ._pipeline import Processor, read_batch
+from ._pipeline import GIVE_UP_SIGNAL, Processor, read_batch
 from ._reaper import name_agent
 from ._settings import ExportSettings
 from ._traffic import keep, read_traffic
@@ -72,6 +72,8 @@ def main() -> int:
     name_agent()  # so that a process that adopts it once its app is killed can reap it (_reaper)
     settings = ExportSettings(**orjson.loads(os.environ[PERFKIT_AGENT_SETTINGS]))
     processor = Processor(settings)
+    # The app's shutdown cannot wait for the rest (a hung backend): drop and count it.
+    signal.signal(GIVE_UP_SIGNAL, lambda signum, frame: setattr(processor, "gave_up", True))
     stdout = sys.stdout.buffer
 
     def report() -> None:

@@ -20,12 +20,16 @@ A full queue or a failed export drops and counts; nothing ever blocks a request.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
 import os
+import select
+import signal
 import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -55,13 +59,16 @@ from ._spans import Sampler, Span, record_to_spans, trace_context
 from ._traffic import Traffic, keep, traffic_frame
 from ._transport import Exporter, make_exporter
 
-__all__ = ["Pipeline", "Processor", "RecordListener", "batch_frame", "read_batch"]
+__all__ = ["GIVE_UP_SIGNAL", "Pipeline", "Processor", "RecordListener", "batch_frame", "read_batch"]
 
 # Records handled between voluntary GIL releases, so the export thread never
 # holds the interpreter for long while requests wait.
 _SLICE = 32
 _PIPE_BYTES = 1 << 20  # Linux's default pipe-max-size for unprivileged processes
 _RECORD_BYTES = 2048  # the hand-off holds max_queue records of this size on average
+_RESTART_S = 1.0  # an agent that keeps dying costs at most one start a second
+GIVE_UP_SIGNAL = signal.SIGUSR1
+"""Sent to the agent at a shutdown that cannot wait for its exports (_agent.py)."""
 
 FlushPoint = Literal["handed_off", "exported"]
 
@@ -97,6 +104,7 @@ class Processor:
     def __init__(self, settings: ExportSettings, exporter: Exporter | None = None) -> None:
         self.settings = settings
         self._exporter = exporter if exporter is not None else make_exporter(settings)
+        self.exporter = self._exporter
         self._sampler = Sampler(settings.sampler, settings.sampler_ratio)
         self.metrics = MetricStore()
         self.listeners: list[RecordListener] = []
@@ -105,6 +113,7 @@ class Processor:
         self._last_metrics = time.monotonic()
         self.exported_spans = 0
         self.recorded = 0  # records handled
+        self.gave_up = False  # set at a shutdown that cannot wait: spans are dropped and counted, not exported
         self._prometheus = SnapshotWriter(settings.prometheus_dir) if settings.prometheus_dir else None
 
     def changed(self) -> None:
@@ -132,7 +141,7 @@ class Processor:
             self._pending.clear()
             return
         batch, self._pending = self._pending, []
-        if self._exporter.export_spans(batch):
+        if not self.gave_up and self._exporter.export_spans(batch):
             self.exported_spans += len(batch)
         else:
             self.metrics.counters[SPANS_DROPPED_COUNTER] += len(batch)
@@ -147,7 +156,7 @@ class Processor:
         if not force and now - self._last_metrics < self.settings.metric_interval_s:
             return
         self._last_metrics = now
-        if self._exporter is not None and self.settings.metrics:
+        if self._exporter is not None and self.settings.metrics and not self.gave_up:
             self._exporter.export_metrics(self.metrics, self._start_unix_ns, time.time_ns())
 
     def metrics_due_in(self) -> float | None:
@@ -233,15 +242,55 @@ class _Agent:
         return self.last_stats
 
     def close(self, timeout_s: float) -> dict[str, int]:
+        """EOF, then its last stats. A backlog for a backend that never answers
+        could take it minutes: past ``timeout_s`` it is told to give up (it drops
+        and counts the rest, after the export in progress), and past as long
+        again it is killed; what it had not handled is then counted as lost."""
         try:
             self._stdin.close()
-            line = self._stdout.readline()
-            if line:
-                self.last_stats = orjson.loads(line)
+            if not select.select([self._stdout], [], [], timeout_s)[0]:
+                self.give_up()
+            if select.select([self._stdout], [], [], timeout_s)[0]:
+                line = self._stdout.readline()
+                if line:
+                    self.last_stats = orjson.loads(line)
             self.process.wait(timeout=timeout_s)
         except (OSError, ValueError, subprocess.TimeoutExpired):
             self.process.kill()
+        self.reap()
         return self.last_stats
+
+    def forget(self) -> None:
+        """In a forked child: this process's copies of the pipes point at
+        /dev/null instead (the file objects may still close them; nothing of
+        the child's reaches the parent's agent); the agent stays the parent's."""
+        null = os.open(os.devnull, os.O_RDWR)
+        try:
+            for pipe in (self._stdin, self._stdout):
+                with contextlib.suppress(OSError, ValueError):
+                    os.dup2(null, pipe.fileno())
+        finally:
+            os.close(null)
+
+    def give_up(self) -> None:
+        """Drop (and count) what it holds instead of exporting it (``GIVE_UP_SIGNAL``)."""
+        with contextlib.suppress(OSError):
+            self.process.send_signal(GIVE_UP_SIGNAL)
+
+    def reap(self) -> None:
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            self.process.wait(timeout=5)
+        with contextlib.suppress(OSError):
+            self._stdout.close()
+
+
+def _start_in_child(pipeline: weakref.ref[Pipeline]) -> None:
+    alive = pipeline()
+    if alive is not None:
+        try:
+            alive.restart_in_child()
+        except Exception as exc:  # the fork's caller must never see it
+            internal_error("export.fork", exc)
 
 
 class Pipeline:
@@ -276,6 +325,11 @@ class Pipeline:
         self._pid = os.getpid()
         self._tally = backend.tally  # every request this process served
         self._tally_sent = 0  # its request count when last handed to the metrics
+        self._handed = 0  # records written to an agent (process mode)
+        self._handed_to_agent = 0  # of them, to the current one
+        self._agent_started_at = float("-inf")
+        self._lost = 0  # handed to agents that died before saying they handled them
+        self._dead_stats: dict[str, int] = {}  # what those agents had said
 
     @property
     def sink(self) -> Callable[[Timeline], None]:
@@ -286,6 +340,16 @@ class Pipeline:
     def dropped_requests(self) -> int:
         """Requests dropped on the way to export: a full queue, or a failed write to the agent."""
         return self._dropped + (self._handoff.dropped if self._handoff is not None else 0)
+
+    @property
+    def lost_requests(self) -> int:
+        """Records handed to an agent that it never said it handled: it was
+        killed, or stopped at shutdown before it was done. Counted as dropped
+        (some of them may have been exported before it died)."""
+        if self._processor is not None:
+            return 0
+        current = 0 if self._agent is None else self._handed_to_agent - self._agent.last_stats.get("recorded", 0)
+        return self._lost + max(0, current)
 
     @property
     def processor(self) -> Processor:
@@ -309,14 +373,39 @@ class Pipeline:
 
     # -- lifecycle ----------------------------------------------------------
     def start(self) -> Pipeline:
+        self._start_here()
+        atexit.register(self.shutdown)
+        pipeline = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: _start_in_child(pipeline))
+        return self
+
+    def _start_here(self) -> None:
         if self.mode == "process":
             if self._handoff_type is not None:
                 self._handoff = self._handoff_type(self._max_queue, self._max_queue * _RECORD_BYTES, self._wake.set)
         self._thread = threading.Thread(target=self._run, name="perfkit-export", daemon=True)
         self._thread.start()
         set_sink(self.sink, self.shutdown)
-        atexit.register(self.shutdown)
-        return self
+
+    def restart_in_child(self) -> None:
+        """After ``os.fork()`` (gunicorn ``--preload``): the export thread did not
+        survive it, and the agent and the queued records are the parent's. The
+        child exports its own requests, with a thread, a queue and (at its first
+        record) an agent of its own, and none of the parent's counts."""
+        if self._stopped.is_set():
+            return
+        if self._agent is not None:
+            self._agent.forget()
+        self._agent, self._agent_failed, self._agent_started_at = None, False, float("-inf")
+        self._queue, self._dropped, self._handoff = deque(), 0, None
+        self._handed = self._handed_to_agent = self._lost = self._tally_sent = 0
+        self._tally.clear()  # the parent's requests are the parent's to count
+        self._dead_stats = {}
+        self._wake, self._stopped, self._lock = threading.Event(), threading.Event(), threading.Lock()
+        self._pid = os.getpid()
+        if self._processor is not None:
+            self._processor = Processor(self.settings, self._processor.exporter)
+        self._start_here()
 
     def stats(self) -> dict[str, int]:
         """exported_spans, dropped_spans, dropped_requests, after a flush."""
@@ -352,13 +441,26 @@ class Pipeline:
         self._wake.set()
         if self._thread is not None and self._thread.is_alive():
             self._thread.join(timeout=self.settings.timeout_s + 5)
+            if self._thread.is_alive() and self._agent is not None:
+                # Blocked writing to an agent that reads too slowly (its exports to a
+                # hung backend each take the timeout): it drops the rest, or is killed.
+                self._agent.give_up()
+                self._thread.join(timeout=self.settings.timeout_s + 5)
+                if self._thread.is_alive():
+                    self._agent.process.kill()
+                    self._thread.join(timeout=5)
         self._drain()
         if self._processor is not None:
             self._processor.close()
         if self._agent is not None:
             self._agent.close(timeout_s=self.settings.timeout_s + 5)
-        if self.dropped_requests and self._processor is None:
-            logger.warning("perfkit: %d requests were dropped from a full export queue", self.dropped_requests)
+        if (self.dropped_requests or self.lost_requests) and self._processor is None:
+            logger.warning(
+                "perfkit: %d requests were dropped from a full export queue or a failed hand-off, "
+                "and %d were lost with the export agent",
+                self.dropped_requests,
+                self.lost_requests,
+            )
         if self.settings.prometheus_dir:
             self._write_health(self.settings.prometheus_dir)
 
@@ -367,11 +469,16 @@ class Pipeline:
         when this is the process perfkit run became (one worker: it serves)."""
         if self._processor is not None:
             stats, internal = self._processor.stats(), 0  # its internal errors are this process's
+            dropped = max(stats.get("dropped_requests", 0), self.dropped_requests)
+            recorded = stats.get("recorded", 0) + dropped
         else:
+            # Counted here, not by the agent, which may have died with its counts.
             stats = dict(self._agent.last_stats) if self._agent else {}
+            for name, value in self._dead_stats.items():
+                stats[name] = stats.get(name, 0) + value
             internal = stats.get("internal_errors", 0)
-        dropped = max(stats.get("dropped_requests", 0), self.dropped_requests)
-        recorded = stats.get("recorded", 0) + dropped
+            dropped = self.dropped_requests + self.lost_requests
+            recorded = self._handed + self.dropped_requests
         try:
             write_health(
                 directory,
@@ -420,20 +527,43 @@ class Pipeline:
                 self._drain_to_agent(agent, queue, anchor)
 
     def _started_agent(self) -> _Agent | None:
-        """The agent; started now if there is something to hand it (process mode)."""
+        """The agent; started now if there is something to hand it (process mode),
+        or again if it died (killed, out of memory), at most once per ``_RESTART_S``."""
+        if self._agent is not None and self._agent.process.poll() is not None:
+            self._bury_agent()
         if self._agent is not None or self._agent_failed:
             return self._agent
+        if time.monotonic() - self._agent_started_at < _RESTART_S:
+            return None  # what is queued waits, or overflows and is counted
         pending = self._handoff.pending if self._handoff is not None else len(self._queue)
         if not pending and self._tally.requests == self._tally_sent:
             return None
         try:
             self._agent = _Agent(self.settings)
+            self._agent_started_at = time.monotonic()
+            self._handed_to_agent = 0
+            self._tally_sent = 0  # the new agent has not been told yet
         except OSError as exc:
             self._agent_failed = True
             warn_once(
                 "export.agent", "perfkit: cannot start the export agent (%s); requests are dropped and counted", exc
             )
         return self._agent
+
+    def _bury_agent(self) -> None:
+        """An agent that died: what it last said stays counted, and what it
+        was handed beyond that is counted as lost."""
+        agent, self._agent = self._agent, None
+        assert agent is not None
+        agent.reap()
+        self._lost += max(0, self._handed_to_agent - agent.last_stats.get("recorded", 0))
+        for name in ("exported_spans", "dropped_spans", "internal_errors"):
+            self._dead_stats[name] = self._dead_stats.get(name, 0) + agent.last_stats.get(name, 0)
+        warn_once(
+            "export.agent.died",
+            "perfkit: the export agent died (%s); a new one is started, and what it held is counted as dropped",
+            f"exit code {agent.process.returncode}",
+        )
 
     def _ship_traffic(self) -> None:
         """Hand the tally of every request to the metrics, when it grew."""
@@ -470,13 +600,16 @@ class Pipeline:
             records.append(queue.popleft())
         try:
             agent.send_frame(batch_frame(anchor, self.dropped_requests, records))
+            self._handed += len(records)
+            self._handed_to_agent += len(records)
         except (OSError, ValueError) as exc:
             self._dropped += len(records)
             warn_once("export.agent", "perfkit: the export agent is gone (%s); requests are dropped and counted", exc)
 
-    @staticmethod
-    def _drain_handoff(agent: _Agent, handoff: Any, anchor: int) -> None:
+    def _drain_handoff(self, agent: _Agent, handoff: Any, anchor: int) -> None:
         try:
-            handoff.write_frame(agent.fileno(), anchor)  # the records are counted as dropped if it fails
+            written = handoff.write_frame(agent.fileno(), anchor)  # the records are counted as dropped if it fails
+            self._handed += written
+            self._handed_to_agent += written
         except (OSError, ValueError) as exc:
             warn_once("export.agent", "perfkit: the export agent is gone (%s); requests are dropped and counted", exc)

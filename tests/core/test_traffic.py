@@ -161,7 +161,7 @@ def served(backend: Backend, recorded: bool) -> list[tuple[Any, tuple[int, ...]]
             rate: Any = "all" if recorded else 1e-9
             middleware = backend.middleware(make_app(clock, kind), record_rate=rate, record_ratio=1.0, steps="off")
             if not recorded:
-                middleware._record_choice._due_ns = 10**18  # type: ignore[union-attr]  # the cap is used up
+                middleware._record_choice._pace._due_ns = 10**18  # type: ignore[union-attr]  # the cap is used up
             asyncio.run(serve(middleware, "BREW" if kind == "unmatched" else "POST"))
     return backend.tally.series()
 
