@@ -16,9 +16,11 @@ import pytest
 from google.protobuf import json_format
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 
+from litellm_perfkit._core._traffic import _PyTally
 from litellm_perfkit._export._metrics import MetricStore
 from litellm_perfkit._export._metrics_protobuf import encode_metrics_request
 from litellm_perfkit._export._otlp import _metrics_request, metrics_protobuf
+from litellm_perfkit._export._traffic import Traffic, keep
 from litellm_perfkit.types import RequestRecord, StageRecord
 
 U64 = (1 << 64) - 1
@@ -203,7 +205,9 @@ def test_random_requests_encode_as_protobufs_own_encoder_does(seed: int) -> None
 
 
 def stored_metrics() -> MetricStore:
+    """Five recorded requests (their stages) and the tally of every request, 12 of them."""
     store = MetricStore()
+    tally = _PyTally()
     for i, status in enumerate((200, 200, 404, 500, 200)):
         start = i * 10_000_000
         auth = StageRecord(name="auth", start_ns=start, end_ns=start + 100_000, parent=-1)
@@ -217,7 +221,10 @@ def stored_metrics() -> MetricStore:
                 stages=(auth,),
             )
         )
-    store.counters["perfkit.requests.unrecorded"] = 7
+        tally.add("POST", "/v1/chat/completions", status, "", False, True, 1_000_000 * (i + 1), -1)
+    for _ in range(7):  # passed by unrecorded
+        tally.add("POST", "/v1/chat/completions", 200, "", False, False, 1_000_000, -1)
+    keep(store, Traffic.of(tally))
     return store
 
 
@@ -228,8 +235,9 @@ def test_what_the_store_exports_is_what_protobuf_encodes() -> None:
     decoded = ExportMetricsServiceRequest.FromString(metrics_protobuf(store, "svc", {}, 1_000, 2_000))
     metrics = {m.name: m for m in decoded.resource_metrics[0].scope_metrics[0].metrics}
     points = metrics["perfkit.request.duration"].histogram.data_points
-    assert sum(p.count for p in points) == 5 and math.isclose(sum(p.sum for p in points), 0.015)
-    assert metrics["perfkit.requests.unrecorded"].sum.data_points[0].as_int == 7
+    assert sum(p.count for p in points) == 12 and math.isclose(sum(p.sum for p in points), 0.022)
+    assert sum(p.as_int for p in metrics["perfkit.requests"].sum.data_points) == 12
+    assert sum(p.count for p in metrics["perfkit.stage.duration"].histogram.data_points) == 5
 
 
 @pytest.mark.parametrize(
