@@ -5,6 +5,13 @@ on the C and the pure-Python backend, as everywhere) under the other CPython
 versions found on the machine, each in a venv cached under the cache
 directory and refreshed with this checkout. A version that is not installed
 fails: the suite does not pass by skipping it.
+
+The versions run side by side, at most one per core this process may use
+(their installs one at a time: each builds the C accelerator into this
+checkout). The unit part binds no fixed port, and its few bounds of a few
+milliseconds on a stage's own time hold while each run has a core (the
+README's runs beside a CPU hog); a third run on two cores preempted one
+past such a bound.
 """
 
 from __future__ import annotations
@@ -13,6 +20,9 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -21,7 +31,9 @@ from litellm_perfkit._bench._venvs import CACHE
 
 ROOT = Path(__file__).resolve().parents[1]
 VERSIONS = ("3.10", "3.11", "3.12", "3.13")
+OTHERS = [v for v in VERSIONS if v != f"{sys.version_info.major}.{sys.version_info.minor}"]
 PORTABLE = ["tests/core", "tests/wire", "tests/mock", "tests/export", "tests/load", "tests/test_imports.py"]
+_INSTALLING = threading.Lock()  # one pip at a time: each writes the checkout's egg-info and its own C module
 
 
 def _runs(python: Path, version: str) -> bool:
@@ -48,15 +60,15 @@ def interpreter(version: str) -> Path:
     )
 
 
-@pytest.mark.integration
-@pytest.mark.parametrize("version", [v for v in VERSIONS if v != f"{sys.version_info.major}.{sys.version_info.minor}"])
-def test_the_portable_tests_pass_on(version: str) -> None:
+def portable_tests(version: str, basetemp: Path) -> subprocess.CompletedProcess[str]:
+    """The unit part of PORTABLE under CPython ``version``, in its venv refreshed with this checkout."""
     python = interpreter(version)
     venv = CACHE / "pythons" / f"py{version}"
-    if not (venv / "bin" / "python").exists():
-        subprocess.run([str(python), "-m", "venv", str(venv)], check=True)
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    installed = subprocess.run([*pip, "-e", f"{ROOT}[test]"], capture_output=True, text=True, timeout=1200)
+    with _INSTALLING:
+        if not (venv / "bin" / "python").exists():
+            subprocess.run([str(python), "-m", "venv", str(venv)], check=True)
+        installed = subprocess.run([*pip, "-e", f"{ROOT}[test]"], capture_output=True, text=True, timeout=1200)
     assert installed.returncode == 0, installed.stderr[-3000:]
     command = [
         str(venv / "bin" / "python"),
@@ -65,12 +77,28 @@ def test_the_portable_tests_pass_on(version: str) -> None:
         "-q",
         "-p",
         "no:cacheprovider",
+        # Its own temporary directories: pytest's clean-up of old ones never meets a run beside it.
+        "--basetemp",
+        str(basetemp),
         "-m",
         # The unit part: the same code paths; Jaeger and the millisecond timing
         # checks run once, under the interpreter running the suite.
         "not litellm and not integration",
         *PORTABLE,
     ]
-    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=1800)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future[subprocess.CompletedProcess[str]]]]:
+    """Every other version's run, one per core at a time; each test waits for its own."""
+    with ThreadPoolExecutor(max(1, min(len(OTHERS), len(os.sched_getaffinity(0))))) as pool:
+        yield {v: pool.submit(portable_tests, v, tmp_path_factory.mktemp(f"py{v}")) for v in OTHERS}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("version", OTHERS)
+def test_the_portable_tests_pass_on(version: str, runs: dict[str, Future[subprocess.CompletedProcess[str]]]) -> None:
+    result = runs[version].result()
     assert result.returncode == 0, f"CPython {version}:\n{result.stdout[-4000:]}\n{result.stderr[-2000:]}"
     assert " passed" in result.stdout and " failed" not in result.stdout

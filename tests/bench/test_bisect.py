@@ -187,13 +187,12 @@ def release_wheels(directory: Path, cpu_by_version: dict[str, dict[str, float]])
                 wheel.writestr(name, text)
 
 
+# Two steps in two stages, each found with its stage and size, and nothing else: one end-to-end
+# run covers what a single step would (a single step's search: test_one_step_is_found_with_its_size_and_stage).
 @pytest.mark.integration
 @pytest.mark.parametrize(
     ("steps_at", "good", "bad"),
-    [
-        ({"1.0.3": {"auth": 4.0}}, "1.0.0", "1.0.5"),
-        ({"1.0.2": {"auth": 4.0}, "1.0.4": {"route": 4.0}}, "1.0.0", "1.0.5"),
-    ],
+    [({"1.0.2": {"auth": 4.0}, "1.0.4": {"route": 4.0}}, "1.0.0", "1.0.5")],
 )
 def test_bisect_names_the_releases_that_added_cpu_and_their_stage(
     tmp_path: Path, steps_at: dict[str, dict[str, float]], good: str, bad: str, monkeypatch: pytest.MonkeyPatch

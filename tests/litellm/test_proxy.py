@@ -193,63 +193,6 @@ def test_every_stage_is_recorded_in_every_worker(tmp_path: Path, version: str, w
     assert len(pids) == workers, f"spans came from {len(pids)} worker process(es)"
 
 
-def comparable(response: httpx.Response) -> tuple[int, Any, set[str]]:
-    """Status, body and header names without per-request ids, timestamps and perfkit's own headers."""
-    volatile = {
-        "date",
-        "content-length",
-        "x-litellm-call-id",
-        "x-litellm-response-duration-ms",
-        "x-litellm-overhead-duration-ms",
-        "server-timing",
-        "x-perfkit-overhead-ms",
-        "llm_provider-x-perfkit-mock-processing-ms",
-        "llm_provider-x-perfkit-mock-received-ns",
-        "x-litellm-callback-duration-ms",
-        "llm_provider-content-length",
-    }
-    headers = {k for k in response.headers if k not in volatile}
-    if response.headers.get("content-type", "").startswith("text/event-stream"):
-        body: Any = [
-            {k: v for k, v in orjson.loads(line[6:]).items() if k not in ("id", "created", "perfkit")}
-            for line in response.text.splitlines()
-            if line.startswith("data: {")
-        ]
-    else:
-        body = response.json()
-        if isinstance(body, dict):
-            for key in ("id", "created", "perfkit"):
-                body.pop(key, None)
-    return response.status_code, body, headers
-
-
-CASES: list[tuple[str, dict[str, Any], str]] = [
-    ("/v1/chat/completions", {"model": "fake-openai-endpoint", "messages": MESSAGES}, "sk-1234"),
-    ("/v1/chat/completions", {"model": "fake-openai-endpoint", "messages": MESSAGES, "stream": True}, "sk-1234"),
-    ("/chat/completions", {"model": "fake-openai-endpoint", "messages": MESSAGES, "max_tokens": 2}, "sk-1234"),
-    ("/v1/embeddings", {"model": "fake-embedding", "input": ["a", "b"]}, "sk-1234"),
-    ("/v1/chat/completions", {"model": "fake-openai-endpoint", "messages": MESSAGES}, "sk-wrong"),
-    ("/v1/chat/completions", {"model": "no-such-model", "messages": MESSAGES}, "sk-1234"),
-]
-
-
-@pytest.mark.parametrize("version", VERSIONS)
-def test_responses_match_the_uninstrumented_proxy(tmp_path: Path, version: str) -> None:
-    results = {}
-    with mock_process("--chunks", "4") as upstream:
-        for mode in ("plain", "perfkit"):
-            with litellm_proxy(version, upstream, tmp_path, mode=mode, perfkit_args=("--exporter", "none")) as url:  # type: ignore[arg-type]
-                results[mode] = [
-                    comparable(
-                        httpx.post(f"{url}{path}", json=body, headers={"Authorization": f"Bearer {key}"}, timeout=30)
-                    )
-                    for path, body, key in CASES
-                ]
-    for case, plain, instrumented in zip(CASES, results["plain"], results["perfkit"]):
-        assert plain == instrumented, case
-    assert [r[0] for r in results["perfkit"]][:4] == [200, 200, 200, 200]
-
-
 JAEGER_STAGES = {"POST /v1/chat/completions", "auth", "llm_call", "upstream"}
 
 
@@ -342,29 +285,6 @@ def test_sigterm_flushes_the_last_spans(tmp_path: Path) -> None:
         # litellm_proxy's exit sent SIGTERM and waited for the process to end.
         requests = requests_of(received, 10, timeout_s=10)
     assert len(requests) == 10
-
-
-def test_stream_chunks_arrive_in_order_under_concurrency(tmp_path: Path) -> None:
-    """perfkit re-drives LiteLLM's stream generator step by step: 400 streams
-    from 16 concurrent clients must each arrive whole and in order (the first
-    token has no leading space, the others do). Measured once at 2,000 streams: 0 bad."""
-    expected = "tok" + " tok" * 7
-    with (
-        mock_process("--ttft-ms", "1", "--chunks", "8") as upstream,
-        litellm_proxy("1.103.0", upstream, tmp_path, perfkit_args=("--exporter", "none")) as url,
-    ):
-        clients = [openai.OpenAI(base_url=f"{url}/v1", api_key="sk-1234", max_retries=0) for _ in range(16)]
-
-        def one(i: int) -> str:
-            chunks = clients[i % 16].chat.completions.create(
-                model="fake-openai-endpoint", messages=MESSAGES, stream=True
-            )  # type: ignore[arg-type]
-            return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-
-        with ThreadPoolExecutor(16) as pool:
-            texts = list(pool.map(one, range(400)))
-    bad = [text for text in texts if text != expected]
-    assert not bad, f"{len(bad)} of 400 streams out of order or incomplete, e.g. {bad[:3]}"
 
 
 def this_hosts_address() -> str:
