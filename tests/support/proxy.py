@@ -43,7 +43,7 @@ def litellm_proxy(
             env=env,
             pin_cpu=pin_cpu,
             host=host,
-            litellm_args=litellm_args,
+            litellm_args=_patient(workers, litellm_args),
         )
         if pids is not None:
             pids.append(proxy.pid)
@@ -58,6 +58,15 @@ def litellm_proxy(
                 raise RuntimeError(
                     f"the proxy died during the test ({died}):\n{log.read_text(errors='replace')[-3000:]}"
                 )
+
+
+def _patient(workers: int, litellm_args: tuple[str, ...]) -> tuple[str, ...]:
+    """Several workers: uvicorn kills one that has not answered its health check
+    in 5 s, and a worker importing LiteLLM on a busy 2-core machine takes longer,
+    so it restarts them forever. The tests give it two minutes."""
+    if workers > 1 and "--timeout_worker_healthcheck" not in litellm_args:
+        return (*litellm_args, "--timeout_worker_healthcheck", "120")
+    return litellm_args
 
 
 def proxy_log(workdir: Path) -> str:
