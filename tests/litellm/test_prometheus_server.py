@@ -1,6 +1,6 @@
 """A real Prometheus server (Debian's) scrapes perfkit's endpoint on the real
 proxy under load past the record rate: PromQL over perfkit's request families
-gives the load driver's request rate and its p95, though most requests were
+gives the load driver's request rate, p50 and p95, though most requests were
 not recorded.
 
 The proxy runs at a record rate of 2 a second per worker, not the default 10:
@@ -34,7 +34,7 @@ RATE, SECONDS, WINDOW_S = 14, 40, 30
 CHAT = 'http_route=~".*/chat/completions"'
 
 
-def test_promql_over_perfkits_request_families_gives_the_drivers_rate_and_p95(
+def test_promql_over_perfkits_request_families_gives_the_drivers_rate_p50_and_p95(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PERFKIT_RECORD_RATE", "2")
@@ -62,11 +62,14 @@ def test_promql_over_perfkits_request_families_gives_the_drivers_rate_and_p95(
         time.sleep(2)  # a scrape after the last request
         at = ended - 3  # the window ends inside the load: [ended - 33 s, ended - 3 s]
         rate = prometheus.query(f"sum(rate(perfkit_requests_total{{{CHAT}}}[{WINDOW_S}s]))", at)
-        p95 = prometheus.query(
-            "histogram_quantile(0.95, sum by (le) "
-            f'(rate(perfkit_request_duration_seconds_bucket{{{CHAT},http_response_status_code="200"}}[{WINDOW_S}s])))',
-            at,
-        )
+        quantiles = {
+            q: prometheus.query(
+                f"histogram_quantile({q}, sum by (le) (rate(perfkit_request_duration_seconds_bucket"
+                f'{{{CHAT},http_response_status_code="200"}}[{WINDOW_S}s])))',
+                at,
+            )
+            for q in (0.5, 0.95)
+        }
         recorded = prometheus.query(f"sum by (perfkit_recorded) (increase(perfkit_requests_total{{{CHAT}}}[1h]))")
     lines = [orjson.loads(line) for line in out.open()]
     assert len(lines) >= 0.95 * RATE * SECONDS and all(line["status"] == 200 for line in lines)
@@ -74,17 +77,16 @@ def test_promql_over_perfkits_request_families_gives_the_drivers_rate_and_p95(
     driver_rate = len(lines) / SECONDS
     promql_rate = float(rate[0]["value"][1])
     assert abs(promql_rate - driver_rate) <= 0.02 * driver_rate, (promql_rate, driver_rate)
-    # p95 of what the client saw, from when each request was sent; perfkit's starts when the proxy had it.
+    # The quantiles of what the client saw, from when each request was sent; perfkit's start when the proxy
+    # had it. histogram_quantile interpolates inside a bucket: the driver's must be in that bucket.
     latencies_ns = sorted((line["end_ms"] - line["sent_ms"]) * 1e6 for line in lines)
-    driver_p95 = latencies_ns[int(0.95 * len(latencies_ns))]
-    promql_p95 = float(p95[0]["value"][1]) * 1e9
-    bucket = bisect_left(BOUNDARIES_NS, promql_p95)
-    low, high = BOUNDARIES_NS[bucket - 1], BOUNDARIES_NS[bucket]
-    assert low - 3e6 <= driver_p95 <= high, (driver_p95 / 1e6, promql_p95 / 1e6, low / 1e6, high / 1e6)
+    for q, found in quantiles.items():
+        driver_q = latencies_ns[int(q * len(latencies_ns))]
+        promql_q = float(found[0]["value"][1]) * 1e9
+        bucket = bisect_left(BOUNDARIES_NS, promql_q)
+        low, high = BOUNDARIES_NS[bucket - 1], BOUNDARIES_NS[bucket]
+        assert low - 3e6 <= driver_q <= high, (q, driver_q / 1e6, promql_q / 1e6, low / 1e6, high / 1e6)
     # Most requests were only counted: the families above are of all traffic, not of the sample.
     by_recorded = {r["metric"]["perfkit_recorded"]: float(r["value"][1]) for r in recorded}
     assert 0 < by_recorded["true"] < by_recorded["false"], by_recorded
     assert statistics.median(latencies_ns) < 1e9  # the proxy was not saturated
-    print(
-        f"rate: promql {promql_rate:.3f}, driver {driver_rate:.3f}; p95: promql {promql_p95 / 1e6:.1f} ms, driver {driver_p95 / 1e6:.1f} ms; {by_recorded}"
-    )

@@ -43,7 +43,7 @@ def litellm_proxy(
             env=env,
             pin_cpu=pin_cpu,
             host=host,
-            litellm_args=_patient(workers, litellm_args),
+            litellm_args=_patient(bin_dir, workers, litellm_args),
         )
         if pids is not None:
             pids.append(proxy.pid)
@@ -60,13 +60,17 @@ def litellm_proxy(
                 )
 
 
-def _patient(workers: int, litellm_args: tuple[str, ...]) -> tuple[str, ...]:
+def _patient(bin_dir: Path, workers: int, litellm_args: tuple[str, ...]) -> tuple[str, ...]:
     """Several workers: uvicorn kills one that has not answered its health check
     in 5 s, and a worker importing LiteLLM on a busy 2-core machine takes longer,
-    so it restarts them forever. The tests give it two minutes."""
-    if workers > 1 and "--timeout_worker_healthcheck" not in litellm_args:
-        return (*litellm_args, "--timeout_worker_healthcheck", "120")
-    return litellm_args
+    so it restarts them forever. The tests give it two minutes, where the
+    release's CLI has the option (1.103.0 has it, 1.83.14 not)."""
+    if workers < 2 or "--timeout_worker_healthcheck" in litellm_args:
+        return litellm_args
+    cli = next(bin_dir.parent.glob("lib/python*/site-packages/litellm/proxy/proxy_cli.py"), None)
+    if cli is None or "--timeout_worker_healthcheck" not in cli.read_text():
+        return litellm_args
+    return (*litellm_args, "--timeout_worker_healthcheck", "120")
 
 
 def proxy_log(workdir: Path) -> str:
