@@ -12,7 +12,7 @@ from collections.abc import Callable
 from ..types import ASGIApp, Message, Receive, Scope, Send
 from ._guard import internal_error
 
-__all__ = ["OnShutdown"]
+__all__ = ["OnShutdown", "calling_at_shutdown"]
 
 
 class OnShutdown:
@@ -26,13 +26,19 @@ class OnShutdown:
         if scope["type"] != "lifespan":
             await self.app(scope, receive, send)
             return
+        await self.app(scope, receive, calling_at_shutdown(send, self.callback))
 
-        async def send_after_callback(message: Message) -> None:
-            if message["type"] in ("lifespan.shutdown.complete", "lifespan.shutdown.failed"):
-                try:
-                    self.callback()
-                except Exception as exc:
-                    internal_error("lifespan.shutdown", exc)
-            await send(message)
 
-        await self.app(scope, receive, send_after_callback)
+def calling_at_shutdown(send: Send, callback: Callable[[], None]) -> Send:
+    """The lifespan's ``send``, calling ``callback`` once the app has shut down,
+    before the server hears so (and ends the process)."""
+
+    async def send_after_callback(message: Message) -> None:
+        if message["type"] in ("lifespan.shutdown.complete", "lifespan.shutdown.failed"):
+            try:
+                callback()
+            except Exception as exc:
+                internal_error("lifespan.shutdown", exc)
+        await send(message)
+
+    return send_after_callback

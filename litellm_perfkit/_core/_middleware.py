@@ -28,6 +28,7 @@ from ._gcwatch import WATCH as _GC
 from ._gcwatch import install as watch_gc
 from ._guard import internal_error
 from ._hosttrace import HOST_TRACING
+from ._lifespan import calling_at_shutdown
 from ._protocol import adopt as _adopt_protocol_work
 from ._sampling import (
     RecordChoice,
@@ -181,7 +182,9 @@ class PerfkitMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
-            await self.app(scope, receive, _flushing_at_shutdown(send) if scope["type"] == "lifespan" else send)
+            await self.app(
+                scope, receive, calling_at_shutdown(send, _sink.at_shutdown) if scope["type"] == "lifespan" else send
+            )
             return
         try:
             if self._scan_headers(scope["headers"]):  # the secret's header or a sampled parent: a few requests
@@ -250,21 +253,6 @@ class PerfkitMiddleware:
                     internal_error("middleware.describe", exc)
                 exchange.finish()
                 tally_recorded(self._tally, timeline, scope)
-
-
-def _flushing_at_shutdown(send: Send) -> Send:
-    """The lifespan's send: once the app has shut down, the export flushes
-    (``_sink.at_shutdown``) before the server hears so and ends the process."""
-
-    async def send_after_flush(message: Message) -> None:
-        if message["type"] in ("lifespan.shutdown.complete", "lifespan.shutdown.failed"):
-            try:
-                _sink.at_shutdown()
-            except Exception as exc:
-                internal_error("middleware.shutdown", exc)
-        await send(message)
-
-    return send_after_flush
 
 
 def _without_secret(scope: Scope) -> Scope:

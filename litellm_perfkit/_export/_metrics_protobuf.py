@@ -25,6 +25,8 @@ import struct
 from collections.abc import Mapping
 from typing import Any
 
+from .._wire._protobuf import varint as _varint
+
 __all__ = ["encode_metrics_request"]
 
 # A field's kind: how its value is written, and whether a zero value is written.
@@ -168,15 +170,6 @@ _pack_double = struct.Struct("<d").pack
 _pack_fixed64 = struct.Struct("<Q").pack
 _pack_sfixed64 = struct.Struct("<q").pack
 _WIRE_VARINT, _WIRE_FIXED64, _WIRE_LENGTH = 0, 1, 2
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def _tag(number: int, wire_type: int) -> bytes:

@@ -24,6 +24,7 @@ from .._core._backend import ACTIVE
 from .._version import __version__
 from .._wire._environment_variables import PERFKIT_APP_PID
 from .._wire._names import INSTRUMENTATION_SCOPE, SemConv
+from .._wire._protobuf import varint as _varint
 from ..types import AttributeValue
 from ._metrics import BOUNDARIES_NS, DESCRIPTIONS, MetricStore
 from ._metrics_protobuf import encode_metrics_request
@@ -104,17 +105,6 @@ def spans_json(spans: list[Span], service_name: str, resource: dict[str, str]) -
 
 
 # -- protobuf ----------------------------------------------------------------
-
-
-def _varint(value: int) -> bytes:
-    if value < 0x80:
-        return bytes((value,))
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 _ONE_BYTE = [bytes((n,)) for n in range(0x80)]

@@ -1,14 +1,27 @@
-"""Reading protobuf's wire format: the fields of one message, no schema.
+"""Protobuf's wire format, no schema: the fields of one message, and a varint.
 
 The bench's receiver reads OTLP trace requests with it, and the tests read
-pprof profiles; both know their own field numbers.
+pprof profiles; both know their own field numbers. perfkit's OTLP encoders
+(spans' Python reference, metrics) write their varints with ``varint``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-__all__ = ["fields"]
+__all__ = ["fields", "varint"]
+
+
+def varint(value: int) -> bytes:
+    """A non-negative int as a protobuf varint."""
+    if value < 0x80:
+        return bytes((value,))
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 def fields(message: bytes) -> Iterator[tuple[int, int | bytes]]:

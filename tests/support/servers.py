@@ -149,12 +149,7 @@ def jaeger_process(workdir: Path) -> Iterator[Jaeger]:
             pid=process.pid,
         )
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
+        _stop(process, log)
 
 
 @dataclass(frozen=True)
@@ -228,9 +223,14 @@ def prometheus_process(workdir: Path, job: str, targets: list[str], interval: st
             time.sleep(0.2)
         yield Prometheus(url)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
+        _stop(process, log)
+
+
+def _stop(process: subprocess.Popen[bytes], log: Any) -> None:
+    """SIGTERM, ten seconds to go, then SIGKILL; the log closed."""
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+    log.close()
