@@ -196,7 +196,12 @@ class PerfkitMiddleware:
             weight, settings, scope = 0, self._quiet, _without_secret(scope)
         if not weight:
             # Unrecorded: only counted, through a send that reads the response start.
-            passage = self._tally.passage(scope["method"], send)
+            try:
+                passage = self._tally.passage(scope["method"], send)
+            except Exception as exc:  # perfkit's bug must never become the app's: uncounted, served
+                internal_error("middleware.tally", exc)
+                await self.app(scope, receive, send)
+                return
             try:
                 await self.app(scope, receive, passage)
             except BaseException as exc:

@@ -205,3 +205,31 @@ def test_the_app_gets_every_message_unchanged_through_the_passage(backend: Backe
     assert [m["type"] for m in sent] == ["http.response.start"] + ["http.response.body"] * 3
     assert sent[0]["headers"] == [(b"content-type", b"text/event-stream")]  # no perfkit header: not recorded
     assert bytes(sent[2]["body"]) == TOKEN
+
+
+def test_a_tally_that_fails_leaves_the_request_served_and_the_error_counted(backend: Backend) -> None:
+    from litellm_perfkit._core._guard import internal_error_counts
+
+    class Broken:
+        def passage(self, method: str, send: Any) -> Any:
+            raise RuntimeError("perfkit's bug")
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    sent: list[Message] = []
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    middleware = backend.middleware(app, record_ratio=0.0)
+    middleware._tally = Broken()  # type: ignore[assignment]
+    before = internal_error_counts().get("middleware.tally", 0)
+    scope = {"type": "http", "method": "GET", "path": "/", "headers": [], "client": ("10.0.0.1", 1)}
+    asyncio.run(middleware(scope, receive, send))
+    assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"] and sent[1]["body"] == b"ok"
+    assert internal_error_counts().get("middleware.tally", 0) == before + 1
