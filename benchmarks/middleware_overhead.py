@@ -19,10 +19,6 @@ the agent on core 1.
 
 - ``perfkit-noexport``: the middleware with no exporter, the request path
   alone; the difference to ``perfkit-process`` is what export costs the app.
-- ``perfkit-passthrough``: ``passthrough-tallied`` under the name the
-  header-scan figures use: what a request above the record rate costs, its
-  header scan included (the secret's removal, a sampled ``traceparent``).
-  The requests carry ``--headers`` headers (default 2).
 - ``perfkit-noexport-nosteps``: the same with step accounting off
   (``steps="off"``); the difference is what the CPU/queueing/I/O split costs.
 - ``passthrough-untallied``, ``passthrough-tallied`` (and ``-py``): a request
@@ -30,7 +26,9 @@ the agent on core 1.
   path as it was before the traffic tally (the record choice, then the app
   with the server's own ``send``; reproduced here by ``UntalliedPassThrough``);
   ``tallied`` is today's ``PerfkitMiddleware`` (the app gets a ``Passage`` as
-  its ``send``, and the request is added to the tally). Their own table gives
+  its ``send``, and the request is added to the tally), its header scan
+  included (the secret's removal, a sampled ``traceparent``; the requests
+  carry ``--headers`` headers, default 2). Their own table gives
   the medians, the ratios to bare, and the tally's cost: tallied minus
   untallied, round by round.
 - ``-py`` variants: perfkit's pure-Python path, which runs when the C
@@ -98,7 +96,6 @@ VARIANTS = [
     "perfkit-thread",
     "perfkit-noexport",
     "perfkit-noexport-nosteps",
-    "perfkit-passthrough",
     "perfkit-process-py",
     "perfkit-noexport-py",
     "passthrough-untallied",
@@ -242,7 +239,7 @@ def open_variant(name: str, endpoint: str, pinned: bool) -> Variant:
         variant = Variant(name, app)
     elif name == "passthrough-untallied":
         variant = Variant(name, UntalliedPassThrough(app))
-    elif name == "perfkit-passthrough" or name.startswith("passthrough-tallied"):
+    elif name.startswith("passthrough-tallied"):
         variant = Variant(name, middleware(app, record_ratio=0.0))
     elif name.startswith("perfkit-noexport"):
         # The request path alone: timelines go nowhere, so export costs nothing.

@@ -174,8 +174,6 @@ def test_every_request_is_counted_by_status_under_load_past_the_record_cap(
             tmp_path,
             workers=2,
             perfkit_args=("--exporter", "none", "--prometheus-port", str(port)),
-            # uvicorn kills a worker that has not answered its health check in 5 s, and
-            # importing LiteLLM takes longer on a busy 2-core machine.
         ) as url,
     ):
         warm: dict[str, int] = {}
