@@ -223,11 +223,9 @@ def _openai(proxy: Proxy, base: str, n: int) -> openai.OpenAI:
     )
 
 
-def test_every_endpoint_has_auth_upstream_and_server_side_ttft(proxy: Proxy) -> None:
-    """Chat, completions, embeddings, Anthropic messages and Responses, with
-    and without /v1, through the clients that speak them, streamed and not."""
+def _call_every_endpoint(proxy: Proxy, n: int) -> dict[str, tuple[str, bool]]:
+    """One call to each endpoint; returns trace id -> (path, streamed)."""
     calls: dict[str, tuple[str, bool]] = {}  # trace id -> (what, streamed)
-    n = 1000
     for base in ("/v1", ""):
         for stream in (False, True):
             n += 1
@@ -278,8 +276,21 @@ def test_every_endpoint_has_auth_upstream_and_server_side_ttft(proxy: Proxy) -> 
         n += 1
         _openai(proxy, base, n).embeddings.create(model="openai-slow", input="hi")
         calls[traceparent(n)[0]] = (f"{base}/embeddings", False)
+    return calls
+
+
+def test_every_endpoint_has_auth_upstream_and_server_side_ttft(proxy: Proxy) -> None:
+    """Chat, completions, embeddings, Anthropic messages and Responses, with
+    and without /v1, through the clients that speak them, streamed and not."""
+    # A path's first call in a worker does one-off work (lazy imports), and any
+    # call can meet a collection or the export thread inside its upstream window
+    # (6-14 ms seen here): warm every path, then judge each path's upstream by its
+    # best of 3 calls. A stage that swallowed proxy work would be off in all 3.
+    _call_every_endpoint(proxy, 1000)
+    calls = {t: c for r in range(3) for t, c in _call_every_endpoint(proxy, 1100 + 100 * r).items()}
     spans = proxy.server_spans(set(calls))
     failures = []
+    upstreams: dict[tuple[str, bool], list[tuple[float, float]]] = defaultdict(list)
     for trace_id, (what, stream) in calls.items():
         server = next(s for s in spans[trace_id] if s["kind"] == 2)["attrs"]
         stages = {s["name"] for s in spans[trace_id] if s["kind"] == 1}
@@ -288,8 +299,7 @@ def test_every_endpoint_has_auth_upstream_and_server_side_ttft(proxy: Proxy) -> 
             failures.append(f"{label}: stages {sorted(stages)}")
         if server.get("perfkit.upstream_unmeasured") or server.get("perfkit.auth_unmeasured"):
             failures.append(f"{label}: flagged unmeasured")
-        if not about_upstream(server["perfkit.upstream_ms"], stream, server["perfkit.overhead_ms"]):
-            failures.append(f"{label}: upstream {server['perfkit.upstream_ms']:.2f} ms")
+        upstreams[what, stream].append((server["perfkit.upstream_ms"], server["perfkit.overhead_ms"]))
         server_span = next(s for s in spans[trace_id] if s["kind"] == 2)
         semconv = (
             server_span["name"],
@@ -318,6 +328,10 @@ def test_every_endpoint_has_auth_upstream_and_server_side_ttft(proxy: Proxy) -> 
                 failures.append(
                     f"{label}: server-side TTFT {ttft} ms (overhead {server['perfkit.overhead_ms']:.2f} ms)"
                 )
+    for (what, stream), measured in upstreams.items():
+        if not any(about_upstream(ms, stream, overhead_ms) for ms, overhead_ms in measured):
+            label = f"{what} {'stream' if stream else 'json'}"
+            failures.append(f"{label}: upstream {', '.join(f'{ms:.2f}' for ms, _ in measured)} ms")
     assert not failures, "\n".join(failures)
 
 
