@@ -1,12 +1,14 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
 from tests.support.markers import EXTERNAL_MARKERS, forbidding_external_tools
 from tests.support.servers import Jaeger, jaeger_process
+from tests.support.speedscope import speedscope_validator
 
 # Tests count what perfkit recorded, so they record every request, in this
 # process and in every proxy they start. The default rate (10 a second per
@@ -23,6 +25,12 @@ os.environ["OTEL_BSP_SCHEDULE_DELAY"] = "200"
 def jaeger(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Jaeger]:
     with jaeger_process(tmp_path_factory.mktemp("jaeger")) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def validate_speedscope() -> Callable[[dict[str, Any]], None]:
+    """speedscope's own schema check; a session fixture, so its one-time npm fetch is setup, outside any test's guard."""
+    return speedscope_validator()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import io
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -126,11 +128,12 @@ def test_bench_through_locust_folds_its_entries_into_the_result() -> None:
 
 
 @pytest.mark.integration
-def test_bench_flamegraph_of_the_gateway_is_linked_from_the_report(tmp_path: Path) -> None:
+def test_bench_flamegraph_of_the_gateway_is_linked_from_the_report(
+    tmp_path: Path, validate_speedscope: Callable[[dict[str, Any]], None]
+) -> None:
     import json
 
     from litellm_perfkit._bench._report import render_html
-    from tests.support.speedscope import validate_speedscope
 
     command = (
         f"{sys.executable} {ROOT / 'tests' / 'support' / 'delay_gateway.py'} --port {{port}} --upstream {{upstream}}"

@@ -6,13 +6,14 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.support.mock_server import mock_process
 from tests.support.proxy import litellm_proxy
-from tests.support.speedscope import validate_speedscope
 
 PERFKIT = [sys.executable, "-m", "litellm_perfkit._cli"]
 
@@ -23,7 +24,9 @@ def perfkit(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str
 
 @pytest.mark.integration
 @pytest.mark.litellm
-def test_py_spy_captures_a_litellm_proxy_with_two_workers_under_load(tmp_path: Path) -> None:
+def test_py_spy_captures_a_litellm_proxy_with_two_workers_under_load(
+    tmp_path: Path, validate_speedscope: Callable[[dict[str, Any]], None]
+) -> None:
     pids: list[int] = []
     output = tmp_path / "proxy.speedscope.json"
     with (

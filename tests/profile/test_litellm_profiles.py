@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import openai
 import pytest
 
 from tests.support.mock_server import mock_process
 from tests.support.proxy import litellm_proxy
-from tests.support.speedscope import validate_speedscope
 
 pytestmark = [pytest.mark.integration, pytest.mark.litellm]
 
@@ -18,7 +19,9 @@ SECRET = "profile-token-for-tests"
 MESSAGES = [{"role": "user", "content": "hello"}]
 
 
-def test_stage_and_request_profiles_of_the_proxy(tmp_path: Path) -> None:
+def test_stage_and_request_profiles_of_the_proxy(
+    tmp_path: Path, validate_speedscope: Callable[[dict[str, Any]], None]
+) -> None:
     stages_dir, requests_dir = tmp_path / "stages", tmp_path / "requests"
     with (
         mock_process("--ttft-ms", "2", "--chunks", "5") as upstream,

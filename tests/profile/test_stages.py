@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,6 @@ from starlette.routing import Route
 from litellm_perfkit._core._backend import Backend, BackendName
 from litellm_perfkit.profiling import StageProfiler
 from tests.support import backends
-from tests.support.speedscope import validate_speedscope
 
 
 def hash_passwords_in_auth() -> int:
@@ -70,7 +70,9 @@ def functions_in(profile: dict, frames: list[dict]) -> set[str]:
 
 
 @pytest.mark.parametrize("name", backends.NAMES)
-def test_a_cpu_heavy_function_shows_in_its_own_stage_only(tmp_path: Path, name: BackendName) -> None:
+def test_a_cpu_heavy_function_shows_in_its_own_stage_only(
+    tmp_path: Path, name: BackendName, validate_speedscope: Callable[[dict[str, Any]], None]
+) -> None:
     app = make_app(backends.load(name))
     with StageProfiler(interval_s=0.002) as profiler:
         asyncio.run(load(app, 96))
