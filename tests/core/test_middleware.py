@@ -59,11 +59,14 @@ def test_known_stream_ttft_chunks_and_bytes_are_exact(backend: Backend) -> None:
     first_role = record.marks["first_body_byte"]
     gap_ms = (record.marks["first_token"] - first_role) / 1e6
     # Not the role chunk (that would be ~0 ms). uvloop timers may fire up to ~1 ms early.
-    assert apps.FIRST_TOKEN_DELAY_S * 1000 - 1 <= gap_ms < apps.FIRST_TOKEN_DELAY_S * 1000 + 15
+    # No upper bound: a loaded host delays the token (61 ms seen at load 18); the
+    # next test pins the mark between the app's own stamps around its send.
+    assert apps.FIRST_TOKEN_DELAY_S * 1000 - 1 <= gap_ms
     iterate = next(s for s in record.stages if s.name == "stream.iterate")
     assert iterate.kind == "generator" and iterate.items == apps.STREAM_CHUNKS + 2
-    # Own time excludes the 30 ms sleep inside the generator.
-    assert iterate.duration_ns < 5_000_000 < iterate.end_ns - iterate.start_ns
+    # Own time excludes the 30 ms sleep inside the generator (timers may fire ~1 ms early).
+    slept_ns = int(apps.FIRST_TOKEN_DELAY_S * 1e9) - 1_000_000
+    assert iterate.duration_ns < slept_ns <= iterate.end_ns - iterate.start_ns
     # Server-Timing only has the stages finished before the headers.
     assert "stream.iterate" not in response.headers["server-timing"]
 
