@@ -44,8 +44,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from litellm_perfkit._core._timeline import decode  # noqa: E402
+from litellm_perfkit._export._frames import read_batch  # noqa: E402
 from litellm_perfkit._export._otlp import spans_protobuf  # noqa: E402
-from litellm_perfkit._export._pipeline import Processor, read_batch  # noqa: E402
+from litellm_perfkit._export._processor import Processor  # noqa: E402
 from litellm_perfkit._export._prometheus import SnapshotWriter  # noqa: E402
 from litellm_perfkit._export._settings import ExportSettings  # noqa: E402
 from litellm_perfkit._export._spans import Span  # noqa: E402

@@ -147,7 +147,7 @@ async def _toggled(args: argparse.Namespace) -> None:
 async def _captured(args: argparse.Namespace) -> None:
     """Every request of ``--rounds`` batches recorded, their encoded records written to ``--capture``."""
     from litellm_perfkit._core import _sink
-    from litellm_perfkit._export._pipeline import batch_frame
+    from litellm_perfkit._export._frames import batch_frame
 
     app, batch, client = await _started_proxy(args)
     for _ in range(args.warmup):

@@ -80,12 +80,9 @@ _CAPTURE = os.environ.get("PERFKIT_BENCH_CAPTURE")
 if _CAPTURE and os.environ.get("PERFKIT_ROLE") == "agent":
     import importlib
 
-    _pipeline = importlib.import_module(
-        "litellm_perfkit._export._pipeline"
-    )  # the package's global _pipeline hides it as an attribute
-
+    _frame_module = importlib.import_module("litellm_perfkit._export._frames")
     _layouts = importlib.import_module("litellm_perfkit._core._layouts")
-    _read_batch = _pipeline.read_batch
+    _read_batch = _frame_module.read_batch
     _frames = open(f"{_CAPTURE}.{os.getpid()}", "ab")  # noqa: SIM115 - lives as long as the process
 
     def _captured(payload):
@@ -93,4 +90,4 @@ if _CAPTURE and os.environ.get("PERFKIT_ROLE") == "agent":
         _frames.flush()
         return _read_batch(payload)
 
-    _pipeline.read_batch = _captured
+    _frame_module.read_batch = _captured

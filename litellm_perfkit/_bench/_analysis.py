@@ -122,17 +122,7 @@ def stage_breakdown(spans: list[dict[str, Any]], trace_ids: set[str]) -> Breakdo
     }
     requests = [(server, group) for server, group in joined if not server["attrs"].get(Attr.UPSTREAM_UNMEASURED)]
     if not requests:
-        return {
-            "joined_requests": 0,
-            "unmeasured": unmeasured,
-            "stages": {},
-            "remainder": None,
-            "gc_pause_ms": None,
-            "server_overhead_ms": None,
-            "fast_paths": {},
-            "workers_seen": None,
-            "samples": {"server_overhead_ms": [], "stage_self_ms": {}, "stage_cpu_ms": {}},
-        }
+        return _no_requests(unmeasured)
     n = len(requests)
     overhead = [server["attrs"].get(Attr.OVERHEAD_MS, 0.0) for server, _ in requests]
     remainder = [server["attrs"].get(Attr.UNATTRIBUTED_MS, 0.0) for server, _ in requests]
@@ -167,11 +157,31 @@ def stage_breakdown(spans: list[dict[str, Any]], trace_ids: set[str]) -> Breakdo
             k.removeprefix(Attr.LITELLM_PREFIX): v for k, v in first.items() if k.startswith(Attr.LITELLM_PREFIX)
         },
         "workers_seen": len({server.get("pid") for server, _ in requests}),
-        "samples": {
-            "server_overhead_ms": [round(v, 4) for v in overhead],
-            "stage_self_ms": {name: [round(v, 4) for v in values] for name, values in times.own_per_request.items()},
-            "stage_cpu_ms": {name: [round(v, 4) for v in values] for name, values in splits.cpu_per_request.items()},
-        },
+        "samples": _samples(overhead, times, splits),
+    }
+
+
+def _no_requests(unmeasured: Unmeasured) -> Breakdown:
+    """The breakdown of a repeat none of whose requests could be measured."""
+    return {
+        "joined_requests": 0,
+        "unmeasured": unmeasured,
+        "stages": {},
+        "remainder": None,
+        "gc_pause_ms": None,
+        "server_overhead_ms": None,
+        "fast_paths": {},
+        "workers_seen": None,
+        "samples": {"server_overhead_ms": [], "stage_self_ms": {}, "stage_cpu_ms": {}},
+    }
+
+
+def _samples(overhead: list[float], times: _StageTimes, splits: _Splits) -> ServerSamples:
+    """The per-request values behind the breakdown's figures (what perfkit compare resamples)."""
+    return {
+        "server_overhead_ms": [round(v, 4) for v in overhead],
+        "stage_self_ms": {name: [round(v, 4) for v in values] for name, values in times.own_per_request.items()},
+        "stage_cpu_ms": {name: [round(v, 4) for v in values] for name, values in splits.cpu_per_request.items()},
     }
 
 

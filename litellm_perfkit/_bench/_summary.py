@@ -6,7 +6,19 @@ import statistics
 from typing import TypedDict
 
 from .._wire._names import LITELLM_OVERHEAD_HEADER
-from ..types import P50P95, BenchRun, BenchSamples, IdleOverhead, LoadResult, LoadSummary, Percentiles, ProxyUsage
+from ..types import (
+    P50P95,
+    BenchNonStream,
+    BenchRun,
+    BenchSamples,
+    BenchSpread,
+    BenchStream,
+    IdleOverhead,
+    LoadResult,
+    LoadSummary,
+    Percentiles,
+    ProxyUsage,
+)
 from ._analysis import Breakdown
 
 __all__ = ["Repeat", "Samples", "summarize"]
@@ -82,6 +94,45 @@ def _idle(idle: Idle | None, direct: LoadSummary) -> IdleOverhead | None:
     }
 
 
+def _spread(repeats: list[Repeat]) -> BenchSpread:
+    """The least, median and greatest rate of the repeats, non-streaming and streaming."""
+    rps = [r["nonstream"]["summary"]["rps"] for r in repeats]
+    streams = [r["stream"]["summary"]["rps"] for r in repeats]
+    return {
+        "rps": {"min": min(rps), "median": statistics.median(rps), "max": max(rps)},
+        "streams_per_s": {"min": min(streams), "median": statistics.median(streams), "max": max(streams)},
+    }
+
+
+def _nonstream(phase: LoadResult, direct: LoadSummary) -> BenchNonStream:
+    """The non-streaming phase through the proxy, and what the proxy added to the direct latency."""
+    summary = phase["summary"]
+    lat = summary["latency_ms"]
+    litellm_header = phase["headers"].get(LITELLM_OVERHEAD_HEADER)
+    return {
+        "rps": summary["rps"],
+        "latency_ms": {
+            "p50": lat["p50"] if lat else None,
+            "p95": lat["p95"] if lat else None,
+            "p99": lat["p99"] if lat else None,
+        },
+        "client_overhead_ms": _added(lat, direct["latency_ms"]),
+        "litellm_overhead_header_ms": _p50_p95(litellm_header) if litellm_header else None,
+        "errors": summary["errors"],
+    }
+
+
+def _stream(summary: LoadSummary, direct: LoadSummary) -> BenchStream:
+    """The streaming phase through the proxy, and what the proxy added to the direct TTFT."""
+    return {
+        "ttft_ms": _p50_p95(summary["ttft_ms"]),
+        "ttft_added_ms": _added(summary["ttft_ms"], direct["ttft_ms"]),
+        "full_stream_ms": _p50_p95(summary["e2e_ms"]),
+        "streams_per_s": summary["rps"],
+        "errors": summary["errors"],
+    }
+
+
 def summarize(
     target: str,
     version: str | None,
@@ -93,40 +144,16 @@ def summarize(
 ) -> BenchRun:
     """The median repeat (by non-streaming RPS), with the spread and samples of every repeat."""
     median = sorted(repeats, key=lambda r: r["nonstream"]["summary"]["rps"])[(len(repeats) - 1) // 2]
-    ns, st = median["nonstream"]["summary"], median["stream"]["summary"]
     dns, dst = direct["nonstream"], direct["stream"]
-    lat = ns["latency_ms"]
-    litellm_header = median["nonstream"]["headers"].get(LITELLM_OVERHEAD_HEADER)
     breakdown = median["breakdown"]
-    rps = [r["nonstream"]["summary"]["rps"] for r in repeats]
-    streams = [r["stream"]["summary"]["rps"] for r in repeats]
     run: BenchRun = {
         "target": target,
         "litellm_version": _version(breakdown["fast_paths"].get("version"), version),
         "workers": workers,
         "repeats": len(repeats),
-        "spread": {
-            "rps": {"min": min(rps), "median": statistics.median(rps), "max": max(rps)},
-            "streams_per_s": {"min": min(streams), "median": statistics.median(streams), "max": max(streams)},
-        },
-        "nonstream": {
-            "rps": ns["rps"],
-            "latency_ms": {
-                "p50": lat["p50"] if lat else None,
-                "p95": lat["p95"] if lat else None,
-                "p99": lat["p99"] if lat else None,
-            },
-            "client_overhead_ms": _added(lat, dns["latency_ms"]),
-            "litellm_overhead_header_ms": _p50_p95(litellm_header) if litellm_header else None,
-            "errors": ns["errors"],
-        },
-        "stream": {
-            "ttft_ms": _p50_p95(st["ttft_ms"]),
-            "ttft_added_ms": _added(st["ttft_ms"], dst["ttft_ms"]),
-            "full_stream_ms": _p50_p95(st["e2e_ms"]),
-            "streams_per_s": st["rps"],
-            "errors": st["errors"],
-        },
+        "spread": _spread(repeats),
+        "nonstream": _nonstream(median["nonstream"], dns),
+        "stream": _stream(median["stream"]["summary"], dst),
         "direct": {"latency_ms": _p50_p95(dns["latency_ms"]), "ttft_ms": _p50_p95(dst["ttft_ms"]), "rps": dns["rps"]},
         "server_overhead_ms": breakdown["server_overhead_ms"],
         "stages": breakdown["stages"],
@@ -138,7 +165,10 @@ def summarize(
         "workers_seen": breakdown["workers_seen"],
         "proxy": median["proxy"],
         "idle": _idle(idle, direct["nonstream"]),
-        "driver": {"name": median["nonstream"]["config"].get("driver", "perfkit"), **ns["driver"]},
+        "driver": {
+            "name": median["nonstream"]["config"].get("driver", "perfkit"),
+            **median["nonstream"]["summary"]["driver"],
+        },
         "samples": _samples(repeats),
         "flamegraph": flamegraph,
     }

@@ -3,7 +3,7 @@
 - ``Span``: a span as the exporters take it (built by ``_export/_spans.py``
   and C's ``stage_spans``, read by the OTLP encoders, Python's and C's).
 - The frames to the export agent (``FRAME_HEAD``, ``BATCH_HEAD``,
-  ``RECORD_HEAD``; written by ``_export/_pipeline.py`` and C's ``Handoff``).
+  ``RECORD_HEAD``; written by ``_export/_frames.py`` and C's ``Handoff``).
 - The traffic frame (``TRAFFIC_HEAD``, ``TRAFFIC_SERIES``; written by
   ``_export/_traffic.py`` from the tally's series) and the histogram bucket
   bounds (``BOUNDARIES_NS``) that the tally, C's and Python's, and the

@@ -21,8 +21,9 @@ import orjson
 from .._core._layouts import FRAME_HEAD, FrameKind
 from .._core._timeline import decode
 from .._wire._environment_variables import PERFKIT_AGENT_SETTINGS
+from ._frames import GIVE_UP_SIGNAL, read_batch
 from ._metrics import REQUESTS_DROPPED_COUNTER
-from ._pipeline import GIVE_UP_SIGNAL, Processor, read_batch
+from ._processor import Processor
 from ._reaper import name_agent
 from ._settings import ExportSettings
 from ._traffic import keep, read_traffic

@@ -20,268 +20,37 @@ A full queue or a failed export drops and counts; nothing ever blocks a request.
 from __future__ import annotations
 
 import atexit
-import contextlib
-import dataclasses
 import os
-import select
-import signal
-import subprocess
-import sys
 import threading
 import time
 import weakref
 from collections import deque
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, Literal
-
-import orjson
-
-try:
-    import fcntl
-except ImportError:  # not on Windows
-    fcntl = None  # type: ignore[assignment]
 
 from .._core._backend import ACTIVE, Backend
 from .._core._guard import internal_error, internal_error_counts, logger, warn_once
-from .._core._layouts import BATCH_HEAD, FRAME_HEAD, RECORD_HEAD, FrameKind
 from .._core._sink import set_sink
 from .._core._timeline import Timeline
-from .._wire._environment_variables import PERFKIT_AGENT_SETTINGS, PERFKIT_APP_PID, PERFKIT_ROLE, PERFKIT_RUN_PID
-from .._wire._names import AGENT_MODULE
-from ..types import ExportMode, RequestRecord
+from .._wire._environment_variables import PERFKIT_RUN_PID
+from ..types import ExportMode
+from ._agent_process import AgentProcess
+from ._frames import batch_frame
 from ._health import print_health_once, write_health
-from ._metrics import REQUESTS_DROPPED_COUNTER, SPANS_DROPPED_COUNTER, MetricStore
-from ._prometheus import SnapshotWriter
-from ._reaper import OWN_AGENTS
+from ._processor import Processor
 from ._settings import ExportSettings
-from ._spans import Sampler, Span, record_to_spans, trace_context
 from ._traffic import Traffic, keep, traffic_frame
-from ._transport import Exporter, make_exporter
+from ._transport import Exporter
 
-__all__ = ["GIVE_UP_SIGNAL", "Pipeline", "Processor", "RecordListener", "batch_frame", "read_batch"]
+__all__ = ["Pipeline"]
 
 # Records handled between voluntary GIL releases, so the export thread never
 # holds the interpreter for long while requests wait.
 _SLICE = 32
-_PIPE_BYTES = 1 << 20  # Linux's default pipe-max-size for unprivileged processes
 _RECORD_BYTES = 2048  # the hand-off holds max_queue records of this size on average
 _RESTART_S = 1.0  # an agent that keeps dying costs at most one start a second
-GIVE_UP_SIGNAL = signal.SIGUSR1
-"""Sent to the agent at a shutdown that cannot wait for its exports (_agent.py)."""
 
 FlushPoint = Literal["handed_off", "exported"]
-
-
-def batch_frame(anchor: int, dropped: int, records: list[bytes]) -> bytes:
-    """A batch frame from encoded records (the path without the C hand-off)."""
-    parts = [BATCH_HEAD.pack(anchor, dropped)]
-    for record in records:
-        parts += (RECORD_HEAD.pack(len(record)), record)
-    payload = b"".join(parts)
-    return FRAME_HEAD.pack(FrameKind.BATCH, len(payload)) + payload
-
-
-def read_batch(payload: bytes) -> tuple[int, int, list[bytes]]:
-    """(anchor, the app's drop count, records) of a batch frame's payload."""
-    view = memoryview(payload)
-    anchor, dropped = BATCH_HEAD.unpack_from(view)
-    records, at, head = [], BATCH_HEAD.size, RECORD_HEAD.size
-    while at < len(view):
-        (size,) = RECORD_HEAD.unpack_from(view, at)
-        records.append(bytes(view[at + head : at + head + size]))
-        at += head + size
-    return anchor, dropped, records
-
-
-RecordListener = Callable[[RequestRecord, str], None]
-"""Called with each finished request and its trace id (thread mode)."""
-
-
-class Processor:
-    """Request records in; metrics, spans and exports out. Used by thread mode and the agent."""
-
-    def __init__(self, settings: ExportSettings, exporter: Exporter | None = None) -> None:
-        self.settings = settings
-        self._exporter = exporter if exporter is not None else make_exporter(settings)
-        self.exporter = self._exporter
-        self._sampler = Sampler(settings.sampler, settings.sampler_ratio)
-        self.metrics = MetricStore()
-        self.listeners: list[RecordListener] = []
-        self._pending: list[Span] = []
-        self._start_unix_ns = time.time_ns()
-        self._last_metrics = time.monotonic()
-        self.exported_spans = 0
-        self.recorded = 0  # records handled
-        self.gave_up = False  # set at a shutdown that cannot wait: spans are dropped and counted, not exported
-        self._prometheus = SnapshotWriter(settings.prometheus_dir) if settings.prometheus_dir else None
-
-    def changed(self) -> None:
-        """The metrics changed: the next Prometheus snapshot that is due writes them."""
-        if self._prometheus is not None:
-            self._prometheus.changed()
-
-    def handle(self, record: RequestRecord, anchor_ns: int) -> None:
-        self.recorded += 1
-        self.changed()
-        try:
-            self.metrics.observe(record)
-            trace_id, parent_span_id, flags = trace_context(record)
-            for listener in self.listeners:
-                listener(record, trace_id)
-            if self._exporter is not None and self._sampler.should_sample(trace_id, flags):
-                self._pending.extend(record_to_spans(record, trace_id, parent_span_id, anchor_ns))
-        except Exception as exc:
-            internal_error("export.record", exc)
-        if len(self._pending) >= self.settings.max_batch:
-            self.flush_spans()
-
-    def flush_spans(self) -> None:
-        if not self._pending or self._exporter is None:
-            self._pending.clear()
-            return
-        batch, self._pending = self._pending, []
-        if not self.gave_up and self._exporter.export_spans(batch):
-            self.exported_spans += len(batch)
-        else:
-            self.metrics.counters[SPANS_DROPPED_COUNTER] += len(batch)
-
-    def export_metrics(self, force: bool = False) -> None:
-        if self._prometheus is not None:
-            try:
-                self._prometheus.write(self.metrics, force)
-            except OSError as exc:
-                internal_error("export.prometheus", exc)
-        now = time.monotonic()
-        if not force and now - self._last_metrics < self.settings.metric_interval_s:
-            return
-        self._last_metrics = now
-        if self._exporter is not None and self.settings.metrics and not self.gave_up:
-            self._exporter.export_metrics(self.metrics, self._start_unix_ns, time.time_ns())
-
-    def metrics_due_in(self) -> float | None:
-        """Seconds until ``export_metrics`` has a held-back Prometheus snapshot to write, or None."""
-        return None if self._prometheus is None else self._prometheus.due_in()
-
-    def stats(self) -> dict[str, int]:
-        return {
-            "exported_spans": self.exported_spans,
-            "dropped_spans": self.metrics.counters[SPANS_DROPPED_COUNTER],
-            "dropped_requests": self.metrics.counters[REQUESTS_DROPPED_COUNTER],
-            "recorded": self.recorded,
-            "internal_errors": sum(internal_error_counts().values()),  # of the process it runs in
-        }
-
-    def close(self) -> None:
-        self.flush_spans()
-        self.export_metrics(force=True)
-        if self._exporter is not None:
-            self._exporter.close()
-        stats = self.stats()
-        if stats["dropped_spans"] or stats["dropped_requests"]:
-            logger.warning(
-                "perfkit: %d spans could not be exported and %d requests were dropped from a full queue",
-                stats["dropped_spans"],
-                stats["dropped_requests"],
-            )
-
-
-def _widen_pipe(fd: int) -> None:
-    """Let one drain's batch fit in the pipe to the agent (Linux; 64 KiB by
-    default). A batch larger than the pipe went through in many small
-    block-and-wake rounds with the agent on the other core, and those cost
-    the export thread more CPU than the rest of the drain (docs/overhead.md)."""
-    set_size = getattr(fcntl, "F_SETPIPE_SZ", None) if fcntl is not None else None
-    if set_size is None:
-        return
-    try:
-        fcntl.fcntl(fd, set_size, _PIPE_BYTES)
-    except OSError:
-        pass  # above /proc/sys/fs/pipe-max-size or the user's pipe quota: keep the default
-
-
-class _Agent:
-    """The export agent process and the pipe to it."""
-
-    def __init__(self, settings: ExportSettings) -> None:
-        package_parent = str(Path(__file__).resolve().parents[2])
-        env = {
-            **os.environ,
-            PERFKIT_AGENT_SETTINGS: orjson.dumps(dataclasses.asdict(settings)).decode(),
-            "PYTHONPATH": os.pathsep.join(filter(None, [package_parent, os.environ.get("PYTHONPATH")])),
-            PERFKIT_ROLE: "agent",  # the zero-code bootstrap must not instrument the agent
-            PERFKIT_APP_PID: str(os.getpid()),
-        }
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", AGENT_MODULE],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env=env,
-        )
-        OWN_AGENTS.add(self.process.pid)
-        assert self.process.stdin is not None and self.process.stdout is not None
-        _widen_pipe(self.process.stdin.fileno())
-        self._stdin = self.process.stdin
-        self._stdout = self.process.stdout
-        self.last_stats: dict[str, int] = {}
-
-    def send(self, kind: bytes, payload: bytes) -> None:
-        self.send_frame(FRAME_HEAD.pack(kind, len(payload)) + payload)
-
-    def send_frame(self, frame: bytes) -> None:
-        self._stdin.write(frame)
-        self._stdin.flush()
-
-    def fileno(self) -> int:
-        """For writes that bypass the buffered writer (it is always flushed)."""
-        return self._stdin.fileno()
-
-    def flush(self) -> dict[str, int]:
-        self.send(FrameKind.FLUSH, b"")
-        self.last_stats = orjson.loads(self._stdout.readline() or b"{}")
-        return self.last_stats
-
-    def close(self, timeout_s: float) -> dict[str, int]:
-        """EOF, then its last stats. A backlog for a backend that never answers
-        could take it minutes: past ``timeout_s`` it is told to give up (it drops
-        and counts the rest, after the export in progress), and past as long
-        again it is killed; what it had not handled is then counted as lost."""
-        try:
-            self._stdin.close()
-            if not select.select([self._stdout], [], [], timeout_s)[0]:
-                self.give_up()
-            if select.select([self._stdout], [], [], timeout_s)[0]:
-                line = self._stdout.readline()
-                if line:
-                    self.last_stats = orjson.loads(line)
-            self.process.wait(timeout=timeout_s)
-        except (OSError, ValueError, subprocess.TimeoutExpired):
-            self.process.kill()
-        self.reap()
-        return self.last_stats
-
-    def forget(self) -> None:
-        """In a forked child: this process's copies of the pipes point at
-        /dev/null instead (the file objects may still close them; nothing of
-        the child's reaches the parent's agent); the agent stays the parent's."""
-        null = os.open(os.devnull, os.O_RDWR)
-        try:
-            for pipe in (self._stdin, self._stdout):
-                with contextlib.suppress(OSError, ValueError):
-                    os.dup2(null, pipe.fileno())
-        finally:
-            os.close(null)
-
-    def give_up(self) -> None:
-        """Drop (and count) what it holds instead of exporting it (``GIVE_UP_SIGNAL``)."""
-        with contextlib.suppress(OSError):
-            self.process.send_signal(GIVE_UP_SIGNAL)
-
-    def reap(self) -> None:
-        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-            self.process.wait(timeout=5)
-        with contextlib.suppress(OSError):
-            self._stdout.close()
 
 
 def _start_in_child(pipeline: weakref.ref[Pipeline]) -> None:
@@ -316,7 +85,7 @@ class Pipeline:
         self._handoff: Any = None
         self._handoff_type = backend.handoff  # the C hand-off, when that backend runs
         self._processor = Processor(settings, exporter) if mode == "thread" else None
-        self._agent: _Agent | None = None
+        self._agent: AgentProcess | None = None
         self._agent_failed = False  # it could not start: the queue fills, and what comes after is dropped and counted
         self._wake = threading.Event()
         self._stopped = threading.Event()
@@ -526,7 +295,7 @@ class Pipeline:
             elif queue:
                 self._drain_to_agent(agent, queue, anchor)
 
-    def _started_agent(self) -> _Agent | None:
+    def _started_agent(self) -> AgentProcess | None:
         """The agent; started now if there is something to hand it (process mode),
         or again if it died (killed, out of memory), at most once per ``_RESTART_S``."""
         if self._agent is not None and self._agent.process.poll() is not None:
@@ -539,7 +308,7 @@ class Pipeline:
         if not pending and self._tally.requests == self._tally_sent:
             return None
         try:
-            self._agent = _Agent(self.settings)
+            self._agent = AgentProcess(self.settings)
             self._agent_started_at = time.monotonic()
             self._handed_to_agent = 0
             self._tally_sent = 0  # the new agent has not been told yet
@@ -594,7 +363,7 @@ class Pipeline:
                 time.sleep(0)
         processor.flush_spans()
 
-    def _drain_to_agent(self, agent: _Agent, queue: deque[bytes], anchor: int) -> None:
+    def _drain_to_agent(self, agent: AgentProcess, queue: deque[bytes], anchor: int) -> None:
         records: list[bytes] = []
         while queue:
             records.append(queue.popleft())
@@ -606,7 +375,7 @@ class Pipeline:
             self._dropped += len(records)
             warn_once("export.agent", "perfkit: the export agent is gone (%s); requests are dropped and counted", exc)
 
-    def _drain_handoff(self, agent: _Agent, handoff: Any, anchor: int) -> None:
+    def _drain_handoff(self, agent: AgentProcess, handoff: Any, anchor: int) -> None:
         try:
             written = handoff.write_frame(agent.fileno(), anchor)  # the records are counted as dropped if it fails
             self._handed += written

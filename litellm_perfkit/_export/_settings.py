@@ -233,6 +233,54 @@ def _file(env: Mapping[str, str], variable: str) -> str | None:
     return path or None
 
 
+def _exporter(env: Mapping[str, str], exporter: str | None, jsonl_path: str | None) -> tuple[str, str | None]:
+    """The traces exporter and the JSONL path; ``jsonl`` without a path is ``none``, with a warning."""
+    exporter_value = _choice(env, variables.OTEL_TRACES_EXPORTER, exporter, get_args(ExporterName), "otlp")
+    if jsonl_path is None:
+        jsonl_path = env.get(variables.PERFKIT_JSONL_PATH) or None
+    if exporter_value == "jsonl" and not jsonl_path:
+        _warn(variables.OTEL_TRACES_EXPORTER, "jsonl", "jsonl needs a path (PERFKIT_JSONL_PATH)", "none")
+        exporter_value = "none"
+    return exporter_value, jsonl_path
+
+
+def _endpoints(env: Mapping[str, str], protocol: str | None, endpoint: str | None) -> tuple[str, str, str, str]:
+    """The OTLP protocol, the base endpoint, and the traces and metrics endpoints
+    (each signal's own variable over the base, unless ``endpoint`` is given)."""
+    proto = _choice(env, variables.OTEL_EXPORTER_OTLP_PROTOCOL, protocol, get_args(OtlpProtocol), "http/protobuf")
+    proto = _choice(env, variables.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, None, get_args(OtlpProtocol), proto)
+    default_endpoint = _DEFAULT_ENDPOINTS[proto]
+    base_raw = endpoint or env.get(variables.OTEL_EXPORTER_OTLP_ENDPOINT) or default_endpoint
+    base = _url(variables.OTEL_EXPORTER_OTLP_ENDPOINT, base_raw, default_endpoint)
+    # gRPC has one endpoint for every service; HTTP a path per signal.
+    traces, metrics = (base, base) if proto == "grpc" else (base + "/v1/traces", base + "/v1/metrics")
+    if not endpoint and env.get(variables.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT):
+        traces = _url(
+            variables.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, env[variables.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT], traces
+        )
+    if not endpoint and env.get(variables.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT):
+        metrics = _url(
+            variables.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT,
+            env[variables.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT],
+            metrics,
+        )
+    return proto, base, traces, metrics
+
+
+def _sampler(env: Mapping[str, str], sampler: str | None) -> tuple[str, float]:
+    """The sampler's name and its ratio (1 unless a ``traceidratio`` sampler is given one)."""
+    sampler_value = _choice(env, variables.OTEL_TRACES_SAMPLER, sampler, get_args(SamplerName), "parentbased_always_on")
+    ratio = 1.0
+    if sampler_value.endswith("traceidratio"):
+        ratio = _number(env, variables.OTEL_TRACES_SAMPLER_ARG, 1.0, 0.0)
+        if ratio > 1.0:
+            _warn(
+                variables.OTEL_TRACES_SAMPLER_ARG, env[variables.OTEL_TRACES_SAMPLER_ARG], "a ratio is at most 1", 1.0
+            )
+            ratio = 1.0
+    return sampler_value, ratio
+
+
 def read_settings(
     env: Mapping[str, str] | None = None,
     *,
@@ -251,42 +299,9 @@ def read_settings(
         or resource.get(SemConv.SERVICE_NAME)
         or DEFAULT_SERVICE_NAME
     )
-
-    exporter_value = _choice(env, variables.OTEL_TRACES_EXPORTER, exporter, get_args(ExporterName), "otlp")
-    if jsonl_path is None:
-        jsonl_path = env.get(variables.PERFKIT_JSONL_PATH) or None
-    if exporter_value == "jsonl" and not jsonl_path:
-        _warn(variables.OTEL_TRACES_EXPORTER, "jsonl", "jsonl needs a path (PERFKIT_JSONL_PATH)", "none")
-        exporter_value = "none"
-
-    proto = _choice(env, variables.OTEL_EXPORTER_OTLP_PROTOCOL, protocol, get_args(OtlpProtocol), "http/protobuf")
-    proto = _choice(env, variables.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, None, get_args(OtlpProtocol), proto)
-    default_endpoint = _DEFAULT_ENDPOINTS[proto]
-    base_raw = endpoint or env.get(variables.OTEL_EXPORTER_OTLP_ENDPOINT) or default_endpoint
-    base = _url(variables.OTEL_EXPORTER_OTLP_ENDPOINT, base_raw, default_endpoint)
-    # gRPC has one endpoint for every service; HTTP a path per signal.
-    traces, metrics = (base, base) if proto == "grpc" else (base + "/v1/traces", base + "/v1/metrics")
-    if not endpoint and env.get(variables.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT):
-        traces = _url(
-            variables.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, env[variables.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT], traces
-        )
-    if not endpoint and env.get(variables.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT):
-        metrics = _url(
-            variables.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT,
-            env[variables.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT],
-            metrics,
-        )
-
-    sampler_value = _choice(env, variables.OTEL_TRACES_SAMPLER, sampler, get_args(SamplerName), "parentbased_always_on")
-    ratio = 1.0
-    if sampler_value.endswith("traceidratio"):
-        ratio = _number(env, variables.OTEL_TRACES_SAMPLER_ARG, 1.0, 0.0)
-        if ratio > 1.0:
-            _warn(
-                variables.OTEL_TRACES_SAMPLER_ARG, env[variables.OTEL_TRACES_SAMPLER_ARG], "a ratio is at most 1", 1.0
-            )
-            ratio = 1.0
-
+    exporter_value, jsonl_path = _exporter(env, exporter, jsonl_path)
+    proto, base, traces, metrics = _endpoints(env, protocol, endpoint)
+    sampler_value, ratio = _sampler(env, sampler)
     metrics_exporter = _choice(env, variables.OTEL_METRICS_EXPORTER, None, ("otlp", "none"), "otlp")
     return ExportSettings(
         service_name=name,

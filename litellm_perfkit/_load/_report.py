@@ -6,7 +6,7 @@ import statistics
 
 from .._version import __version__
 from .._wire._names import LOAD_SCHEMA
-from ..types import LoadConfig, LoadResult, Percentiles
+from ..types import LoadConfig, LoadResult, LoadSummary, Percentiles
 from ._exchange import ERROR_MESSAGES
 from ._recorder import Recorder
 
@@ -23,52 +23,17 @@ def build_result(
     recorder: Recorder, duration_s: float, cpu_s: float, wall_s: float, processes: int, config: LoadConfig
 ) -> LoadResult:
     h = recorder.histograms
-    streaming = bool(config.get("stream"))
-
-    def summary(name: str) -> Percentiles | None:
-        return h[name].summary_ms() if name in h and h[name].count else None
-
-    cpu_fraction = cpu_s / wall_s / processes if wall_s else 0.0
-    flags = _flags(recorder, config, cpu_fraction, wall_s)
-    sources = recorder.token_sources
     result: LoadResult = {
         "schema": "perfkit.load/1",
         "complete": True,
         "tool": {"name": "perfkit load", "version": __version__},
         "config": config,
-        "summary": {
-            "requests": recorder.requests,
-            "ok": recorder.ok,
-            "errors": sum(recorder.errors.values()),
-            "errors_by_class": dict(recorder.errors),
-            "duration_s": round(duration_s, 3),
-            "rps": round(recorder.ok / duration_s, 2) if duration_s else 0.0,
-            "latency_ms": summary("latency"),
-            "latency_uncorrected_ms": summary("latency_uncorrected"),
-            "ttft_ms": summary("ttft") if streaming else None,
-            "ttft_uncorrected_ms": summary("ttft_uncorrected") if streaming else None,
-            "itl_ms": summary("itl") if streaming else None,
-            "e2e_ms": summary("e2e") if streaming else None,
-            "schedule_lag_ms": summary("schedule_lag"),
-            "output_tokens": {
-                "total": recorder.output_tokens,
-                "per_s": round(recorder.output_tokens / duration_s, 2) if duration_s else 0.0,
-                "source": "usage" if sources.get("usage", 0) >= sources.get("chunks", 0) and sources else "chunks",
-            },
-            "driver": {"processes": processes, "cpu_fraction": round(cpu_fraction, 3), "cpu_s": round(cpu_s, 3)},
-            "flags": flags,
-        },
-        "headers": {
-            name.removeprefix("header:"): hist.summary_ms() for name, hist in h.items() if name.startswith("header:")
-        },
-        "server_timing": {
-            name.removeprefix("server_timing:"): hist.summary_ms()
-            for name, hist in h.items()
-            if name.startswith("server_timing:")
-        },
+        "summary": _summary(recorder, duration_s, cpu_s, wall_s, processes, config),
+        "headers": _summaries_under(recorder, "header:"),
+        "server_timing": _summaries_under(recorder, "server_timing:"),
         "ground_truth": {
-            "gateway_added_ttft_ms": summary("gateway_added_ttft"),
-            "added_delay_per_chunk_ms": summary("added_delay_per_chunk"),
+            "gateway_added_ttft_ms": _summary_ms(recorder, "gateway_added_ttft"),
+            "added_delay_per_chunk_ms": _summary_ms(recorder, "added_delay_per_chunk"),
         },
         "errors": {
             name: {
@@ -81,6 +46,56 @@ def build_result(
         "histograms": {name: hist.to_dict() for name, hist in h.items()},
     }
     return result
+
+
+def _summary_ms(recorder: Recorder, name: str) -> Percentiles | None:
+    """The percentiles of one histogram, or None when it has no value."""
+    h = recorder.histograms
+    return h[name].summary_ms() if name in h and h[name].count else None
+
+
+def _summaries_under(recorder: Recorder, prefix: str) -> dict[str, Percentiles]:
+    """The percentiles of every histogram named ``prefix`` + a name, by that name."""
+    return {
+        name.removeprefix(prefix): hist.summary_ms()
+        for name, hist in recorder.histograms.items()
+        if name.startswith(prefix)
+    }
+
+
+def _summary(
+    recorder: Recorder, duration_s: float, cpu_s: float, wall_s: float, processes: int, config: LoadConfig
+) -> LoadSummary:
+    """The run's counts, rates and latency percentiles, the driver's own load, and its flags."""
+    streaming = bool(config.get("stream"))
+
+    def summary(name: str) -> Percentiles | None:
+        return _summary_ms(recorder, name)
+
+    cpu_fraction = cpu_s / wall_s / processes if wall_s else 0.0
+    sources = recorder.token_sources
+    return {
+        "requests": recorder.requests,
+        "ok": recorder.ok,
+        "errors": sum(recorder.errors.values()),
+        "errors_by_class": dict(recorder.errors),
+        "duration_s": round(duration_s, 3),
+        "rps": round(recorder.ok / duration_s, 2) if duration_s else 0.0,
+        "latency_ms": summary("latency"),
+        "latency_uncorrected_ms": summary("latency_uncorrected"),
+        "ttft_ms": summary("ttft") if streaming else None,
+        "ttft_uncorrected_ms": summary("ttft_uncorrected") if streaming else None,
+        "itl_ms": summary("itl") if streaming else None,
+        "e2e_ms": summary("e2e") if streaming else None,
+        "schedule_lag_ms": summary("schedule_lag"),
+        "output_tokens": {
+            "total": recorder.output_tokens,
+            "per_s": round(recorder.output_tokens / duration_s, 2) if duration_s else 0.0,
+            "source": "usage" if sources.get("usage", 0) >= sources.get("chunks", 0) and sources else "chunks",
+        },
+        "driver": {"processes": processes, "cpu_fraction": round(cpu_fraction, 3), "cpu_s": round(cpu_s, 3)},
+        "flags": _flags(recorder, config, cpu_fraction, wall_s),
+    }
 
 
 def _flags(recorder: Recorder, config: LoadConfig, cpu_fraction: float, wall_s: float) -> list[str]:

@@ -8,7 +8,7 @@ import pytest
 
 from litellm_perfkit._core._fields import GENERATOR, GeneratorEntry, position_names
 from litellm_perfkit._core._layouts import BATCH_HEAD, FRAME_HEAD, RECORD_HEAD, FrameKind, Hooks, Span, c_header
-from litellm_perfkit._export._pipeline import batch_frame
+from litellm_perfkit._export._frames import batch_frame
 
 
 def _defines() -> dict[str, str]:

@@ -16,7 +16,7 @@ from tests.support.timelines import sample_timeline
 
 
 def test_the_handoff_writes_the_frame_the_python_path_builds() -> None:
-    from litellm_perfkit._export._pipeline import batch_frame, read_batch
+    from litellm_perfkit._export._frames import batch_frame, read_batch
 
     native = speedups()
     timelines = [sample_timeline(), sample_timeline()]
@@ -116,7 +116,7 @@ def test_the_c_record_writer_encodes_what_timeline_encode_encodes() -> None:
     """Every record the hand-off writes decodes to what Timeline.encode()'s
     decodes to; values the C writer does not write (2**70, surrogates) go
     through Timeline.encode() and decode the same too."""
-    from litellm_perfkit._export._pipeline import read_batch
+    from litellm_perfkit._export._frames import read_batch
 
     native = speedups()
     rng = random.Random(11)

@@ -1,0 +1,107 @@
+"""Request records in; metrics, spans and exports out (thread mode and the export agent)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from .._core._guard import internal_error, internal_error_counts, logger
+from ..types import RequestRecord
+from ._metrics import REQUESTS_DROPPED_COUNTER, SPANS_DROPPED_COUNTER, MetricStore
+from ._prometheus import SnapshotWriter
+from ._settings import ExportSettings
+from ._spans import Sampler, Span, record_to_spans, trace_context
+from ._transport import Exporter, make_exporter
+
+__all__ = ["Processor", "RecordListener"]
+
+RecordListener = Callable[[RequestRecord, str], None]
+"""Called with each finished request and its trace id (thread mode)."""
+
+
+class Processor:
+    """Request records in; metrics, spans and exports out. Used by thread mode and the agent."""
+
+    def __init__(self, settings: ExportSettings, exporter: Exporter | None = None) -> None:
+        self.settings = settings
+        self._exporter = exporter if exporter is not None else make_exporter(settings)
+        self.exporter = self._exporter
+        self._sampler = Sampler(settings.sampler, settings.sampler_ratio)
+        self.metrics = MetricStore()
+        self.listeners: list[RecordListener] = []
+        self._pending: list[Span] = []
+        self._start_unix_ns = time.time_ns()
+        self._last_metrics = time.monotonic()
+        self.exported_spans = 0
+        self.recorded = 0  # records handled
+        self.gave_up = False  # set at a shutdown that cannot wait: spans are dropped and counted, not exported
+        self._prometheus = SnapshotWriter(settings.prometheus_dir) if settings.prometheus_dir else None
+
+    def changed(self) -> None:
+        """The metrics changed: the next Prometheus snapshot that is due writes them."""
+        if self._prometheus is not None:
+            self._prometheus.changed()
+
+    def handle(self, record: RequestRecord, anchor_ns: int) -> None:
+        self.recorded += 1
+        self.changed()
+        try:
+            self.metrics.observe(record)
+            trace_id, parent_span_id, flags = trace_context(record)
+            for listener in self.listeners:
+                listener(record, trace_id)
+            if self._exporter is not None and self._sampler.should_sample(trace_id, flags):
+                self._pending.extend(record_to_spans(record, trace_id, parent_span_id, anchor_ns))
+        except Exception as exc:
+            internal_error("export.record", exc)
+        if len(self._pending) >= self.settings.max_batch:
+            self.flush_spans()
+
+    def flush_spans(self) -> None:
+        if not self._pending or self._exporter is None:
+            self._pending.clear()
+            return
+        batch, self._pending = self._pending, []
+        if not self.gave_up and self._exporter.export_spans(batch):
+            self.exported_spans += len(batch)
+        else:
+            self.metrics.counters[SPANS_DROPPED_COUNTER] += len(batch)
+
+    def export_metrics(self, force: bool = False) -> None:
+        if self._prometheus is not None:
+            try:
+                self._prometheus.write(self.metrics, force)
+            except OSError as exc:
+                internal_error("export.prometheus", exc)
+        now = time.monotonic()
+        if not force and now - self._last_metrics < self.settings.metric_interval_s:
+            return
+        self._last_metrics = now
+        if self._exporter is not None and self.settings.metrics and not self.gave_up:
+            self._exporter.export_metrics(self.metrics, self._start_unix_ns, time.time_ns())
+
+    def metrics_due_in(self) -> float | None:
+        """Seconds until ``export_metrics`` has a held-back Prometheus snapshot to write, or None."""
+        return None if self._prometheus is None else self._prometheus.due_in()
+
+    def stats(self) -> dict[str, int]:
+        return {
+            "exported_spans": self.exported_spans,
+            "dropped_spans": self.metrics.counters[SPANS_DROPPED_COUNTER],
+            "dropped_requests": self.metrics.counters[REQUESTS_DROPPED_COUNTER],
+            "recorded": self.recorded,
+            "internal_errors": sum(internal_error_counts().values()),  # of the process it runs in
+        }
+
+    def close(self) -> None:
+        self.flush_spans()
+        self.export_metrics(force=True)
+        if self._exporter is not None:
+            self._exporter.close()
+        stats = self.stats()
+        if stats["dropped_spans"] or stats["dropped_requests"]:
+            logger.warning(
+                "perfkit: %d spans could not be exported and %d requests were dropped from a full queue",
+                stats["dropped_spans"],
+                stats["dropped_requests"],
+            )
