@@ -22,7 +22,7 @@ from pathlib import Path
 
 from litellm_perfkit._bench._launch import _tree
 
-__all__ = ["BENCH_STAGES", "Moment", "Stop", "bench_command", "moments", "stop_at"]
+__all__ = ["BENCH_STAGES", "Moment", "Stop", "bench_command", "bench_stages", "moments", "stop_at"]
 
 MARK = "PERFKIT_STOP_PROBE"
 POLL_S = 0.1
@@ -174,18 +174,25 @@ def stop_at(
 # perfkit bench with short phases, and its stages: (the stderr line each
 # starts with, None for the start; how long it lasts at most with these flags).
 DURATION_S, WARMUP_S, IDLE_S = 4.0, 2.0, 2.0
-BENCH_STAGES: tuple[tuple[str | None, float], ...] = (
-    (None, 3.0),  # imports, the mock's start-up
-    ("direct to the mock, nonstream", 11.0),
-    ("direct to the mock, stream", 11.0),
-    ("starting litellm", 15.0),  # the proxy's start-up
-    ("proxy, nonstream phase", DURATION_S + WARMUP_S),
-    ("proxy, stream phase", DURATION_S + WARMUP_S),
-    ("proxy, idle phase", IDLE_S + 1.0 + 2.5),  # and the proxy's stop after it
-)
+DIRECT_S = 10.0  # perfkit bench's own: each direct phase 1 s unmeasured, then this
 
 
-def bench_command(version: str, out: Path) -> list[str]:
+def bench_stages(direct_s: float = DIRECT_S) -> tuple[tuple[str | None, float], ...]:
+    return (
+        (None, 3.0),  # imports, the mock's start-up
+        ("direct to the mock, nonstream", direct_s + 1.0),
+        ("direct to the mock, stream", direct_s + 1.0),
+        ("starting litellm", 15.0),  # the proxy's start-up
+        ("proxy, nonstream phase", DURATION_S + WARMUP_S),
+        ("proxy, stream phase", DURATION_S + WARMUP_S),
+        ("proxy, idle phase", IDLE_S + 1.0 + 2.5),  # and the proxy's stop after it
+    )
+
+
+BENCH_STAGES = bench_stages()
+
+
+def bench_command(version: str, out: Path, direct_s: float = DIRECT_S) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -197,6 +204,8 @@ def bench_command(version: str, out: Path) -> list[str]:
         f"{DURATION_S:g}",
         "--warmup",
         f"{WARMUP_S:g}",
+        "--direct-duration",
+        f"{direct_s:g}",
         "--idle",
         f"{IDLE_S:g}",
         "--progress",
@@ -206,10 +215,15 @@ def bench_command(version: str, out: Path) -> list[str]:
     ]
 
 
-def moments(count: int, seed: int, stages: Sequence[int] | None = None) -> list[Moment]:
-    """``count`` moments, the stages (indexes into BENCH_STAGES, default all)
+def moments(
+    count: int,
+    seed: int,
+    stages: Sequence[int] | None = None,
+    table: Sequence[tuple[str | None, float]] = BENCH_STAGES,
+) -> list[Moment]:
+    """``count`` moments, the stages (indexes into ``table``, default all)
     taken in turn, each at a random offset into its stage."""
     rng = random.Random(seed)
-    order = list(stages) if stages is not None else list(range(len(BENCH_STAGES)))
-    chosen = [BENCH_STAGES[order[i % len(order)]] for i in range(count)]
+    order = list(stages) if stages is not None else list(range(len(table)))
+    chosen = [table[order[i % len(order)]] for i in range(count)]
     return [Moment(anchor, round(rng.uniform(0, longest), 2)) for anchor, longest in chosen]
