@@ -22,7 +22,7 @@ from pathlib import Path
 
 from litellm_perfkit._bench._launch import _tree
 
-__all__ = ["BENCH_STAGES", "Moment", "Stop", "bench_command", "bench_stages", "moments", "stop_at"]
+__all__ = ["BENCH_STAGES", "Moment", "Phases", "Stop", "bench_command", "bench_stages", "moments", "stop_at"]
 
 MARK = "PERFKIT_STOP_PROBE"
 POLL_S = 0.1
@@ -173,26 +173,33 @@ def stop_at(
 
 # perfkit bench with short phases, and its stages: (the stderr line each
 # starts with, None for the start; how long it lasts at most with these flags).
-DURATION_S, WARMUP_S, IDLE_S = 4.0, 2.0, 2.0
-DIRECT_S = 10.0  # perfkit bench's own: each direct phase 1 s unmeasured, then this
+@dataclass(frozen=True)
+class Phases:
+    """perfkit bench's phase lengths, in seconds."""
+
+    direct_s: float = 10.0  # perfkit bench's own: each direct phase 1 s unmeasured, then this
+    duration_s: float = 4.0  # each proxy phase, after warmup_s
+    warmup_s: float = 2.0
+    idle_s: float = 2.0  # after 1 s unmeasured
 
 
-def bench_stages(direct_s: float = DIRECT_S) -> tuple[tuple[str | None, float], ...]:
+def bench_stages(phases: Phases = Phases()) -> tuple[tuple[str | None, float], ...]:
+    proxy_phase_s = phases.duration_s + phases.warmup_s
     return (
         (None, 3.0),  # imports, the mock's start-up
-        ("direct to the mock, nonstream", direct_s + 1.0),
-        ("direct to the mock, stream", direct_s + 1.0),
+        ("direct to the mock, nonstream", phases.direct_s + 1.0),
+        ("direct to the mock, stream", phases.direct_s + 1.0),
         ("starting litellm", 15.0),  # the proxy's start-up
-        ("proxy, nonstream phase", DURATION_S + WARMUP_S),
-        ("proxy, stream phase", DURATION_S + WARMUP_S),
-        ("proxy, idle phase", IDLE_S + 1.0 + 2.5),  # and the proxy's stop after it
+        ("proxy, nonstream phase", proxy_phase_s),
+        ("proxy, stream phase", proxy_phase_s),
+        ("proxy, idle phase", phases.idle_s + 1.0 + 2.5),  # and the proxy's stop after it
     )
 
 
 BENCH_STAGES = bench_stages()
 
 
-def bench_command(version: str, out: Path, direct_s: float = DIRECT_S) -> list[str]:
+def bench_command(version: str, out: Path, phases: Phases = Phases()) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -201,13 +208,13 @@ def bench_command(version: str, out: Path, direct_s: float = DIRECT_S) -> list[s
         "--litellm-version",
         version,
         "--duration",
-        f"{DURATION_S:g}",
+        f"{phases.duration_s:g}",
         "--warmup",
-        f"{WARMUP_S:g}",
+        f"{phases.warmup_s:g}",
         "--direct-duration",
-        f"{direct_s:g}",
+        f"{phases.direct_s:g}",
         "--idle",
-        f"{IDLE_S:g}",
+        f"{phases.idle_s:g}",
         "--progress",
         "off",
         "--out",
