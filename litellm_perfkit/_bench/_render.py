@@ -65,11 +65,13 @@ def _metric_table(run: BenchRun) -> list[str]:
     """The client's figures, the load driver's and the proxy's."""
     ns, st = run["nonstream"], run["stream"]
     lat = ns["latency_ms"]
+    # None when the phase measured no request (a slow proxy, or a stop during it).
+    latency = "n/a" if lat["p50"] is None else f"p50 {lat['p50']:.2f}  p95 {lat['p95']:.2f}  p99 {lat['p99']:.2f} ms"
     lines = [
         "| metric | value |",
         "|---|---|",
         f"| non-streaming RPS | {ns['rps']:.1f} (spread {run['spread']['rps']['min']:.1f}-{run['spread']['rps']['max']:.1f}) |",
-        f"| latency | p50 {lat['p50']:.2f}  p95 {lat['p95']:.2f}  p99 {lat['p99']:.2f} ms |",
+        f"| latency | {latency} |",
         f"| client-observed overhead (proxy - direct) | {_pair(ns['client_overhead_ms'])} |",
         f"| x-litellm-overhead-duration-ms | {_pair(ns['litellm_overhead_header_ms'])} |",
         f"| server-side overhead (perfkit) | {_pair(run['server_overhead_ms'])} |",

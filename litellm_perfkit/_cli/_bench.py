@@ -70,8 +70,15 @@ def _list(kind: type, what: str) -> Any:
     return parse
 
 
-def add_load_arguments(p: argparse.ArgumentParser, defaults: BenchOptions) -> None:
-    """The load and mock options of a bench (bench, bisect), their defaults from ``defaults``."""
+def _positive_duration(text: str) -> float:
+    seconds = duration(text)
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: the baseline needs a duration > 0")
+    return seconds
+
+
+def add_load_arguments(p: argparse.ArgumentParser, defaults: BenchOptions) -> Any:
+    """The load and mock options of a bench (bench, bisect), their defaults from ``defaults``; the load group."""
     load = p.add_argument_group("load")
     load.add_argument(
         "--concurrency",
@@ -142,6 +149,7 @@ def add_load_arguments(p: argparse.ArgumentParser, defaults: BenchOptions) -> No
         default=defaults.chunks,
         help=f"content chunks per answer (default: {defaults.chunks})",
     )
+    return load
 
 
 def load_options(args: argparse.Namespace, defaults: BenchOptions) -> BenchOptions:
@@ -233,7 +241,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"with --perturbation: perfkit run's --record-rate for the proxy under perfkit (default: "
         f"{DEFAULT_RECORD_RATE:g}, perfkit run's own; all: every request recorded). The bench itself records every request",
     )
-    add_load_arguments(p, defaults)
+    load = add_load_arguments(p, defaults)
+    load.add_argument(
+        "--direct-duration",
+        type=_positive_duration,
+        default=defaults.direct_duration_s,
+        help="how long each phase straight to the mock (the baseline) measures, after 1 s unmeasured (less when this is shorter) "
+        f"(default: {defaults.direct_duration_s:g}s)",
+    )
     out = p.add_argument_group("output")
     out.add_argument(
         "--label", default=defaults.label, help=f"a name for this run, shown by compare (default: {defaults.label})"
@@ -274,6 +289,7 @@ def run(args: argparse.Namespace) -> int:
             provider=args.provider or BenchOptions().provider,
             workers=args.workers,
             idle_s=args.idle,
+            direct_duration_s=args.direct_duration,
             label=args.label,
             flamegraph=args.flamegraph,
             deployment=args.deployment,

@@ -46,6 +46,7 @@ def perfkit(*args: str) -> subprocess.CompletedProcess[str]:
         (["run", "--exporter", "jsonl", "--", "true"], "--exporter jsonl needs --out FILE"),
         (["run", "--sampler", "sometimes", "--", "true"], "invalid choice"),
         (["bench", "--warmup", "-3r"], "--warmup"),
+        (["bench", "--direct-duration", "0"], "the baseline needs a duration > 0"),
         (["load", "--url", "http://127.0.0.1:1", "--header", "nocolon"], "NAME:VALUE"),
         (["run"], "give the command to run after --"),
         (["run", "--", "no-such-command-xyz"], "command not found"),
@@ -258,6 +259,7 @@ def test_every_cli_default_is_the_default_of_the_option_it_fills() -> None:
         "bench": {
             **bench_flags(bench),
             "idle": bench.idle_s,
+            "direct_duration": bench.direct_duration_s,
             "workers": bench.workers,
             "deployment": bench.deployment,
             "label": bench.label,
@@ -326,6 +328,23 @@ def test_bench_sends_a_configured_gateway_its_model_and_key_and_never_records_th
     assert gateway("--proxy-url", "http://127.0.0.1:1")["api_key"] == MASTER_KEY
     recorded = BenchOptions(api_key="sk-secret", model="gpt-4o").recorded()
     assert recorded["model"] == "gpt-4o" and "api_key" not in recorded and "sk-secret" not in str(recorded)
+
+
+def test_bench_measures_the_mock_directly_for_direct_duration(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from litellm_perfkit._bench import BenchError
+    from litellm_perfkit._bench._options import BenchOptions
+    from litellm_perfkit._cli._main import main
+
+    given: list[BenchOptions] = []
+
+    def bench(options: BenchOptions) -> None:
+        given.append(options)
+        raise BenchError("stopped before starting anything")
+
+    monkeypatch.setattr("litellm_perfkit._bench.run_bench", bench, raising=False)
+    assert main(["bench", "--direct-duration", "1.5", "--out", str(tmp_path / "b.json")]) == 2
+    assert main(["bench", "--out", str(tmp_path / "b.json")]) == 2
+    assert [options.direct_duration_s for options in given] == [1.5, BenchOptions().direct_duration_s]
 
 
 def _documented_commands() -> list[tuple[str, list[str]]]:

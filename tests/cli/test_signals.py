@@ -152,6 +152,8 @@ def test_bench_keeps_the_repeats_it_finished(tmp_path: Path) -> None:
         "2s",
         "--warmup",
         "0",
+        "--direct-duration",
+        "1",  # the baseline is not what a stop keeps or drops
         "--repeats",
         "3",
         "--concurrency",

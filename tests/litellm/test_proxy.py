@@ -273,12 +273,13 @@ def test_perfkit_registers_no_callback_and_changes_no_flag(version: str) -> None
 
 def test_sigterm_flushes_the_last_spans(tmp_path: Path) -> None:
     """uvicorn re-raises SIGTERM after its graceful shutdown, so atexit never
-    runs: perfkit must flush at the app's lifespan shutdown. A 10 s export
-    delay keeps every span queued until the proxy is told to stop."""
+    runs: perfkit must flush at the app's lifespan shutdown. A 120 s export
+    delay keeps every span queued until the proxy is told to stop (long: on a
+    loaded machine the start-up and the requests outlast a few seconds)."""
     with mock_process("--ttft-ms", "2", "--chunks", "3") as upstream, otlp_receiver() as (endpoint, received):
         args = ("--endpoint", endpoint, "--protocol", "http/json")
         with litellm_proxy(
-            "1.103.0", upstream, tmp_path, perfkit_args=args, env={"OTEL_BSP_SCHEDULE_DELAY": "10000"}
+            "1.103.0", upstream, tmp_path, perfkit_args=args, env={"OTEL_BSP_SCHEDULE_DELAY": "120000"}
         ) as url:
             send_traffic(url, 5)
             assert not spans_of(received), "spans were exported before the stop: the delay did not hold them"

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from litellm_perfkit._bench._launch import _tree
 
-__all__ = ["BENCH_STAGES", "Moment", "Stop", "bench_command", "moments", "stop_at"]
+__all__ = ["BENCH_STAGES", "Moment", "Phases", "Stop", "bench_command", "bench_stages", "moments", "stop_at"]
 
 MARK = "PERFKIT_STOP_PROBE"
 POLL_S = 0.1
@@ -173,19 +173,33 @@ def stop_at(
 
 # perfkit bench with short phases, and its stages: (the stderr line each
 # starts with, None for the start; how long it lasts at most with these flags).
-DURATION_S, WARMUP_S, IDLE_S = 4.0, 2.0, 2.0
-BENCH_STAGES: tuple[tuple[str | None, float], ...] = (
-    (None, 3.0),  # imports, the mock's start-up
-    ("direct to the mock, nonstream", 11.0),
-    ("direct to the mock, stream", 11.0),
-    ("starting litellm", 15.0),  # the proxy's start-up
-    ("proxy, nonstream phase", DURATION_S + WARMUP_S),
-    ("proxy, stream phase", DURATION_S + WARMUP_S),
-    ("proxy, idle phase", IDLE_S + 1.0 + 2.5),  # and the proxy's stop after it
-)
+@dataclass(frozen=True)
+class Phases:
+    """perfkit bench's phase lengths, in seconds."""
+
+    direct_s: float = 10.0  # perfkit bench's own: each direct phase 1 s unmeasured, then this
+    duration_s: float = 4.0  # each proxy phase, after warmup_s
+    warmup_s: float = 2.0
+    idle_s: float = 2.0  # after 1 s unmeasured
 
 
-def bench_command(version: str, out: Path) -> list[str]:
+def bench_stages(phases: Phases = Phases()) -> tuple[tuple[str | None, float], ...]:
+    proxy_phase_s = phases.duration_s + phases.warmup_s
+    return (
+        (None, 3.0),  # imports, the mock's start-up
+        ("direct to the mock, nonstream", phases.direct_s + 1.0),
+        ("direct to the mock, stream", phases.direct_s + 1.0),
+        ("starting litellm", 15.0),  # the proxy's start-up
+        ("proxy, nonstream phase", proxy_phase_s),
+        ("proxy, stream phase", proxy_phase_s),
+        ("proxy, idle phase", phases.idle_s + 1.0 + 2.5),  # and the proxy's stop after it
+    )
+
+
+BENCH_STAGES = bench_stages()
+
+
+def bench_command(version: str, out: Path, phases: Phases = Phases()) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -194,11 +208,13 @@ def bench_command(version: str, out: Path) -> list[str]:
         "--litellm-version",
         version,
         "--duration",
-        f"{DURATION_S:g}",
+        f"{phases.duration_s:g}",
         "--warmup",
-        f"{WARMUP_S:g}",
+        f"{phases.warmup_s:g}",
+        "--direct-duration",
+        f"{phases.direct_s:g}",
         "--idle",
-        f"{IDLE_S:g}",
+        f"{phases.idle_s:g}",
         "--progress",
         "off",
         "--out",
@@ -206,10 +222,15 @@ def bench_command(version: str, out: Path) -> list[str]:
     ]
 
 
-def moments(count: int, seed: int, stages: Sequence[int] | None = None) -> list[Moment]:
-    """``count`` moments, the stages (indexes into BENCH_STAGES, default all)
+def moments(
+    count: int,
+    seed: int,
+    stages: Sequence[int] | None = None,
+    table: Sequence[tuple[str | None, float]] = BENCH_STAGES,
+) -> list[Moment]:
+    """``count`` moments, the stages (indexes into ``table``, default all)
     taken in turn, each at a random offset into its stage."""
     rng = random.Random(seed)
-    order = list(stages) if stages is not None else list(range(len(BENCH_STAGES)))
-    chosen = [BENCH_STAGES[order[i % len(order)]] for i in range(count)]
+    order = list(stages) if stages is not None else list(range(len(table)))
+    chosen = [table[order[i % len(order)]] for i in range(count)]
     return [Moment(anchor, round(rng.uniform(0, longest), 2)) for anchor, longest in chosen]
