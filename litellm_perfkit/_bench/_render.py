@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from .._wire._names import OUTSIDE_WALL_STAGES, PROTOCOL_STAGE
 from ..types import BenchResult, BenchRun, Unmeasured
 from ._analysis import OUTSIDE_STAGES
+from ._render_deploy import deployment_lines
 
 __all__ = ["render_bench", "unmeasured_warning"]
 
@@ -36,9 +37,14 @@ def unmeasured_warning(unmeasured: Unmeasured, joined: int) -> str | None:
     return "warning: " + "; ".join(parts) + " (docs/litellm.md)" if parts else None
 
 
+def _instances(run: BenchRun) -> str:
+    count = len(run.get("instances") or ())
+    return f"{count} instances, " if count > 1 else ""
+
+
 def _run(run: BenchRun) -> list[str]:
     lines = [
-        f"== {run['target']} ({run['workers']} worker(s), LiteLLM {run.get('litellm_version') or '?'}, {run['repeats']} repeat(s))",
+        f"== {run['target']} ({_instances(run)}{run['workers']} worker(s), LiteLLM {run.get('litellm_version') or '?'}, {run['repeats']} repeat(s))",
         "",
         *_metric_table(run),
         *_stage_table(run),
@@ -53,12 +59,7 @@ def _run(run: BenchRun) -> list[str]:
         # With a deployment, the callbacks it registers (LiteLLM's spend logger among them) are named.
         hidden = ("version", "table") if deployment else ("version", "table", "callbacks")
         lines += ["", "fast paths: " + ", ".join(f"{k}={v}" for k, v in fast.items() if k not in hidden)]
-    if deployment:
-        startup = ", ".join(f"{part} {seconds:.1f} s" for part, seconds in deployment["startup_s"].items())
-        lines += ["", f"deployment: {deployment['description']}", f"started: {startup}"]
-        if deployment["spend_log_rows"] is not None:
-            lines.append(f"spend-log rows written (LiteLLM_SpendLogs): {deployment['spend_log_rows']}")
-    return lines
+    return lines + deployment_lines(run)
 
 
 def _metric_table(run: BenchRun) -> list[str]:
