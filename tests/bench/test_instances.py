@@ -4,9 +4,14 @@ _bench/_render_deploy.py)."""
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
+import pytest
+
+from litellm_perfkit._bench import run_bench
 from litellm_perfkit._bench._instances import chat_answers
+from litellm_perfkit._bench._options import BenchOptions
 from litellm_perfkit._bench._render_deploy import spend_check
 
 PAGE = """\
@@ -44,3 +49,58 @@ def test_spend_logs_that_differ_from_the_requests_answered_are_a_warning() -> No
 
 def test_without_a_database_nothing_is_said() -> None:
     assert spend_check({"spend_log_rows": None, "spend_log_successes": None, "answered": None}) is None  # type: ignore[typeddict-item]
+
+
+RPM = 10  # per deployment: the load sends several times the 2 x 10 a minute the limits allow
+USERS = 6
+
+
+@pytest.mark.integration
+@pytest.mark.litellm
+def test_two_instances_share_the_rate_limits_the_database_and_the_attribution() -> None:
+    """One bench on the real proxy (1.103.0): two instances behind one
+    PostgreSQL and one Redis, the rate-limited scenario, both keys."""
+    options = BenchOptions(
+        litellm_versions=("1.103.0",),
+        deployment="postgres+redis",
+        instances=2,
+        scenario="rate-limited-deployments",
+        rpm=RPM,
+        concurrency=USERS,
+        stream_concurrency=4,
+        duration_s=8.0,
+        warmup_s=2.0,
+        direct_duration_s=2.0,
+        idle_s=0.0,
+        progress="off",
+        log=io.StringIO(),
+    )
+    document = run_bench(options)
+    instances = document["instances"]
+    # The driver spread the load: each instance answered, and each met the shared limits.
+    assert len(instances) == 2
+    assert all(i["answered"].get("200", 0) > 0 and i["answered"].get("429", 0) > 0 for i in instances), instances
+    # The attribution joins both instances' spans (one worker each).
+    assert document["workers_seen"] == 2
+    assert document["joined_requests"] >= 0.9 * sum(
+        m["ok"] + m["rate_limited"] for m in document["rate_limits"]["minutes"]
+    )
+    # The limits held across both instances: per minute, and over the run, where
+    # the warm-ups (2 s before each phase) count too. Counted per instance, they
+    # would have let twice as many through.
+    limits = document["rate_limits"]
+    assert limits["held"], limits
+    minutes = {m["minute"] for m in limits["minutes"]}
+    first = min(m["minute"] for m in limits["minutes"])
+    hour, minute = map(int, first.split(":"))
+    minutes.add(f"{hour:02d}:{minute - 1:02d}" if minute else f"{(hour - 1) % 24:02d}:59")  # the first warm-up's
+    answered_ok = sum(i["answered"].get("200", 0) for i in instances)
+    assert answered_ok <= 2 * RPM * len(minutes) + USERS, (answered_ok, minutes)
+    # Every answered request left its spend log.
+    deployment = document["deployment"]
+    assert deployment["spend_log_successes"] == deployment["answered"] == answered_ok
+    # auth's own CPU with each key, with the difference's interval.
+    auth = document["keys"]["stages"][0]
+    assert auth["stage"] == "auth" and auth["master_ms"] > 0 and auth["virtual_ms"] > 0
+    assert auth["low_ms"] is not None and auth["high_ms"] is not None and auth["low_ms"] <= auth["high_ms"]
+    assert min(document["keys"]["requests"].values()) > 0
