@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 from .._executables import find_executable
@@ -54,6 +55,8 @@ __all__ = [
 EXPORT_DELAY_MS = 200
 START_TIMEOUT_S = 180.0
 
+T = TypeVar("T")
+
 _REQUESTS = re.compile(r"^perfkit_requests_total\{(?P<labels>[^}]*)\}\s+(?P<value>\S+)", re.MULTILINE)
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
@@ -69,14 +72,19 @@ class Instance:
         return int(urlsplit(self.url).port or 80)
 
 
-def start_instances(count: int, start: Callable[[int], Instance]) -> list[Instance]:
+def start_instances(count: int, start: Callable[[int], T]) -> list[T]:
     """``start(i)`` for every instance at once (a proxy with a database takes a
     minute to start; they start side by side), in order."""
     if count == 1:
         return [start(0)]
-    with ThreadPoolExecutor(max_workers=count) as pool:
-        futures = [pool.submit(start, i) for i in range(count)]
+    pool = ThreadPoolExecutor(max_workers=count)
+    futures = [pool.submit(start, i) for i in range(count)]
+    try:
         return [future.result() for future in futures]
+    finally:
+        # On a stop signal or a failed start, the caller stops every child at
+        # once (``Children``), which ends the other starts' waits: not waited for here.
+        pool.shutdown(wait=False)
 
 
 def instances_usage(children: Sequence[Child], agents: Agents = "include") -> tuple[float, float]:

@@ -5,12 +5,13 @@ _bench/_render_deploy.py)."""
 from __future__ import annotations
 
 import io
+import threading
 from typing import Any
 
 import pytest
 
 from litellm_perfkit._bench import run_bench
-from litellm_perfkit._bench._instances import chat_answers
+from litellm_perfkit._bench._instances import chat_answers, start_instances
 from litellm_perfkit._bench._options import BenchOptions
 from litellm_perfkit._bench._render_deploy import spend_check
 
@@ -28,6 +29,30 @@ perfkit_request_duration_seconds_count{http_route="/v1/chat/completions",http_re
 def test_the_chat_requests_an_instance_answered_are_counted_by_status() -> None:
     assert chat_answers(PAGE) == {"200": 42, "429": 7}
     assert chat_answers("") == {}
+
+
+def test_instances_start_side_by_side_and_come_back_in_order() -> None:
+    both_started = threading.Barrier(2, timeout=5)
+
+    def start(i: int) -> Any:
+        both_started.wait()  # neither returns before the other has started
+        return f"instance {i}"
+
+    assert start_instances(2, start) == ["instance 0", "instance 1"]
+
+
+def test_a_failed_start_is_raised_without_waiting_for_the_others() -> None:
+    release = threading.Event()
+
+    def start(i: int) -> Any:
+        if i == 0:
+            raise RuntimeError("instance 0 did not start")
+        release.wait(30)  # a start that would wait long: the caller's Children end it
+        return i
+
+    with pytest.raises(RuntimeError, match="instance 0 did not start"):
+        start_instances(2, start)
+    release.set()
 
 
 def _deployment(rows: int, successes: int, answered: int) -> Any:
