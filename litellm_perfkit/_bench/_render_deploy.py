@@ -59,6 +59,10 @@ def _rate_limits(limits: BenchRateLimits) -> list[str]:
     ]
 
 
+def _statuses(answered: dict[str, int]) -> str:
+    return ", ".join(f"{n} x {status}" for status, n in answered.items())
+
+
 def deployment_lines(run: BenchRun) -> list[str]:
     lines: list[str] = []
     deployment = run.get("deployment")
@@ -70,10 +74,16 @@ def deployment_lines(run: BenchRun) -> list[str]:
             lines.append(check)
     instances = run.get("instances")
     if instances and len(instances) > 1:
-        served = "; ".join(
-            f"{i['url']} " + ", ".join(f"{n} x {status}" for status, n in i["answered"].items()) for i in instances
-        )
-        lines += ["", f"{len(instances)} instances, the load spread by the driver; chat requests answered: {served}"]
+        served = "; ".join(f"{i['url']} {_statuses(i['answered'])}" for i in instances)
+        total: dict[str, int] = {}
+        for instance in instances:
+            for status, n in instance["answered"].items():
+                total[status] = total.get(status, 0) + n
+        lines += [
+            "",
+            f"{len(instances)} instances, the load spread by the driver; chat requests answered: {served}; "
+            f"all together {_statuses(dict(sorted(total.items())))}",
+        ]
     keys = run.get("keys")
     if keys:
         lines += _keys(keys)

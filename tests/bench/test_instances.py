@@ -13,7 +13,7 @@ import pytest
 from litellm_perfkit._bench import run_bench
 from litellm_perfkit._bench._instances import chat_answers, start_instances
 from litellm_perfkit._bench._options import BenchOptions
-from litellm_perfkit._bench._render_deploy import spend_check
+from litellm_perfkit._bench._render_deploy import deployment_lines, spend_check
 
 PAGE = """\
 # HELP perfkit_requests_total Requests served.
@@ -53,6 +53,20 @@ def test_a_failed_start_is_raised_without_waiting_for_the_others() -> None:
     with pytest.raises(RuntimeError, match="instance 0 did not start"):
         start_instances(2, start)
     release.set()
+
+
+def test_the_report_lists_each_instance_and_their_sum() -> None:
+    run: Any = {
+        "instances": [
+            {"url": "http://127.0.0.1:1", "answered": {"200": 33, "429": 19}},
+            {"url": "http://127.0.0.1:2", "answered": {"200": 32}},
+        ]
+    }
+    [line] = [line for line in deployment_lines(run) if line]
+    assert line == (
+        "2 instances, the load spread by the driver; chat requests answered: http://127.0.0.1:1 33 x 200, 19 x 429; "
+        "http://127.0.0.1:2 32 x 200; all together 65 x 200, 19 x 429"
+    )
 
 
 def _deployment(rows: int, successes: int, answered: int) -> Any:
