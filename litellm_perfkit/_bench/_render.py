@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from .._wire._names import OUTSIDE_WALL_STAGES, PROTOCOL_STAGE
-from ..types import BenchResult, BenchRun, Unmeasured
+from ..types import P50P95P99, BenchResult, BenchRun, Unmeasured
 from ._analysis import OUTSIDE_STAGES
 from ._render_deploy import deployment_lines
 
@@ -22,6 +22,14 @@ def _pair(data: Mapping[str, object] | None, unit: str = "ms") -> str:
     if not isinstance(p50, (int, float)) or not isinstance(p95, (int, float)):
         return "n/a"
     return f"p50 {p50:.2f}  p95 {p95:.2f} {unit}"
+
+
+def _latency(lat: P50P95P99) -> str:
+    """p50, p95 and p99, or n/a when no request succeeded (every one refused, or none ended in the window)."""
+    p50, p95, p99 = lat["p50"], lat["p95"], lat["p99"]
+    if p50 is None or p95 is None or p99 is None:
+        return "n/a (no successful request)"
+    return f"p50 {p50:.2f}  p95 {p95:.2f}  p99 {p99:.2f} ms"
 
 
 def unmeasured_warning(unmeasured: Unmeasured, joined: int) -> str | None:
@@ -70,7 +78,7 @@ def _metric_table(run: BenchRun) -> list[str]:
         "| metric | value |",
         "|---|---|",
         f"| non-streaming RPS | {ns['rps']:.1f} (spread {run['spread']['rps']['min']:.1f}-{run['spread']['rps']['max']:.1f}) |",
-        f"| latency | p50 {lat['p50']:.2f}  p95 {lat['p95']:.2f}  p99 {lat['p99']:.2f} ms |",
+        f"| latency | {_latency(lat)} |",
         f"| client-observed overhead (proxy - direct) | {_pair(ns['client_overhead_ms'])} |",
         f"| x-litellm-overhead-duration-ms | {_pair(ns['litellm_overhead_header_ms'])} |",
         f"| server-side overhead (perfkit) | {_pair(run['server_overhead_ms'])} |",

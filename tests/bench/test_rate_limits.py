@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import calendar
+import gzip
 
+import orjson
 import yaml
 
 from litellm_perfkit._bench._deploy import Deployed
 from litellm_perfkit._bench._options import MODEL, scenario_config
 from litellm_perfkit._bench._rate_limits import rate_limits
+from litellm_perfkit._bench._render import render_bench
+from tests.docs.examples import ROOT
 
 MINUTE = calendar.timegm((2026, 11, 26, 13, 20, 0, 0, 0, 0))
 
@@ -47,3 +51,10 @@ def test_the_scenario_has_two_rate_limited_deployments_of_the_model_counted_in_t
 def test_the_fake_endpoint_scenario_is_the_embedded_config() -> None:
     template, router = scenario_config("fake-endpoint", "openai", 30)
     assert router == {} and Deployed("plain").config(template, router) == template
+
+
+def test_a_run_whose_every_request_was_refused_is_rendered() -> None:
+    """Rate limits below the warm-ups' requests leave no successful request to time."""
+    run = orjson.loads(gzip.decompress((ROOT / "tests/docs/runs/bench-1.103.0.json.gz").read_bytes()))
+    run["nonstream"]["latency_ms"] = {"p50": None, "p95": None, "p99": None}
+    assert "| latency | n/a (no successful request) |" in render_bench(run)
