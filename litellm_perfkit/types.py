@@ -15,6 +15,7 @@ __all__ = [
     "Arrival",
     "AttributeValue",
     "BenchDeployment",
+    "BenchScenario",
     "BenchFlamegraph",
     "BenchResult",
     "BenchRun",
@@ -114,6 +115,11 @@ FlamegraphFormat = Literal["speedscope", "svg"]
 
 BenchFlamegraph = Literal["off", "speedscope", "svg"]
 """Whether ``perfkit bench`` records a flamegraph of the proxy, and in which format."""
+
+BenchScenario = Literal["fake-endpoint", "rate-limited-deployments"]
+"""The proxy's config in ``perfkit bench``: the benchmark page's one model at
+the mock, or the 1K-RPS guide's two deployments of one model, each with an
+rpm limit the router enforces (shared through Redis across instances)."""
 
 BenchDeployment = Literal["plain", "postgres", "postgres+redis"]
 """What ``perfkit bench`` runs beside the proxy: nothing (a master key), or a
@@ -526,6 +532,55 @@ class BenchDeploymentInfo(TypedDict):
     description: str
     startup_s: Annotated[dict[str, float], "each part's start: database client, postgres, schema, redis, proxy"]
     spend_log_rows: Annotated[int | None, "rows in LiteLLM_SpendLogs once the batch writer settled; none when plain"]
+    spend_log_successes: Annotated[
+        int | None, "of those, the rows of answered requests (status success); none when plain"
+    ]
+    answered: Annotated[
+        int | None,
+        "chat requests the proxies answered 200, warm-ups and idle phase included (perfkit's tally, every instance); none when plain",
+    ]
+
+
+class BenchKeyStage(TypedDict):
+    stage: str
+    master_ms: Annotated[float, "mean own CPU per request with the master key"]
+    virtual_ms: Annotated[float, "mean own CPU per request with the virtual key"]
+    difference_ms: float
+    low_ms: Annotated[float | None, "bootstrap 95% interval of virtual - master (perfkit compare's)"]
+    high_ms: float | None
+    verdict: Literal["noise", "worse", "better", "n/a"]
+
+
+class BenchKeys(TypedDict):
+    """With a database: the load alternates the master key and a virtual key
+    request by request (by trace id), and each stage's own CPU per request is
+    compared between the two."""
+
+    requests: Annotated[dict[Literal["master", "virtual"], int], "joined requests per key, every repeat"]
+    stages: Annotated[list[BenchKeyStage], "auth first, then every stage whose interval excludes 0"]
+
+
+class BenchInstance(TypedDict):
+    url: str
+    answered: Annotated[dict[str, int], "chat requests answered, by status code (perfkit's tally)"]
+
+
+class BenchMinute(TypedDict):
+    minute: Annotated[str, "UTC, HH:MM, by the driver's send time"]
+    ok: int
+    rate_limited: Annotated[int, "answered 429"]
+
+
+class BenchRateLimits(TypedDict):
+    """``--scenario rate-limited-deployments``: what the shared limits let through."""
+
+    deployments: int
+    rpm_per_deployment: int
+    minutes: list[BenchMinute]
+    held: Annotated[
+        bool,
+        "every minute's 200s within deployments x rpm, plus the users in flight across a minute's boundary",
+    ]
 
 
 class _BenchRunFields(TypedDict):
@@ -557,6 +612,9 @@ class BenchRun(_BenchRunFields, total=False):
 
     locust: Annotated[dict[str, list[LocustEntry]], "with the Locust driver: its entries per phase"]
     deployment: Annotated[BenchDeploymentInfo, "with --deployment postgres or postgres+redis"]
+    keys: Annotated[BenchKeys, "with a database: the master key against a virtual key, stage by stage"]
+    instances: Annotated[list[BenchInstance], "with --instances: every instance and what it answered"]
+    rate_limits: Annotated[BenchRateLimits, "with --scenario rate-limited-deployments"]
 
 
 class _BenchResultFields(_BenchRunFields):
@@ -575,6 +633,9 @@ class BenchResult(_BenchResultFields, total=False):
 
     locust: Annotated[dict[str, list[LocustEntry]], "with the Locust driver: its entries per phase"]
     deployment: Annotated[BenchDeploymentInfo, "with --deployment postgres or postgres+redis"]
+    keys: Annotated[BenchKeys, "with a database: the master key against a virtual key, stage by stage"]
+    instances: Annotated[list[BenchInstance], "with --instances: every instance and what it answered"]
+    rate_limits: Annotated[BenchRateLimits, "with --scenario rate-limited-deployments"]
     runs: list[BenchRun]
     stopped_by: Annotated[str, "the signal that stopped an incomplete bench"]
 

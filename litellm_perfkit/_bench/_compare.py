@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from ..types import BenchResult, BenchRun
 
-__all__ = ["Delta", "compare", "render_compare", "CompareError", "ROUNDS"]
+__all__ = ["Delta", "compare", "mean_delta", "render_compare", "CompareError", "ROUNDS"]
 
 ROUNDS = 1000
 Verdict = Literal["noise", "worse", "better", "n/a"]
@@ -101,6 +101,11 @@ def _delta(
         worse = (low > 0) == higher_is_worse
         verdict = "worse" if worse else "better"
     return Delta(metric, base, cand, low, high, verdict, higher_is_worse)
+
+
+def mean_delta(metric: str, a: Runs, b: Runs) -> Delta | None:
+    """The difference of two means, B - A, with its interval (per-repeat lists of per-request values)."""
+    return _delta(metric, a, b, _mean, True)
 
 
 def compare(baseline: BenchRun, candidate: BenchRun, rounds: int = ROUNDS) -> list[Delta]:

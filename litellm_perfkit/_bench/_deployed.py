@@ -37,12 +37,16 @@ def target_deployment(options: BenchOptions, version: str | None) -> Iterator[De
 
 
 def with_virtual_key(options: BenchOptions, url: str, deployed: Deployed) -> BenchOptions:
-    """The options the load runs with: a new virtual key when there is a database."""
+    """The options the load runs with: with a database, the master key and a
+    new virtual key, interleaved request by request (``_by_key``)."""
     if deployed.database_url is None:
         return options
-    key = generate_key(url, options.api_key or MASTER_KEY)
-    options.say("the load authenticates with a virtual key (/key/generate); LiteLLM tracks its spend")
-    return dataclasses.replace(options, api_key=key)
+    master = options.api_key or MASTER_KEY
+    key = generate_key(url, master)
+    options.say(
+        "the load alternates the master key and a virtual key (/key/generate) request by request; LiteLLM tracks the spend of both"
+    )
+    return dataclasses.replace(options, api_key=key, api_keys=(master, key))
 
 
 def _settled(read: Callable[[], int], clock: Callable[[], float], sleep: Callable[[float], None]) -> int:
@@ -60,18 +64,24 @@ def _settled(read: Callable[[], int], clock: Callable[[], float], sleep: Callabl
 def deployment_info(
     deployed: Deployed,
     proxy_start_s: float | None,
+    answered: int | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> BenchDeploymentInfo:
-    """What ran and what it recorded; with a database, once its spend logs settled (the proxy still up)."""
-    rows = None
+    """What ran and what it recorded; with a database, once its spend logs
+    settled (the proxies still up), beside the chat requests the proxies
+    ``answered`` 200 (perfkit's tally)."""
+    rows = successes = None
     if deployed.database_url is not None:
         url = deployed.database_url
         rows = _settled(lambda: spend_log_rows(url), clock, sleep)
+        successes = spend_log_rows(url, status="success")
     startup = {**deployed.startup_s, **({"proxy": proxy_start_s} if proxy_start_s is not None else {})}
     return {
         "mode": deployed.mode,
         "description": deployed.describe(),
         "startup_s": {name: round(seconds, 2) for name, seconds in startup.items()},
         "spend_log_rows": rows,
+        "spend_log_successes": successes,
+        "answered": answered if deployed.database_url is not None else None,
     }

@@ -11,11 +11,8 @@
 
 from __future__ import annotations
 
-import os
-import shlex
 import signal
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any, cast
@@ -27,33 +24,35 @@ from .._load import LoadPlan, LocustError, Workload, WorkloadError, run_load
 from .._profile import FlamegraphOptions, ProfileError, start_recording, stop_recording
 from .._stop import Stopped, signal_name
 from .._version import __version__
-from .._wire._environment_variables import (
-    OTEL_BSP_SCHEDULE_DELAY,
-    OTEL_EXPORTER_OTLP_ENDPOINT,
-    OTEL_EXPORTER_OTLP_PROTOCOL,
-    OTEL_SERVICE_NAME,
-    PERFKIT_RECORD_RATE,
-)
-from ..types import BenchDeploymentInfo, BenchResult, BenchRun, LoadResult, LoadSummary
+from ..types import BenchResult, BenchRun, LoadResult, LoadSummary
 from ._analysis import requests_cpu_per_request, sampled_warning, stage_breakdown
-from ._deploy import Deployed, DeployError
+from ._by_key import by_key, compare_keys
+from ._deploy import DeployError
 from ._deploy import preflight as deployment_preflight
 from ._deployed import deployment_info, target_deployment, with_virtual_key
-from ._heartbeat import Say
-from ._launch import Agents, Child, Children, free_port, port_open, start_litellm, start_mock, tree_usage
-from ._options import CANNOT_STREAM, PROVIDERS, BenchError, BenchOptions, config_template
+from ._instances import (
+    EXPORT_DELAY_MS,
+    Instance,
+    PhaseCpu,
+    answered,
+    instances_usage,
+    proxy_bin,
+    start_instances,
+    start_proxy,
+)
+from ._launch import Child, Children, start_mock
+from ._options import CANNOT_STREAM, PROVIDERS, RATE_LIMITED_DEPLOYMENTS, BenchError, BenchOptions
+from ._rate_limits import Send, rate_limits
 from ._receiver import SpanReceiver
 from ._summary import Idle, Repeat, Samples, summarize
-from ._venvs import OFFLINE_ENV, VenvError, litellm_python
 
 __all__ = ["run_bench"]
 
 PHASES = (("nonstream", False), ("stream", True))
-# The bench reads a phase's spans soon after it ends: its proxy hands them
-# over every 200 ms, not at perfkit's default schedule (5 s), and the
-# bench waits this long for the last of them.
-EXPORT_DELAY_MS = 200
+# The bench waits this long for the last of a phase's spans.
 SPANS_WAIT_S = EXPORT_DELAY_MS / 1000 + 0.8
+# Each worker ships its tally every export delay; perfkit's Prometheus page reads the snapshots within a second.
+TALLY_WAIT_S = EXPORT_DELAY_MS / 1000 + 1.5
 
 
 def preflight(options: BenchOptions) -> None:
@@ -68,6 +67,25 @@ def preflight(options: BenchOptions) -> None:
         options.say(
             f"note: LiteLLM cannot stream through {options.provider}; the streaming phase will count its errors"
         )
+    if options.instances > 1 and (options.proxy_url or options.proxy_command):
+        raise BenchError(
+            "--instances starts LiteLLM proxies: use it with --litellm-version or the LiteLLM installed here"
+        )
+    if options.driver == "locust" and (options.instances > 1 or options.deployment != "plain"):
+        raise BenchError(
+            "--instances and --deployment spread the load and interleave the keys in perfkit's own driver: drop --driver locust"
+        )
+    if (
+        options.scenario == "rate-limited-deployments"
+        and options.instances > 1
+        and options.deployment != "postgres+redis"
+    ):
+        raise BenchError(
+            "--scenario rate-limited-deployments with --instances shares its rpm counters through Redis: "
+            "add --deployment postgres+redis"
+        )
+    if options.scenario != "fake-endpoint" and (options.config or options.proxy_url or options.proxy_command):
+        raise BenchError("--scenario sets the embedded config: drop --config, --proxy-url and --proxy-command")
     if options.deployment != "plain":
         if not options.litellm_versions or options.proxy_url or options.proxy_command:
             raise BenchError(
@@ -103,7 +121,7 @@ def run_bench(options: BenchOptions) -> BenchResult:
             for workers in options.workers:
                 repeats: list[Repeat] = []
                 try:
-                    flamegraph, idle, deployed = _target(
+                    flamegraph, idle, extras = _target(
                         children, options, target, version, workers, upstream, receiver, workdir, repeats
                     )
                 except KeyboardInterrupt as exc:
@@ -111,9 +129,7 @@ def run_bench(options: BenchOptions) -> BenchResult:
                     if repeats:
                         runs.append(summarize(target, version, workers, direct, repeats, None, None))
                     break
-                runs.append(summarize(target, version, workers, direct, repeats, flamegraph, idle))
-                if deployed is not None:
-                    runs[-1]["deployment"] = deployed
+                runs.append({**summarize(target, version, workers, direct, repeats, flamegraph, idle), **extras})
             if stop is not None:
                 break
     if not runs:
@@ -148,6 +164,7 @@ def phase(
     options: BenchOptions,
     jsonl: str | None = None,
     concurrency: int | None = None,
+    instance_ports: tuple[int, ...] = (),
 ) -> LoadResult:
     workload = Workload(
         url=url,
@@ -155,6 +172,8 @@ def phase(
         stream=stream,
         prompt_repeats=options.prompt_repeats,
         api_key=options.api_key,
+        api_keys=options.api_keys,
+        instance_ports=instance_ports,
     )
     if concurrency is None:
         concurrency = options.stream_concurrency if stream else options.concurrency
@@ -207,28 +226,41 @@ def _target(
     receiver: SpanReceiver,
     workdir: Path,
     repeats: list[Repeat],
-) -> tuple[str | None, Idle | None, BenchDeploymentInfo | None]:
+) -> tuple[str | None, Idle | None, BenchRun]:
     """One target measured ``options.repeats`` times, each finished repeat
     appended to ``repeats``, then idle, in its deployment; the flamegraph's
-    path, when one was asked for, the idle phase, and the deployment's record
-    (none when plain)."""
-    proxy: Child | None = None
+    path, when one was asked for, the idle phase, and the run's fields beside
+    the summary's: the deployment's record, the keys compared, the instances
+    and the rate limits, each when it applies."""
+    instances: list[Instance] = []
     proxy_start_s = None
+    extras: BenchRun = {}  # type: ignore[typeddict-item]
     with target_deployment(options, version) as deployment:
         if options.proxy_url:
             url = options.proxy_url.rstrip("/")
         else:
-            options.say(f"starting {target} with {workers} worker(s)")
+            count = f"{options.instances} instances" if options.instances > 1 else "1 instance"
+            options.say(f"starting {target}, {count} with {workers} worker(s) each")
             started = time.monotonic()
-            url, proxy = _start_proxy(children, options, version, workers, upstream, receiver, workdir, deployment)
+            instances = start_instances(
+                options.instances,
+                lambda _: start_proxy(
+                    children, options, version, workers, upstream, receiver.endpoint, workdir, deployment
+                ),
+            )
             proxy_start_s = time.monotonic() - started
+            url = instances[0].url
             options = with_virtual_key(options, url, deployment)
+        proxies = [i.child for i in instances]
+        ports = tuple(i.port for i in instances[1:])
         flamegraph = None
         for repeat in range(options.repeats):
             receiver.clear()
-            recording = _start_flamegraph(options, proxy, target, workers) if repeat == 0 else None
+            recording = (
+                _start_flamegraph(options, proxies[0] if proxies else None, target, workers) if repeat == 0 else None
+            )
             try:
-                run = _repeat(url, options, receiver, workdir, proxy)
+                run = _repeat(url, options, receiver, workdir, proxies, ports)
             except BaseException:  # Ctrl-C or a failed phase: py-spy runs in its own session
                 if recording is not None:
                     recording[0].kill()
@@ -237,10 +269,21 @@ def _target(
                 flamegraph = _stop_flamegraph(options, *recording)
             repeats.append(run)
         idle = _idle(url, options, receiver, workdir) if options.idle_s > 0 else None
-        info = deployment_info(deployment, proxy_start_s) if options.deployment != "plain" else None
-        if proxy is not None:
+        if any(i.metrics_port is not None for i in instances):
+            time.sleep(TALLY_WAIT_S)
+            extras["instances"] = answered(instances)
+        if options.deployment != "plain":
+            served = sum(n for i in extras.get("instances", []) for s, n in i["answered"].items() if s == "200")
+            extras["deployment"] = deployment_info(deployment, proxy_start_s, answered=served)
+        if options.api_keys:
+            extras["keys"] = compare_keys([r["by_key"] for r in repeats if "by_key" in r])
+        if options.scenario == "rate-limited-deployments":
+            sends = [send for r in repeats for send in r.get("sends", [])]
+            users = max(options.concurrency, options.stream_concurrency)
+            extras["rate_limits"] = rate_limits(sends, RATE_LIMITED_DEPLOYMENTS, options.rpm, users)
+        for proxy in proxies:
             children.stop(proxy)
-    return flamegraph, idle, info
+    return flamegraph, idle, extras
 
 
 def _records(jsonl: Path) -> list[dict[str, Any]]:
@@ -275,105 +318,12 @@ def _idle(url: str, options: BenchOptions, receiver: SpanReceiver, workdir: Path
     return {"summary": result["summary"], "breakdown": breakdown}
 
 
-def proxy_bin(version: str | None, say: Say | None = None) -> tuple[Path, Path]:
-    """(litellm executable, perfkit executable) for a version, or the installed one."""
-    if version is not None:
-        try:
-            python = litellm_python(version, say)
-        except VenvError as exc:
-            raise BenchError(str(exc)) from None
-        return python.parent / "litellm", python.parent / "perfkit"
-    litellm = find_executable("litellm")
-    perfkit = find_executable("perfkit")
-    if litellm is None:
-        raise BenchError(
-            "the LiteLLM proxy is not installed here: pip install 'litellm[proxy]' beside perfkit, "
-            "or pass --litellm-version 1.103.0 (builds an isolated, cached venv), --proxy-command or --proxy-url"
-        )
-    return Path(litellm), Path(perfkit or "perfkit")
-
-
-def _start_proxy(
-    children: Children,
-    options: BenchOptions,
-    version: str | None,
-    workers: int,
-    upstream: str,
-    receiver: SpanReceiver,
-    workdir: Path,
-    deployment: Deployed,
-) -> tuple[str, Child]:
-    # Every request recorded and handed over soon: the bench joins each to its spans and attributes them.
-    env = {
-        OTEL_SERVICE_NAME: "perfkit-bench-proxy",
-        PERFKIT_RECORD_RATE: "all",
-        OTEL_BSP_SCHEDULE_DELAY: str(EXPORT_DELAY_MS),
-    }
-    if options.proxy_command:
-        port = free_port()
-        command = shlex.split(options.proxy_command.format(port=port, upstream=upstream))
-        env.update({OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf"})
-        for name, value in options.proxy_env:
-            env[name] = os.pathsep.join(filter(None, (value, os.environ.get(name)))) if name == "PYTHONPATH" else value
-        proxy = children.start("proxy", command, {**os.environ, **OFFLINE_ENV, **env}, workdir)
-        proxy.wait_ready(lambda: port_open(port), timeout_s=180)
-        return f"http://127.0.0.1:{port}", proxy
-    litellm, perfkit = proxy_bin(version, options.say)
-    template = Path(options.config).read_text() if options.config else config_template(options.provider)
-    env.update(deployment.env)
-    started = start_litellm(
-        children,
-        litellm,
-        perfkit,
-        template.replace("{upstream}", upstream) + deployment.config,
-        workdir,
-        workers=workers,
-        perfkit_args=(
-            "--endpoint",
-            receiver.endpoint,
-            "--protocol",
-            "http/protobuf",
-            "--server-timing",
-            "on",
-            "--overhead-header",
-            "on",
-        ),
-        env=env,
-        say=options.say,
-    )
-    return started.url, started.child
-
-
-class PhaseCpu:
-    """The proxy's CPU over a phase's measured part: read when the warm-up
-    ends (a timer; the driver starts within milliseconds) and when the phase
-    returns, so it is charged to the requests that phase counted."""
-
-    def __init__(self, proxy: Child | None, warmup: tuple[float, int], agents: Agents = "exclude") -> None:
-        self._pid = proxy.process.pid if proxy is not None and not warmup[1] else None
-        self._agents = agents
-        self._at_warmup_end: float | None = None
-        self._timer = threading.Timer(warmup[0], self._mark) if self._pid is not None else None
-        if self._timer is not None:
-            self._timer.daemon = True
-            self._timer.start()
-
-    def _mark(self) -> None:
-        assert self._pid is not None
-        self._at_warmup_end = tree_usage(self._pid, self._agents)[0]
-
-    def per_request_ms(self, requests: int) -> float | None:
-        if self._timer is None or self._pid is None:
-            return None
-        self._timer.cancel()
-        if self._at_warmup_end is None or not requests:
-            return None
-        return round((tree_usage(self._pid, self._agents)[0] - self._at_warmup_end) * 1000 / requests, 4)
-
-
-def _repeat(url: str, options: BenchOptions, receiver: SpanReceiver, workdir: Path, proxy: Child | None) -> Repeat:
-    """Both phases once, with the proxy's CPU over them, joined to the spans they produced."""
-    cpu_before, _ = tree_usage(proxy.process.pid) if proxy else (0.0, 0.0)
+def _repeat(
+    url: str, options: BenchOptions, receiver: SpanReceiver, workdir: Path, proxies: list[Child], ports: tuple[int, ...]
+) -> Repeat:
+    """Both phases once, with the proxies' CPU over them, joined to the spans they produced."""
+    cpu_before, _ = instances_usage(proxies)
+    sends: list[Send] = []
     started = time.monotonic()
     phases: dict[str, LoadResult] = {}
     per_request: dict[str, float] = {}
@@ -386,8 +336,9 @@ def _repeat(url: str, options: BenchOptions, receiver: SpanReceiver, workdir: Pa
             f"proxy, {name} phase ({options.duration_s:g} s, {options.stream_concurrency if stream else options.concurrency} users)"
         )
         warmup = (options.warmup_s, options.warmup_requests)
-        cpu, agent = PhaseCpu(proxy, warmup), PhaseCpu(proxy, warmup, agents="only")
-        phases[name] = phase(url, stream, options.duration_s, warmup, options, str(jsonl))
+        cpu, agent = PhaseCpu(proxies, warmup), PhaseCpu(proxies, warmup, agents="only")
+        measured_from = time.time() + options.warmup_s
+        phases[name] = phase(url, stream, options.duration_s, warmup, options, str(jsonl), instance_ports=ports)
         requests = phases[name]["summary"]["requests"]
         cpu_ms, agent_ms = cpu.per_request_ms(requests), agent.per_request_ms(requests)
         if cpu_ms is not None:
@@ -396,6 +347,7 @@ def _repeat(url: str, options: BenchOptions, receiver: SpanReceiver, workdir: Pa
             agent_per_request[name] = agent_ms
         records = _records(jsonl)
         phase_ids[name] = {r["trace_id"] for r in records}
+        sends += [(measured_from + r["intended_ms"] / 1000, r["status"]) for r in records]
         ok = [r for r in records if r["error"] is None and r["end_ms"] is not None]
         if stream:
             samples["stream_ttft_ms"] += [r["first_token_ms"] for r in ok if r["first_token_ms"] is not None]
@@ -403,25 +355,29 @@ def _repeat(url: str, options: BenchOptions, receiver: SpanReceiver, workdir: Pa
         else:
             samples["nonstream_latency_ms"] += [r["end_ms"] for r in ok]
     wall = time.monotonic() - started
-    cpu_after, rss = tree_usage(proxy.process.pid) if proxy else (0.0, 0.0)
+    cpu_after, rss = instances_usage(proxies)
     time.sleep(SPANS_WAIT_S)
     trace_ids = set().union(*phase_ids.values())
     spans = _received(receiver, options, trace_ids)
     own_cpu, named_cpu = requests_cpu_per_request(spans, phase_ids)
-    return {
+    run: Repeat = {
         "nonstream": phases["nonstream"],
         "stream": phases["stream"],
         "samples": samples,
         "proxy": {
-            "cpu_percent": round((cpu_after - cpu_before) / wall * 100, 1) if proxy else None,
-            "rss_mb": round(rss, 1) if proxy else None,
+            "cpu_percent": round((cpu_after - cpu_before) / wall * 100, 1) if proxies else None,
+            "rss_mb": round(rss, 1) if proxies else None,
             "cpu_ms_per_request": per_request or None,
             "steps_cpu_ms_per_request": own_cpu,
             "named_cpu_ms_per_request": named_cpu,
             "agent_cpu_ms_per_request": agent_per_request or None,
         },
         "breakdown": stage_breakdown(spans, trace_ids),
+        "sends": sends,
     }
+    if options.api_keys:
+        run["by_key"] = by_key(spans, trace_ids)
+    return run
 
 
 def _start_flamegraph(options: BenchOptions, proxy: Child | None, target: str, workers: int) -> tuple[Any, str] | None:

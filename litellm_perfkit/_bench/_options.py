@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._wire._record_rate import DEFAULT_RECORD_RATE
-from ..types import BenchDeployment, BenchFlamegraph, Driver, ProgressMode
+from ..types import BenchDeployment, BenchFlamegraph, BenchScenario, Driver, ProgressMode
 
 __all__ = [
     "BenchError",
@@ -20,6 +20,7 @@ __all__ = [
     "PROVIDERS",
     "config_template",
     "model_entry",
+    "scenario_config",
 ]
 
 MODEL = "fake-openai-endpoint"
@@ -60,6 +61,26 @@ def config_template(provider: str = "openai") -> str:
 
 CONFIG_TEMPLATE = config_template()
 
+RATE_LIMITED_DEPLOYMENTS = 2
+
+
+def scenario_config(scenario: BenchScenario, provider: str, rpm: int) -> tuple[str, dict[str, str]]:
+    """(the config's template, its router settings) for ``scenario``.
+    ``rate-limited-deployments`` is the 1K-RPS guide's: two deployments of the
+    bench's model, each with an rpm limit that the router enforces
+    (usage-based-routing-v2 counts each deployment's requests per minute, in
+    Redis when the proxy has one), no retries: a request over both limits is
+    answered 429 at once. The deployments differ by model name only (their ids
+    must differ); both reach the mock."""
+    if scenario == "fake-endpoint":
+        return config_template(provider), {}
+    deployments = "".join(
+        model_entry(MODEL, provider).replace("/fake\n", f"/fake-{n}\n", 1) + f"      rpm: {rpm}\n"
+        for n in range(1, RATE_LIMITED_DEPLOYMENTS + 1)
+    )
+    template = config_template(provider).replace(model_entry(MODEL, provider), deployments, 1)
+    return template, {"routing_strategy": "usage-based-routing-v2", "num_retries": "0"}
+
 
 PERTURBATION_PAIRS = 8
 """Interleaved pairs --perturbation runs unless told (--repeats)."""
@@ -78,8 +99,13 @@ class BenchOptions:
     config: str | None = None  # a LiteLLM config; {upstream} is replaced
     model: str = MODEL  # the model the load asks for
     api_key: str | None = field(default=MASTER_KEY, repr=False)  # sent as Authorization: Bearer; never recorded
+    # With a database: the master key and a virtual key, interleaved request by request (_by_key.py).
+    api_keys: tuple[str, ...] = field(default=(), repr=False)
     provider: str = "openai"  # the embedded config's path to the mock (PROVIDERS)
     workers: tuple[int, ...] = (1,)
+    instances: int = 1  # proxies sharing the deployment's database and Redis, the load spread over them
+    scenario: BenchScenario = "fake-endpoint"
+    rpm: int = 120  # per deployment, with scenario rate-limited-deployments
     concurrency: int = 20
     stream_concurrency: int = 10
     duration_s: float = 20.0
@@ -106,7 +132,7 @@ class BenchOptions:
 
     def recorded(self) -> dict[str, Any]:
         """The options as a result document records them: not the log, the progress bars or the key."""
-        return {k: v for k, v in self.__dict__.items() if k not in ("log", "progress", "api_key")}
+        return {k: v for k, v in self.__dict__.items() if k not in ("log", "progress", "api_key", "api_keys")}
 
     def mock_flags(self) -> tuple[str, ...]:
         """``perfkit mock``'s flags for the upstream latency these options ask for."""

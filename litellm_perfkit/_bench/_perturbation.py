@@ -33,7 +33,7 @@ from .._stop import signal_name
 from .._version import __version__
 from ..types import PerturbationPair, PerturbationPhase, PerturbationResult, Ratio
 from ._bursts import BURST_S, Target, burst_size, interleave, load
-from ._experiment import proxy_bin
+from ._instances import proxy_bin
 from ._launch import Children, start_litellm, start_mock
 from ._options import BenchError, BenchOptions, config_template
 from ._receiver import SpanReceiver

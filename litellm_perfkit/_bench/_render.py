@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from .._wire._names import OUTSIDE_WALL_STAGES, PROTOCOL_STAGE
-from ..types import BenchResult, BenchRun, Unmeasured
+from ..types import P50P95P99, BenchResult, BenchRun, Unmeasured
 from ._analysis import OUTSIDE_STAGES
+from ._render_deploy import deployment_lines
 
 __all__ = ["render_bench", "unmeasured_warning"]
 
@@ -23,6 +24,14 @@ def _pair(data: Mapping[str, object] | None, unit: str = "ms") -> str:
     return f"p50 {p50:.2f}  p95 {p95:.2f} {unit}"
 
 
+def _latency(lat: P50P95P99) -> str:
+    """p50, p95 and p99, or n/a when no request succeeded (every one refused, or none ended in the window)."""
+    p50, p95, p99 = lat["p50"], lat["p95"], lat["p99"]
+    if p50 is None or p95 is None or p99 is None:
+        return "n/a (no successful request)"
+    return f"p50 {p50:.2f}  p95 {p95:.2f}  p99 {p99:.2f} ms"
+
+
 def unmeasured_warning(unmeasured: Unmeasured, joined: int) -> str | None:
     """One line when some requests took a path perfkit could not measure."""
     parts = []
@@ -36,9 +45,14 @@ def unmeasured_warning(unmeasured: Unmeasured, joined: int) -> str | None:
     return "warning: " + "; ".join(parts) + " (docs/litellm.md)" if parts else None
 
 
+def _instances(run: BenchRun) -> str:
+    count = len(run.get("instances") or ())
+    return f"{count} instances, " if count > 1 else ""
+
+
 def _run(run: BenchRun) -> list[str]:
     lines = [
-        f"== {run['target']} ({run['workers']} worker(s), LiteLLM {run.get('litellm_version') or '?'}, {run['repeats']} repeat(s))",
+        f"== {run['target']} ({_instances(run)}{run['workers']} worker(s), LiteLLM {run.get('litellm_version') or '?'}, {run['repeats']} repeat(s))",
         "",
         *_metric_table(run),
         *_stage_table(run),
@@ -53,25 +67,18 @@ def _run(run: BenchRun) -> list[str]:
         # With a deployment, the callbacks it registers (LiteLLM's spend logger among them) are named.
         hidden = ("version", "table") if deployment else ("version", "table", "callbacks")
         lines += ["", "fast paths: " + ", ".join(f"{k}={v}" for k, v in fast.items() if k not in hidden)]
-    if deployment:
-        startup = ", ".join(f"{part} {seconds:.1f} s" for part, seconds in deployment["startup_s"].items())
-        lines += ["", f"deployment: {deployment['description']}", f"started: {startup}"]
-        if deployment["spend_log_rows"] is not None:
-            lines.append(f"spend-log rows written (LiteLLM_SpendLogs): {deployment['spend_log_rows']}")
-    return lines
+    return lines + deployment_lines(run)
 
 
 def _metric_table(run: BenchRun) -> list[str]:
     """The client's figures, the load driver's and the proxy's."""
     ns, st = run["nonstream"], run["stream"]
     lat = ns["latency_ms"]
-    # None when the phase measured no request (a slow proxy, or a stop during it).
-    latency = "n/a" if lat["p50"] is None else f"p50 {lat['p50']:.2f}  p95 {lat['p95']:.2f}  p99 {lat['p99']:.2f} ms"
     lines = [
         "| metric | value |",
         "|---|---|",
         f"| non-streaming RPS | {ns['rps']:.1f} (spread {run['spread']['rps']['min']:.1f}-{run['spread']['rps']['max']:.1f}) |",
-        f"| latency | {latency} |",
+        f"| latency | {_latency(lat)} |",
         f"| client-observed overhead (proxy - direct) | {_pair(ns['client_overhead_ms'])} |",
         f"| x-litellm-overhead-duration-ms | {_pair(ns['litellm_overhead_header_ms'])} |",
         f"| server-side overhead (perfkit) | {_pair(run['server_overhead_ms'])} |",

@@ -39,14 +39,19 @@ class Idle(TypedDict):
     breakdown: Breakdown
 
 
-class Repeat(TypedDict):
-    """One repeat of the proxy's phases, joined to its spans."""
-
+class _RepeatFields(TypedDict):
     nonstream: LoadResult
     stream: LoadResult
     samples: Samples
     proxy: ProxyUsage
     breakdown: Breakdown
+
+
+class Repeat(_RepeatFields, total=False):
+    """One repeat of the proxy's phases, joined to its spans."""
+
+    sends: list[tuple[float, int | None]]  # each measured request's send time (unix s) and status
+    by_key: dict[str, Breakdown]  # with two keys interleaved: the breakdown per key kind
 
 
 def _p50_p95(data: Percentiles | None) -> P50P95:

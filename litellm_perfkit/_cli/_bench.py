@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from .._wire._record_rate import DEFAULT_RECORD_RATE
-from ..types import BenchDeployment, BenchFlamegraph, Driver
+from ..types import BenchDeployment, BenchFlamegraph, BenchScenario, Driver
 from ._common import (
     CliError,
     add_api_key,
@@ -210,9 +210,31 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         choices=choices(BenchDeployment),
         default=defaults.deployment,
         help="what runs beside the proxy, with --litellm-version: plain (default: a master key, nothing else); "
-        "postgres (a private PostgreSQL: the load uses a virtual key, LiteLLM tracks its spend); postgres+redis "
+        "postgres (a private PostgreSQL: the load alternates the master key and a virtual key, request by request, "
+        "and the bench compares their stages' CPU; LiteLLM tracks the spend); postgres+redis "
         "(and a private Redis for the router's state). LiteLLM's database client runs Prisma's wasm query engine "
         "under node (docs/bench.md)",
+    )
+    target.add_argument(
+        "--instances",
+        type=positive_int,
+        default=defaults.instances,
+        help="proxies, each under perfkit run with --workers workers, sharing the deployment's PostgreSQL and Redis; "
+        f"the driver spreads its connections over them, the stage table joins them all (default: {defaults.instances})",
+    )
+    target.add_argument(
+        "--scenario",
+        choices=choices(BenchScenario),
+        default=defaults.scenario,
+        help="the embedded config: fake-endpoint (default: the benchmark page's one model at the mock), or "
+        "rate-limited-deployments (the 1K-RPS guide's: two deployments of the model, each with --rpm, "
+        "counted by the router per minute, in Redis across instances; beyond both, 429)",
+    )
+    target.add_argument(
+        "--rpm",
+        type=positive_int,
+        default=defaults.rpm,
+        help=f"with --scenario rate-limited-deployments: each deployment's requests per minute (default: {defaults.rpm})",
     )
     target.add_argument(
         "--idle",
@@ -293,6 +315,9 @@ def run(args: argparse.Namespace) -> int:
             label=args.label,
             flamegraph=args.flamegraph,
             deployment=args.deployment,
+            instances=args.instances,
+            scenario=args.scenario,
+            rpm=args.rpm,
             flamegraph_prefix=str(Path(args.out).with_suffix("")),
             **_gateway(args),
         )
@@ -300,8 +325,12 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(
                 "--record-rate sets what --perturbation measures; the bench itself records every request to attribute them"
             )
-        if args.perturbation and args.deployment != "plain":
-            raise CliError("--perturbation measures the plain proxy; run --deployment without it")
+        if args.perturbation and (
+            args.deployment != "plain" or args.instances > 1 or args.scenario != BenchOptions().scenario
+        ):
+            raise CliError(
+                "--perturbation measures one plain proxy; run --deployment, --instances and --scenario without it"
+            )
         if args.perturbation:
             rate = args.record_rate or options.record_rate
             pairs = args.repeats or PERTURBATION_PAIRS

@@ -57,19 +57,24 @@ class PhaseResult:
 
 
 class _Pool:
-    """Idle keep-alive connections to one host."""
+    """Idle keep-alive connections to one host; to several instances of it, new
+    connections go to each in turn (a closed loop's users spread evenly)."""
 
     def __init__(self, workload: Workload, timeout_s: float) -> None:
         self.workload = workload
         self.timeout_s = timeout_s
         self.idle: list[Connection] = []
+        self._ports = (workload.port, *workload.instance_ports)
+        self._opened = 0
 
     async def get(self) -> Connection:
         while self.idle:
             connection = self.idle.pop()
             if not connection.closed:
                 return connection
-        return await connect(self.workload.host, self.workload.port, self.timeout_s)
+        port = self._ports[self._opened % len(self._ports)]
+        self._opened += 1
+        return await connect(self.workload.host, port, self.timeout_s)
 
     def put(self, connection: Connection) -> None:
         if connection.reusable and not connection.closed:

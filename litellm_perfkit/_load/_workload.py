@@ -21,6 +21,7 @@ __all__ = [
     "WorkloadError",
     "api_of",
     "endpoint_url",
+    "key_index",
     "request_body",
     "request_headers",
     "seed_prompt",
@@ -95,6 +96,13 @@ def request_headers(api_key: str | None, trace_id: str, traceparent: Traceparent
     return headers
 
 
+def key_index(trace_id: str, keys: int) -> int:
+    """Which of ``keys`` API keys a request with ``trace_id`` carries: a run
+    with several keys interleaves them request by request, and whoever holds
+    the trace ids (the driver's records) knows each request's key."""
+    return int(trace_id[:8], 16) % keys
+
+
 def endpoint_url(url: str) -> tuple[str, int, str, str]:
     """(host, port, path, display URL). A base URL gets ``/v1/chat/completions``."""
     parts = urlsplit(url)
@@ -120,6 +128,10 @@ class Workload:
     body_template: dict[str, Any] | None = None
     headers: tuple[tuple[str, str], ...] = ()
     api_key: str | None = "sk-1234"
+    # Several keys: each request carries one, chosen by its trace id (key_index); api_key is then unused.
+    api_keys: tuple[str, ...] = ()
+    # Other instances of the same server: new connections go to url's port and these in turn.
+    instance_ports: tuple[int, ...] = ()
     traceparent: TraceparentMode = "sampled"
     host: str = field(init=False)
     port: int = field(init=False)
@@ -154,7 +166,7 @@ class Workload:
         body = orjson.dumps(body_obj)
         trace_id = os.urandom(16).hex()
         headers = {
-            **request_headers(self.api_key, trace_id, self.traceparent),
+            **request_headers(self._key(trace_id), trace_id, self.traceparent),
             "User-Agent": "perfkit-load",
             **dict(self.headers),
         }
@@ -165,6 +177,9 @@ class Workload:
             f"Content-Length: {len(body)}",
         ]
         return "\r\n".join(lines).encode("latin-1") + b"\r\n\r\n" + body, trace_id, model
+
+    def _key(self, trace_id: str) -> str | None:
+        return self.api_keys[key_index(trace_id, len(self.api_keys))] if self.api_keys else self.api_key
 
     def _pick_model(self, rng: random.Random) -> str:
         if len(self.models) == 1:

@@ -18,15 +18,17 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from litellm_perfkit._bench._by_key import by_key, compare_keys
 from litellm_perfkit._bench._deploy import database_env, generate_key, spend_log_rows
 from litellm_perfkit._bench._deploy._keys import key_spend
 from litellm_perfkit._bench._deploy._postgres import Postgres, apply_migrations, create_database, start_postgres
 from litellm_perfkit._bench._deploy._prisma import prisma_client
 from litellm_perfkit._bench._launch import Children, start_mock
 from litellm_perfkit._bench._options import MASTER_KEY, MODEL, config_template
+from litellm_perfkit._bench._receiver import SpanReceiver
+from litellm_perfkit._load._workload import key_index
 from tests.support.litellm_env import litellm_python
 from tests.support.proxy import litellm_proxy
-from tests.support.receiver import otlp_receiver, spans_of
 
 pytestmark = [pytest.mark.integration, pytest.mark.litellm]
 
@@ -99,11 +101,18 @@ def upstream() -> Iterator[str]:
         yield start_mock(children)
 
 
-def call(proxy: str, method: str, path: str, key: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
+def call(
+    proxy: str,
+    method: str,
+    path: str,
+    key: str,
+    body: dict[str, Any] | None = None,
+    extra: dict[str, str] | None = None,
+) -> tuple[int, Any]:
     parts = urlsplit(proxy)
     connection = http.client.HTTPConnection(parts.hostname or "", parts.port or 80, timeout=60)
     try:
-        headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+        headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json", **(extra or {})}
         connection.request(method, path, json.dumps(body).encode() if body else None, headers)
         response = connection.getresponse()
         return response.status, json.loads(response.read() or b"null")
@@ -111,9 +120,17 @@ def call(proxy: str, method: str, path: str, key: str, body: dict[str, Any] | No
         connection.close()
 
 
-def chat(proxy: str, key: str) -> tuple[int, Any]:
+def chat(proxy: str, key: str, trace_id: str | None = None) -> tuple[int, Any]:
     body = {"model": MODEL, "messages": [{"role": "user", "content": "hello"}]}
-    return call(proxy, "POST", "/v1/chat/completions", key, body)
+    headers = {"traceparent": f"00-{trace_id}-{os.urandom(8).hex()}-01"} if trace_id else {}
+    return call(proxy, "POST", "/v1/chat/completions", key, body, headers)
+
+
+def trace_id_for(kind: int) -> str:
+    """A trace id that names key ``kind`` (0 master, 1 virtual), as the bench's load chooses keys."""
+    while key_index(trace_id := os.urandom(16).hex(), 2) != kind:
+        pass
+    return trace_id
 
 
 def eventually(read: Callable[[], float], done: Callable[[float], bool], timeout_s: float = 60.0) -> float:
@@ -156,19 +173,24 @@ def test_virtual_keys_answer_and_their_spend_is_logged(
     apply_migrations(postgres.bin_dir, database, client.migrations)
     env = {**database_env(client, database), "OTEL_BSP_SCHEDULE_DELAY": "200"}
     with (
-        otlp_receiver() as (endpoint, received),
+        SpanReceiver() as receiver,
         litellm_proxy(
             version,
             upstream,
             tmp_path,
             env=env,
             config=CONFIG,
-            perfkit_args=("--endpoint", endpoint, "--protocol", "http/json"),
+            perfkit_args=("--endpoint", receiver.endpoint, "--protocol", "http/protobuf"),
         ) as proxy,
     ):
         assert call(proxy, "GET", "/health/readiness", MASTER_KEY)[1]["db"] == "connected"
         key = generate_key(proxy, MASTER_KEY)
-        answers = [chat(proxy, key) for _ in range(REQUESTS)]
+        # The bench's load: the master key and the virtual key interleaved, each named by its request's trace id.
+        traces = [(trace_id_for(0), trace_id_for(1)) for _ in range(REQUESTS)]
+        answers = []
+        for master_trace, virtual_trace in traces:
+            assert chat(proxy, MASTER_KEY, master_trace)[0] == 200
+            answers.append(chat(proxy, key, virtual_trace))
         assert [status for status, _ in answers] == [200] * REQUESTS
         assert chat(proxy, "sk-not-a-key")[0] == 401
         # Ground truth: the tokens the mock counted, at the config's prices.
@@ -179,7 +201,14 @@ def test_virtual_keys_answer_and_their_spend_is_logged(
         assert rows == REQUESTS
         spend = eventually(lambda: key_spend(database, key), lambda s: s >= cost * (1 - 1e-6))
         assert spend == pytest.approx(cost, rel=1e-6)
+        spans: list[Any] = receiver.take()
         # perfkit's fast-path attributes name LiteLLM's spend logger among the proxy's callbacks.
-        servers = [s for s in spans_of(received) if s["kind"] == 2 and "perfkit.litellm.callbacks" in s["attrs"]]
+        servers = [s for s in spans if s["kind"] == 2 and "perfkit.litellm.callbacks" in s["attrs"]]
         assert servers, "no server span with the fast-path attributes arrived"
-        assert "_ProxyDBLogger" in servers[-1]["attrs"]["perfkit.litellm.callbacks"].split(",")
+        assert "_ProxyDBLogger" in str(servers[-1]["attrs"]["perfkit.litellm.callbacks"]).split(",")
+        # The bench's comparison by key: auth's own CPU with each, from the requests each key sent.
+        keys = compare_keys([by_key(spans, {t for pair in traces for t in pair})])
+        assert keys["requests"] == {"master": REQUESTS, "virtual": REQUESTS}
+        auth = keys["stages"][0]
+        assert auth["stage"] == "auth" and auth["master_ms"] > 0 and auth["virtual_ms"] > 0, auth
+        assert auth["low_ms"] is not None and auth["high_ms"] is not None

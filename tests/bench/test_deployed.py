@@ -52,6 +52,8 @@ def test_a_plain_deployment_records_no_spend_logs_and_the_proxy_start() -> None:
         "description": "plain: the proxy alone (master key, no database, no Redis)",
         "startup_s": {"proxy": 41.23},
         "spend_log_rows": None,
+        "spend_log_successes": None,
+        "answered": None,
     }
 
 
@@ -83,7 +85,7 @@ def test_the_cli_refuses_a_deployment_with_perturbation_in_one_line() -> None:
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
-    assert "--perturbation measures the plain proxy" in result.stderr
+    assert "--perturbation measures one plain proxy" in result.stderr
 
 
 def test_a_missing_postgresql_is_named_with_its_package(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -100,3 +102,20 @@ def test_a_missing_redis_server_is_named_with_its_package(monkeypatch: pytest.Mo
     deployment_preflight("postgres")  # everything it needs is there
     with pytest.raises(DeployError, match=r"needs redis-server: install it \(Debian: apt-get install redis-server\)"):
         deployment_preflight("postgres+redis")
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (BenchOptions(instances=2, proxy_url="http://127.0.0.1:9"), "--instances starts LiteLLM proxies"),
+        (BenchOptions(instances=2, driver="locust"), "drop --driver locust"),
+        (
+            BenchOptions(scenario="rate-limited-deployments", instances=2, litellm_versions=("1.103.0",)),
+            "shares its rpm counters through Redis: add --deployment postgres\\+redis",
+        ),
+        (BenchOptions(scenario="rate-limited-deployments", config="my.yaml"), "--scenario sets the embedded config"),
+    ],
+)
+def test_instances_and_scenarios_refuse_what_they_cannot_measure(options: BenchOptions, message: str) -> None:
+    with pytest.raises(BenchError, match=message):
+        preflight(options)

@@ -51,10 +51,18 @@ class Deployed:
 
     mode: DeploymentMode
     env: dict[str, str] = field(default_factory=dict)
-    config: str = ""  # YAML appended to the proxy's config
+    router_settings: dict[str, str] = field(default_factory=dict)  # merged into the config's router_settings
     database_url: str | None = None
     redis_url: str | None = None
     startup_s: dict[str, float] = field(default_factory=dict)
+
+    def config(self, template: str, router_settings: dict[str, str]) -> str:
+        """A proxy's config: ``template`` (without router settings), its own
+        ``router_settings`` and the deployment's."""
+        settings = {**router_settings, **self.router_settings}
+        return template + (
+            "router_settings:\n" + "".join(f"  {k}: {v}\n" for k, v in settings.items()) if settings else ""
+        )
 
     def describe(self) -> str:
         """One line for a report: what ran beside the proxy."""
@@ -112,14 +120,15 @@ def deployment(mode: DeploymentMode, python: Path | None, say: Say | None = None
             startup["postgres"] = time.monotonic() - started
             startup["schema"] = apply_migrations(postgres.bin_dir, database_url, client.migrations)
             env = database_env(client, database_url)
-            config, redis_url = "", None
+            router: dict[str, str] = {}
+            redis_url = None
             if mode == "postgres+redis":
                 started = time.monotonic()
                 redis = start_redis(children, home)
                 startup["redis"] = time.monotonic() - started
                 env.update({REDIS_HOST: "127.0.0.1", REDIS_PORT: str(redis.port)})
-                config = f"router_settings:\n  redis_host: 127.0.0.1\n  redis_port: {redis.port}\n"
+                router = {"redis_host": "127.0.0.1", "redis_port": str(redis.port)}
                 redis_url = redis.url
-            yield Deployed(mode, env, config, database_url, redis_url, startup)
+            yield Deployed(mode, env, router, database_url, redis_url, startup)
     finally:
         shutil.rmtree(home, ignore_errors=True)

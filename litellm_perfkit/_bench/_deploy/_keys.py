@@ -46,10 +46,13 @@ def hashed(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-def spend_log_rows(database_url: str, key: str | None = None) -> int:
+def spend_log_rows(database_url: str, key: str | None = None, status: str | None = None) -> int:
     """Rows in ``LiteLLM_SpendLogs`` (one per request, once the batch writer
-    has flushed), all of them or ``key``'s."""
-    where = f" WHERE api_key = '{hashed(key)}'" if key is not None else ""
+    has flushed), all of them or ``key``'s, of any status or ``status``'s."""
+    conditions = [f"api_key = '{hashed(key)}'"] if key is not None else []
+    if status is not None:
+        conditions.append(f"status = '{status}'")
+    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
     return int(_query(database_url, f'SELECT count(*) FROM "LiteLLM_SpendLogs"{where}'))
 
 
