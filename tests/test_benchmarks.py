@@ -115,6 +115,14 @@ def middleware_overhead_instructions(tmp_path: Path) -> None:
     assert all(number(r[2]) > 0 for r in rows), out
 
 
+def allocations(tmp_path: Path) -> None:
+    # One workload, the fewest requests: four callgrind runs, the recorded one with its agent.
+    out = run("allocations", "--requests", "2", "--workloads", "json", "--variants", "perfkit-process")
+    rows = table(out, "| workload | variant | request path |")
+    assert [r[:2] for r in rows] == [["json", "bare"], ["json", "perfkit-process"]], out
+    assert number(rows[0][2]) > 0 and number(rows[1][4]) > 0, out  # the app's requests, and the agent's work
+
+
 def mock_throughput(tmp_path: Path) -> None:
     out = run("mock_throughput", "--duration", "1", "--repeats", "1")
     rows = table(out, "| measurement | tool |")
@@ -247,6 +255,7 @@ CASES = [
     Case("weighted_sample", weighted_sample),
     Case("middleware_overhead", middleware_overhead, REAL),
     Case("middleware_overhead", middleware_overhead_instructions, REAL),
+    Case("allocations", allocations, REAL),
     Case("mock_throughput", mock_throughput, REAL),
     Case("driver_throughput", driver_throughput, REAL),
     Case("litellm_overhead", litellm_overhead, LITELLM),
