@@ -23,6 +23,14 @@ def _pair(data: Mapping[str, object] | None, unit: str = "ms") -> str:
     return f"p50 {p50:.2f}  p95 {p95:.2f} {unit}"
 
 
+def _latency(lat: Mapping[str, object]) -> str:
+    """p50, p95 and p99; n/a when no request succeeded in the measured window (a stop, or a saturated proxy)."""
+    values = [lat.get(q) for q in ("p50", "p95", "p99")]
+    if not all(isinstance(v, (int, float)) for v in values):
+        return "n/a"
+    return "p50 {:.2f}  p95 {:.2f}  p99 {:.2f} ms".format(*values)
+
+
 def unmeasured_warning(unmeasured: Unmeasured, joined: int) -> str | None:
     """One line when some requests took a path perfkit could not measure."""
     parts = []
@@ -69,7 +77,7 @@ def _metric_table(run: BenchRun) -> list[str]:
         "| metric | value |",
         "|---|---|",
         f"| non-streaming RPS | {ns['rps']:.1f} (spread {run['spread']['rps']['min']:.1f}-{run['spread']['rps']['max']:.1f}) |",
-        f"| latency | p50 {lat['p50']:.2f}  p95 {lat['p95']:.2f}  p99 {lat['p99']:.2f} ms |",
+        f"| latency | {_latency(lat)} |",
         f"| client-observed overhead (proxy - direct) | {_pair(ns['client_overhead_ms'])} |",
         f"| x-litellm-overhead-duration-ms | {_pair(ns['litellm_overhead_header_ms'])} |",
         f"| server-side overhead (perfkit) | {_pair(run['server_overhead_ms'])} |",

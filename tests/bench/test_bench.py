@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from litellm_perfkit._bench import BenchOptions, run_bench
-from litellm_perfkit._bench._render import render_bench
+from litellm_perfkit._bench._render import _latency, render_bench
 from litellm_perfkit._wire._names import AGENT_MODULE
 from tests.support.delay_gateway import DELAYS_MS
 from tests.support.descendants import started_processes
@@ -190,3 +190,9 @@ def test_bench_through_the_azure_provider_path_splits_out_the_upstream() -> None
     # every request. The median, not the p95: at this small load the p95 read
     # 41.7-61.4 ms on a quiet machine, the median 21.7-29.6.
     assert document["server_overhead_ms"]["p50"] < 45, document["server_overhead_ms"]
+
+
+def test_a_phase_without_a_successful_request_renders_its_latency_as_n_a() -> None:
+    # A bench stopped, or a proxy saturated, before a request of the measured window succeeded.
+    assert _latency({"p50": None, "p95": None, "p99": None}) == "n/a"
+    assert _latency({"p50": 1.0, "p95": 2.0, "p99": 3.0}) == "p50 1.00  p95 2.00  p99 3.00 ms"
