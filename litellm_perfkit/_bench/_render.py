@@ -25,10 +25,10 @@ def _pair(data: Mapping[str, object] | None, unit: str = "ms") -> str:
 
 def _latency(lat: Mapping[str, object]) -> str:
     """p50, p95 and p99; n/a when no request succeeded in the measured window (a stop, or a saturated proxy)."""
-    values = [lat.get(q) for q in ("p50", "p95", "p99")]
-    if not all(isinstance(v, (int, float)) for v in values):
+    p50, p95, p99 = (lat.get(q) for q in ("p50", "p95", "p99"))
+    if not (isinstance(p50, (int, float)) and isinstance(p95, (int, float)) and isinstance(p99, (int, float))):
         return "n/a"
-    return "p50 {:.2f}  p95 {:.2f}  p99 {:.2f} ms".format(*values)
+    return f"p50 {p50:.2f}  p95 {p95:.2f}  p99 {p99:.2f} ms"
 
 
 def unmeasured_warning(unmeasured: Unmeasured, joined: int) -> str | None:
