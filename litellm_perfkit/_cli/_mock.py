@@ -123,6 +123,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=profile.disconnect_fraction,
         help="cut the connection mid-stream",
     )
+    faults.add_argument(
+        "--malformed-fraction",
+        type=fraction,
+        default=profile.malformed_fraction,
+        help="send one SSE event whose JSON is cut (a JSON answer: its body cut in half)",
+    )
     quota = parser.add_argument_group("quota, per deployment")
     quota.add_argument(
         "--rpm", type=count, default=rpm, help=f"requests per minute; 429 beyond it (default: {rpm}, no limit)"
@@ -149,6 +155,7 @@ def build_config(args: argparse.Namespace) -> MockConfig:
         error_429_fraction=args.error_429_fraction,
         timeout_fraction=args.timeout_fraction,
         disconnect_fraction=args.disconnect_fraction,
+        malformed_fraction=args.malformed_fraction,
     )
     ports = args.port or [_port()]
     deployments = tuple(Deployment(f"deployment-{i + 1}", port, args.rpm, args.tpm) for i, port in enumerate(ports))

@@ -280,22 +280,43 @@ def _write_and_flush(stream: IO[bytes], data: bytes) -> None:
 
 
 class LineExporter:
-    """One OTLP/JSON span object per line, to stdout (console) or a file (jsonl)."""
+    """One OTLP/JSON span object per line, to stdout (console) or a file (jsonl).
+    A write that fails (a full disk, a closed pipe) drops the batch, counted
+    as any failed export is, and is logged once."""
 
-    def __init__(self, write: Callable[[bytes], Any], close: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self, write: Callable[[bytes], Any], close: Callable[[], None] | None = None, where: str = "stdout"
+    ) -> None:
         self._write = write
         self._close = close
+        self._where = where
 
     def export_spans(self, spans: list[Span]) -> bool:
-        self._write("".join(span_json(s) + "\n" for s in spans).encode())
+        try:
+            self._write("".join(span_json(s) + "\n" for s in spans).encode())
+        except (OSError, ValueError) as exc:  # ValueError: written after the file was closed
+            self._failed(exc)
+            return False
         return True
+
+    def _failed(self, exc: Exception) -> None:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        warn_once(
+            f"export.lines.{self._where}",
+            "perfkit: cannot write spans to %s (%s); spans are dropped and counted until it can",
+            self._where,
+            reason,
+        )
 
     def export_metrics(self, store: MetricStore, start_unix_ns: int, now_unix_ns: int) -> bool:
         return True
 
     def close(self) -> None:
         if self._close is not None:
-            self._close()
+            try:
+                self._close()  # flushes what a full disk left in the buffer
+            except OSError as exc:
+                self._failed(exc)
 
 
 def _grpc_available() -> bool:
@@ -333,7 +354,7 @@ def make_exporter(settings: ExportSettings) -> Exporter | None:
     if settings.exporter == "jsonl":
         assert settings.jsonl_path is not None
         handle = open(settings.jsonl_path, "ab")  # noqa: SIM115 - closed by the exporter
-        return LineExporter(lambda data: _write_and_flush(handle, data), handle.close)
+        return LineExporter(lambda data: _write_and_flush(handle, data), handle.close, settings.jsonl_path)
     if settings.protocol == "grpc":
         if _grpc_available():
             return OtlpGrpcExporter(settings)

@@ -36,6 +36,7 @@ class Recorder:
         self.output_tokens = 0
         self.token_sources: Counter[str] = Counter()
         self.jsonl = jsonl
+        self.jsonl_error: OSError | None = None  # the write that failed (a full disk): no line after it
         self.start_ns = start_ns
 
     def hist(self, name: str) -> Histogram:
@@ -116,7 +117,10 @@ class Recorder:
             "max_gap_ms": round(max((b - a for a, b in zip(x.token_times, x.token_times[1:])), default=0) / 1e6, 4),
             "litellm_overhead_ms": x.headers.get(LITELLM_OVERHEAD_HEADER),
         }
-        self.jsonl.write(orjson.dumps(line) + b"\n")
+        try:
+            self.jsonl.write(orjson.dumps(line) + b"\n")
+        except OSError as exc:  # the measuring goes on; the caller says the file is incomplete
+            self.jsonl, self.jsonl_error = None, exc
 
     # -- merge / serialize ----------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

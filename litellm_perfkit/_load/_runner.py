@@ -23,7 +23,7 @@ from ..types import Arrival
 from ._exchange import Exchange
 from ._http import Connection, connect
 from ._recorder import Recorder
-from ._workload import Workload
+from ._workload import Workload, WorkloadError
 
 __all__ = ["Arrival", "LoadPlan", "Phase", "PhaseResult", "run_phase"]
 
@@ -244,13 +244,22 @@ async def run_phase_logged(
     progress: Progress | None = None,
     started: Callable[[Phase], None] | None = None,
 ) -> PhaseResult:
-    """run_phase, appending one JSON line per request to ``jsonl_path`` when given."""
+    """run_phase, appending one JSON line per request to ``jsonl_path`` when given.
+    A write that fails (a full disk) raises WorkloadError once the phase is over."""
     jsonl = open(jsonl_path, "ab") if jsonl_path else None  # noqa: SIM115
+    failed: OSError | None = None
     try:
-        return await run_phase(workload, plan, progress=progress, jsonl=jsonl, started=started)
+        result = await run_phase(workload, plan, progress=progress, jsonl=jsonl, started=started)
+        failed = result.recorder.jsonl_error
     finally:
         if jsonl:
-            jsonl.close()
+            try:
+                jsonl.close()
+            except OSError as exc:  # flushing what was buffered
+                failed = failed or exc
+    if failed is not None:
+        raise WorkloadError(f"cannot write {jsonl_path}: {failed.strerror or failed}")
+    return result
 
 
 _parent_stop: list[EventType] = []  # in a driver process, from init_driver

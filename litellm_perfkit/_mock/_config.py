@@ -43,6 +43,7 @@ class ModelProfile:
     timeout_fraction: float = 0.0  # never answer (until hang_s), as a stuck upstream
     hang_s: float = 600.0
     disconnect_fraction: float = 0.0  # close the connection mid-stream (or before the body)
+    malformed_fraction: float = 0.0  # one SSE event whose data is cut JSON (a JSON answer: the body cut)
 
     def validate(self) -> ModelProfile:
         if self.distribution not in get_args(Distribution):
@@ -52,7 +53,13 @@ class ModelProfile:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.chunks < 1 or self.tokens_per_chunk < 1:
             raise ConfigError("chunks and tokens_per_chunk must be at least 1")
-        faults = [self.error_500_fraction, self.error_429_fraction, self.timeout_fraction, self.disconnect_fraction]
+        faults = [
+            self.error_500_fraction,
+            self.error_429_fraction,
+            self.timeout_fraction,
+            self.disconnect_fraction,
+            self.malformed_fraction,
+        ]
         if any(not 0 <= f <= 1 for f in faults) or sum(faults) > 1:
             raise ConfigError("fault fractions are from 0 to 1 and add up to at most 1")
         return self
@@ -86,6 +93,7 @@ class ModelProfile:
             or self.error_429_fraction
             or self.timeout_fraction
             or self.disconnect_fraction
+            or self.malformed_fraction
         )
 
 

@@ -24,7 +24,7 @@ from ._formats import FORMATS, ID_MARKER, Answer, Api, open_json
 
 __all__ = ["MockEngine", "Plan", "Quota", "error_body", "route"]
 
-Action = Literal["respond", "hang", "disconnect"]
+Action = Literal["respond", "hang", "disconnect", "malformed"]
 Render = Callable[[int], bytes]  # seq -> bytes, called at send time
 JSON = b"application/json"
 SSE = b"text/event-stream"
@@ -49,6 +49,25 @@ def _stamped(prefix: bytes, seq: int, suffix: bytes = b"}") -> bytes:
     )
 
 
+MALFORMED_EVENT = b'data: {"perfkit":"malformed event, its JSON cut\n\n'
+
+
+def _malformed(plan: Plan) -> Render:
+    """``plan``'s render with one event replaced by cut JSON (the rest of the
+    stream as it was), or, for a JSON answer, the body cut in half: a same
+    answer each time, so that what a client does with it can be compared."""
+    render, at = plan.render, plan.disconnect_after
+    assert render is not None
+    if not plan.streaming:
+
+        def cut(seq: int) -> bytes:
+            body = render(seq)
+            return body[: len(body) // 2]
+
+        return cut
+    return lambda seq: MALFORMED_EVENT if seq == at else render(seq)
+
+
 @dataclass
 class Plan:
     status: int
@@ -60,7 +79,7 @@ class Plan:
     at_s: float = 0.0
     offsets_s: list[float] | None = None
     action: Action = "respond"
-    disconnect_after: int = 0  # streams: events sent before the connection is cut
+    disconnect_after: int = 0  # streams: events sent before the connection is cut, or the malformed event
     hang_s: float = 0.0
 
     @property
@@ -221,15 +240,17 @@ class MockEngine:
             plan.headers.append((b"retry-after", str(max(1, math.ceil(wait))).encode()))
             return plan
         fault = self._fault(api, profile, rng)
-        if fault is not None and fault.action != "disconnect":
+        if fault is not None and fault.action not in ("disconnect", "malformed"):
             return fault
         if endpoint == "embeddings":
             plan = self._embeddings(payload, model, profile, tokens, rng)
         else:
             plan = self._completion(api, payload, model, profile, tokens, rng)
-        if fault is not None:  # disconnect mid-stream, or before the body
-            plan.action = "disconnect"
+        if fault is not None:  # disconnect mid-stream or before the body; or one malformed event or body
+            plan.action = fault.action
             plan.disconnect_after = (1 + rng.randrange(max(1, profile.chunks))) if plan.streaming and rng else 0
+            if fault.action == "malformed":
+                plan.render = _malformed(plan)
         return plan
 
     def _read(self, method: str, target: str, body: bytes) -> _Request | Plan:
@@ -303,6 +324,9 @@ class MockEngine:
         edge += profile.disconnect_fraction
         if draw < edge:
             return Plan(200, JSON, action="disconnect")
+        edge += profile.malformed_fraction
+        if draw < edge:
+            return Plan(200, JSON, action="malformed")
         return None
 
     def _offsets(self, profile: ModelProfile, chunks: int, rng: random.Random | None) -> list[float]:

@@ -301,6 +301,7 @@ def test_every_cli_default_is_the_default_of_the_option_it_fills() -> None:
             "error_429_fraction": profile.error_429_fraction,
             "timeout_fraction": profile.timeout_fraction,
             "disconnect_fraction": profile.disconnect_fraction,
+            "malformed_fraction": profile.malformed_fraction,
             "rpm": Deployment("d", 1).rpm,
             "tpm": Deployment("d", 1).tpm,
         },

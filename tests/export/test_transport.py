@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 import builtins
+import contextlib
 import logging
+import os
+from pathlib import Path
 from typing import Any
 
+import httpx
+import orjson
 import pytest
 
 import litellm_perfkit
+from litellm_perfkit import PerfkitMiddleware
 from litellm_perfkit._core import _guard
 from litellm_perfkit._export._metrics import MetricStore
 from litellm_perfkit._export._settings import ExportSettings, read_settings
 from litellm_perfkit._export._transport import OtlpGrpcExporter, OtlpHttpExporter, make_exporter
+from litellm_perfkit._wire._names import AGENT_MODULE
+from tests.support import apps
 from tests.support.receiver import metrics_of, otlp_grpc_receiver, otlp_receiver
+from tests.support.servers import uvicorn_server
 
 
 def blocked(monkeypatch: pytest.MonkeyPatch, *prefixes: str) -> None:
@@ -89,3 +98,70 @@ def test_the_console_exporter_writes_from_the_app_process() -> None:
         assert pipeline.mode == "thread"
     finally:
         litellm_perfkit.shutdown()
+
+
+def _agents() -> list[int]:
+    """This process's export agents, zombies included."""
+    found = []
+    for task in Path(f"/proc/{os.getpid()}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            with contextlib.suppress(OSError):
+                if AGENT_MODULE.encode() in Path(f"/proc/{child}/cmdline").read_bytes():
+                    found.append(int(child))
+    return found
+
+
+@pytest.mark.parametrize("mode", ["process", "thread"])
+def test_a_full_disk_under_the_jsonl_exporter_drops_counts_and_warns_once(
+    mode: str, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """/dev/full: every write fails with ENOSPC, as on a full disk."""
+    monkeypatch.setattr(_guard, "_warned", set())
+    with caplog.at_level(logging.WARNING, logger="litellm_perfkit"):
+        pipeline = litellm_perfkit.configure(exporter="jsonl", jsonl_path="/dev/full", mode=mode)  # type: ignore[arg-type]
+        try:
+            app = PerfkitMiddleware(apps.make_app(), record_rate="all")
+            with uvicorn_server(app) as url, httpx.Client() as client:
+                statuses = [client.post(f"{url}/v1/chat/completions", json={}).status_code for _ in range(20)]
+                stats = pipeline.stats()
+                agents = _agents()
+        finally:
+            litellm_perfkit.shutdown()
+    warnings = [r.getMessage() for r in caplog.records] + capfd.readouterr().err.splitlines()
+    assert statuses == [200] * 20
+    assert stats["recorded"] == 20 and stats["exported_spans"] == 0, stats
+    assert stats["dropped_spans"] == 20 * 5 and stats["internal_errors"] == 0, stats
+    assert sum("cannot write spans to /dev/full (No space left on device)" in w for w in warnings) == 1, warnings
+    assert not any("agent died" in w for w in warnings), warnings
+    assert len(agents) == (1 if mode == "process" else 0) and _agents() == []
+
+
+@pytest.mark.parametrize("mode", ["process", "thread"])
+def test_configure_called_twice_replaces_the_pipeline_and_each_request_is_exported_once(
+    mode: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    with caplog.at_level(logging.WARNING, logger="litellm_perfkit"):
+        litellm_perfkit.configure(exporter="jsonl", jsonl_path=str(first), mode=mode)  # type: ignore[arg-type]
+        try:
+            app = PerfkitMiddleware(apps.make_app(), record_rate="all")
+            with uvicorn_server(app) as url, httpx.Client() as client:
+                statuses = [client.post(f"{url}/v1/chat/completions", json={}).status_code for _ in range(10)]
+                replaced = litellm_perfkit.configure(exporter="jsonl", jsonl_path=str(second), mode=mode)  # type: ignore[arg-type]
+                statuses += [client.post(f"{url}/v1/chat/completions", json={}).status_code for _ in range(10)]
+                stats = replaced.stats()
+                agents = _agents()
+        finally:
+            litellm_perfkit.shutdown()
+
+    def request_spans(path: Path) -> list[str]:
+        spans = [orjson.loads(line) for line in path.read_bytes().splitlines()]
+        return [s["traceId"] for s in spans if any(a["key"] == "http.request.method" for a in s["attributes"])]
+
+    assert statuses == [200] * 20
+    before, after = request_spans(first), request_spans(second)
+    # The first pipeline flushed its 10 at the replacement; the new one has the next 10; none twice.
+    assert len(before) == len(after) == 10 and len(set(before + after)) == 20, (before, after)
+    assert stats["recorded"] == 10 and stats["dropped_spans"] == stats["internal_errors"] == 0, stats
+    assert len(agents) == (1 if mode == "process" else 0) and _agents() == []  # the first agent ended and was reaped
+    assert not [r.getMessage() for r in caplog.records if "perfkit" in r.getMessage()]

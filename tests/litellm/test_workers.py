@@ -17,8 +17,9 @@ import pytest
 from litellm_perfkit._bench import CONFIG_TEMPLATE
 from litellm_perfkit._bench._launch import Children, _tree, start_litellm
 from litellm_perfkit._wire._names import AGENT_MODULE
-from tests.support.litellm_env import litellm_python
+from tests.support.litellm_env import VERSIONS, litellm_python
 from tests.support.mock_server import mock_process
+from tests.support.proxy import _patient
 from tests.support.receiver import Received, otlp_receiver, spans_of
 
 pytestmark = [pytest.mark.integration, pytest.mark.litellm]
@@ -82,8 +83,9 @@ def wait_for(check: Callable[[], bool], timeout_s: float) -> bool:
     return check()
 
 
-def test_a_killed_worker_is_replaced_instrumented_and_leaves_nothing_behind(tmp_path: Path) -> None:
-    bin_dir = litellm_python("1.103.0").parent
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_killed_worker_is_replaced_instrumented_and_leaves_nothing_behind(tmp_path: Path, version: str) -> None:
+    bin_dir = litellm_python(version).parent
     with (
         mock_process("--ttft-ms", "5", "--itl-ms", "1", "--chunks", "5") as upstream,
         otlp_receiver() as (endpoint, received),
@@ -97,9 +99,8 @@ def test_a_killed_worker_is_replaced_instrumented_and_leaves_nothing_behind(tmp_
             tmp_path,
             workers=2,
             perfkit_args=("--endpoint", endpoint, "--protocol", "http/json", "--record-rate", "all"),
-            # uvicorn kills a worker that has not answered its health check in 5 s, and
-            # importing LiteLLM takes longer on a busy 2-core machine.
-            litellm_args=("--timeout_worker_healthcheck", "120"),
+            litellm_args=_patient(bin_dir, 2, ()),
+            timeout_s=600,  # two workers importing LiteLLM on a busy 2-core machine
         )
         supervisor, log = proxy.pid, Path(proxy.child.log.name)
         first = workers_of(supervisor)
@@ -120,6 +121,7 @@ def test_a_killed_worker_is_replaced_instrumented_and_leaves_nothing_behind(tmp_
         # The killed worker's agent flushed, exited and was reaped, not left a zombie of the supervisor.
         assert wait_for(lambda: state(victim_agent) is None, 15), (victim_agent, state(victim_agent))
         assert zombies_of(supervisor) == []
+        assert [pid for pid in _tree(supervisor) if state(pid) == "Z"] == []  # none anywhere in the tree
         assert agents_of(supervisor) == []  # the supervisor never serves: no agent of its own
         seen |= set(_tree(supervisor))
 

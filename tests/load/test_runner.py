@@ -15,7 +15,8 @@ from litellm_perfkit import _stop
 from litellm_perfkit._load import LoadPlan, Workload
 from litellm_perfkit._load._exchange import Exchange
 from litellm_perfkit._load._http import Connection
-from litellm_perfkit._load._runner import Phase, run_phase
+from litellm_perfkit._load._runner import Phase, run_phase, run_phase_logged
+from litellm_perfkit._load._workload import WorkloadError
 from litellm_perfkit._stop import run_until_stopped
 from litellm_perfkit.mock import Deployment, MockConfig, ModelProfile
 from tests.support.mock_server import mock_server
@@ -102,3 +103,13 @@ def test_a_user_that_swallows_the_cancel_still_stops_before_its_next_request(mon
         assert run_until_stopped(stop_soon()) == "SIGTERM"
     assert time.monotonic() - started < 5
     assert phases[0].recorder.ok > 0
+
+
+def test_a_full_disk_under_the_per_request_lines_is_one_error_after_the_phase() -> None:
+    """/dev/full: every write fails with ENOSPC, as on a full disk."""
+    with mock_server(
+        MockConfig(default=ModelProfile(chunks=2).validate(), deployments=(Deployment("d", 0),), seed=1)
+    ) as (url,):
+        plan = LoadPlan(concurrency=4, duration_s=None, requests=500)
+        with pytest.raises(WorkloadError, match="^cannot write /dev/full: No space left on device$"):
+            asyncio.run(run_phase_logged(Workload(url=url), plan, "/dev/full"))

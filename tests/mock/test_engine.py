@@ -107,3 +107,20 @@ def test_bad_profiles_are_refused_with_a_clear_message() -> None:
         ModelProfile(error_500_fraction=0.7, error_429_fraction=0.7).validate()
     with pytest.raises(ConfigError, match="ttft_ms must be >= 0"):
         ModelProfile(ttft_ms=-1).validate()
+
+
+def test_a_malformed_answer_cuts_one_event_or_the_body() -> None:
+    mock = engine(seed=3, malformed_fraction=1.0, chunks=4)
+    stream = orjson.dumps({"model": "m", "messages": [], "stream": True})
+    plan = mock.plan("POST", "/v1/chat/completions", stream)
+    assert plan.action == "malformed" and plan.render is not None and plan.offsets_s is not None
+    events = [plan.render(seq) for seq in range(len(plan.offsets_s))]
+    bad = [seq for seq, event in enumerate(events) if b"malformed" in event]
+    assert bad == [plan.disconnect_after] and 1 <= plan.disconnect_after <= 4
+    with pytest.raises(orjson.JSONDecodeError):
+        orjson.loads(events[bad[0]].removeprefix(b"data: "))
+    assert events[-1] == b"data: [DONE]\n\n"  # the stream goes on to its end
+    body = mock.plan("POST", "/v1/chat/completions", CHAT)
+    assert body.action == "malformed" and body.render is not None
+    with pytest.raises(orjson.JSONDecodeError):
+        orjson.loads(body.render(0))

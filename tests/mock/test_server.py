@@ -152,6 +152,20 @@ def test_timeouts_and_mid_stream_disconnects_reach_the_client() -> None:
             list(client.chat.completions.create(model="m", messages=MESSAGES, stream=True))  # type: ignore[arg-type]
 
 
+def test_a_malformed_event_reaches_the_client_as_sent() -> None:
+    config = MockConfig(
+        default=ModelProfile(malformed_fraction=1.0, chunks=3), seed=1, deployments=(Deployment("d", 0),)
+    )
+    with mock_server(config) as (url,):
+        stream = httpx.post(f"{url}/v1/chat/completions", json={"model": "m", "messages": MESSAGES, "stream": True})
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="k", max_retries=0)
+        with pytest.raises(ValueError):  # the SDK's JSON decoder on the cut event
+            list(client.chat.completions.create(model="m", messages=MESSAGES, stream=True))  # type: ignore[arg-type]
+    events = stream.content.split(b"\n\n")
+    assert stream.status_code == 200 and sum(b"malformed" in e for e in events) == 1
+    assert events[-2] == b"data: [DONE]"
+
+
 def test_the_asgi_app_serves_the_same_responses() -> None:
     with uvicorn_server(MockApp(FAST)) as url:
         client = openai.OpenAI(base_url=f"{url}/v1", api_key="k")

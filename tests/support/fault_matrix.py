@@ -52,6 +52,7 @@ class Shape:
     client_timeout_s: float = 30.0
     concurrency: int = 8
     warmup: int = 100  # requests before the "before" sample
+    model: str | None = None  # None: perfkit load's default
 
 
 @dataclass(frozen=True)
@@ -185,6 +186,8 @@ def _load(url: str, shape: Shape, amount: list[str], out: Path) -> dict[str, Any
     command += ["--concurrency", str(shape.concurrency), "--timeout", f"{shape.client_timeout_s}s", *amount]
     if shape.stream:
         command.append("--stream")
+    if shape.model is not None:
+        command += ["--model", shape.model]
     done = subprocess.run(command, capture_output=True, cwd=ROOT, timeout=600)
     # Exit 1 when every request failed (a client that always gives up first): still a result.
     assert done.returncode in (0, 1) and out.stat().st_size, done.stderr.decode(errors="replace")[-3000:]

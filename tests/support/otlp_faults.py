@@ -1,5 +1,5 @@
 """An OTLP/HTTP receiver (JSON encoding) on 127.0.0.1 whose behaviour a test
-switches while an app exports to it, counting what it received and what it
+switches (``switch()``) while an app exports to it, counting what it received and what it
 acknowledged.
 
 Behaviours: ``ok`` (200 at once), ``hung`` (reads the request, never
@@ -140,6 +140,12 @@ class FaultyReceiver:
         self._release.clear()
         self._server = server
         threading.Thread(target=server.serve_forever, name="faulty-receiver", daemon=True).start()
+
+    def switch(self, behaviour: Behaviour) -> None:
+        """Answer as ``behaviour`` from now on; exports a hung backend holds are let go unanswered."""
+        held, self._release = self._release, threading.Event()
+        self.behaviour = behaviour
+        held.set()
 
     def stop(self) -> None:
         """Refuse connections from now on (those in flight are cut)."""

@@ -1,11 +1,17 @@
-"""The fault matrix on the real LiteLLM proxy under ``perfkit run`` (2 workers):
-the same faults, load, probes and counts as tests/support/fault_matrix.py,
-with the proxy in place of the small app.
+"""The fault matrix on the real LiteLLM proxy under ``perfkit run`` (2 workers),
+one proxy per version for every row: the OTLP backend's faults are switched
+on the receiver between rows, and each upstream fault is a model of its own
+in the proxy's config, routed to a ``perfkit mock`` that fails that way.
 
-The ground truth for the requests counted is uvicorn's access log, one
-line per request served (the load's, the probes', and the launcher's health
-checks), outside perfkit. perfkit's counts are the workers' health files, in the
-snapshot directory ``perfkit run`` made (read from the proxy's environment).
+The same rows run first through the same proxy without perfkit (the same
+mocks on the same ports), which gives each row's reference answers and
+latency. Per row: ``perfkit load`` for a few seconds, then fixed probes.
+
+The ground truth for the requests served is uvicorn's access log, one line
+per request (the load's, the probes', and the launcher's health checks),
+outside perfkit. perfkit's counts are the workers' health files at exit, in
+the snapshot directory ``perfkit run`` made (read from the proxy's
+environment); per row, the drops are read from the metric snapshots there.
 """
 
 from __future__ import annotations
@@ -14,55 +20,141 @@ import contextlib
 import os
 import re
 import signal
+import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
-from litellm_perfkit._bench import CONFIG_TEMPLATE
-from litellm_perfkit._bench._launch import Children, LiteLLMProxy, start_litellm, start_mock
+from litellm_perfkit._bench._launch import Children, LiteLLMProxy, free_port, port_open, start_litellm
+from litellm_perfkit._bench._options import MASTER_KEY, MODEL
 from litellm_perfkit._export._health import FIELDS
+from litellm_perfkit._export._metrics import REQUESTS_DROPPED_COUNTER, SPANS_DROPPED_COUNTER
+from litellm_perfkit._export._prometheus import merged
 from litellm_perfkit._wire._environment_variables import PERFKIT_PROMETHEUS_DIR
-from tests.support.fault_matrix import EXPORT_TIMEOUT_MS, Fault, Usage, _children, _state, agents_of, load, usage
+from tests.support.fault_matrix import EXPORT_TIMEOUT_MS, Backend, Shape, Usage, _children, _state, agents_of, load
+from tests.support.fault_matrix import usage as usage_of
 from tests.support.litellm_env import litellm_python
-from tests.support.otlp_faults import faulty_receiver
-from tests.support.probes import Answer, send
+from tests.support.otlp_faults import FaultyReceiver, faulty_receiver
+from tests.support.probes import HOSTILE, Answer, Probe, send
+from tests.support.proxy import _patient
 
-__all__ = ["ProxyRun", "proxy_run", "workers_of"]
+__all__ = ["ROWS", "MatrixRun", "ProxyFault", "RowResult", "matrix_run", "table", "workers_of"]
 
-# The proxy's own per-request headers (ids, timings, the upstream's stamps it passes on), and
-# those naming the mock's port (each run starts its own).
-_VOLATILE_HEADER = re.compile(
-    rb"^(x-litellm-(call-id|response-duration-ms|overhead-duration-ms|response-cost.*|model-id|model-api-base)"
-    rb"|llm_provider-.*)$"
+# Each upstream fault is a model routed to its own mock: (mock flags, extra litellm_params lines).
+UPSTREAMS: dict[str, tuple[tuple[str, ...], str]] = {
+    MODEL: (("--ttft-ms", "5", "--itl-ms", "1", "--chunks", "10"), ""),
+    # 10 chunks 100 ms apart: a client that gives up at 0.5 s leaves mid-stream.
+    "slow-stream": (("--ttft-ms", "5", "--itl-ms", "100", "--chunks", "10"), ""),
+    # One content chunk: each stream is cut, or has its malformed event, at the same place.
+    "resets": (("--disconnect-fraction", "1", "--chunks", "1"), ""),
+    "stalls": (("--timeout-fraction", "1"), "      timeout: 0.5\n"),
+    "malformed": (("--malformed-fraction", "1", "--chunks", "1"), ""),
+}
+During = Literal["nothing", "restart backend", "kill agent"]
+Ending = Literal["exported", "dropped"]  # what the row's own records come to: delivered, or counted dropped
+
+
+@dataclass(frozen=True)
+class ProxyFault:
+    name: str
+    model: str = MODEL
+    backend: Backend = "ok"
+    during: During = "nothing"
+    stream: bool = True
+    client_timeout_s: float = 30.0
+    hostile: bool = False
+
+    @property
+    def shape(self) -> Shape:
+        return Shape(stream=self.stream, client_timeout_s=self.client_timeout_s, model=self.model)
+
+    @property
+    def ending(self) -> Ending:
+        """A killed agent loses what it held, if anything (counted at exit): the rest is delivered."""
+        return "exported" if self.backend == "ok" and self.during in ("nothing", "kill agent") else "dropped"
+
+    def probes(self) -> tuple[Probe, ...]:
+        chat = '{"model":"%s","messages":[{"role":"user","content":"probe"}]%s}'
+        base = (
+            Probe("json", body=(chat % (self.model, "")).encode()),
+            Probe("stream", body=(chat % (self.model, ',"stream":true')).encode()),
+        )
+        return base + HOSTILE if self.hostile else base
+
+
+# Healthy-backend rows first (each one's spans are all delivered, checked per row), then the
+# backend's faults, each switched on at the row's start and left to the next row (an export the
+# backend took as it was cut can be delivered late, or twice: no healthy row comes after them).
+ROWS = (
+    ProxyFault("none (backend up)"),
+    ProxyFault("clients disconnect mid-stream", model="slow-stream", client_timeout_s=0.5),
+    ProxyFault("upstream resets mid-stream", model="resets"),
+    ProxyFault("upstream stalls (proxy gives up at 0.5 s)", model="stalls", stream=False),
+    ProxyFault("upstream sends malformed SSE", model="malformed"),
+    ProxyFault("hostile requests (64 KB headers, 10,000 headers, bad UTF-8, bad traceparent)", hostile=True),
+    ProxyFault("export agent SIGKILLed mid-run", during="kill agent"),
+    ProxyFault("backend slow (2 s per export)", backend="slow"),
+    ProxyFault("backend answers 503", backend="5xx"),
+    ProxyFault("backend answers 429 (Retry-After: 1)", backend="429"),
+    ProxyFault("backend hung (accepts, never answers)", backend="hung"),
+    ProxyFault("backend down (connection refused)", backend="down"),
+    ProxyFault("backend restarted mid-run", during="restart backend"),
 )
 
-
+_VOLATILE_HEADER = re.compile(
+    rb"^(x-litellm-(call-id|response-duration-ms|overhead-duration-ms|response-cost.*)|llm_provider-.*)$"
+)
+# LiteLLM's timeout message says how long the call took.
+_VOLATILE_BODY = re.compile(rb"time taken=[\d.]+ seconds")
 _ACCESS_LINE = re.compile(r'^INFO: +[\d.]+:\d+ - "[A-Z]+ \S+ HTTP/1\.1" \d+', re.M)
 
 
 @dataclass
-class ProxyRun:
-    sent: int  # by the load driver and the probes
-    served: int  # in uvicorn's access log: those, and the launcher's health checks
+class RowResult:
+    fault: ProxyFault
     answers: list[Answer]
     load: dict[str, Any]
-    before: list[Usage]  # per worker
-    after: list[Usage]
-    health: dict[str, int] = field(default_factory=dict)
-    acknowledged_spans: int = 0
-    left: list[int] = field(default_factory=list)  # processes of the proxy's tree still there after it exited
-    zombies: int = 0
-    log: str = ""
+    served: int  # access-log lines during the row
+    request_spans: dict[str, int] = field(default_factory=dict)  # delivered during the row, by error.type
+    dropped: int = 0  # spans and requests counted dropped during the row (metric snapshots)
+    settled_s: float = 0.0  # until the row's records were delivered or counted dropped
 
     @property
     def p50_ms(self) -> str:
         latency = self.load["summary"]["latency_ms"]
         return f"{latency['p50']:.1f}" if latency and self.load["summary"]["ok"] else "—"
+
+    @property
+    def sent(self) -> int:
+        """By the load driver and the probes. uvicorn logs no request whose client left before
+        the answer began, and rejects some hostile ones before the app: ``served`` can be fewer."""
+        return int(self.load["summary"]["requests"]) + len(self.answers)
+
+
+@dataclass
+class ProxyPass:
+    rows: list[RowResult]
+    served: int  # every access-log line
+    before: list[Usage]  # per worker, after the warm-up
+    after: list[Usage]
+    health: dict[str, int] = field(default_factory=dict)  # summed over the workers' health files
+    acknowledged_spans: int = 0
+    left: list[int] = field(default_factory=list)  # of the proxy's tree, 10 s after its SIGTERM
+    zombies: int = 0
+    supervisor_agents: int = 0
+    log: str = ""
+
+
+@dataclass
+class MatrixRun:
+    version: str
+    plain: ProxyPass
+    perfkit: ProxyPass
 
 
 def _command(pid: int) -> bytes:
@@ -78,7 +170,7 @@ def workers_of(supervisor: int) -> list[int]:
 
 def _masked(answer: Answer) -> Answer:
     headers = tuple((name, b"" if _VOLATILE_HEADER.match(name) else value) for name, value in answer.headers)
-    return Answer(answer.status_line, headers, answer.body)
+    return Answer(answer.status_line, headers, _VOLATILE_BODY.sub(b"time taken=0 seconds", answer.body))
 
 
 def _snapshot_dir(pid: int) -> Path | None:
@@ -89,15 +181,33 @@ def _snapshot_dir(pid: int) -> Path | None:
     return None
 
 
+def _config(ports: dict[str, int]) -> str:
+    entries = "".join(
+        f"  - model_name: {model}\n    litellm_params:\n      model: openai/fake\n"
+        f"      api_base: http://127.0.0.1:{ports[model]}/v1\n      api_key: fake-key\n{extra}"
+        for model, (_, extra) in UPSTREAMS.items()
+    )
+    return f"model_list:\n{entries}general_settings:\n  master_key: {MASTER_KEY}\n"
+
+
 @contextlib.contextmanager
-def _proxy(version: str, upstream: str, workdir: Path, endpoint: str | None) -> Iterator[LiteLLMProxy]:
+def _mocks(ports: dict[str, int]) -> Iterator[None]:
+    with Children() as children:
+        for model, (flags, _) in UPSTREAMS.items():
+            command = [sys.executable, "-m", "litellm_perfkit._cli", "mock", "--port", str(ports[model]), *flags]
+            children.start(f"mock-{model}", command).wait_ready(lambda port=ports[model]: port_open(port), timeout_s=30)
+        yield
+
+
+@contextlib.contextmanager
+def _proxy(version: str, ports: dict[str, int], workdir: Path, endpoint: str | None) -> Iterator[LiteLLMProxy]:
     bin_dir = litellm_python(version).parent
     with Children() as children:
         yield start_litellm(
             children,
             bin_dir / "litellm",
             bin_dir / "perfkit",
-            CONFIG_TEMPLATE.replace("{upstream}", upstream),
+            _config(ports),
             workdir,
             workers=2,
             mode="plain" if endpoint is None else "perfkit",
@@ -107,76 +217,182 @@ def _proxy(version: str, upstream: str, workdir: Path, endpoint: str | None) -> 
                 "OTEL_BSP_SCHEDULE_DELAY": "200",
                 "OTEL_EXPORTER_OTLP_TIMEOUT": str(EXPORT_TIMEOUT_MS),
             },
-            # uvicorn kills a worker that has not answered its health check in 5 s,
-            # and importing LiteLLM takes longer on a busy 2-core machine.
-            litellm_args=("--timeout_worker_healthcheck", "120"),
+            litellm_args=_patient(bin_dir, 2, ()),
+            timeout_s=600,  # two workers importing LiteLLM on a busy 2-core machine
         )
 
 
-def _kill_an_agent(supervisor: int, after_s: float) -> None:
-    time.sleep(after_s)
-    for worker in workers_of(supervisor)[:1]:
-        for agent in agents_of(worker):
-            os.kill(agent, signal.SIGKILL)
+def _set_backend(receiver: FaultyReceiver, backend: Backend) -> None:
+    if backend == "down":
+        receiver.stop()
+        return
+    if receiver._server is None:
+        receiver.start()
+    receiver.switch(backend)
 
 
-def proxy_run(version: str, fault: Fault, workdir: Path, seconds: float, plain: bool = False) -> ProxyRun:
-    """One proxy (plain, or under perfkit run exporting to a backend failing as ``fault`` says) under load."""
+def _act(during: During, receiver: FaultyReceiver, supervisor: int, seconds: float) -> None:
+    """The mid-run fault: at a third of the load, and (restart) back at two thirds."""
+    time.sleep(seconds / 3)
+    if during == "restart backend":
+        receiver.stop()
+        time.sleep(seconds / 3)
+        receiver.start()
+    elif during == "kill agent":
+        for worker in workers_of(supervisor)[:1]:
+            for agent in agents_of(worker):
+                os.kill(agent, signal.SIGKILL)
+
+
+def _wait(check: Callable[[], bool], timeout_s: float) -> float:
+    started = time.monotonic()
+    while not check() and time.monotonic() < started + timeout_s:
+        time.sleep(0.2)
+    return time.monotonic() - started
+
+
+def _dropped(snapshots: Path | None) -> int:
+    if snapshots is None:
+        return 0
+    counters = merged(str(snapshots))[1]
+    return counters.get(SPANS_DROPPED_COUNTER, 0) + counters.get(REQUESTS_DROPPED_COUNTER, 0)
+
+
+def _served(log: Path) -> int:
+    return len(_ACCESS_LINE.findall(log.read_text(errors="replace")))
+
+
+def _settle(
+    row: RowResult, receiver: FaultyReceiver, delivered: dict[str, int], snapshots: Path | None, dropped: int
+) -> None:
+    """Wait until the row's records were delivered (a healthy backend) or drops were counted (a fault)."""
+
+    def arrived() -> dict[str, int]:
+        now = dict(receiver.request_errors)
+        return {k: v - delivered.get(k, 0) for k, v in now.items() if v > delivered.get(k, 0)}
+
+    if row.fault.ending == "exported":
+        row.settled_s = _wait(lambda: sum(arrived().values()) >= row.served, 30)
+        seen = -1
+        while sum(arrived().values()) != seen:  # requests the access log missed come in the same drains
+            seen = sum(arrived().values())
+            time.sleep(1.0)
+    else:
+        row.settled_s = _wait(lambda: _dropped(snapshots) > dropped, 30)
+    row.request_spans, row.dropped = arrived(), _dropped(snapshots) - dropped
+
+
+def _one_pass(
+    version: str, ports: dict[str, int], workdir: Path, receiver: FaultyReceiver | None, seconds: float
+) -> ProxyPass:
     workdir.mkdir(parents=True, exist_ok=True)
-    shape = fault.shape
-    with (
-        Children() as children,
-        faulty_receiver("ok" if fault.backend == "down" else fault.backend) as receiver,
-    ):
-        if fault.backend == "down":
-            receiver.stop()
-        upstream = start_mock(children, "--ttft-ms", "5", "--itl-ms", "1", "--chunks", "10", *shape.upstream)
-        with _proxy(version, upstream, workdir, None if plain else receiver.url) as proxy:
-            supervisor = proxy.pid
-            snapshots = None if plain else _snapshot_dir(supervisor)
-            warmup = load(proxy.url, shape, requests=shape.warmup)
-            before = [usage(worker) for worker in workers_of(supervisor)]
+    with _proxy(version, ports, workdir, receiver.url if receiver else None) as proxy:
+        supervisor, log = proxy.pid, Path(proxy.child.log.name)
+        snapshots = _snapshot_dir(supervisor) if receiver else None
+        host, port = proxy.url.removeprefix("http://").split(":")
+        for model in UPSTREAMS:  # each route's first request, outside the rows
+            send(host, int(port), ProxyFault("warm", model=model).probes()[0])
+        load(proxy.url, Shape(), requests=100)
+        before = [usage_of(worker) for worker in workers_of(supervisor)]
+        rows: list[RowResult] = []
+        for fault in ROWS:
+            same = [r for r in rows if (r.fault.shape, r.fault.probes()) == (fault.shape, fault.probes())]
+            if receiver is None and same:  # without perfkit, a backend fault is no fault: the same row
+                rows.append(same[0])
+                continue
+            if receiver is not None:
+                _set_backend(receiver, fault.backend)
+            served, dropped = _served(log), _dropped(snapshots)
+            delivered = dict(receiver.request_errors) if receiver else {}
             actor = None
-            if fault.during == "kill agent" and not plain:
-                actor = threading.Thread(target=_kill_an_agent, args=(supervisor, seconds / 3), daemon=True)
+            if receiver is not None and fault.during != "nothing":
+                actor = threading.Thread(target=_act, args=(fault.during, receiver, supervisor, seconds), daemon=True)
                 actor.start()
-            result = load(proxy.url, shape, seconds=seconds)
-            host, port = proxy.url.removeprefix("http://").split(":")
-            answers = [_masked(send(host, int(port), probe)) for probe in fault.probes]
+            result = load(proxy.url, fault.shape, seconds=seconds)
+            answers = [_masked(send(host, int(port), probe)) for probe in fault.probes()]
             if actor is not None:
                 actor.join()
-            time.sleep(1.5)  # a killed agent is replaced at the next drain that has records
-            after = [usage(worker) for worker in workers_of(supervisor)]
-            zombies = sum(
-                1 for worker in [supervisor, *workers_of(supervisor)] for c in _children(worker) if _state(c) == "Z"
+            row = RowResult(fault, answers, result, _served(log) - served)
+            if receiver is not None:
+                _settle(row, receiver, delivered, snapshots, dropped)
+            rows.append(row)
+            print(
+                f"  {version} {'perfkit' if receiver else 'plain'}: {fault.name}: {row.served} served, "
+                f"{row.request_spans} delivered, {row.dropped} dropped",
+                file=sys.stderr,
+                flush=True,
             )
-            tree = [supervisor, *workers_of(supervisor)] + [a for w in workers_of(supervisor) for a in agents_of(w)]
-            os.kill(supervisor, signal.SIGTERM)  # the supervisor alone, as a container stop does
-            proxy.child.process.wait(90)
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and any(_state(pid) is not None for pid in tree[1:]):
-                time.sleep(0.1)
-            log = Path(proxy.child.log.name).read_text(errors="replace")
-        run = ProxyRun(
-            int(warmup["summary"]["requests"]) + int(result["summary"]["requests"]) + len(fault.probes),
-            len(_ACCESS_LINE.findall(log)),
-            answers,
-            result,
+        if receiver is not None:
+            _set_backend(receiver, "ok")
+            time.sleep(1.5)  # a killed agent is replaced at the next drain that has records
+        workers = workers_of(supervisor)
+        after = [usage_of(worker) for worker in workers]
+        zombies = sum(1 for pid in [supervisor, *workers] for child in _children(pid) if _state(child) == "Z")
+        supervisor_agents = len(agents_of(supervisor))
+        tree = [*workers, *(agent for worker in workers for agent in agents_of(worker))]
+        os.kill(supervisor, signal.SIGTERM)  # the supervisor alone, as a container stop does
+        proxy.child.process.wait(90)
+        _wait(lambda: all(_state(pid) is None for pid in tree), 10)
+        done = ProxyPass(
+            rows,
+            _served(log),
             before,
             after,
-            acknowledged_spans=receiver.acknowledged_spans,
-            left=[pid for pid in tree[1:] if _state(pid) is not None],
+            left=[pid for pid in tree if _state(pid) is not None],
             zombies=zombies,
-            log=log,
+            supervisor_agents=supervisor_agents,
+            log=log.read_text(errors="replace"),
         )
+    if receiver is not None:
+        done.acknowledged_spans = receiver.acknowledged_spans
     if snapshots is not None:
         totals = dict.fromkeys(FIELDS, 0)
         for path in snapshots.glob("*.health"):
             counts = orjson.loads(path.read_bytes())
             for name in FIELDS:
                 totals[name] += int(counts.get(name, 0))
-        run.health = totals
-    return run
+        done.health = totals
+    return done
+
+
+def matrix_run(version: str, workdir: Path, seconds: float) -> MatrixRun:
+    """Every row, through the proxy without perfkit and then under ``perfkit run``, on the same mocks."""
+    ports = {model: free_port() for model in UPSTREAMS}
+    with _mocks(ports):
+        plain = _one_pass(version, ports, workdir / "plain", None, seconds)
+        with faulty_receiver("ok") as receiver:
+            perfkit = _one_pass(version, ports, workdir / "perfkit", receiver, seconds)
+    return MatrixRun(version, plain, perfkit)
+
+
+def table(run: MatrixRun) -> str:
+    """The rows as Markdown (docs/reliability.md)."""
+    lines = [
+        "| fault | answers as plain | sent / served | request spans delivered (by error.type) | counted dropped "
+        "| p50 ms plain → perfkit |",
+        "|" + "---|" * 6,
+    ]
+    for plain, row in zip(run.plain.rows, run.perfkit.rows):
+        spans = ", ".join(f"{k} {v}" for k, v in sorted(row.request_spans.items())) or "0"
+        lines.append(
+            f"| {row.fault.name} | {'yes' if row.answers == plain.answers else 'NO'} | {row.sent:,} / {row.served:,} "
+            f"| {spans} | {row.dropped:,} | {plain.p50_ms} → {row.p50_ms} |"
+        )
+    return "\n".join(lines)
+
+
+def totals(run: MatrixRun) -> str:
+    h, p = run.perfkit.health, run.perfkit
+    rss = ", ".join(f"{b.rss_mib:.0f} → {a.rss_mib:.0f}" for b, a in zip(p.before, p.after))
+    fds = ", ".join(f"{b.fds} → {a.fds}" for b, a in zip(p.before, p.after))
+    return (
+        f"LiteLLM {run.version}: served {p.served:,}, counted {h.get('requests', 0):,}, recorded "
+        f"{h.get('recorded', 0):,}; spans exported {h.get('exported_spans', 0):,} (acknowledged "
+        f"{p.acknowledged_spans:,}), dropped {h.get('dropped_spans', 0):,}; requests dropped "
+        f"{h.get('dropped_requests', 0):,}; internal errors {h.get('internal_errors', 0)}; worker RSS MiB {rss}; "
+        f"fds {fds}; zombies {p.zombies}; agents in the supervisor {p.supervisor_agents}; "
+        f"processes left 10 s after SIGTERM {len(p.left)}"
+    )
 
 
 def main() -> None:
@@ -185,32 +401,18 @@ def main() -> None:
     import argparse
     import tempfile
 
-    from tests.support.fault_matrix import FAULTS
-
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--version", default="1.103.0")
     parser.add_argument("--seconds", type=float, default=3.0)
     args = parser.parse_args()
-    chosen = ("none (backend up)", "backend down", "backend hung", "export agent SIGKILLed")
-    print(
-        "| fault | answers as plain | served / counted / recorded | spans exported (acked) / dropped "
-        "| requests dropped | p50 ms plain → perfkit | worker RSS MiB before → after | processes left |"
-    )
-    print("|" + "---|" * 8)
     with tempfile.TemporaryDirectory(prefix="perfkit-proxy-faults-") as work:
-        plain = proxy_run(args.version, FAULTS[0], Path(work) / "plain", args.seconds, plain=True)
-        for index, fault in enumerate(f for f in FAULTS if f.name.startswith(chosen)):
-            run = proxy_run(args.version, fault, Path(work) / str(index), args.seconds)
-            h = run.health
-            rss = ", ".join(f"{b.rss_mib:.0f} → {a.rss_mib:.0f}" for b, a in zip(run.before, run.after))
-            print(
-                f"| {fault.name} | {'yes' if run.answers == plain.answers else 'NO'} "
-                f"| {run.served:,} / {h.get('requests', 0):,} / {h.get('recorded', 0):,} "
-                f"| {h.get('exported_spans', 0):,} ({run.acknowledged_spans:,}) / {h.get('dropped_spans', 0):,} "
-                f"| {h.get('dropped_requests', 0):,} | {plain.p50_ms} → {run.p50_ms} | {rss} "
-                f"| {len(run.left) + run.zombies} |",
-                flush=True,
-            )
+        run = matrix_run(args.version, Path(work), args.seconds)
+    print(table(run))
+    print(totals(run))
+    for plain, row in zip(run.plain.rows, run.perfkit.rows):
+        for answer, reference in zip(row.answers, plain.answers):
+            if answer != reference:
+                print(f"{row.fault.name}: {answer}\n  plain: {reference}", file=sys.stderr)
 
 
 if __name__ == "__main__":
