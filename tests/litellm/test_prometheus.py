@@ -114,8 +114,10 @@ def test_by_default_a_busy_worker_records_ten_requests_a_second_and_counts_the_r
                 break
             time.sleep(0.3)
     overhead = sum(s.value for s in families["perfkit_request_overhead_seconds"].samples if s.name.endswith("_count"))
-    assert overhead == recorded  # the recorded sample's own families
     assert recorded + unrecorded == requests
+    # The sample's families are weighted: each record counts the requests it stands for, all but those
+    # passed by after the last recorded one (at most a tenth of a second's).
+    assert recorded < overhead <= requests and requests - overhead <= 1 + 0.1 * requests / elapsed, (overhead, recorded)
     # Ten at once, then one each tenth of a second (the middleware's clock starts a little before this one's).
     assert 10 <= recorded <= 10 + 10 * elapsed + 1, (recorded, elapsed)
     assert unrecorded > 0, f"{requests} requests in {elapsed:.1f} s should exceed ten a second"
