@@ -28,7 +28,10 @@ the agent on core 1.
   ``tallied`` is today's ``PerfkitMiddleware`` (the app gets a ``Passage`` as
   its ``send``, and the request is added to the tally), its header scan
   included (the secret's removal, a sampled ``traceparent``; the requests
-  carry ``--headers`` headers, default 2). Their own table gives
+  carry ``--headers`` headers, default 2). ``passthrough-wrapped`` is
+  untallied with the server's ``send`` behind one plain Python function
+  that only calls it: the least any watch on each message costs the app
+  (``WrappedPassThrough``). Their own table gives
   the medians, the ratios to bare, and the tally's cost: tallied minus
   untallied, round by round.
 - ``-py`` variants: perfkit's pure-Python path, which runs when the C
@@ -99,6 +102,7 @@ VARIANTS = [
     "perfkit-process-py",
     "perfkit-noexport-py",
     "passthrough-untallied",
+    "passthrough-wrapped",
     "passthrough-tallied",
     "passthrough-tallied-py",
     "perfkit-sdk",
@@ -204,6 +208,17 @@ class UntalliedPassThrough:
         raise AssertionError("record ratio 0 records nothing")
 
 
+class WrappedPassThrough(UntalliedPassThrough):
+    """The untallied pass-through with the server's send behind one Python
+    function that only calls it: a floor for any send that sees each message."""
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        def watched(message: dict[str, Any]) -> Any:
+            return send(message)
+
+        await super().__call__(scope, receive, watched)
+
+
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -239,6 +254,8 @@ def open_variant(name: str, endpoint: str, pinned: bool) -> Variant:
         variant = Variant(name, app)
     elif name == "passthrough-untallied":
         variant = Variant(name, UntalliedPassThrough(app))
+    elif name == "passthrough-wrapped":
+        variant = Variant(name, WrappedPassThrough(app))
     elif name.startswith("passthrough-tallied"):
         variant = Variant(name, middleware(app, record_ratio=0.0))
     elif name.startswith("perfkit-noexport"):
@@ -371,7 +388,7 @@ def print_passthrough(results: dict[str, dict[str, Measured]]) -> None:
     """The unrecorded path: bare, before the tally, with it (budget: the tally adds at most 2 µs)."""
     names = [
         n
-        for n in ("passthrough-untallied", "passthrough-tallied", "passthrough-tallied-py")
+        for n in ("passthrough-untallied", "passthrough-wrapped", "passthrough-tallied", "passthrough-tallied-py")
         if n in next(iter(results.values()))
     ]
     if "passthrough-untallied" not in names:

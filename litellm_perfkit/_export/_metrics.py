@@ -4,8 +4,10 @@ explicit-bucket histograms and sums (and Prometheus, ``_prometheus``).
 The request families (duration, TTFT, ``perfkit.requests``) cover every
 request: they come from the workers' traffic tally (``_traffic``). The
 others (stages, overhead, collector pauses) are observed here from each
-recorded request (whether or not the trace sampler exports its spans), so
-they describe the recorded sample.
+recorded request (whether or not the trace sampler exports its spans), each
+counted as the requests it stands for (its adjusted count, 1 + ``passed_by``):
+a weighted sample whose counts estimate every request's. The counters of
+recorded requests (``perfkit.requests.*_unmeasured``) count records.
 
 Values are kept in integer nanoseconds (cheap to bisect) and exported in
 seconds, the unit the OTel semantic conventions give these metrics.
@@ -46,8 +48,8 @@ DESCRIPTIONS: dict[str, str] = {
     TIME_TO_FIRST_TOKEN: "Request received to the first content token sent (streams), generative-AI routes; every request.",
     LLM_REQUEST_DURATION: "Request received to last response byte, generative-AI routes; every request, recorded or not.",
     "perfkit.stage.duration": "Duration of one named stage (generator stages: their own time); a weighted sample, each recorded request counted as the requests it stands for.",
-    "perfkit.gc.pause": "Garbage-collector pause time inside one request's wall time (0 when none); recorded requests only.",
-    "perfkit.request.overhead": "The gateway's own time in one request: its duration minus its upstream stages, generative-AI endpoints; recorded requests only.",
+    "perfkit.gc.pause": "Garbage-collector pause time inside one request's wall time (0 when none); a weighted sample, each recorded request counted as the requests it stands for.",
+    "perfkit.request.overhead": "The gateway's own time in one request: its duration minus its upstream stages, generative-AI endpoints; a weighted sample, each recorded request counted as the requests it stands for.",
 }
 
 MetricKey = tuple[str, tuple[tuple[str, AttributeValue], ...]]
@@ -124,13 +126,16 @@ class MetricStore:
         return histogram
 
     def observe(self, record: RequestRecord) -> None:
-        """A recorded request's figures. Its duration, TTFT and count are the
-        traffic tally's (every request once), not observed here."""
+        """A recorded request's figures, each standing for the requests it does
+        (a weighted sample: counts estimate every request's). Its duration,
+        TTFT and count are the traffic tally's (every request once), not
+        observed here."""
+        weight = record.weight
         if gen_ai_operation(record.path) is not None:
             self._histogram("perfkit.request.overhead", ((Attr.STREAMING, record.streaming),)).record(
-                record.overhead_ns
+                record.overhead_ns, weight
             )
-        self._gc_pause.record(record.gc_pause_ns)
+        self._gc_pause.record(record.gc_pause_ns, weight)
         if record.attributes:
             attributes = record.attributes
             if attributes.get(Attr.UPSTREAM_UNMEASURED):
@@ -138,7 +143,6 @@ class MetricStore:
             if attributes.get(Attr.AUTH_UNMEASURED):
                 self.counters[_AUTH_UNMEASURED] += 1
         stages = self._stages
-        weight = record.passed_by + 1  # the stages of a weighted sample: counts estimate every request's
         for entry in record.stages:
             histogram = stages.get(entry.name)
             if histogram is None:

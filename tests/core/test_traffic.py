@@ -207,6 +207,21 @@ def test_the_app_gets_every_message_unchanged_through_the_passage(backend: Backe
     assert bytes(sent[2]["body"]) == TOKEN
 
 
+def test_a_message_the_passage_cannot_read_is_passed_on_and_the_error_counted(backend: Backend) -> None:
+    from litellm_perfkit._core._guard import internal_error_counts
+
+    odd = {"type": "http.response.start", "status": "two hundred", "headers": []}
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send(odd)
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    before = internal_error_counts().get("middleware.passage", 0)
+    sent = asyncio.run(serve(backend.middleware(app, record_ratio=0.0, steps="off")))
+    assert sent[0] is odd and len(sent) == 2
+    assert internal_error_counts().get("middleware.passage", 0) == before + 1
+
+
 def test_a_tally_that_fails_leaves_the_request_served_and_the_error_counted(backend: Backend) -> None:
     from litellm_perfkit._core._guard import internal_error_counts
 

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -12,7 +9,6 @@ from typing import Any
 
 import httpx
 import openai
-import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -114,8 +110,13 @@ def test_by_default_a_busy_worker_records_ten_requests_a_second_and_counts_the_r
                 break
             time.sleep(0.3)
     overhead = sum(s.value for s in families["perfkit_request_overhead_seconds"].samples if s.name.endswith("_count"))
-    assert overhead == recorded  # the recorded sample's own families
     assert recorded + unrecorded == requests
+    # The sample's families are weighted: each record counts the requests it stands for, all but those
+    # passed by after the last recorded one (at most a tenth of a second's).
+    assert recorded <= overhead <= requests and requests - overhead <= 1 + 0.1 * requests / elapsed, (
+        overhead,
+        recorded,
+    )
     # Ten at once, then one each tenth of a second (the middleware's clock starts a little before this one's).
     assert 10 <= recorded <= 10 + 10 * elapsed + 1, (recorded, elapsed)
     assert unrecorded > 0, f"{requests} requests in {elapsed:.1f} s should exceed ten a second"
@@ -152,71 +153,3 @@ def test_perfkits_families_in_litellms_own_metrics(tmp_path: Path, version: str,
     families = {family.name for family in text_string_to_metric_families(text)}
     assert auth_count(text) == requests, sorted(families)
     assert any(name.startswith("litellm_") for name in families), sorted(families)  # LiteLLM's own are still there
-
-
-def test_every_request_is_counted_by_status_under_load_past_the_record_cap(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Two workers at the default record rate (10 a second each) under more than three
-    times that, with refused keys and upstream 500s: Prometheus counts every request
-    the driver sent, by status code, exactly."""
-    monkeypatch.delenv("PERFKIT_RECORD_RATE")  # perfkit run's default, as users get it
-    port, seconds, rate, refused_rate = free_port(), 15, 62, 6
-    # An unsampled traceparent: a sampled one is recorded past the cap, and this load means to exceed it.
-    load = [sys.executable, "-m", "litellm_perfkit._cli", "load", "--prompt-repeats", "5", "--progress", "off"]
-    load += ["--traceparent", "unsampled"]
-    load += ["--duration", f"{seconds}s", "--concurrency", "100", "--timeout", "30s"]
-    with (
-        mock_process("--ttft-ms", "150", "--chunks", "3", "--error-500-fraction", "0.3", "--seed", "31") as upstream,
-        litellm_proxy(
-            "1.103.0",
-            upstream,
-            tmp_path,
-            workers=2,
-            perfkit_args=("--exporter", "none", "--prometheus-port", str(port)),
-        ) as url,
-    ):
-        warm: dict[str, int] = {}
-        with httpx.Client(timeout=60) as client:  # LiteLLM's first requests in each worker are slow
-            for _ in range(10):
-                status = client.post(
-                    f"{url}/v1/chat/completions",
-                    headers={"authorization": "Bearer sk-1234"},
-                    json={"model": "fake-openai-endpoint", "messages": [{"role": "user", "content": "hi"}]},
-                ).status_code
-                warm[str(status)] = warm.get(str(status), 0) + 1
-        runs = [
-            subprocess.Popen(
-                [*load, "--url", url, "--rate", str(r), "--out", str(tmp_path / f"{name}.jsonl")],
-                env={**os.environ, "PERFKIT_API_KEY": key},
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for name, r, key in (("good", rate, "sk-1234"), ("refused", refused_rate, "sk-not-the-key"))
-        ]
-        for run, refused in zip(runs, (False, True), strict=True):
-            _, stderr = run.communicate(timeout=seconds + 120)
-            # Every refused request failed: the driver says so and exits 1, having written each one.
-            assert run.returncode == (1 if refused else 0), stderr[-2000:]
-        lines = [orjson.loads(line) for name in ("good", "refused") for line in (tmp_path / f"{name}.jsonl").open()]
-        sent = dict(warm)
-        for line in lines:
-            sent[str(line["status"])] = sent.get(str(line["status"]), 0) + 1
-        deadline = time.monotonic() + 30
-        while True:
-            families = {
-                f.name: f
-                for f in text_string_to_metric_families(httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text)
-            }
-            # The chat route's: the proxy's readiness checks are requests too.
-            by_status = requests_by(families, "http_response_status_code", "/chat/completions")
-            if sum(by_status.values()) >= sum(sent.values()) or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
-    assert {status: int(n) for status, n in by_status.items()} == sent
-    assert sent.get("200", 0) >= 0.8 * rate * seconds * 0.9, sent  # the driver kept (most of) its rate
-    assert any(s in sent for s in ("400", "401")) and "500" in sent, sent  # refused keys and upstream failures
-    assert len(lines) / seconds >= 3 * 2 * 10  # more than three times the two workers' combined cap
-    recorded = requests_by(families, "perfkit_recorded", "/chat/completions")
-    assert recorded.get("true", 0) > 0 and recorded.get("false", 0) > 0, recorded  # past the cap: some only counted
