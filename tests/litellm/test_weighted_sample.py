@@ -1,6 +1,11 @@
-"""Issue 31's run: the real proxy (1.103.0, 2 workers, perfkit run's default
-record rate) under more than three times the workers' combined cap, with
-refused keys and upstream 5xx, scraped by Debian's Prometheus:
+"""Issue 31's run: the real proxy (1.103.0, 2 workers) under five times the
+workers' combined record cap, with refused keys and upstream 5xx, scraped by
+Debian's Prometheus. The cap is 2 requests a second per worker, not the
+default 10: three times the default (60/s) is more than LiteLLM serves on a
+2-core machine beside its mock, the driver and Prometheus (58.6 of 69.7/s
+served, once), and a proxy that falls behind queues requests before the
+middleware sees them, which no server-side histogram can match. The record
+choice is the same code at any rate:
 
 - perfkit_requests_total per status code equals the requests sent, exactly;
 - the auth stage's weighted count is the requests that reached auth, within 5%;
@@ -42,8 +47,8 @@ from tests.support.servers import prometheus_process
 
 pytestmark = [pytest.mark.integration, pytest.mark.litellm]
 
-WORKERS, CAP = 2, 10.0  # perfkit run's default record rate, per worker
-GOOD, REFUSED, TRACED, SECRET = 60, 6, 3, 2  # requests a second of each kind, together past 3x the cap
+WORKERS, CAP = 2, 2.0  # the record rate, per worker
+GOOD, REFUSED, TRACED, SECRET = 16, 2, 1, 1  # requests a second of each kind, together 5x the cap
 SECONDS, WINDOW_S = 40, 30
 KEY, HEADER_SECRET = "sk-1234", "perfkit-test-secret"
 CHAT = 'http_route=~".*/chat/completions"'
@@ -216,7 +221,7 @@ class Run:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
-    """One run of the proxy at the default record rate, for every test here."""
+    """One run of the proxy at a record rate of CAP a second per worker, for every test here."""
     tmp_path = tmp_path_factory.mktemp("weighted")
     port, spans = free_port(), tmp_path / "spans.jsonl"
     with contextlib.ExitStack() as stack:
@@ -227,7 +232,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
         upstream = stack.enter_context(
             mock_process("--ttft-ms", "5", "--chunks", "3", "--error-500-fraction", "0.03", "--seed", "31")
         )
-        url = stack.enter_context(proxy(upstream, tmp_path / "default", spans, "10", port))
+        url = stack.enter_context(proxy(upstream, tmp_path / "default", spans, f"{CAP:g}", port))
         prometheus = stack.enter_context(prometheus_process(tmp_path, "perfkit", [f"127.0.0.1:{port}"]))
         warm = driver(url, 5, 4, tmp_path / "warm.jsonl")  # LiteLLM's first requests in each worker are slow
         assert warm.wait(timeout=120) == 0, warm.communicate()[1][-2000:]
