@@ -169,6 +169,21 @@ def measure_group(proxies: list[Proxy], stream: bool, args: argparse.Namespace, 
     return result
 
 
+def _say_pair(number: int, pairs: int, names: list[str], group: dict[str, Measured]) -> None:
+    """One pair's CPU per request and rate, each mode against the first, on stderr."""
+    base = group[names[0]]
+    print(
+        f"pair {number + 1}/{pairs}: "
+        + "; ".join(
+            f"{name} {m.cpu_ms:.3f} ms ({m.agent_ms:.3f} agent), {m.rps:.1f} req/s"
+            + (f", {m.cpu_ms / base.cpu_ms:.3f}x" if name != names[0] else "")
+            for name, m in group.items()
+        ),
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 def run(args: argparse.Namespace) -> tuple[list[str], list[dict[str, Measured]], int]:
     modes = args.modes.split(",")
     names = labels(modes)
@@ -219,17 +234,7 @@ def run(args: argparse.Namespace) -> tuple[list[str], list[dict[str, Measured]],
                     [proxies[i] for i in range(len(modes))], args.workload == "stream", args, settle_s
                 )
             groups.append(group)
-            base = group[names[0]]
-            print(
-                f"pair {number + 1}/{args.pairs}: "
-                + "; ".join(
-                    f"{name} {m.cpu_ms:.3f} ms ({m.agent_ms:.3f} agent), {m.rps:.1f} req/s"
-                    + (f", {m.cpu_ms / base.cpu_ms:.3f}x" if name != names[0] else "")
-                    for name, m in group.items()
-                ),
-                file=sys.stderr,
-                flush=True,
-            )
+            _say_pair(number, args.pairs, names, group)
         spans = sum(len(t["spans"]) for t in jaeger.traces("bench-litellm"))
     return names, groups, spans
 

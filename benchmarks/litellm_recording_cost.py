@@ -186,6 +186,55 @@ MODES: dict[str, tuple[str, str] | None] = {
 }
 
 
+def _start_server(
+    args: argparse.Namespace,
+    python: Path,
+    env: dict[str, str],
+    workload: str,
+    mode: str,
+    setting: tuple[str, str] | None,
+) -> tuple[subprocess.Popen[str], Any]:
+    """One proxy of ``mode`` serving on core 0, once it said it is ready: the
+    process, and the pipe it answers each batch on."""
+    read, write = os.pipe()
+    mode_env = {**env, _RESULTS_FD: str(write)}
+    if setting is None:
+        for name in ("PERFKIT_RUN", "PYTHONPATH"):
+            mode_env.pop(name)
+    else:
+        mode_env.update(PERFKIT_RECORD_RATIO=setting[0], PERFKIT_RECORD_RATE=setting[1])
+    command = [
+        "taskset",
+        "-c",
+        "0",
+        str(python),
+        __file__,
+        _INNER,
+        "--serve",
+        "--workload",
+        workload,
+        "--batch",
+        str(args.batch),
+        "--settle",
+        str(args.settle),
+    ]
+    child = subprocess.Popen(
+        command,
+        env=mode_env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        pass_fds=(write,),
+        cwd=env["PERFKIT_BENCH_WORKDIR"],
+    )
+    os.close(write)
+    results = os.fdopen(read)
+    if results.readline().strip() != "ready":
+        raise SystemExit(f"the {mode} proxy did not start (run it by hand to see why)")
+    return child, results
+
+
 def _against_plain(args: argparse.Namespace, python: Path, env: dict[str, str], workload: str) -> None:
     modes = {mode: MODES[mode] for mode in ["plain", *args.modes.split(",")]}
     ratios: dict[str, list[float]] = {mode: [] for mode in modes if mode != "plain"}
@@ -193,43 +242,7 @@ def _against_plain(args: argparse.Namespace, python: Path, env: dict[str, str], 
         processes: dict[str, tuple[subprocess.Popen[str], Any]] = {}
         try:
             for mode, setting in modes.items():
-                read, write = os.pipe()
-                mode_env = {**env, _RESULTS_FD: str(write)}
-                if setting is None:
-                    for name in ("PERFKIT_RUN", "PYTHONPATH"):
-                        mode_env.pop(name)
-                else:
-                    mode_env.update(PERFKIT_RECORD_RATIO=setting[0], PERFKIT_RECORD_RATE=setting[1])
-                command = [
-                    "taskset",
-                    "-c",
-                    "0",
-                    str(python),
-                    __file__,
-                    _INNER,
-                    "--serve",
-                    "--workload",
-                    workload,
-                    "--batch",
-                    str(args.batch),
-                    "--settle",
-                    str(args.settle),
-                ]
-                child = subprocess.Popen(
-                    command,
-                    env=mode_env,
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                    text=True,
-                    pass_fds=(write,),
-                    cwd=env["PERFKIT_BENCH_WORKDIR"],
-                )
-                os.close(write)
-                results = os.fdopen(read)
-                if results.readline().strip() != "ready":
-                    raise SystemExit(f"the {mode} proxy did not start (run it by hand to see why)")
-                processes[mode] = (child, results)
+                processes[mode] = _start_server(args, python, env, workload, mode, setting)
             names = list(processes)
             per_round: dict[str, list[float]] = {mode: [] for mode in names}
             for round_ in range(args.warmup + args.rounds):

@@ -491,8 +491,7 @@ def set_host_provider(endpoint: str) -> Any:
     return provider
 
 
-def main() -> int:
-    os.environ.setdefault("OTEL_METRICS_EXPORTER", "none")  # Jaeger takes traces only; histograms are still kept
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--measure", choices=["time", "instructions"], default="time")
     parser.add_argument("--rounds", type=int, default=200, help="time: rounds of one batch per variant (default 200)")
@@ -526,12 +525,11 @@ def main() -> int:
         help="headers per request (default 2: host, user-agent; more are a LiteLLM client's)",
     )
     parser.add_argument("--child", nargs=4, metavar=("VARIANT", "PATH", "N", "ENDPOINT"), help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    HEADERS[2:] = MORE_HEADERS[: args.headers - 2]
-    if args.child:
-        name, path, n, endpoint = args.child
-        run_child(name, path, int(n), endpoint)
-        return 0
+    return parser
+
+
+def _variants(args: argparse.Namespace) -> list[str]:
+    """The variants to run, bare first; ValueError says what is wrong with the choice."""
     chosen = (
         args.variants.split(",")
         if args.variants
@@ -544,18 +542,28 @@ def main() -> int:
     names = ["bare"] + [name for name in chosen if name and name != "bare"]
     unknown = sorted(set(names) - set(VARIANTS))
     if unknown:
-        print(f"error: unknown variant(s) {', '.join(unknown)}; choose from {', '.join(VARIANTS)}", file=sys.stderr)
-        return 2
+        raise ValueError(f"unknown variant(s) {', '.join(unknown)}; choose from {', '.join(VARIANTS)}")
     if args.measure == "instructions" and shutil.which("valgrind") is None:
-        print("error: --measure instructions needs valgrind on PATH (apt-get install valgrind)", file=sys.stderr)
-        return 2
+        raise ValueError("--measure instructions needs valgrind on PATH (apt-get install valgrind)")
     if "perfkit-sdk" in names and args.measure == "instructions":
-        print(
-            "error: perfkit-sdk is measured by time only (the counted child sets no tracer provider)", file=sys.stderr
-        )
-        return 2
+        raise ValueError("perfkit-sdk is measured by time only (the counted child sets no tracer provider)")
     if "perfkit-sdk" in names and args.host_provider == "off":
-        print("error: perfkit-sdk hands spans to the host's tracer provider: add --host-provider on", file=sys.stderr)
+        raise ValueError("perfkit-sdk hands spans to the host's tracer provider: add --host-provider on")
+    return names
+
+
+def main() -> int:
+    os.environ.setdefault("OTEL_METRICS_EXPORTER", "none")  # Jaeger takes traces only; histograms are still kept
+    args = _parser().parse_args()
+    HEADERS[2:] = MORE_HEADERS[: args.headers - 2]
+    if args.child:
+        name, path, n, endpoint = args.child
+        run_child(name, path, int(n), endpoint)
+        return 0
+    try:
+        names = _variants(args)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     args.pinned = args.pin == "on" and args.measure == "time" and len(os.sched_getaffinity(0)) >= 2
     with tempfile.TemporaryDirectory() as workdir, jaeger_process(Path(workdir)) as jaeger:

@@ -26,6 +26,10 @@ from tests.support.servers import Jaeger
 pytestmark = [pytest.mark.integration, pytest.mark.litellm]
 
 MESSAGES = [{"role": "user", "content": "hello there"}]
+CALM_REQUESTS = 8
+CALM_SLACK_MS = 5.0
+"""The least a calm request's upstream stage exceeds the mock's hold by:
+reaching the mock on loopback and reading its answer."""
 COMMON = {
     "auth",
     "request.parse",
@@ -80,45 +84,47 @@ class Sent:
     stream: LiteLLM re-serializes its chunks without the stamps."""
 
 
+def send_one(url: str, stream: bool) -> tuple[str, Sent]:
+    """One request from the openai SDK, on a fresh connection, with its own
+    trace id: the trace id, and what the request took."""
+    trace_id = secrets.token_hex(16)
+    traceparent = {"traceparent": f"00-{trace_id}-{secrets.token_hex(8)}-01"}
+    with openai.OpenAI(base_url=f"{url}/v1", api_key="sk-1234", max_retries=0) as client:
+        started = time.perf_counter_ns()
+        raw = client.chat.completions.with_raw_response.create(
+            model="fake-openai-endpoint",
+            messages=MESSAGES,  # type: ignore[arg-type]
+            stream=stream,
+            extra_headers=traceparent,
+        )
+        if stream:
+            chunks = list(raw.parse())  # type: ignore[call-overload]
+            client_ms = (time.perf_counter_ns() - started) / 1e6
+            text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+            # On failure, every chunk: which one went missing or out of order.
+            assert text.startswith("tok"), [(c.id, c.choices[0].delta.content if c.choices else None) for c in chunks]
+            return trace_id, Sent(True, client_ms, None)
+        response = raw.parse()
+        client_ms = (time.perf_counter_ns() - started) / 1e6
+        assert response.choices[0].message.content.startswith("tok")  # type: ignore[union-attr]
+        stamp = (response.model_extra or {}).get("perfkit")
+        assert stamp is not None, "the mock's send stamp did not come through the proxy"
+        received = int(raw.headers["llm_provider-x-perfkit-mock-received-ns"])
+        return trace_id, Sent(False, client_ms, (stamp["mono_ns"] - received) / 1e6)
+
+
 def send_traffic(url: str, n: int) -> dict[str, Sent]:
-    """n non-streaming and n streaming requests from the openai SDK, on fresh
-    connections, each with its own trace id: what each took, by trace id."""
-    sent: dict[str, Sent] = {}
-
-    def one(i: int) -> None:
-        trace_id = secrets.token_hex(16)
-        traceparent = {"traceparent": f"00-{trace_id}-{secrets.token_hex(8)}-01"}
-        with openai.OpenAI(base_url=f"{url}/v1", api_key="sk-1234", max_retries=0) as client:
-            started = time.perf_counter_ns()
-            raw = client.chat.completions.with_raw_response.create(
-                model="fake-openai-endpoint",
-                messages=MESSAGES,  # type: ignore[arg-type]
-                stream=bool(i % 2),
-                extra_headers=traceparent,
-            )
-            if i % 2:
-                chunks = list(raw.parse())  # type: ignore[call-overload]
-                client_ms = (time.perf_counter_ns() - started) / 1e6
-                text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-                # On failure, every chunk: which one went missing or out of order.
-                assert text.startswith("tok"), [
-                    (c.id, c.choices[0].delta.content if c.choices else None) for c in chunks
-                ]
-                sent[trace_id] = Sent(True, client_ms, None)
-            else:
-                response = raw.parse()
-                client_ms = (time.perf_counter_ns() - started) / 1e6
-                assert response.choices[0].message.content.startswith("tok")  # type: ignore[union-attr]
-                stamp = (response.model_extra or {}).get("perfkit")
-                assert stamp is not None, "the mock's send stamp did not come through the proxy"
-                received = int(raw.headers["llm_provider-x-perfkit-mock-received-ns"])
-                sent[trace_id] = Sent(False, client_ms, (stamp["mono_ns"] - received) / 1e6)
-
-    # 16 at a time: with fewer, uvicorn's workers (sharing one socket) may
-    # leave one of them idle.
+    """n non-streaming and n streaming requests (``send_one``), 16 at a time:
+    with fewer, uvicorn's workers (sharing one socket) may leave one of them idle."""
     with ThreadPoolExecutor(16) as pool:
-        list(pool.map(one, range(2 * n)))
-    return sent
+        return dict(pool.map(lambda i: send_one(url, stream=bool(i % 2)), range(2 * n)))
+
+
+def send_calm(url: str, n: int) -> dict[str, Sent]:
+    """n non-streaming requests one after another: nothing queues in the proxy
+    behind another request, so their upstream stage is the mock's hold and
+    the little it takes to reach the mock and read its answer."""
+    return dict(send_one(url, stream=False) for _ in range(n))
 
 
 def overhead_failures(attrs: dict[str, Any], sent: Sent) -> list[str]:
@@ -165,7 +171,11 @@ def test_every_stage_is_recorded_in_every_worker(tmp_path: Path, version: str, w
                     or time.monotonic() > deadline
                 ):
                     break
+            calm = send_calm(url, CALM_REQUESTS)
+            sent.update(calm)
+            requests = requests_of(received, 24 * round_number + CALM_REQUESTS)
     pids = set()
+    upstream_ms: dict[str, float] = {}
     for trace_id, spans in requests.items():
         server = next(s for s in spans if s["kind"] == 2)
         pids.add(server["pid"])
@@ -185,12 +195,19 @@ def test_every_stage_is_recorded_in_every_worker(tmp_path: Path, version: str, w
         assert trace_id in sent, f"{trace_id}: a request the test did not send"
         failures = overhead_failures(attrs, sent[trace_id])
         assert not failures, (trace_id, failures, {k: v for k, v in attrs.items() if k.endswith("_ms")})
+        upstream_ms[trace_id] = attrs["perfkit.upstream_ms"]
         # A guard, not a measurement: reconcile makes unattributed the rest of the total.
         parts = attrs["perfkit.upstream_ms"] + attrs["perfkit.attributed_ms"] + attrs["perfkit.unattributed_ms"]
         assert abs(attrs["perfkit.total_ms"] - parts) < 1e-6
         if server["attrs"]["perfkit.streaming"]:
             assert attrs["perfkit.stream.chunks"] >= 5 and attrs["perfkit.stream.max_gap_ms"] > 0
     assert len(pids) == workers, f"spans came from {len(pids)} worker process(es)"
+    # Under load the upstream stage also holds the proxy's queueing, so the
+    # lower bound above is loose; the least disturbed calm request's is the
+    # mock's hold within CALM_SLACK_MS, so an upstream stage that lost or
+    # gained time to the gateway's stages shows.
+    slack = {t: upstream_ms[t] - calm[t].mock_hold_ms for t in calm}  # type: ignore[operator]
+    assert 0 <= min(slack.values()) <= CALM_SLACK_MS, sorted(slack.values())
 
 
 JAEGER_STAGES = {"POST /v1/chat/completions", "auth", "llm_call", "upstream"}
