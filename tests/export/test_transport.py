@@ -6,6 +6,7 @@ import builtins
 import contextlib
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -123,7 +124,10 @@ def test_a_full_disk_under_the_jsonl_exporter_drops_counts_and_warns_once(
             app = PerfkitMiddleware(apps.make_app(), record_rate="all")
             with uvicorn_server(app) as url, httpx.Client() as client:
                 statuses = [client.post(f"{url}/v1/chat/completions", json={}).status_code for _ in range(20)]
-                stats = pipeline.stats()
+                # The export runs behind the requests: wait until every span was tried (or 30 s).
+                deadline = time.monotonic() + 30
+                while (stats := pipeline.stats())["dropped_spans"] < 20 * 5 and time.monotonic() < deadline:
+                    time.sleep(0.05)
                 agents = _agents()
         finally:
             litellm_perfkit.shutdown()
