@@ -118,6 +118,7 @@ def test_a_full_disk_under_the_jsonl_exporter_drops_counts_and_warns_once(
 ) -> None:
     """/dev/full: every write fails with ENOSPC, as on a full disk."""
     monkeypatch.setattr(_guard, "_warned", set())
+    monkeypatch.setattr(_guard, "_counts", {})  # the process's count of earlier tests' deliberate errors
     with caplog.at_level(logging.WARNING, logger="litellm_perfkit"):
         pipeline = litellm_perfkit.configure(exporter="jsonl", jsonl_path="/dev/full", mode=mode)  # type: ignore[arg-type]
         try:
@@ -142,8 +143,9 @@ def test_a_full_disk_under_the_jsonl_exporter_drops_counts_and_warns_once(
 
 @pytest.mark.parametrize("mode", ["process", "thread"])
 def test_configure_called_twice_replaces_the_pipeline_and_each_request_is_exported_once(
-    mode: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    mode: str, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(_guard, "_counts", {})  # the process's count of earlier tests' deliberate errors
     first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
     with caplog.at_level(logging.WARNING, logger="litellm_perfkit"):
         litellm_perfkit.configure(exporter="jsonl", jsonl_path=str(first), mode=mode)  # type: ignore[arg-type]
