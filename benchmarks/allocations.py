@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from collections import Counter
@@ -36,10 +35,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.middleware_overhead import VARIANTS, WORKLOADS
+from benchmarks.middleware_overhead import VARIANTS, WORKLOADS, counted_child
 from tests.support.servers import jaeger_process
 
-ROOT = Path(__file__).resolve().parents[1]
 OBJECT_ALLOCATORS = ("_PyObject_Malloc", "_PyObject_Calloc")
 GC_TRACKED = "_PyObject_GC_Link"
 DEFAULT_VARIANTS = ["bare", "passthrough-tallied", "perfkit-noexport", "perfkit-process", "perfkit-process-py"]
@@ -78,27 +76,15 @@ def _command_of(path: Path) -> str:
 def run_counted(variant: str, path: str, n: int, endpoint: str) -> dict[str, Counts]:
     """One child run under callgrind: counts by where they happened (``WHERE``)."""
     with tempfile.TemporaryDirectory() as out:
-        command = [
-            "setarch",
-            "-R",
-            "valgrind",
+        tool = [
             "--tool=callgrind",
             "--compress-strings=no",
             "--compress-pos=no",
             "--separate-threads=yes",
             "--trace-children=yes",
             f"--callgrind-out-file={out}/cg.%p",
-            sys.executable,
-            "-m",
-            "benchmarks.middleware_overhead",
-            "--child",
-            variant,
-            path,
-            str(n),
-            endpoint,
         ]
-        env = {**os.environ, "PYTHONHASHSEED": "0"}
-        result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT)
+        result = counted_child(tool, variant, path, n, endpoint)
         if result.returncode != 0:
             raise RuntimeError(f"callgrind run of {variant} {path} failed: {result.stderr.strip()[-500:]}")
         by_where = {where: Counter[str]() for where in WHERE}

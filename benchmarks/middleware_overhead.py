@@ -420,29 +420,19 @@ def run_child(name: str, path: str, n: int, endpoint: str) -> None:
     variant.close()
 
 
+def counted_child(tool: list[str], variant: str, path: str, n: int, endpoint: str) -> subprocess.CompletedProcess[str]:
+    """One variant's N requests in a child run under a valgrind ``tool`` (the command and its options).
+    Fixed hash seed and no address randomization: the same run counts the same."""
+    child = [sys.executable, "-m", "benchmarks.middleware_overhead", "--headers", str(len(HEADERS)), "--child"]
+    command = ["setarch", "-R", "valgrind", *tool, *child, variant, path, str(n), endpoint]
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    return subprocess.run(command, capture_output=True, text=True, env=env, cwd=Path(__file__).resolve().parents[1])
+
+
 def _instructions(variant: str, path: str, n: int, endpoint: str) -> int:
     """Total instructions of one child run under cachegrind (app process only)."""
-    command = [
-        "valgrind",
-        "--tool=cachegrind",
-        "--cache-sim=no",
-        "--cachegrind-out-file=/dev/null",
-        sys.executable,
-        "-m",
-        "benchmarks.middleware_overhead",
-        "--headers",
-        str(len(HEADERS)),
-        "--child",
-        variant,
-        path,
-        str(n),
-        endpoint,
-    ]
-    # Fixed hash seed and no address randomization: the same run counts the same.
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
-    result = subprocess.run(
-        ["setarch", "-R", *command], capture_output=True, text=True, env=env, cwd=Path(__file__).resolve().parents[1]
-    )
+    tool = ["--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
+    result = counted_child(tool, variant, path, n, endpoint)
     match = re.search(r"I\s+refs:\s+([\d,]+)", result.stderr)
     if result.returncode != 0 or match is None:
         raise RuntimeError(f"valgrind run of {variant} {path} failed: {result.stderr.strip()[-500:]}")

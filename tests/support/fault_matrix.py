@@ -22,7 +22,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -218,15 +218,16 @@ def app_process(upstream: str, workdir: Path, endpoint: str | None) -> Iterator[
         yield child, port
 
 
-def _act(during: During, receiver: FaultyReceiver, app_pid: int, seconds: float) -> None:
-    """The mid-run fault: at a third of the load, and (restart) back at two thirds."""
+def act_mid_run(during: During, receiver: FaultyReceiver, agents: Callable[[], list[int]], seconds: float) -> None:
+    """The mid-run fault: at a third of the load, and (restart) back at two thirds; ``agents``
+    lists the export agents a "kill agent" row kills."""
     time.sleep(seconds / 3)
     if during == "restart backend":
         receiver.stop()
         time.sleep(seconds / 3)
         receiver.start()
     elif during == "kill agent":
-        for agent in agents_of(app_pid):
+        for agent in agents():
             os.kill(agent, signal.SIGKILL)
 
 
@@ -239,7 +240,9 @@ def _one_run(fault: Fault, upstream: str, workdir: Path, receiver: FaultyReceive
         before = usage(pid)
         actor = None
         if receiver is not None and fault.during != "nothing":
-            actor = threading.Thread(target=_act, args=(fault.during, receiver, pid, seconds), daemon=True)
+            actor = threading.Thread(
+                target=act_mid_run, args=(fault.during, receiver, lambda: agents_of(pid), seconds), daemon=True
+            )
             actor.start()
         result = load(url, fault.shape, seconds=seconds)
         answers = [send("127.0.0.1", port, probe) for probe in fault.probes]

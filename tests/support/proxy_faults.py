@@ -36,7 +36,17 @@ from litellm_perfkit._export._health import FIELDS
 from litellm_perfkit._export._metrics import REQUESTS_DROPPED_COUNTER, SPANS_DROPPED_COUNTER
 from litellm_perfkit._export._prometheus import merged
 from litellm_perfkit._wire._environment_variables import PERFKIT_PROMETHEUS_DIR
-from tests.support.fault_matrix import EXPORT_TIMEOUT_MS, Backend, Shape, Usage, _children, _state, agents_of, load
+from tests.support.fault_matrix import (
+    EXPORT_TIMEOUT_MS,
+    Backend,
+    Shape,
+    Usage,
+    _children,
+    _state,
+    act_mid_run,
+    agents_of,
+    load,
+)
 from tests.support.fault_matrix import usage as usage_of
 from tests.support.litellm_env import litellm_python
 from tests.support.otlp_faults import FaultyReceiver, faulty_receiver
@@ -231,19 +241,6 @@ def _set_backend(receiver: FaultyReceiver, backend: Backend) -> None:
     receiver.switch(backend)
 
 
-def _act(during: During, receiver: FaultyReceiver, supervisor: int, seconds: float) -> None:
-    """The mid-run fault: at a third of the load, and (restart) back at two thirds."""
-    time.sleep(seconds / 3)
-    if during == "restart backend":
-        receiver.stop()
-        time.sleep(seconds / 3)
-        receiver.start()
-    elif during == "kill agent":
-        for worker in workers_of(supervisor)[:1]:
-            for agent in agents_of(worker):
-                os.kill(agent, signal.SIGKILL)
-
-
 def _wait(check: Callable[[], bool], timeout_s: float) -> float:
     started = time.monotonic()
     while not check() and time.monotonic() < started + timeout_s:
@@ -306,7 +303,10 @@ def _one_pass(
             delivered = dict(receiver.request_errors) if receiver else {}
             actor = None
             if receiver is not None and fault.during != "nothing":
-                actor = threading.Thread(target=_act, args=(fault.during, receiver, supervisor, seconds), daemon=True)
+                first_workers_agents = lambda: [a for w in workers_of(supervisor)[:1] for a in agents_of(w)]  # noqa: E731
+                actor = threading.Thread(
+                    target=act_mid_run, args=(fault.during, receiver, first_workers_agents, seconds), daemon=True
+                )
                 actor.start()
             result = load(proxy.url, fault.shape, seconds=seconds)
             answers = [_masked(send(host, int(port), probe)) for probe in fault.probes()]
