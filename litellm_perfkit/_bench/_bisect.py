@@ -449,6 +449,10 @@ class _Search:
                     continue
                 stages = [name for name, _, _ in change["stages"]]
                 self.say(f"profiling {change['lower']} against {change['upper']}, stages {', '.join(stages) or '-'}")
-                self.journal.functions[key] = profile(change["lower"], change["upper"], stages)
+                try:
+                    self.journal.functions[key] = profile(change["lower"], change["upper"], stages)
+                except (RuntimeError, OSError) as exc:  # the release is named all the same; a rerun profiles it
+                    self.say(f"could not profile {change['upper']}: {exc}")
+                    continue
                 self.journal.save()
-            change["functions"] = self.journal.functions[key]
+            change["functions"] = self.journal.functions.get(key, [])

@@ -29,9 +29,10 @@ __all__ = [
     "render_bisect",
 ]
 
-BISECT_BENCH = BenchOptions(concurrency=8, duration_s=8.0, warmup_s=2.0, idle_s=0.0, label="bisect")
+BISECT_BENCH = BenchOptions(concurrency=8, duration_s=8.0, warmup_s=5.0, idle_s=0.0, label="bisect")
 """A pair's load, unless perfkit bisect's flags say otherwise: 8 users, bursts of
-about 2 s, 4 a side (``--duration`` 8 s), after a 2 s warm-up of each side."""
+about 0.5 s, 16 a side (``--duration`` 8 s), after a 5 s warm-up of each side (a fresh
+proxy's first requests cost more: a short warm-up leaves that in the bursts)."""
 
 # name -> (what it is, unit)
 METRICS: dict[PairMetric, tuple[str, str]] = {
@@ -151,6 +152,12 @@ def render_bisect(result: BisectResult, versions: list[str], package: str) -> st
             f"[{low:.3f}, {high:.3f}]   {step['resolution']:>7.1%} {step['pairs']:>5}  "
             f"{step['difference']:+.3f} [{step['difference_interval'][0]:+.3f}, {step['difference_interval'][1]:+.3f}]"
             f"  {moved}"
+        )
+    whole = result["whole"]
+    if whole is not None:
+        lines.append(
+            f"  the ends compared: {whole['upper']} / {whole['lower']} {whole['ratio']:.3f} "
+            f"[{whole['interval'][0]:.3f}, {whole['interval'][1]:.3f}], {whole['difference']:+.3f} {unit}, {whole['pairs']} pairs"
         )
     if result["curve"]:
         lines.append(

@@ -14,6 +14,7 @@ writes its profiles there when it stops.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import shlex
@@ -36,7 +37,7 @@ from .._wire._environment_variables import (
 from ..types import AttributeValue
 from ._analysis import OUTSIDE_STAGES, Breakdown, stage_breakdown
 from ._bursts import Target, load
-from ._launch import Child, Children, free_port, port_open, start_litellm, start_mock
+from ._launch import Child, Children, _tree, free_port, port_open, start_litellm, start_mock
 from ._options import BenchError, BenchOptions, config_template
 from ._receiver import SpanReceiver
 from ._releases import release
@@ -55,10 +56,19 @@ __all__ = [
     "value",
 ]
 
-PAIR_CPU = str(min(os.sched_getaffinity(0)))
-"""Both proxies of a pair run on this one CPU: a process that the scheduler keeps on another
-core than its partner's meets other neighbours there for its whole life (a persistent
-difference of several percent between two identical proxies on a loaded machine)."""
+PAIR_CPU = min(os.sched_getaffinity(0))
+"""Once started, both proxies of a pair run on this one CPU: a process that the scheduler
+keeps on another core than its partner's meets other neighbours there for its life."""
+
+
+def _pin(pid: int) -> None:
+    """Every thread of the process tree at ``pid`` onto ``PAIR_CPU`` (start-up ran on any)."""
+    for member in _tree(pid):
+        for task in Path(f"/proc/{member}/task").glob("*"):
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(int(task.name), {PAIR_CPU})
+
+
 EXPORT_DELAY_MS = 200  # each side hands its spans over soon after its last burst
 SPANS_WAIT_S = 1.0
 
@@ -149,7 +159,6 @@ def _start(
             workdir,
             perfkit_args=("--endpoint", receiver.endpoint, "--protocol", "http/protobuf"),
             env=env,
-            pin_cpu=PAIR_CPU,
             say=options.say,
         )
         return _Proxy(started.url, started.child)
@@ -159,8 +168,7 @@ def _start(
     env.update({OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf"})
     for name, value in where.env.items():
         env[name] = os.pathsep.join(filter(None, (value, os.environ.get(name)))) if name == "PYTHONPATH" else value
-    pinned = ["taskset", "-c", PAIR_CPU, *shlex.split(command)]
-    child = children.start(f"{package}-{version}", pinned, {**os.environ, **OFFLINE_ENV, **env}, workdir)
+    child = children.start(f"{package}-{version}", shlex.split(command), {**os.environ, **OFFLINE_ENV, **env}, workdir)
     child.wait_ready(lambda: port_open(port), timeout_s=180)
     return _Proxy(f"http://127.0.0.1:{port}", child)
 
@@ -228,6 +236,8 @@ def measure_pair(
                 Path(tmp),
                 None if profile is None else profile[index[side]],
             )
+        for proxy in proxies.values():
+            _pin(proxy.child.process.pid)
         warmed = {side: _warm(proxies[side].url, options) for side in order}
         requests = pair_burst(min(rate for rate, _ in warmed.values()), options.concurrency)
         rounds = pair_rounds(options)
