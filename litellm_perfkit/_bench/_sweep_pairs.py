@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+from ._bisect import pair_key
 from ._bisect_bench import BISECT_BENCH
 from ._options import BenchOptions
 from ._pair_stats import Ratio, log_ratios, pairs_for, pooled_noise, ratio
@@ -15,7 +16,10 @@ from ._pair_store import STORE_NAME, PairStore, pair_settings
 from ._pairs import PairReading, Sides, measure_pair
 from ._venvs import CACHE
 
-__all__ = ["SWEEP_RESOLUTION", "pair_options", "render_sweep_pairs", "sweep_pairs"]
+__all__ = ["Measure", "SWEEP_RESOLUTION", "pair_options", "render_sweep_pairs", "sweep_pairs"]
+
+Measure = Callable[[str, str, int], PairReading]
+"""One pair of (baseline, version), the number of pairs measured so far."""
 
 SWEEP_RESOLUTION = 0.03
 MAX_SWEEP_PAIRS = 8
@@ -41,7 +45,7 @@ def sweep_pairs(
     versions: tuple[str, ...],
     target: float = SWEEP_RESOLUTION,
     most: int = MAX_SWEEP_PAIRS,
-    measure: Callable[[str, str, int], PairReading] | None = None,
+    measure: Measure | None = None,
 ) -> list[tuple[str, str, Ratio]]:
     """(baseline, version, CPU-per-request ratio) for each version after the first."""
     paired = pair_options(options)
@@ -60,7 +64,12 @@ def sweep_pairs(
         if readings:
             options.say(f"reusing {len(readings)} pair(s) of {baseline} and {version} measured earlier")
         while True:
-            noise = pooled_noise([*known.values(), log_ratios(readings, "cpu")])
+            others = [
+                logs
+                for key, logs in known.items()
+                if key not in (pair_key(baseline, version), pair_key(version, baseline))
+            ]
+            noise = pooled_noise([*others, log_ratios(readings, "cpu")])
             wanted = pairs_for(target, noise, 2, most)
             if len(readings) >= wanted and (
                 len(readings) >= most or ratio(readings, "cpu", noise)["resolution"] <= target
