@@ -11,7 +11,7 @@ settings, ``_pair_stats``). A range whose ratio's interval excludes 1 is split
 in two and both halves are compared, widest range first, so a regression in
 several steps is found step by step and a run the budget stops still covers
 the whole range. A release is named when it differs from the one before it,
-confirmed with one more pair. Ranges that do not differ (or cannot be
+in at least one pair more than ``min_pairs``. Ranges that do not differ (or cannot be
 resolved within ``max_pairs``) end the search there: they and the named
 releases tile the range, the per-release curve, each with its interval and
 the smallest step it could have seen.
@@ -321,16 +321,16 @@ class _Search:
                 return False
             done = len(self.readings(low, high))
             self.say(
-                f"measuring {lower} against {upper} (pair {done + 1} of {pairs})"
+                f"measuring {lower} against {upper} (pair {done + 1})"
                 + ("" if left is None else f", {left / 60:.1f} min of the budget left")
             )
             self.journal.add(key, self.measure(lower, upper, "lower" if done % 2 == 0 else "upper"))
         return True
 
     def compare(self, low: int, high: int) -> Outcome | None:
-        """Pairs until the ratio's interval excludes 1, or resolves ``target``, or ``max_pairs``; None: out of time."""
-        first = max(self.min_pairs, pairs_for(self.target, self.noise(), self.min_pairs, self.max_pairs))
-        if not self.ensure(low, high, first):
+        """One pair at a time, until the ratio's interval excludes 1, or resolves ``target``,
+        or ``max_pairs``; None: out of time."""
+        if not self.ensure(low, high, self.min_pairs):
             return None
         while True:
             readings = self.readings(low, high)
@@ -365,7 +365,8 @@ class _Search:
             return []
         middle = None if high == low + 1 else self.pick_middle(low, high)
         if middle is None:  # next to each other, or only releases that do not install between them
-            confirmed = self.ensure(low, high, len(self.readings(low, high)) + 1)
+            # Confirmed with a pair beyond the fewest a comparison takes: a release is not named on min_pairs alone.
+            confirmed = self.ensure(low, high, self.min_pairs + 1)
             if not confirmed:
                 self.unresolved.append((low, high))
                 return []
