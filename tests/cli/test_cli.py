@@ -63,6 +63,8 @@ def perfkit(*args: str) -> subprocess.CompletedProcess[str]:
         (["run", "--record-rate", "0", "--", "true"], "neither 'all' nor a number of requests a second > 0"),
         (["bench", "--record-rate", "5"], "--record-rate sets what --perturbation measures"),
         (["bench", "--model", "gpt-4o"], "the embedded config serves fake-openai-endpoint with the key sk-1234"),
+        (["compare", "--live", "1.83.14"], "give two or more"),
+        (["bisect", "--good", "1.0", "--bad", "2.0", "--resolution", "0"], "--resolution"),
     ],
 )
 def test_bad_input_is_one_line(args: list[str], says: str) -> None:
