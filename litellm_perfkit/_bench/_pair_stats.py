@@ -59,7 +59,7 @@ class Ratio(TypedDict):
 
     ratio: float  # the geometric mean of the pairs' ratios
     interval: tuple[float, float]  # 95%
-    difference: float  # mean upper - mean lower, in the metric's unit
+    difference: float  # upper - lower in the metric's unit: the ratio applied to the lower side's mean
     difference_interval: tuple[float, float]
     resolution: float  # the smallest step this comparison resolves at 95%, relative (the interval's half-width)
     pairs: int
@@ -114,12 +114,11 @@ def ratio(readings: list[PairReading], metric: PairMetric, noise: Noise) -> Rati
     mean = statistics.fmean(logs)
     half = _half_width(noise, len(logs))
     lower = statistics.fmean(value(r["lower"], metric) for r in readings)
-    upper = statistics.fmean(value(r["upper"], metric) for r in readings)
-    # The difference's interval: the ratio's, applied to the lower side's mean level.
+    # The difference: the ratio applied to the lower side's mean level, as its interval is.
     return {
         "ratio": round(math.exp(mean), 4),
         "interval": (round(math.exp(mean - half), 4), round(math.exp(mean + half), 4)),
-        "difference": round(upper - lower, 4),
+        "difference": round(lower * (math.exp(mean) - 1), 4),
         "difference_interval": (
             round(lower * (math.exp(mean - half) - 1), 4),
             round(lower * (math.exp(mean + half) - 1), 4),
