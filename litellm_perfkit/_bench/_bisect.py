@@ -1,132 +1,126 @@
-"""``perfkit bisect``: the releases where a metric moved, found with intervals.
+"""``perfkit bisect``: the releases where CPU per request moved, found by paired measurement.
 
-The search is pure: it asks ``measure(version)`` for samples and keeps them
-in a journal, so it runs the same against the real bench and a fake one, and
-a rerun resumes where the journal ends.
+The search is pure: it asks ``measure(lower, upper, first)`` for one pair
+(both releases' proxies up together, taking turns in bursts) and keeps every
+pair in a journal, so it runs the same against the real proxies and a fake,
+and a rerun resumes where the journal ends.
 
-A range is searched when its two ends differ, by a two-sample test on the
-means (the noise is pooled over every version measured, with Student's t for
-its degrees of freedom, so a version measured twice still has an honest
-interval); ends that are not clearly apart are measured again, up to
-``max_samples``. A range that differs is split in two and both halves are
-searched, so a regression that came in several steps is found step by step;
-a release is named when it differs from the one before it, confirmed with
-one more sample of each.
+A range is compared end to end, in as many pairs as resolve ``resolution``
+with the pair noise measured so far (pooled over every comparison of these
+settings, ``_pair_stats``). A range whose ratio's interval excludes 1 is split
+in two and both halves are compared, widest range first, so a regression in
+several steps is found step by step and a run the budget stops still covers
+the whole range. A release is named when it differs from the one before it,
+in at least one pair more than ``min_pairs``. Ranges that do not differ (or cannot be
+resolved within ``max_pairs``) end the search there: they and the named
+releases tile the range, the per-release curve, each with its interval and
+the smallest step it could have seen.
 """
 
 from __future__ import annotations
 
-import math
-import statistics
+import heapq
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict
 
 import orjson
 
 from ..types import AttributeValue
+from ._pair_stats import Noise, Ratio, log_ratios, pairs_for, pooled_noise, ratio, resolution, stage_moves
+from ._pairs import PairMetric, PairReading, Sides, Unavailable
 
 __all__ = [
     "BISECT_SCHEMA",
-    "MAX_SAMPLES",
+    "MAX_PAIRS",
     "MIN_CHANGE",
-    "MIN_SAMPLES",
-    "Bisection",
+    "MIN_PAIRS",
+    "RESOLUTION",
     "BisectResult",
     "Change",
+    "FunctionMove",
     "Journal",
-    "Sample",
+    "Step",
     "Unavailable",
     "bisect",
+    "pair_key",
     "releases_between",
 ]
 
-BISECT_SCHEMA = "perfkit.bisect/1"
+BISECT_SCHEMA = "perfkit.bisect/2"
 # The search's defaults, here once for bisect() and perfkit bisect's flags.
-MIN_SAMPLES = 2  # samples of a release at least
-MAX_SAMPLES = 4  # at most, while it is unclear which end it looks like
-MIN_CHANGE = 0.05  # the smallest change worth naming, relative
-# Student's t, two-sided 99%, by degrees of freedom: a search makes many
-# comparisons, and a noise estimate from few samples must not split hairs.
-_T99 = (
-    (1, 63.66),
-    (2, 9.92),
-    (3, 5.84),
-    (4, 4.60),
-    (5, 4.03),
-    (6, 3.71),
-    (8, 3.36),
-    (10, 3.17),
-    (15, 2.95),
-    (20, 2.85),
-    (30, 2.75),
-)
-_Z99 = 2.58
+MIN_PAIRS = 2  # pairs of a comparison at least: one pair has no spread of its own
+MAX_PAIRS = 8  # at most, while its interval holds 1 and is wider than the resolution asked
+RESOLUTION = 0.03  # the relative step a comparison should resolve at 95%
+MIN_CHANGE = 0.0  # the smallest change worth naming, relative, beyond its interval excluding zero
 
 
-def _t(freedom: int) -> float:
-    for limit, value in _T99:
-        if freedom <= limit:
-            return value
-    return _Z99
-
-
-class Unavailable(Exception):
-    """``measure`` cannot measure this release (it does not install here): the search goes around it."""
-
-
-class Sample(TypedDict):
-    """One measurement of one version."""
-
-    value: float
-    stages: dict[str, float]  # own CPU per request (ms) per stage; self time without step accounting
-    fast_paths: dict[str, AttributeValue]
-
-
-class Change(TypedDict):
-    """A release where the metric moved: from the release before it to it."""
-
-    before: str
-    release: str
-    size: float  # metric(release) - metric(before)
-    interval: tuple[float, float]
-    relative: float | None  # size / metric(before)
-    stages: list[tuple[str, float]]  # stages whose own CPU (or self time) moved most, ms per request
-    fast_paths: dict[str, tuple[AttributeValue | None, AttributeValue | None]]
-
-
-class Drift(TypedDict):
-    """A range whose ends differ though neither half does: the metric moved
-    across it in steps each too small to tell from the noise."""
+class Step(Ratio):
+    """One comparison: ``upper`` against ``lower`` (``between`` releases between them)."""
 
     lower: str
     upper: str
-    size: float
-    interval: tuple[float, float]
+    between: int
+
+
+class FunctionMove(TypedDict):
+    """A function whose CPU per request grew (or shrank) inside a stage, from per-stage profiles."""
+
+    stage: str
+    function: str
+    before_ms: float  # its self CPU per request in the stage, the release before
+    after_ms: float
+    change_ms: float
+    interval: tuple[float, float] | None  # 95%, from the profiled pairs' spread
+
+
+class Change(Step):
+    """A release where the metric moved: from the release before it (``lower``) to it (``upper``)."""
+
+    stages: list[tuple[str, float, tuple[float, float]]]  # own CPU per request, upper - lower, 95% interval
+    fast_paths: dict[str, tuple[AttributeValue | None, AttributeValue | None]]
+    functions: list[FunctionMove]  # empty: not profiled (no profiler, or the budget ran out)
+
+
+class Resolution(TypedDict):
+    """The smallest relative step a comparison resolves at 95%, from the pair noise."""
+
+    before: float  # with the noise known when the run began (PRIOR_NOISE when none was measured)
+    before_measured: bool
+    after: float  # with the noise pooled over every pair of these settings at the end
+    pairs: int  # per comparison, for ``--resolution``, with the noise at the end
+    noise: float  # one pair's log-ratio standard deviation, at the end
+    freedom: int
 
 
 class BisectResult(TypedDict):
+    metric: PairMetric
     changes: list[Change]
-    drifts: list[Drift]
-    unresolved: list[
-        tuple[str, str, int]
-    ]  # (lower, upper, releases between): ranges not searched when the budget ran out
-    measured: dict[str, tuple[float, float, int]]  # version -> (mean, half-width of its interval, samples)
+    whole: Step | None  # the two ends compared (None: the budget ran out first)
+    curve: list[Step]  # the finest comparisons measured, in release order: they tile the range
+    unresolved: list[tuple[str, str, int]]  # (lower, upper, releases between): not compared when the budget ran out
+    resolution: Resolution
     complete: bool
     unavailable: dict[str, str]  # releases that could not be measured, and why
 
 
+def pair_key(lower: str, upper: str) -> str:
+    return f"{lower}..{upper}"
+
+
 @dataclass
 class Journal:
-    """Every measurement, kept on disk after each one: a rerun resumes from it."""
+    """Every pair measured, kept on disk after each: a rerun resumes from it."""
 
     path: Path | None
     settings: dict[str, Any]
-    samples: dict[str, list[Sample]] = field(default_factory=dict)
+    pairs: dict[str, list[PairReading]] = field(default_factory=dict)  # pair_key -> its pairs
     unavailable: dict[str, str] = field(default_factory=dict)  # version -> why it cannot be measured
+    functions: dict[str, list[FunctionMove]] = field(default_factory=dict)  # pair_key of a change -> profiled moves
     result: BisectResult | None = None
+    _stored_result: BisectResult | None = field(default=None, repr=False)
 
     @classmethod
     def open(cls, path: Path | None, settings: dict[str, Any]) -> Journal:
@@ -147,19 +141,17 @@ class Journal:
                 raise ValueError(
                     f"{path} was made with other settings ({', '.join(changed)}); use them, or another --out"
                 )
-            journal = cls(path, settings, data.get("samples", {}), data.get("unavailable", {}))
+            journal = cls(path, settings, data.get("pairs", {}), data.get("unavailable", {}), data.get("functions", {}))
             journal._stored_result = data.get("result")
             return journal
         return cls(path, settings)
-
-    _stored_result: BisectResult | None = field(default=None, repr=False)
 
     def load_result(self) -> BisectResult | None:
         """The answer an earlier run wrote, if it got that far."""
         return self._stored_result
 
-    def add(self, version: str, sample: Sample) -> None:
-        self.samples.setdefault(version, []).append(sample)
+    def add(self, key: str, reading: PairReading) -> None:
+        self.pairs.setdefault(key, []).append(reading)
         self.save()
 
     def save(self) -> None:
@@ -167,88 +159,12 @@ class Journal:
             document = {
                 "schema": BISECT_SCHEMA,
                 "settings": self.settings,
-                "samples": self.samples,
+                "pairs": self.pairs,
                 "unavailable": self.unavailable,
+                "functions": self.functions,
                 "result": self.result,
             }
             self.path.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
-
-
-class Bisection:
-    """The statistics over what the journal holds. Two versions differ when
-    their means are apart by more than the noise explains and by at least
-    ``min_change`` of the lower one's (a regression worth a search)."""
-
-    def __init__(self, journal: Journal, min_change: float = 0.0) -> None:
-        self.journal = journal
-        self.min_change = min_change
-
-    def values(self, version: str) -> list[float]:
-        return [s["value"] for s in self.journal.samples.get(version, [])]
-
-    def mean(self, version: str) -> float:
-        return statistics.fmean(self.values(version))
-
-    def _pooled(self) -> tuple[float, int]:
-        """(relative standard deviation of one sample, its degrees of freedom),
-        pooled over every version with two or more samples. Relative: the
-        noise of CPU time and throughput grows with their level, so a slow
-        release's runs spread more, in ms, than a fast one's."""
-        squares, freedom = 0.0, 0
-        for version in self.journal.samples:
-            values = self.values(version)
-            if len(values) >= 2:
-                mean = statistics.fmean(values)
-                if mean:
-                    squares += sum((v / mean - 1) ** 2 for v in values)
-                    freedom += len(values) - 1
-        return (math.sqrt(squares / freedom), freedom) if freedom else (0.0, 0)
-
-    def _spread(self, *versions: str) -> float:
-        """Half the width of the interval of a mean (one version) or of a difference of two."""
-        relative, freedom = self._pooled()
-        if not freedom:
-            return math.inf
-        return _t(freedom) * relative * math.sqrt(sum(self.mean(v) ** 2 / len(self.values(v)) for v in versions))
-
-    def half_width(self, version: str) -> float:
-        return self._spread(version)
-
-    def separated(self, a: str, b: str) -> bool:
-        """The two means differ by more than their noise explains, and by at least min_change."""
-        apart = abs(self.mean(a) - self.mean(b))
-        return apart > self._spread(a, b) and apart >= self.min_change * min(abs(self.mean(a)), abs(self.mean(b)))
-
-    def change(self, before: str, release: str) -> Change:
-        size = self.mean(release) - self.mean(before)
-        spread = self._spread(before, release)
-        base = self.mean(before)
-        return {
-            "before": before,
-            "release": release,
-            "size": round(size, 4),
-            "interval": (round(size - spread, 4), round(size + spread, 4)),
-            "relative": round(size / base, 4) if base else None,
-            "stages": self._stage_moves(before, release),
-            "fast_paths": self._fast_path_moves(before, release),
-        }
-
-    def _stage_means(self, version: str) -> dict[str, float]:
-        samples = self.journal.samples[version]
-        names = {name for s in samples for name in s["stages"]}
-        return {name: statistics.fmean(s["stages"].get(name, 0.0) for s in samples) for name in names}
-
-    def _stage_moves(self, before: str, release: str) -> list[tuple[str, float]]:
-        a, b = self._stage_means(before), self._stage_means(release)
-        moves = [(name, round(b.get(name, 0.0) - a.get(name, 0.0), 4)) for name in sorted(a.keys() | b.keys())]
-        return sorted(moves, key=lambda move: -abs(move[1]))[:5]
-
-    def _fast_path_moves(
-        self, before: str, release: str
-    ) -> dict[str, tuple[AttributeValue | None, AttributeValue | None]]:
-        a = self.journal.samples[before][-1]["fast_paths"]
-        b = self.journal.samples[release][-1]["fast_paths"]
-        return {k: (a.get(k), b.get(k)) for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k) and k != "version"}
 
 
 def releases_between(available: Iterable[str], good: str, bad: str, pre: bool = False) -> list[str]:
@@ -272,28 +188,57 @@ def releases_between(available: Iterable[str], good: str, bad: str, pre: bool = 
     return [good if Version(v) == Version(good) else bad if Version(v) == Version(bad) else v for v in ordered]
 
 
+Measure = Callable[[str, str, Sides], PairReading]
+Profile = Callable[[str, str, list[str]], list[FunctionMove]]
+
+
 def bisect(
     versions: list[str],
-    measure: Callable[[str], Sample],
+    measure: Measure,
     journal: Journal,
     *,
+    metric: PairMetric = "cpu",
     budget_s: float | None = None,
-    min_samples: int = MIN_SAMPLES,
-    max_samples: int = MAX_SAMPLES,
+    target: float = RESOLUTION,
+    min_pairs: int = MIN_PAIRS,
+    max_pairs: int = MAX_PAIRS,
     min_change: float = MIN_CHANGE,
+    known: dict[str, list[PairReading]] | None = None,
+    prepare: Callable[[str], None] = lambda version: None,
+    profile: Profile | None = None,
     say: Callable[[str], None] = lambda message: None,
     clock: Callable[[], float] = time.monotonic,
 ) -> BisectResult:
-    """Find every release in ``versions`` (ordered, good end first) where the metric moved."""
+    """Find every release in ``versions`` (ordered, good end first) where the metric moved.
+
+    ``known``: pairs measured earlier with the same settings (pair_key -> pairs),
+    reused for the same two releases and pooled into the noise. ``prepare``
+    installs a release (raising Unavailable) before it is chosen as a middle.
+    ``profile``: for each release named, the functions that moved in the stages that did.
+    A journal that holds a complete answer is that answer: nothing is measured."""
+    stored = journal.load_result()
+    if stored is not None and stored["complete"]:
+        return stored
     deadline = None if budget_s is None else _Deadline(budget_s, clock)
-    stats = Bisection(journal, min_change)
-    return _Search(versions, measure, journal, stats, min_samples, max_samples, say, deadline).run()
+    search = _Search(
+        versions,
+        measure,
+        journal,
+        metric,
+        target,
+        min_pairs,
+        max_pairs,
+        min_change,
+        dict(known or {}),
+        prepare,
+        say,
+        deadline,
+    )
+    return search.run(profile)
 
 
 @dataclass
 class _Deadline:
-    """The search's budget, on its clock."""
-
     budget_s: float
     clock: Callable[[], float]
     started: float = field(init=False)
@@ -305,138 +250,210 @@ class _Deadline:
         return self.budget_s - (self.clock() - self.started)
 
 
-_OUT_OF_TIME = -1  # _Search.pick_middle: the budget ran out before a middle was measured
+Outcome = Literal["differs", "alike", "unsettled"]
 
 
 @dataclass
 class _Search:
-    """One run of ``bisect``: a stack of ranges (indexes into ``versions``),
-    each searched by measuring its ends, and what the search found so far."""
-
     versions: list[str]
-    measure: Callable[[str], Sample]
+    measure: Measure
     journal: Journal
-    stats: Bisection
-    min_samples: int
-    max_samples: int
+    metric: PairMetric
+    target: float
+    min_pairs: int
+    max_pairs: int
+    min_change: float
+    known: dict[str, list[PairReading]]
+    prepare: Callable[[str], None]
     say: Callable[[str], None]
     deadline: _Deadline | None
     out_of_time: bool = False
-    found: list[tuple[str, str]] = field(default_factory=list)  # (the release before, the one where it moved)
-    unresolved: list[tuple[str, str, int]] = field(default_factory=list)  # as BisectResult's
-    outcome: dict[tuple[int, int], bool | None] = field(default_factory=dict)  # a range's ends differ (None: unknown)
-    split_at: dict[tuple[int, int], int] = field(default_factory=dict)  # a range searched in halves: its middle
+    leaves: list[tuple[int, int]] = field(default_factory=list)  # compared, not split: the curve
+    found: list[tuple[int, int]] = field(default_factory=list)  # named releases: (the one before, it)
+    unresolved: list[tuple[int, int]] = field(default_factory=list)
 
-    def run(self) -> BisectResult:
-        work: list[tuple[int, int]] = [(0, len(self.versions) - 1)]
+    def noise(self) -> Noise:
+        comparisons = {**self.known, **self.journal.pairs}
+        return pooled_noise(log_ratios(readings, self.metric) for readings in comparisons.values())
+
+    def run(self, profile: Profile | None) -> BisectResult:
+        before = self.noise()
+        planned = pairs_for(self.target, before, self.min_pairs, self.max_pairs)
+        self.say(
+            f"resolution before the run: {resolution(before, planned):.1%} with {planned} pairs per comparison "
+            + (
+                f"(pair noise {before['sd']:.1%}, measured over {before['freedom']} degrees of freedom)"
+                if before["freedom"]
+                else f"(pair noise assumed {before['sd']:.1%}: no pair of these settings measured yet)"
+            )
+        )
+        for end in (self.versions[0], self.versions[-1]):
+            self.prepare(end)
+        work: list[tuple[int, int, int]] = []
+        heapq.heappush(work, (-(len(self.versions) - 1), 0, len(self.versions) - 1))
         while work:
-            work += self.search(*work.pop())
-        result = self.result()
+            _, low, high = heapq.heappop(work)
+            for half in self.search(low, high):
+                heapq.heappush(work, (-(half[1] - half[0]), *half))
+        after = self.noise()
+        result = self.result(before, after)
+        if profile is not None:
+            self.profile_changes(result, profile)
         self.journal.result = result
         self.journal.save()
         return result
 
-    def search(self, low: int, high: int) -> list[tuple[int, int]]:
-        """Search one range: the halves still to search (none when its ends are alike, or it is settled)."""
+    def readings(self, low: int, high: int) -> list[PairReading]:
+        return self.journal.pairs.get(pair_key(self.versions[low], self.versions[high]), [])
+
+    def ensure(self, low: int, high: int, pairs: int) -> bool:
+        """At least ``pairs`` pairs of the two releases; False when the budget ran out first."""
         lower, upper = self.versions[low], self.versions[high]
-        moved = None if self.out_of_time else self.differ(lower, upper)
-        self.outcome[(low, high)] = moved
-        if moved is None:
-            self.unresolved.append((lower, upper, high - low - 1))
-            return []
-        if not moved:
-            return []  # no change here beyond the noise
-        middle = None if high == low + 1 else self.pick_middle(low, high)
-        if middle == _OUT_OF_TIME:
-            self.unresolved.append((lower, upper, high - low - 1))
-        elif middle is None:  # next to each other, or only releases that do not install between them
-            self.name_release(lower, upper, high - low - 1)
-        else:
-            # Both halves: each is searched only if its own ends differ, so a
-            # regression in several steps is found step by step, and a half
-            # whose ends are alike costs what it takes to show that.
-            self.split_at[(low, high)] = middle
-            return [(middle, high), (low, middle)]
-        return []
-
-    def name_release(self, lower: str, upper: str, between: int) -> None:
-        """A release named is confirmed with one more sample of each side."""
-        confirm = self.min_samples + 1
-        if not (self.ensure(lower, confirm) and self.ensure(upper, confirm)):
-            self.unresolved.append((lower, upper, between))
-        elif self.stats.separated(lower, upper):
-            self.found.append((lower, upper))
-
-    def ensure(self, version: str, samples: int) -> bool:
-        """At least ``samples`` samples of ``version``; False when the budget ran out first."""
-        while len(self.stats.values(version)) < samples:
+        key = pair_key(lower, upper)
+        if key not in self.journal.pairs and self.known.get(key):
+            self.say(f"reusing {len(self.known[key])} pair(s) of {lower} and {upper} measured earlier")
+            for reading in self.known[key]:
+                self.journal.add(key, reading)
+        while len(self.readings(low, high)) < pairs:
             left = None if self.deadline is None else self.deadline.left_s()
             if left is not None and left <= 0:
                 self.out_of_time = True
                 return False
+            done = len(self.readings(low, high))
             self.say(
-                f"measuring {version} (sample {len(self.stats.values(version)) + 1})"
+                f"measuring {lower} against {upper} (pair {done + 1})"
                 + ("" if left is None else f", {left / 60:.1f} min of the budget left")
             )
-            self.journal.add(version, self.measure(version))
+            self.journal.add(key, self.measure(lower, upper, "lower" if done % 2 == 0 else "upper"))
         return True
 
-    def differ(self, lower: str, upper: str) -> bool | None:
-        """Whether the two ends of a range differ, measured again while unclear; None when out of time."""
-        if not (self.ensure(lower, self.min_samples) and self.ensure(upper, self.min_samples)):
+    def compare(self, low: int, high: int) -> Outcome | None:
+        """One pair at a time, until the ratio's interval excludes 1, or resolves ``target``,
+        or ``max_pairs``; None: out of time."""
+        if not self.ensure(low, high, self.min_pairs):
             return None
-        values = self.stats.values
-        while not self.stats.separated(lower, upper) and min(len(values(lower)), len(values(upper))) < self.max_samples:
-            fewer = lower if len(values(lower)) <= len(values(upper)) else upper
-            if not self.ensure(fewer, len(values(fewer)) + 1):
+        while True:
+            readings = self.readings(low, high)
+            if self.differs(low, high):
+                return "differs"
+            if ratio(readings, self.metric, self.noise())["resolution"] <= self.target:
+                return "alike"
+            if len(readings) >= self.max_pairs:
+                return "unsettled"
+            if not self.ensure(low, high, len(readings) + 1):
                 return None
-        return self.stats.separated(lower, upper)
+
+    def differs(self, low: int, high: int) -> bool:
+        readings = self.readings(low, high)
+        if len(readings) < self.min_pairs:
+            return False
+        measured = ratio(readings, self.metric, self.noise())
+        low_r, high_r = measured["interval"]
+        return (low_r > 1 or high_r < 1) and abs(measured["ratio"] - 1) >= self.min_change
+
+    def search(self, low: int, high: int) -> list[tuple[int, int]]:
+        """Compare one range: the halves still to search (none when it is settled)."""
+        if self.out_of_time:
+            self.unresolved.append((low, high))
+            return []
+        outcome = self.compare(low, high)
+        if outcome is None:
+            self.unresolved.append((low, high))
+            return []
+        if outcome != "differs":
+            self.leaves.append((low, high))
+            return []
+        middle = None if high == low + 1 else self.pick_middle(low, high)
+        if middle is None:  # next to each other, or only releases that do not install between them
+            # Confirmed with a pair beyond the fewest a comparison takes: a release is not named on min_pairs alone.
+            confirmed = self.ensure(low, high, self.min_pairs + 1)
+            if not confirmed:
+                self.unresolved.append((low, high))
+                return []
+            self.leaves.append((low, high))
+            if self.differs(low, high):
+                self.found.append((low, high))
+            return []
+        self.say(f"between {self.versions[low]} and {self.versions[high]}: {high - low - 1} release(s) left")
+        return [(low, middle), (middle, high)]
 
     def pick_middle(self, low: int, high: int) -> int | None:
-        """The release nearest the middle that can be measured (_OUT_OF_TIME; None: none can)."""
-        versions = self.versions
-        self.say(f"between {versions[low]} and {versions[high]}: {high - low - 1} release(s) left")
+        """The release nearest the middle that can be installed (None: none can)."""
         for index in sorted(range(low + 1, high), key=lambda i: abs(2 * i - low - high)):
-            version = versions[index]
+            version = self.versions[index]
             if version in self.journal.unavailable:
                 continue
             try:
-                return index if self.ensure(version, self.min_samples) else _OUT_OF_TIME
+                self.prepare(version)
             except Unavailable as exc:
                 self.say(f"{version} cannot be measured, going around it: {exc}")
                 self.journal.unavailable[version] = str(exc)
                 self.journal.save()
+                continue
+            return index
         return None
 
-    def result(self) -> BisectResult:
-        stats, versions = self.stats, self.versions
-        # Sized with every sample taken, also those taken after the release was named.
-        found = sorted(self.found, key=lambda pair: versions.index(pair[1]))
+    def step(self, low: int, high: int, noise: Noise) -> Step:
         return {
-            "changes": [stats.change(lower, upper) for lower, upper in found],
-            "drifts": self.drifts(),
-            "unresolved": self.unresolved,
-            "measured": {
-                v: (round(stats.mean(v), 4), round(stats.half_width(v), 4), len(stats.values(v)))
-                for v in versions
-                if stats.values(v)
+            "lower": self.versions[low],
+            "upper": self.versions[high],
+            "between": high - low - 1,
+            **ratio(self.readings(low, high), self.metric, noise),
+        }
+
+    def result(self, before: Noise, after: Noise) -> BisectResult:
+        pairs = pairs_for(self.target, after, self.min_pairs, self.max_pairs)
+        last = len(self.versions) - 1
+        changes: list[Change] = []
+        for low, high in sorted(self.found):
+            readings = self.readings(low, high)
+            lower, upper = readings[-1]["lower"]["fast_paths"], readings[-1]["upper"]["fast_paths"]
+            changes.append(
+                {
+                    **self.step(low, high, after),
+                    "stages": [move for move in stage_moves(readings, after) if move[2][0] > 0 or move[2][1] < 0][:5],
+                    "fast_paths": {
+                        k: (lower.get(k), upper.get(k))
+                        for k in sorted(lower.keys() | upper.keys())
+                        if lower.get(k) != upper.get(k) and k != "version"
+                    },
+                    "functions": self.journal.functions.get(pair_key(self.versions[low], self.versions[high]), []),
+                }
+            )
+        return {
+            "metric": self.metric,
+            "changes": changes,
+            "whole": self.step(0, last, after) if self.readings(0, last) else None,
+            "curve": [self.step(low, high, after) for low, high in sorted(self.leaves)],
+            "unresolved": [
+                (self.versions[low], self.versions[high], high - low - 1) for low, high in sorted(self.unresolved)
+            ],
+            "resolution": {
+                "before": round(resolution(before, pairs_for(self.target, before, self.min_pairs, self.max_pairs)), 4),
+                "before_measured": before["freedom"] > 0,
+                "after": round(resolution(after, pairs), 4),
+                "pairs": pairs,
+                "noise": round(after["sd"], 4),
+                "freedom": after["freedom"],
             },
             "complete": not self.unresolved,
             "unavailable": dict(self.journal.unavailable),
         }
 
-    def drifts(self) -> list[Drift]:
-        """Ranges whose ends differ though neither half's do."""
-        drifts: list[Drift] = []
-        for (low, high), middle in sorted(self.split_at.items()):
-            if self.outcome.get((low, middle)) is False and self.outcome.get((middle, high)) is False:
-                moved_by = self.stats.change(self.versions[low], self.versions[high])
-                drifts.append(
-                    {
-                        "lower": self.versions[low],
-                        "upper": self.versions[high],
-                        "size": moved_by["size"],
-                        "interval": moved_by["interval"],
-                    }
-                )
-        return drifts
+    def profile_changes(self, result: BisectResult, profile: Profile) -> None:
+        """Each change's functions, profiled once (kept in the journal), while the budget lasts."""
+        for change in result["changes"]:
+            key = pair_key(change["lower"], change["upper"])
+            if key not in self.journal.functions:
+                if self.deadline is not None and self.deadline.left_s() <= 0:
+                    self.say(f"not profiling {change['upper']}: the budget is spent; rerun to profile it")
+                    continue
+                stages = [name for name, _, _ in change["stages"]]
+                self.say(f"profiling {change['lower']} against {change['upper']}, stages {', '.join(stages) or '-'}")
+                try:
+                    self.journal.functions[key] = profile(change["lower"], change["upper"], stages)
+                except (RuntimeError, OSError) as exc:  # the release is named all the same; a rerun profiles it
+                    self.say(f"could not profile {change['upper']}: {exc}")
+                    continue
+                self.journal.save()
+            change["functions"] = self.journal.functions.get(key, [])

@@ -1,139 +1,203 @@
-"""What ``perfkit bisect`` measures: one bench run per sample, and its drawing."""
+"""What ``perfkit bisect`` measures: pairs of releases (``_pairs``), the functions
+that moved in a release found (per-stage profiles, ``perfkit flamegraph
+--diff``'s statistics), and its drawing."""
 
 from __future__ import annotations
 
-import dataclasses
+import tempfile
 from collections.abc import Callable
-from typing import Literal
+from pathlib import Path
+from typing import Any
 
-from ..types import BenchRun
-from ._analysis import OUTSIDE_STAGES
-from ._bisect import BisectResult, Sample, Unavailable
-from ._options import BenchError, BenchOptions
+import orjson
+
+from .._profile._diff import Recording, diff
+from ._bisect import BisectResult, FunctionMove
+from ._options import BenchOptions
+from ._pairs import PairMetric, PairReading, Sides, measure_pair
 from ._releases import release
 from ._venvs import VenvError
 
-__all__ = ["BISECT_BENCH", "METRIC", "METRICS", "Metric", "measure_with_bench", "render_bisect"]
+__all__ = [
+    "BISECT_BENCH",
+    "METRIC",
+    "METRICS",
+    "PROFILED_PAIRS",
+    "measure_with_pairs",
+    "prepare_release",
+    "profile_functions",
+    "render_bisect",
+]
 
-BISECT_BENCH = BenchOptions(concurrency=8, duration_s=10.0, direct_duration_s=0.5, idle_s=0.0, label="bisect")
-"""The bench of one sample, unless perfkit bisect's flags say otherwise: shorter
-than perfkit bench's, and the baseline without the proxy, which bisect does
-not compare, kept short."""
+BISECT_BENCH = BenchOptions(concurrency=8, duration_s=8.0, warmup_s=5.0, idle_s=0.0, label="bisect")
+"""A pair's load, unless perfkit bisect's flags say otherwise: 8 users, bursts of
+about 0.5 s, 16 a side (``--duration`` 8 s), after a 5 s warm-up of each side (a fresh
+proxy's first requests cost more: a short warm-up leaves that in the bursts)."""
 
-Metric = Literal["cpu", "rps", "streams", "ttft", "overhead"]
-
-
-def _cpu(run: BenchRun) -> float | None:
-    per_request = run["proxy"].get("cpu_ms_per_request") or {}
-    return per_request.get("nonstream")
-
-
-def _overhead(run: BenchRun) -> float | None:
-    overhead = run["server_overhead_ms"]
-    return None if overhead is None else overhead["p50"]
-
-
-# name -> (what it is, unit, how to read it from a bench run)
-METRICS: dict[Metric, tuple[str, str, Callable[[BenchRun], float | None]]] = {
-    "cpu": ("the proxy's CPU per non-streaming request", "ms", _cpu),
-    "rps": ("non-streaming requests per second", "req/s", lambda run: run["nonstream"]["rps"]),
-    "streams": ("streams per second", "streams/s", lambda run: run["stream"]["streams_per_s"]),
-    "ttft": ("streaming TTFT, p50", "ms", lambda run: run["stream"]["ttft_ms"]["p50"]),
-    "overhead": ("the server-side overhead, p50", "ms", _overhead),
+# name -> (what it is, unit)
+METRICS: dict[PairMetric, tuple[str, str]] = {
+    "cpu": ("the proxy's CPU per non-streaming request", "ms"),
+    "rps": ("non-streaming requests per second", "req/s"),
 }
-METRIC: Metric = "cpu"
-"""What perfkit bisect bisects on unless told: the steadiest of them."""
+METRIC: PairMetric = "cpu"
+"""What perfkit bisect bisects on unless told: the steadiest."""
+
+PROFILED_PAIRS = 2
+"""Profiled pairs per release found: two a side give the function's change an interval."""
 
 
-def measure_with_bench(
-    options: BenchOptions, package: str, metric: Metric, pip_args: list[str]
-) -> Callable[[str], Sample]:
-    """A sample of ``version``: one bench of it, with ``options``. Any package
-    but LiteLLM runs through ``options.proxy_command`` ({python} is filled in)."""
-    from ._experiment import run_bench
+def prepare_release(package: str, pip_args: list[str], say: Callable[[str], None]) -> Callable[[str], None]:
+    """Installs a release (its cached venv), or raises Unavailable."""
+    from ._pairs import Unavailable
 
-    read = METRICS[metric][2]
-
-    def measure(version: str) -> Sample:
+    def prepare(version: str) -> None:
         try:
-            where = release(package, version, pip_args, options.say)
+            release(package, version, pip_args, say)
         except VenvError as exc:
-            raise Unavailable(str(exc)) from None
-        if package == "litellm":
-            asked = dataclasses.replace(options, litellm_versions=(version,))
-        else:
-            assert options.proxy_command is not None
-            command = options.proxy_command.replace("{python}", str(where.python))
-            asked = dataclasses.replace(options, proxy_command=command, proxy_env=tuple(where.env.items()))
-        document = run_bench(asked)
-        run: BenchRun = (document.get("runs") or [document])[0]
-        value = read(run)
-        if value is None:
-            raise BenchError(f"{package} {version}: the bench gave no {METRICS[metric][0]}")
-        return {"value": float(value), "stages": _stage_costs(run), "fast_paths": run["fast_paths"]}
+            raise Unavailable(version, str(exc)) from None
+
+    return prepare
+
+
+def measure_with_pairs(
+    options: BenchOptions, package: str, pip_args: list[str], store: Callable[[str, str, PairReading], None]
+) -> Callable[[str, str, Sides], PairReading]:
+    """One pair of two releases, kept in ``store`` too (reused by later bisects and sweeps)."""
+
+    def measure(lower: str, upper: str, first: Sides) -> PairReading:
+        reading = measure_pair(options, package, (lower, upper), pip_args, first)
+        store(lower, upper, reading)
+        return reading
 
     return measure
 
 
-def _stage_costs(run: BenchRun) -> dict[str, float]:
-    """Each stage's own CPU per request (and outside every stage), steadier
-    than its wall time; its self time when the proxy has no step accounting."""
-    stages = {name: s for name, s in run["stages"].items() if not s["upstream"]}
-    if not stages or any(s.get("cpu_ms") is None for s in stages.values()):
-        return {name: s["mean_self_ms"] for name, s in stages.items()}
-    costs = {name: float(s["cpu_ms"] or 0.0) for name, s in stages.items()}
-    remainder = run["remainder"]
-    if remainder is not None and remainder.get("cpu_ms") is not None:
-        costs[OUTSIDE_STAGES] = float(remainder["cpu_ms"] or 0.0)
-    return costs
+def _stage_recordings(directory: Path, served: int) -> dict[str, Recording]:
+    """Per stage, the side's per-stage profiles (every worker's file), in CPU ms per request served."""
+    stacks: dict[str, dict[tuple[str, ...], float]] = {}
+    for path in sorted(directory.glob("*.speedscope.json")):
+        document: dict[str, Any] = orjson.loads(path.read_bytes())
+        frames = [f"{f['name']} ({Path(f['file']).name})" for f in document["shared"]["frames"]]
+        for profile in document["profiles"]:
+            into = stacks.setdefault(profile["name"], {})
+            for sample, weight in zip(profile["samples"], profile["weights"]):
+                stack = tuple(frames[i] for i in sample)
+                into[stack] = into.get(stack, 0.0) + weight * 1000 / served
+    return {stage: Recording(found) for stage, found in stacks.items()}
 
 
-def render_bisect(result: BisectResult, versions: list[str], metric: Metric, package: str) -> str:
-    """The releases measured (a bar per version, with its interval), then each change found."""
-    what, unit, _ = METRICS[metric]
-    lines = [f"{package}: {what} ({unit}), {len(versions)} releases from {versions[0]} to {versions[-1]}", ""]
-    measured = result["measured"]
-    top = max((mean + half for mean, half, _ in measured.values()), default=0.0) or 1.0
-    for version in versions:
-        if version not in measured:
-            continue
-        mean, half, n = measured[version]
-        bar = "#" * max(1, round(40 * mean / top))
-        lines.append(f"  {version:>14}  {mean:10.3f} +/- {half:<8.3f} ({n}x)  {bar}")
-    lines.append("")
-    drifts = result.get("drifts", [])  # journals written before drifts were reported have none
-    if not result["changes"] and not result["unresolved"] and not drifts:
-        lines.append(f"no release moved the metric by more than the noise between {versions[0]} and {versions[-1]}")
-    for drift in drifts:
-        low, high = drift["interval"]
+def profile_functions(
+    options: BenchOptions, package: str, pip_args: list[str], pairs: int = PROFILED_PAIRS
+) -> Callable[[str, str, list[str]], list[FunctionMove]]:
+    """For a release found: ``pairs`` pairs of it and the release before with the per-stage
+    profiler on, then per stage that moved, the functions whose self CPU per request moved
+    beyond the spread of the pairs (``perfkit flamegraph --diff``'s statistics)."""
+
+    def profile(lower: str, upper: str, stages: list[str]) -> list[FunctionMove]:
+        sides: dict[str, list[dict[str, Recording]]] = {"lower": [], "upper": []}
+        with tempfile.TemporaryDirectory(prefix="perfkit-bisect-profile-") as tmp:
+            for number in range(pairs):
+                dirs = (Path(tmp) / f"{number}-lower", Path(tmp) / f"{number}-upper")
+                first: Sides = "lower" if number % 2 == 0 else "upper"
+                reading = measure_pair(options, package, (lower, upper), pip_args, first, profile=dirs)
+                sides["lower"].append(_stage_recordings(dirs[0], reading["lower"]["served"]))
+                sides["upper"].append(_stage_recordings(dirs[1], reading["upper"]["served"]))
+        moves: list[FunctionMove] = []
+        empty = Recording({})
+        for stage in stages:
+            a = [recordings.get(stage, empty) for recordings in sides["lower"]]
+            b = [recordings.get(stage, empty) for recordings in sides["upper"]]
+            if not any(r.stacks for r in a + b):
+                continue
+            deltas, _, _ = diff(a, b)
+            for delta in deltas[:3]:
+                beyond = delta.interval is not None and (delta.interval[0] > 0 or delta.interval[1] < 0)
+                if beyond:
+                    moves.append(
+                        {
+                            "stage": stage,
+                            "function": delta.frame,
+                            "before_ms": round(delta.self_a, 4),
+                            "after_ms": round(delta.self_b, 4),
+                            "change_ms": round(delta.self_delta, 4),
+                            "interval": delta.interval,
+                        }
+                    )
+        return moves
+
+    return profile
+
+
+def render_bisect(result: BisectResult, versions: list[str], package: str) -> str:
+    """The curve (each comparison with its interval and the smallest step it resolves), then each change found."""
+    what, unit = METRICS[result["metric"]]
+    resolution = result["resolution"]
+    lines = [
+        f"{package}: {what} ({unit}), {len(versions)} releases from {versions[0]} to {versions[-1]}, in pairs",
+        f"resolution (the smallest step a comparison resolves at 95%): {resolution['before']:.1%} before the run"
+        + ("" if resolution["before_measured"] else " (pair noise assumed)")
+        + f", {resolution['after']:.1%} after it with {resolution['pairs']} pairs (pair noise {resolution['noise']:.1%}, "
+        f"{resolution['freedom']} degrees of freedom)",
+        "",
+        f"  {'from':>12} {'to':>12} {'between':>7}  {'ratio':>6}  {'95% interval':<16} {'resolves':>8} {'pairs':>5}"
+        f"  {'difference (' + unit + ')':<22}",
+    ]
+    cumulative = 1.0
+    for step in result["curve"]:
+        cumulative *= step["ratio"]
+        low, high = step["interval"]
+        moved = "step" if low > 1 or high < 1 else ""
         lines.append(
-            f"drifted from {package} {drift['lower']} to {drift['upper']}: {drift['size']:+.3f} {unit} (interval {low:+.3f} to "
-            f"{high:+.3f}), in steps each too small to tell from the noise; more samples (--max-samples) or a lower "
-            "--min-change may resolve them"
+            f"  {step['lower']:>12} {step['upper']:>12} {step['between']:>7}  {step['ratio']:6.3f}  "
+            f"[{low:.3f}, {high:.3f}]   {step['resolution']:>7.1%} {step['pairs']:>5}  "
+            f"{step['difference']:+.3f} [{step['difference_interval'][0]:+.3f}, {step['difference_interval'][1]:+.3f}]"
+            f"  {moved}"
+        )
+    whole = result["whole"]
+    if whole is not None:
+        lines.append(
+            f"  the ends compared: {whole['upper']} / {whole['lower']} {whole['ratio']:.3f} "
+            f"[{whole['interval'][0]:.3f}, {whole['interval'][1]:.3f}], {whole['difference']:+.3f} {unit}, {whole['pairs']} pairs"
+        )
+    if result["curve"]:
+        lines.append(
+            f"  the steps multiply to {cumulative:.3f} from {result['curve'][0]['lower']} to {result['curve'][-1]['upper']}"
+        )
+    lines.append("")
+    if not result["changes"]:
+        lines.append(
+            f"no single release moved the metric beyond its interval between {versions[0]} and {versions[-1]}"
+            + ("; the curve above shows where it moved" if any(s["ratio"] != 1 for s in result["curve"]) else "")
         )
     for change in result["changes"]:
         low, high = change["interval"]
-        relative = f" ({change['relative']:+.1%})" if change["relative"] is not None else ""
-        skipped = versions.index(change["release"]) - versions.index(change["before"]) - 1
         where = (
-            f"{change['release']} (after {change['before']})"
-            if not skipped
-            else f"{change['before']}..{change['release']} ({skipped} release(s) between could not be measured)"
+            f"{change['upper']} (after {change['lower']})"
+            if not change["between"]
+            else f"{change['lower']}..{change['upper']} ({change['between']} release(s) between could not be measured)"
         )
         lines.append(
-            f"changed in {package} {where}: {change['size']:+.3f} {unit}{relative}, interval {low:+.3f} to {high:+.3f}"
+            f"changed in {package} {where}: x{change['ratio']:.3f} [{low:.3f}, {high:.3f}], "
+            f"{change['difference']:+.3f} {unit} per request"
         )
-        moved = ", ".join(f"{name} {delta:+.3f} ms" for name, delta in change["stages"] if delta)
-        if moved:
-            lines.append(f"  stages (own CPU per request, or self time without step accounting): {moved}")
+        for name, delta, (d_low, d_high) in change["stages"]:
+            lines.append(f"  stage {name}: own CPU {delta:+.3f} ms per request [{d_low:+.3f}, {d_high:+.3f}]")
+        for move in change["functions"]:
+            interval = move["interval"]
+            lines.append(
+                f"    function {move['function']} in {move['stage']}: {move['before_ms']:.3f} -> {move['after_ms']:.3f} ms "
+                f"per request ({move['change_ms']:+.3f}"
+                + (f" [{interval[0]:+.3f}, {interval[1]:+.3f}]" if interval else "")
+                + ")"
+            )
         for key, (before, after) in change["fast_paths"].items():
             lines.append(f"  fast path {key}: {before} -> {after}")
         if package == "litellm":
-            lines.append(f"  changelog: https://github.com/BerriAI/litellm/releases/tag/v{change['release']}")
+            lines.append(f"  changelog: https://github.com/BerriAI/litellm/releases/tag/v{change['upper']}")
     for version, why in result["unavailable"].items():
         lines.append(f"not measured: {package} {version} ({why})")
     for low_version, high_version, between in result["unresolved"]:
         lines.append(
-            f"not searched (budget spent): {low_version} to {high_version} ({between} release(s) between); rerun to resume"
+            f"not compared (budget spent): {low_version} to {high_version} ({between} release(s) between); rerun to resume"
         )
     return "\n".join(lines)

@@ -207,19 +207,23 @@ def _flamegraph_link(run: BenchRun, base: Path | None) -> str:
     return f'<p>Flamegraph of the proxy during this run: <a href="{html.escape(href)}">{html.escape(Path(path).name)}</a> ({hint})</p>'
 
 
-def _bisect_chart(chart_id: str, measured: dict[str, list[float]], order: list[str]) -> str:
-    """A bar per release measured, its interval as a whisker; (mean, half-width, samples)."""
-    versions = [v for v in order if v in measured]
-    top = max(mean + half for mean, half, _ in (measured[v] for v in versions)) or 1.0
-    slot = (W - 2 * PAD) / max(1, len(versions))
+def _bisect_chart(chart_id: str, curve: list[dict[str, Any]]) -> str:
+    """The per-release curve: the metric relative to the first release, a point per
+    release the curve reaches, each step's interval as a whisker on its end."""
+    points, level = [(curve[0]["lower"], 1.0, 1.0, 1.0)] if curve else [], 1.0
+    for step in curve:
+        low, high = step["interval"]
+        points.append((step["upper"], level * step["ratio"], level * low, level * high))
+        level *= step["ratio"]
+    top = max((high for _, _, _, high in points), default=1.0) or 1.0
+    slot = (W - 2 * PAD) / max(1, len(points))
     marks = []
-    for i, version in enumerate(versions):
-        mean, half, _ = measured[version]
-        x, height = PAD + i * slot, (H - 1.5 * PAD) * mean / top
-        low, high = H - PAD - (H - 1.5 * PAD) * (mean - half) / top, H - PAD - (H - 1.5 * PAD) * (mean + half) / top
+    for i, (version, value, low, high) in enumerate(points):
+        x, height = PAD + i * slot, (H - 1.5 * PAD) * value / top
+        y_low, y_high = H - PAD - (H - 1.5 * PAD) * low / top, H - PAD - (H - 1.5 * PAD) * high / top
         marks.append(
             f'<rect class="bar" x="{x + slot * 0.1:.1f}" y="{H - PAD - height:.1f}" width="{slot * 0.8:.1f}" height="{height:.1f}" fill="{COLORS[0]}"/>'
-            f'<line x1="{x + slot / 2:.1f}" y1="{low:.1f}" x2="{x + slot / 2:.1f}" y2="{high:.1f}" stroke="#111"/>'
+            f'<line x1="{x + slot / 2:.1f}" y1="{y_low:.1f}" x2="{x + slot / 2:.1f}" y2="{y_high:.1f}" stroke="#111"/>'
             f'<text x="{x + slot / 2:.1f}" y="{H - PAD + 14}" font-size="9" text-anchor="middle">{html.escape(version)}</text>'
         )
     return _svg(
@@ -228,26 +232,25 @@ def _bisect_chart(chart_id: str, measured: dict[str, list[float]], order: list[s
 
 
 def render_bisect_section(label: str, journal: dict[str, Any], n: int) -> str:
-    """A ``perfkit bisect`` journal: the metric per release with intervals, and the changes found."""
-    from packaging.version import Version
-
+    """A ``perfkit bisect`` journal: the per-release curve with intervals, and the changes found."""
     from ._bisect_bench import METRICS
 
     result, settings = journal.get("result") or {}, journal.get("settings", {})
-    measured = result.get("measured", {})
-    what, unit, _ = METRICS.get(settings.get("metric", "cpu"), ("the metric", "", None))
-    order = sorted(measured, key=Version)
+    what, unit = METRICS.get(settings.get("metric", "cpu"), ("the metric", ""))
     rows = "".join(
-        f"<tr><td>{html.escape(c['release'])}</td><td>{html.escape(c['before'])}</td><td>{c['size']:+.3f}</td>"
-        f"<td>{c['interval'][0]:+.3f} to {c['interval'][1]:+.3f}</td>"
-        f"<td>{html.escape(', '.join(f'{name} {delta:+.3f} ms' for name, delta in c['stages'] if delta))}</td></tr>"
+        f"<tr><td>{html.escape(c['upper'])}</td><td>{html.escape(c['lower'])}</td><td>x{c['ratio']:.3f}</td>"
+        f"<td>{c['interval'][0]:.3f} to {c['interval'][1]:.3f}</td><td>{c['difference']:+.3f}</td>"
+        f"<td>{html.escape(', '.join(f'{name} {delta:+.3f} ms' for name, delta, _ in c['stages']))}</td>"
+        f"<td>{html.escape(', '.join(f['function'] for f in c['functions']))}</td></tr>"
         for c in result.get("changes", [])
     )
     return (
-        f"<h2>Bisect: {html.escape(label)}: {html.escape(str(settings.get('package')))}, {html.escape(what)} ({html.escape(unit)})</h2>"
-        + _bisect_chart(f"bisect-{n}", measured, order)
-        + "<table><tr><th>release</th><th>after</th><th>change</th><th>interval</th><th>stages that moved</th></tr>"
-        + (rows or '<tr><td colspan="5">no release moved the metric beyond the noise</td></tr>')
+        f"<h2>Bisect: {html.escape(label)}: {html.escape(str(settings.get('package')))}, {html.escape(what)} "
+        f"({html.escape(unit)}), relative to the first release</h2>"
+        + _bisect_chart(f"bisect-{n}", result.get("curve", []))
+        + "<table><tr><th>release</th><th>after</th><th>ratio</th><th>95% interval</th><th>difference</th>"
+        "<th>stages that moved</th><th>functions that moved</th></tr>"
+        + (rows or '<tr><td colspan="7">no release moved the metric beyond its interval</td></tr>')
         + "</table>"
     )
 

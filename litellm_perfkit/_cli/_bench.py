@@ -344,6 +344,8 @@ def run(args: argparse.Namespace) -> int:
         sweep = _sweep_comparison(document)
         if sweep:
             print("\n" + sweep)
+        if len(options.litellm_versions) > 1 and document["complete"]:
+            print("\n" + _sweep_in_pairs(options))
         print(f"\nwritten: {args.out}")
         return _incomplete(document, args.out)
 
@@ -395,6 +397,18 @@ def _incomplete(document: Any, out: str) -> int:
     stopped_by = document.get("stopped_by", "SIGINT")
     print(f"perfkit bench: stopped by {stopped_by}; {out} holds what was finished until then", file=sys.stderr)
     return 128 + int(signal.Signals[stopped_by])
+
+
+def _sweep_in_pairs(options: BenchOptions) -> str:
+    """The sweep's CPU per request, each version against the first, in pairs (docs/bench.md)."""
+    from .._bench import BenchError
+    from .._bench._launch import StartError
+    from .._bench._sweep_pairs import render_sweep_pairs, sweep_pairs
+
+    try:
+        return render_sweep_pairs(sweep_pairs(options, options.litellm_versions))
+    except (BenchError, StartError) as exc:
+        raise CliError(f"the sweep's pairs: {exc}") from None
 
 
 def _sweep_comparison(document: Any) -> str | None:

@@ -11,20 +11,23 @@ from pathlib import Path
 from ._bench import add_load_arguments, load_options
 from ._common import CliError, duration, fraction, positive_int, run_command
 
-HELP = "find the releases where the proxy got slower (or faster), and the stages that moved"
+HELP = "find the releases where the proxy got slower (or faster), the stages and the functions that moved"
 DESCRIPTION = """\
-Measures releases between a good and a bad version with perfkit bench, and
-bisects: each release measured is compared with the two ends of the range it
-sits in, by intervals (a release measured again until it clearly looks like
-one end, up to --max-samples). A regression that came in several steps is
-found step by step. For each release found: the size of the change with its
-interval, the stages whose self time moved, and the fast paths that changed.
-Every measurement goes to --out, the journal, at once; run the same command
-again to resume. See docs/bisect.md.
+Measures releases between a good and a bad version in pairs: both releases'
+proxies up together against one mock, taking turns in bursts of an exact
+number of requests, the CPU of each read around its bursts. Each comparison
+gets as many pairs as resolve --resolution with the pair noise measured so
+far; a range whose ratio's interval excludes 1 is split and both halves are
+compared, widest first, until the budget or the resolution is reached. For
+each release found: the ratio and the difference with intervals, the stages
+whose own CPU moved, and, from per-stage profiles of more pairs, the functions
+in them whose CPU per request moved. Every pair goes to --out, the journal,
+at once, and to a store under $PERFKIT_CACHE_DIR that later bisects and
+sweeps of the same releases and settings reuse. See docs/bisect.md.
 
 examples:
-  perfkit bisect --good 1.83.14 --bad 1.103.0
-  perfkit bisect --good 1.83.14 --bad 1.103.0 --metric rps --budget 2h
+  perfkit bisect --good 1.86.5 --bad 1.90.2 --budget 45m
+  perfkit bisect --good 1.83.14 --bad 1.103.0 --resolution 2% --budget 2h
   perfkit bisect --package my-gateway --good 2.0.0 --bad 2.3.1 \\
       --proxy-command "{python} -m my_gateway --port {port} --upstream {upstream}"
 """
@@ -34,8 +37,8 @@ OUT = "perfkit-bisect.json"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from .._bench._bisect import MAX_SAMPLES, MIN_CHANGE, MIN_SAMPLES
-    from .._bench._bisect_bench import BISECT_BENCH, METRIC, METRICS
+    from .._bench._bisect import MAX_PAIRS, MIN_CHANGE, MIN_PAIRS, RESOLUTION
+    from .._bench._bisect_bench import BISECT_BENCH, METRIC, METRICS, PROFILED_PAIRS
 
     what = p.add_argument_group("what to bisect")
     what.add_argument("--good", required=True, help="a release that was fast, e.g. 1.83.14")
@@ -59,30 +62,45 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         choices=list(METRICS),
         default=METRIC,
         help=f"what to bisect on (default: {METRIC}, the steadiest): "
-        + "; ".join(f"{name}: {what} ({unit})" for name, (what, unit, _) in METRICS.items()),
+        + "; ".join(f"{name}: {what} ({unit})" for name, (what, unit) in METRICS.items()),
     )
     search = p.add_argument_group("search")
     search.add_argument(
-        "--budget", type=duration, help="stop after this much time (30m, 2h); the answer is then the releases left"
+        "--budget", type=duration, help="stop after this much time (30m, 2h); the answer is then the ranges left"
     )
     search.add_argument(
-        "--min-samples",
-        type=positive_int,
-        default=MIN_SAMPLES,
-        help=f"bench runs per release at least (default: {MIN_SAMPLES})",
+        "--resolution",
+        type=fraction,
+        default=RESOLUTION,
+        help=f"the relative step each comparison should resolve at 95%%: chooses its number of pairs from the pair "
+        f"noise measured (default: {RESOLUTION * 100:g}%%)",
     )
     search.add_argument(
-        "--max-samples",
+        "--min-pairs",
         type=positive_int,
-        default=MAX_SAMPLES,
-        help=f"bench runs per release at most, when it is unclear (default: {MAX_SAMPLES})",
+        default=MIN_PAIRS,
+        help=f"pairs per comparison at least (default: {MIN_PAIRS})",
+    )
+    search.add_argument(
+        "--max-pairs",
+        type=positive_int,
+        default=MAX_PAIRS,
+        help=f"pairs per comparison at most, while its interval holds 1 and is wider than --resolution "
+        f"(default: {MAX_PAIRS})",
     )
     search.add_argument(
         "--min-change",
         type=fraction,
         default=MIN_CHANGE,
-        help=f"the smallest change worth naming, relative: 0.05 or 5%% (default: {MIN_CHANGE * 100:g}%%); two runs of "
-        "the same release differ by a few percent",
+        help=f"the smallest change worth naming, relative, beyond its interval excluding no change: 0.05 or 5%% "
+        f"(default: {MIN_CHANGE * 100:g}%%)",
+    )
+    search.add_argument(
+        "--functions",
+        choices=["profile", "off"],
+        default="profile",
+        help=f"for each release found, {PROFILED_PAIRS} more pairs with the per-stage profiler on, and the functions "
+        "that moved in the stages that moved (default: profile)",
     )
     search.add_argument(
         "--out",
@@ -102,29 +120,27 @@ def _checked_pip_args(args: argparse.Namespace) -> list[str]:
         raise CliError(
             "--proxy-command is for --package other than litellm; LiteLLM runs from its cached venv per release"
         )
-    if args.min_samples > args.max_samples:
-        raise CliError(f"--min-samples {args.min_samples} is more than --max-samples {args.max_samples}")
+    if args.min_pairs > args.max_pairs:
+        raise CliError(f"--min-pairs {args.min_pairs} is more than --max-pairs {args.max_pairs}")
+    if not 0 < args.resolution < 1:
+        raise CliError(f"--resolution {args.resolution:.0%}: give a step such as 3%")
     try:
         return shlex.split(args.pip_args)
     except ValueError as exc:
         raise CliError(f"--pip-args: {exc}") from None
 
 
-def _journal_settings(args: argparse.Namespace) -> dict[str, object]:
-    """What a journal's measurements depend on: a rerun with other settings starts afresh."""
+def _journal_settings(args: argparse.Namespace, pairs: dict[str, object]) -> dict[str, object]:
+    """What a journal's search depends on: a rerun with other settings starts afresh."""
     return {
-        "package": args.package,
+        **pairs,
         "metric": args.metric,
         "good": args.good,
         "bad": args.bad,
         "pre": args.pre,
-        "proxy_command": args.proxy_command,
-        "concurrency": args.concurrency,
-        "duration_s": args.duration,
-        "stream_concurrency": args.stream_concurrency,
-        "ttft_ms": args.ttft_ms,
-        "itl_ms": args.itl_ms,
-        "chunks": args.chunks,
+        "resolution": args.resolution,
+        "min_pairs": args.min_pairs,
+        "max_pairs": args.max_pairs,
         "min_change": args.min_change,
     }
 
@@ -149,15 +165,24 @@ def _releases(args: argparse.Namespace, pip_args: list[str]) -> list[str]:
 
 def _bisect(args: argparse.Namespace) -> int:
     from .._bench._bisect import Journal, Unavailable, bisect
-    from .._bench._bisect_bench import BISECT_BENCH, measure_with_bench, render_bisect
+    from .._bench._bisect_bench import (
+        BISECT_BENCH,
+        measure_with_pairs,
+        prepare_release,
+        profile_functions,
+        render_bisect,
+    )
     from .._bench._launch import StartError
     from .._bench._options import BenchError
+    from .._bench._pair_store import STORE_NAME, PairStore, pair_settings
+    from .._bench._venvs import CACHE
 
     pip_args = _checked_pip_args(args)
     versions = _releases(args, pip_args)
     options = dataclasses.replace(load_options(args, BISECT_BENCH), proxy_command=args.proxy_command)
+    settings = pair_settings(options, args.package, pip_args)
     try:
-        journal = Journal.open(Path(args.out), _journal_settings(args))
+        journal = Journal.open(Path(args.out), _journal_settings(args, settings))
     except ValueError as exc:
         raise CliError(str(exc)) from None
     finished = journal.load_result()
@@ -165,30 +190,35 @@ def _bisect(args: argparse.Namespace) -> int:
         _say(
             f"{args.out} holds a complete answer for these settings; remove it (or choose another --out) to measure again"
         )
-        print(render_bisect(finished, versions, args.metric, args.package))
+        print(render_bisect(finished, versions, args.package))
         return 0
-    resumed = sum(len(samples) for samples in journal.samples.values())
+    store = PairStore(CACHE / STORE_NAME, settings)
+    resumed = sum(len(pairs) for pairs in journal.pairs.values())
     _say(
         f"{len(versions)} releases of {args.package} from {versions[0]} to {versions[-1]}"
-        + (f"; resuming {args.out} ({resumed} measurements)" if resumed else "")
+        + (f"; resuming {args.out} ({resumed} pairs)" if resumed else "")
     )
-    measure = measure_with_bench(options, args.package, args.metric, pip_args)
     try:
         result = bisect(
             versions,
-            measure,
+            measure_with_pairs(options, args.package, pip_args, store.add),
             journal,
+            metric=args.metric,
             budget_s=args.budget,
-            min_samples=args.min_samples,
-            max_samples=args.max_samples,
+            target=args.resolution,
+            min_pairs=args.min_pairs,
+            max_pairs=args.max_pairs,
             min_change=args.min_change,
+            known=store.known(),
+            prepare=prepare_release(args.package, pip_args, _say),
+            profile=profile_functions(options, args.package, pip_args) if args.functions == "profile" else None,
             say=_say,
         )
     except (BenchError, StartError) as exc:
-        raise CliError(f"{exc} (measurements so far are in {args.out}; rerun to resume)") from None
+        raise CliError(f"{exc} (pairs measured so far are in {args.out}; rerun to resume)") from None
     except Unavailable as exc:  # an end of the range: nothing to compare with
         raise CliError(f"an end of the range cannot be measured: {exc}; choose another --good or --bad") from None
-    print(render_bisect(result, versions, args.metric, args.package))
+    print(render_bisect(result, versions, args.package))
     print(f"\nwritten: {args.out}")
     return 0
 

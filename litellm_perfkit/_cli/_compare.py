@@ -23,7 +23,13 @@ its runs, the first one the baseline.
 With --fail-above F the exit code is 1 when any metric got worse by more
 than F (a fraction: 0.05 or 5%) and the interval excludes zero: for CI.
 
+With --live the arguments are LiteLLM versions: each against the first, CPU
+per non-streaming request measured in pairs (both proxies up together,
+taking turns in bursts; perfkit bisect's pairs, reused from and kept in
+$PERFKIT_CACHE_DIR/pairs.jsonl) until the ratio is within ±3%.
+
 examples:
+  perfkit compare --live 1.83.14 1.103.0
   perfkit compare main.json my-branch.json
   perfkit compare main.json my-branch.json --fail-above 5%
   perfkit compare sweep.json        (perfkit bench --litellm-version 1.83.14,1.103.0)
@@ -31,7 +37,16 @@ examples:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("results", nargs="+", help="perfkit bench result files, the first the baseline; or one sweep's file")
+    p.add_argument(
+        "results",
+        nargs="+",
+        help="perfkit bench result files, the first the baseline; or one sweep's file; with --live, LiteLLM versions",
+    )
+    p.add_argument(
+        "--live",
+        action="store_true",
+        help="measure the LiteLLM versions given, in pairs, instead of reading result files",
+    )
     p.add_argument(
         "--fail-above",
         type=fraction,
@@ -49,10 +64,27 @@ def load_results(paths: list[str]) -> list[BenchResult]:
         raise CliError(str(exc)) from None
 
 
+def _live(versions: list[str]) -> int:
+    from .._bench import BenchError
+    from .._bench._launch import StartError
+    from .._bench._options import BenchOptions
+    from .._bench._sweep_pairs import render_sweep_pairs, sweep_pairs
+
+    if len(versions) < 2:
+        raise CliError("--live compares LiteLLM versions: give two or more, the baseline first (1.83.14 1.103.0)")
+    try:
+        print(render_sweep_pairs(sweep_pairs(BenchOptions(), tuple(versions))))
+    except (BenchError, StartError) as exc:
+        raise CliError(str(exc)) from None
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from .._bench._compare import CompareError, compare, regressions, render_compare, render_sweep, repeat_counts
 
     def action() -> int:
+        if args.live:
+            return _live(args.results)
         documents = load_results(args.results)
         if len(documents) == 1:
             sweep = render_sweep(documents[0])

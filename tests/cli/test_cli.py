@@ -57,13 +57,15 @@ def perfkit(*args: str) -> subprocess.CompletedProcess[str]:
         (["bisect", "--good", "1.0", "--bad", "2.0", "--package", "my-gw"], "needs --proxy-command"),
         (["bisect", "--good", "1.0", "--bad", "2.0", "--min-change", "150%"], "--min-change"),
         (
-            ["bisect", "--good", "1.0", "--bad", "2.0", "--min-samples", "5", "--max-samples", "2"],
-            "is more than --max-samples",
+            ["bisect", "--good", "1.0", "--bad", "2.0", "--min-pairs", "5", "--max-pairs", "2"],
+            "is more than --max-pairs",
         ),
         (["run", "--prometheus-port", "http", "--", "true"], "--prometheus-port"),
         (["run", "--record-rate", "0", "--", "true"], "neither 'all' nor a number of requests a second > 0"),
         (["bench", "--record-rate", "5"], "--record-rate sets what --perturbation measures"),
         (["bench", "--model", "gpt-4o"], "the embedded config serves fake-openai-endpoint with the key sk-1234"),
+        (["compare", "--live", "1.83.14"], "give two or more"),
+        (["bisect", "--good", "1.0", "--bad", "2.0", "--resolution", "0"], "--resolution"),
     ],
 )
 def test_bad_input_is_one_line(args: list[str], says: str) -> None:
@@ -271,9 +273,11 @@ def test_every_cli_default_is_the_default_of_the_option_it_fills() -> None:
         },
         "bisect": {
             **bench_flags(BISECT_BENCH),
-            "min_samples": signature(bisect, "min_samples"),
-            "max_samples": signature(bisect, "max_samples"),
+            "min_pairs": signature(bisect, "min_pairs"),
+            "max_pairs": signature(bisect, "max_pairs"),
+            "resolution": signature(bisect, "target"),
             "min_change": signature(bisect, "min_change"),
+            "functions": "profile",
             "metric": METRIC,
             "package": "litellm",  # the CLI's own: no option declares them
             "pip_args": "",

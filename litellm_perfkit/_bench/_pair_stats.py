@@ -1,0 +1,145 @@
+"""The statistics of paired measurements: a ratio with its interval, and the smallest step a setting resolves.
+
+Each pair gives the log of upper / lower. Their spread is the pair noise: a
+proxy process keeps its own speed for its life, so two fresh pairs of the
+same releases differ by a few percent. The noise is pooled over every
+comparison measured with the same settings (it does not depend on the
+releases' levels, being relative), so a comparison of two pairs still has an
+honest interval (Student's t for the pooled degrees of freedom). A step is
+resolved at 95% when it exceeds the half-width of its comparison's interval:
+that half-width is the smallest step the comparison could have seen.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable
+from typing import TypedDict
+
+from ._pairs import PairMetric, PairReading, value
+
+__all__ = [
+    "PRIOR_NOISE",
+    "Noise",
+    "Ratio",
+    "log_ratios",
+    "pairs_for",
+    "pooled_noise",
+    "ratio",
+    "resolution",
+    "stage_moves",
+]
+
+PRIOR_NOISE = 0.015
+"""The pair noise assumed before any pair of these settings was measured: the
+standard deviation of one pair's log ratio (the bursts harness resolved about
+±1.5% with 4 pairs of LiteLLM proxies on a shared 2-core machine, docs/bench.md)."""
+
+# Student's t, two-sided 95%, by degrees of freedom.
+_T95 = ((1, 12.71), (2, 4.30), (3, 3.18), (4, 2.78), (5, 2.57), (6, 2.45), (8, 2.31), (10, 2.23), (15, 2.13))
+_T95_MORE = ((20, 2.09), (30, 2.04), (60, 2.00))
+_Z95 = 1.96
+
+
+def t95(freedom: int) -> float:
+    for limit, t in (*_T95, *_T95_MORE):
+        if freedom <= limit:
+            return t
+    return _Z95
+
+
+class Noise(TypedDict):
+    sd: float  # of one pair's log ratio
+    freedom: int  # 0: assumed (PRIOR_NOISE), nothing measured yet
+
+
+class Ratio(TypedDict):
+    """upper / lower over the pairs of one comparison."""
+
+    ratio: float  # the geometric mean of the pairs' ratios
+    interval: tuple[float, float]  # 95%
+    difference: float  # upper - lower in the metric's unit: the ratio applied to the lower side's mean
+    difference_interval: tuple[float, float]
+    resolution: float  # the smallest step this comparison resolves at 95%, relative (the interval's half-width)
+    pairs: int
+
+
+def log_ratio(reading: PairReading, metric: PairMetric) -> float:
+    """One pair's log of upper / lower: for CPU the median over its rounds (robust to a spike
+    of the machine's load on one burst), else the sides' totals."""
+    if metric == "cpu" and reading.get("cpu_log_ratio") is not None:
+        return float(reading["cpu_log_ratio"])  # type: ignore[arg-type]
+    return math.log(value(reading["upper"], metric) / value(reading["lower"], metric))
+
+
+def log_ratios(readings: Iterable[PairReading], metric: PairMetric) -> list[float]:
+    return [log_ratio(r, metric) for r in readings]
+
+
+def pooled_noise(comparisons: Iterable[list[float]]) -> Noise:
+    """The pair noise pooled over comparisons (their pairs' log ratios); the prior when none has two pairs."""
+    squares, freedom = 0.0, 0
+    for logs in comparisons:
+        if len(logs) >= 2:
+            mean = statistics.fmean(logs)
+            squares += sum((x - mean) ** 2 for x in logs)
+            freedom += len(logs) - 1
+    if not freedom:
+        return {"sd": PRIOR_NOISE, "freedom": 0}
+    return {"sd": math.sqrt(squares / freedom), "freedom": freedom}
+
+
+def _half_width(noise: Noise, pairs: int) -> float:
+    """Of the mean log ratio over ``pairs`` pairs: the prior taken as known (z) until measured."""
+    t = t95(noise["freedom"]) if noise["freedom"] else _Z95
+    return t * noise["sd"] / math.sqrt(pairs)
+
+
+def resolution(noise: Noise, pairs: int) -> float:
+    """The smallest relative step ``pairs`` pairs resolve at 95% with this noise."""
+    return math.exp(_half_width(noise, pairs)) - 1
+
+
+def pairs_for(target: float, noise: Noise, least: int, most: int) -> int:
+    """The fewest pairs (from ``least`` to ``most``) that resolve a relative step of ``target``."""
+    for pairs in range(least, most + 1):
+        if resolution(noise, pairs) <= target:
+            return pairs
+    return most
+
+
+def ratio(readings: list[PairReading], metric: PairMetric, noise: Noise) -> Ratio:
+    logs = log_ratios(readings, metric)
+    mean = statistics.fmean(logs)
+    half = _half_width(noise, len(logs))
+    lower = statistics.fmean(value(r["lower"], metric) for r in readings)
+    # The difference: the ratio applied to the lower side's mean level, as its interval is.
+    return {
+        "ratio": round(math.exp(mean), 4),
+        "interval": (round(math.exp(mean - half), 4), round(math.exp(mean + half), 4)),
+        "difference": round(lower * (math.exp(mean) - 1), 4),
+        "difference_interval": (
+            round(lower * (math.exp(mean - half) - 1), 4),
+            round(lower * (math.exp(mean + half) - 1), 4),
+        ),
+        "resolution": round(math.exp(half) - 1, 4),
+        "pairs": len(logs),
+    }
+
+
+def stage_moves(readings: list[PairReading], noise: Noise) -> list[tuple[str, float, tuple[float, float]]]:
+    """Per stage, its own CPU per request upper - lower, with a 95% interval over the pairs
+    (its own spread; the pooled t when a stage was seen in one pair only), largest first."""
+    names = sorted({name for r in readings for name in (*r["lower"]["stages"], *r["upper"]["stages"])})
+    moves = []
+    for name in names:
+        deltas = [r["upper"]["stages"].get(name, 0.0) - r["lower"]["stages"].get(name, 0.0) for r in readings]
+        mean = statistics.fmean(deltas)
+        if len(deltas) >= 2:
+            half = t95(len(deltas) - 1) * statistics.stdev(deltas) / math.sqrt(len(deltas))
+        else:
+            base = abs(readings[0]["lower"]["stages"].get(name, 0.0)) or abs(mean)
+            half = _half_width(noise, 1) * base
+        moves.append((name, round(mean, 4), (round(mean - half, 4), round(mean + half, 4))))
+    return sorted(moves, key=lambda move: -abs(move[1]))
