@@ -79,7 +79,11 @@ def test_every_request_is_counted_once_and_nothing_is_left(
     assert counts["internal_errors"] == 0, said
     assert perfkit.zombies == 0 and perfkit.supervisor_agents == 0 and perfkit.left == [], said
     # A worker the warm-up reached less grows to the others' size: none past the largest by much.
+    # Descriptors: the rows reach upstreams the warm-up did not, and the proxy keeps connections
+    # to them; perfkit may add at most 4 to what the plain proxy added over the same rows.
     warmed, fds = max(u.rss_mib for u in perfkit.before), max(u.fds for u in perfkit.before)
+    plain_added = max(u.fds for u in run.plain.after) - max(u.fds for u in run.plain.before)
     for after in perfkit.after:
-        assert after.rss_mib < warmed + 32 and after.fds <= fds + 4, (perfkit.before, perfkit.after)
+        assert after.rss_mib < warmed + 32, (perfkit.before, perfkit.after)
+        assert after.fds <= fds + max(0, plain_added) + 4, (perfkit.before, perfkit.after, plain_added)
         assert len(after.agents) == 1, perfkit.after  # a killed agent was replaced

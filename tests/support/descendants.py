@@ -77,7 +77,8 @@ class Started:
         for process in _descendants(_living(), os.getpid()):
             key = (process.pid, process.start_ticks)
             if key not in self.before:
-                self.seen.setdefault(key, process)
+                # The latest sight: one taken between fork and exec shows the parent's command.
+                self.seen[key] = process
 
     def still_alive(self) -> list[Process]:
         living = _living()
