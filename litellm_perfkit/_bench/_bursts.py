@@ -29,7 +29,7 @@ from ..types import LoadSummary
 from ._launch import tree_usage
 from ._options import MODEL
 
-__all__ = ["BURST_S", "Burst", "Served", "Target", "burst", "burst_size", "interleave", "load"]
+__all__ = ["BURST_S", "Burst", "Served", "Target", "Turns", "burst", "burst_size", "interleave", "load", "take_turns"]
 
 BURST_S = 2.0
 """About how long a burst lasts when its size comes from a measured rate (``burst_size``)."""
@@ -106,6 +106,59 @@ def _cpu(pid: int | None) -> tuple[float, float] | None:
     return None if pid is None else (tree_usage(pid)[0], tree_usage(pid, "only")[0])
 
 
+class Turns:
+    """Each target's totals, and its CPU per request in each round (None: not measured)."""
+
+    def __init__(self, totals: dict[str, Served], rounds: dict[str, list[float | None]]) -> None:
+        self.totals, self.rounds = totals, rounds
+
+
+def _own_cpu(pid: int | None) -> float | None:
+    read = _cpu(pid)
+    return None if read is None else read[0] - read[1]
+
+
+def take_turns(
+    targets: Sequence[Target],
+    requests: int,
+    concurrency: int,
+    rounds: int,
+    settle_s: float,
+    prompt_repeats: int = 150,
+    processes: int = 1,
+    stream: bool = False,
+) -> Turns:
+    """``rounds`` bursts of ``requests`` requests per target, taking turns; the order rotates
+    (ABBA... for two), so a steady drift falls on all alike.
+
+    Besides the totals, the CPU is read around every burst: on a shared machine the
+    CPU a request costs moves within a second with what else runs, and a spike that
+    lands on one burst moves a total; a ratio per round (both sides' bursts back to
+    back) and its median across rounds is robust to it."""
+    before = {t.name: _cpu(t.pid) for t in targets}
+    served = {t.name: [0, 0.0] for t in targets}
+    per_round: dict[str, list[float | None]] = {t.name: [] for t in targets}
+    for round_ in range(rounds):
+        for target in list(targets[round_ % len(targets) :]) + list(targets[: round_ % len(targets)]):
+            start = _own_cpu(target.pid)
+            done = burst(target.url, stream, requests, concurrency, prompt_repeats, processes)
+            end = _own_cpu(target.pid)
+            served[target.name][0] += done.requests
+            served[target.name][1] += done.seconds
+            cpu = None if start is None or end is None or not done.requests else (end - start) / done.requests * 1e3
+            per_round[target.name].append(cpu)
+    time.sleep(settle_s)
+    totals = {}
+    for target in targets:
+        first, last = before[target.name], _cpu(target.pid)
+        count, seconds = served[target.name]
+        if first is None or last is None:
+            totals[target.name] = Served(int(count), seconds, None, None)
+        else:
+            totals[target.name] = Served(int(count), seconds, last[0] - first[0], last[1] - first[1])
+    return Turns(totals, per_round)
+
+
 def interleave(
     targets: Sequence[Target],
     stream: bool,
@@ -117,21 +170,4 @@ def interleave(
     processes: int = 1,
 ) -> dict[str, Served]:
     """``rounds`` bursts per target, interleaved; each target's totals."""
-    before = {t.name: _cpu(t.pid) for t in targets}
-    served = {t.name: [0, 0.0] for t in targets}
-    for round_ in range(rounds):
-        # Rotating the order: each target goes first in turn (ABBA... for two), so a steady drift falls on all alike.
-        for target in list(targets[round_ % len(targets) :]) + list(targets[: round_ % len(targets)]):
-            done = burst(target.url, stream, requests, concurrency, prompt_repeats, processes)
-            served[target.name][0] += done.requests
-            served[target.name][1] += done.seconds
-    time.sleep(settle_s)
-    result = {}
-    for target in targets:
-        start, end = before[target.name], _cpu(target.pid)
-        count, seconds = served[target.name]
-        if start is None or end is None:
-            result[target.name] = Served(int(count), seconds, None, None)
-        else:
-            result[target.name] = Served(int(count), seconds, end[0] - start[0], end[1] - start[1])
-    return result
+    return take_turns(targets, requests, concurrency, rounds, settle_s, prompt_repeats, processes, stream).totals

@@ -36,12 +36,11 @@ from .._wire._environment_variables import (
 )
 from ..types import AttributeValue
 from ._analysis import OUTSIDE_STAGES, Breakdown, stage_breakdown
-from ._bursts import Target, load
+from ._bursts import Target, load, take_turns
 from ._launch import Child, Children, _tree, free_port, port_open, start_litellm, start_mock
 from ._options import BenchError, BenchOptions, config_template
 from ._receiver import SpanReceiver
 from ._releases import release
-from ._turns import take_turns
 from ._venvs import OFFLINE_ENV, VenvError
 
 __all__ = [
