@@ -22,6 +22,7 @@ from litellm_perfkit._export._settings import ExportSettings, read_settings
 from litellm_perfkit._export._transport import OtlpGrpcExporter, OtlpHttpExporter, make_exporter
 from litellm_perfkit._wire._names import AGENT_MODULE
 from tests.support import apps
+from tests.support.fault_matrix import _children
 from tests.support.receiver import metrics_of, otlp_grpc_receiver, otlp_receiver
 from tests.support.servers import uvicorn_server
 
@@ -104,11 +105,10 @@ def test_the_console_exporter_writes_from_the_app_process() -> None:
 def _agents() -> list[int]:
     """This process's export agents, zombies included."""
     found = []
-    for task in Path(f"/proc/{os.getpid()}/task").iterdir():
-        for child in (task / "children").read_text().split():
-            with contextlib.suppress(OSError):
-                if AGENT_MODULE.encode() in Path(f"/proc/{child}/cmdline").read_bytes():
-                    found.append(int(child))
+    for child in _children(os.getpid()):
+        with contextlib.suppress(OSError):
+            if AGENT_MODULE.encode() in Path(f"/proc/{child}/cmdline").read_bytes():
+                found.append(child)
     return found
 
 

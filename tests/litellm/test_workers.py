@@ -17,6 +17,7 @@ import pytest
 from litellm_perfkit._bench import CONFIG_TEMPLATE
 from litellm_perfkit._bench._launch import Children, _tree, start_litellm
 from litellm_perfkit._wire._names import AGENT_MODULE
+from tests.support.fault_matrix import _children
 from tests.support.litellm_env import VERSIONS, litellm_python
 from tests.support.mock_server import mock_process
 from tests.support.proxy import _patient
@@ -28,10 +29,7 @@ BODY = {"model": "fake-openai-endpoint", "messages": [{"role": "user", "content"
 
 
 def children(pid: int) -> list[int]:
-    found = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        found += [int(child) for child in (task / "children").read_text().split()]
-    return found
+    return _children(pid)
 
 
 def state(pid: int) -> str | None:

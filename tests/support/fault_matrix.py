@@ -135,10 +135,12 @@ def usage(pid: int) -> Usage:
 
 
 def _children(pid: int) -> list[int]:
+    """``pid``'s children, over all its threads; a thread (or the process) that ends meanwhile has none."""
     found: list[int] = []
     with contextlib.suppress(OSError):
         for task in Path(f"/proc/{pid}/task").iterdir():
-            found += [int(child) for child in (task / "children").read_text().split()]
+            with contextlib.suppress(OSError):
+                found += [int(child) for child in (task / "children").read_text().split()]
     return found
 
 
