@@ -25,6 +25,7 @@ from typing import TypeVar
 from urllib.parse import urlsplit
 
 from .._executables import find_executable
+from .._export._prometheus import REQUESTS_FAMILY
 from .._wire._environment_variables import (
     OTEL_BSP_SCHEDULE_DELAY,
     OTEL_EXPORTER_OTLP_ENDPOINT,
@@ -57,7 +58,7 @@ START_TIMEOUT_S = 180.0
 
 T = TypeVar("T")
 
-_REQUESTS = re.compile(r"^perfkit_requests_total\{(?P<labels>[^}]*)\}\s+(?P<value>\S+)", re.MULTILINE)
+_REQUESTS = re.compile(rf"^{REQUESTS_FAMILY}\{{(?P<labels>[^}}]*)\}}\s+(?P<value>\S+)", re.MULTILINE)
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 

@@ -27,7 +27,7 @@ from .._wire._environment_variables import PERFKIT_PROMETHEUS_DIR
 from ._metrics import BOUNDARIES_NS, COUNTER_DESCRIPTIONS, DESCRIPTIONS, MetricStore
 from ._traffic import REQUESTS_COUNTER, REQUESTS_DESCRIPTION
 
-__all__ = ["Collector", "SnapshotWriter", "add_to_registry", "merged", "render", "serve_prometheus"]
+__all__ = ["REQUESTS_FAMILY", "Collector", "SnapshotWriter", "add_to_registry", "merged", "render", "serve_prometheus"]
 
 
 def _label(name: str) -> str:
@@ -37,6 +37,8 @@ def _label(name: str) -> str:
 # perfkit's metric -> its Prometheus family: every metric is perfkit.-named
 # (LiteLLM's own /metrics and the OTel conventions use other definitions).
 FAMILIES = {name: _label(name) + "_seconds" for name in DESCRIPTIONS}
+REQUESTS_FAMILY = _label(REQUESTS_COUNTER) + "_total"
+"""The counter of every request, as its samples are named on the page."""
 
 
 class SnapshotWriter:
@@ -146,7 +148,7 @@ def render(directory: str) -> str:
             lines.append(f"{family}_sum{braces} {total_ns / 1e9!r}")
             lines.append(f"{family}_count{braces} {count}")
     if requests:
-        family = _label(REQUESTS_COUNTER) + "_total"
+        family = REQUESTS_FAMILY
         lines += [f"# HELP {family} {_escape(REQUESTS_DESCRIPTION)}", f"# TYPE {family} counter"]
         for attributes, value in requests:
             labels = ",".join(f'{_label(k)}="{_escape(v)}"' for k, v in attributes)
