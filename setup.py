@@ -4,9 +4,10 @@
 runs its pure-Python path (litellm_perfkit/_core/_backend.py, docs/overhead.md).
 
 The accelerator's timeline layout is generated here from its one
-declaration, ``types.RequestRecord`` (``_core/_fields.py``), and its names for
+declaration, ``types.RequestRecord`` (``_core/_fields.py``), its names for
 the span, the agent's frames and setup()'s hooks from ``_core/_layouts.py``,
-so C and Python cannot drift apart.
+and the header names it reads from ``_wire/_names.py``, so C and Python
+cannot drift apart.
 """
 
 import importlib.util
@@ -53,8 +54,9 @@ class BuildWithFields(build_ext):
         generated = Path(self.build_temp) / "generated"
         generated.mkdir(parents=True, exist_ok=True)
         layouts = _load("_perfkit_build_layouts", PACKAGE / "_core" / "_layouts.py")
+        names = _load("_perfkit_build_names", PACKAGE / "_wire" / "_names.py")
         (generated / "perfkit_fields.h").write_text(fields.c_header(fields.layout(types.RequestRecord)))
-        (generated / "perfkit_layouts.h").write_text(layouts.c_header())
+        (generated / "perfkit_layouts.h").write_text(layouts.c_header(names.C_HEADERS, names.C_CONTENT_TYPES))
         for extension in self.extensions:
             extension.include_dirs.append(str(generated))
         super().run()
@@ -71,6 +73,7 @@ setup(
                 "litellm_perfkit/types.py",
                 "litellm_perfkit/_core/_fields.py",
                 "litellm_perfkit/_core/_layouts.py",
+                "litellm_perfkit/_wire/_names.py",
             ],
             optional=True,
         )

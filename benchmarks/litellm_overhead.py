@@ -39,7 +39,7 @@ from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.litellm_recording_cost import interval  # noqa: E402
-from litellm_perfkit._bench._bursts import Target, interleave  # noqa: E402
+from litellm_perfkit._bench._bursts import Target, take_turns  # noqa: E402
 from litellm_perfkit._bench._launch import ProxyMode  # noqa: E402
 from litellm_perfkit._export._settings import SCHEDULE_DELAY_S  # noqa: E402
 from litellm_perfkit._stop import stop_signals  # noqa: E402
@@ -154,9 +154,9 @@ def measure_group(proxies: list[Proxy], stream: bool, args: argparse.Namespace, 
     """Warm-up bursts, then ``args.rounds`` interleaved ones; each proxy's totals over the measured bursts."""
     requests = args.requests or REQUESTS["stream" if stream else "json"]
     targets = [Target(p.label, p.url, p.pid) for p in proxies]
-    interleave(targets, stream, requests, args.concurrency, args.warmup, settle_s=0.0)
+    take_turns(targets, requests, args.concurrency, args.warmup, settle_s=0.0, stream=stream)
     start_ns = time.monotonic_ns()
-    served = interleave(targets, stream, requests, args.concurrency, args.rounds, settle_s)
+    served = take_turns(targets, requests, args.concurrency, args.rounds, settle_s, stream=stream).totals
     end_ns = time.monotonic_ns()
     result = {}
     for proxy in proxies:

@@ -239,7 +239,12 @@ class Variant:
     flush: Callable[[], None] = lambda: None
     close: Callable[[], None] = lambda: None
     threads: list[threading.Thread] = field(default_factory=list)
-    agent_pid: int | None = None
+    pipeline: Any = None  # perfkit's, whose export agent starts with its first drain
+
+    @property
+    def agent_pid(self) -> int | None:
+        agent = getattr(self.pipeline, "_agent", None)
+        return agent.process.pid if agent else None
 
     def use(self) -> None:
         _sink.set_sink(self.sink)  # the core's sink is global: set per batch
@@ -269,17 +274,9 @@ def open_variant(name: str, endpoint: str, pinned: bool) -> Variant:
         )
         mode = "process" if "process" in name else "thread"
         pipeline = Pipeline(settings, mode=mode, backend=PYTHON if python_path else ACTIVE).start()
-        agent = getattr(pipeline, "_agent", None)
         variant = Variant(
-            name,
-            middleware(app),
-            pipeline.sink,
-            pipeline.force_flush,
-            pipeline.shutdown,
-            agent_pid=agent.process.pid if agent else None,
+            name, middleware(app), pipeline.sink, pipeline.force_flush, pipeline.shutdown, pipeline=pipeline
         )
-        if pinned and variant.agent_pid:
-            pin(variant.agent_pid, EXPORT_CORE)  # it inherited the app's core
     else:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
@@ -305,10 +302,14 @@ class Measured:
     agent_us: float
 
 
-async def interleave(variants: list[Variant], path: str, rounds: int, batch: int) -> dict[str, list[float]]:
+async def interleave(
+    variants: list[Variant], path: str, rounds: int, batch: int, warmed: Callable[[], None] = lambda: None
+) -> dict[str, list[float]]:
     """Main-thread CPU µs per request of each variant, one value per round."""
     main: dict[str, list[float]] = {v.name: [] for v in variants}
     for number in range(rounds + 2):  # two rounds of warm-up
+        if number == 2:
+            warmed()
         for variant in variants[number % len(variants) :] + variants[: number % len(variants)]:
             variant.use()
             started = time.thread_time_ns()
@@ -324,8 +325,17 @@ def measure_time(
     variants = [open_variant(name, endpoint, pinned) for name in names]
     try:
         threads_before = {v.name: sum(thread_cpu_ns(t) for t in v.threads) for v in variants}
-        agents_before = {v.name: cpu_seconds(v.agent_pid) for v in variants if v.agent_pid}
-        main = asyncio.run(interleave(variants, path, rounds, batch))
+        agents_before: dict[str, float] = {}
+
+        def warmed() -> None:
+            for v in variants:
+                v.flush()  # the warm-up's export, which starts the agent
+                if v.agent_pid:
+                    if pinned:
+                        pin(v.agent_pid, EXPORT_CORE)  # it inherited the app's core
+                    agents_before[v.name] = cpu_seconds(v.agent_pid)
+
+        main = asyncio.run(interleave(variants, path, rounds, batch, warmed))
         requests = (rounds + 2) * batch
         results = {}
         for v in variants:
@@ -336,7 +346,8 @@ def measure_time(
             flushed_ns = time.thread_time_ns() - flush_started
             threads_ns = sum(thread_cpu_ns(t) for t in v.threads) - threads_before[v.name]
             export = (threads_ns + flushed_ns) / requests / 1000
-            agent = (cpu_seconds(v.agent_pid) - agents_before[v.name]) / requests * 1e6 if v.agent_pid else 0.0
+            agent_pid = v.agent_pid if v.name in agents_before else None  # up since the warm-up: its start-up left out
+            agent = (cpu_seconds(agent_pid) - agents_before[v.name]) / (rounds * batch) * 1e6 if agent_pid else 0.0
             results[v.name] = Measured(main[v.name], export, agent)
         return results
     finally:
@@ -514,7 +525,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar=f"2..{2 + len(MORE_HEADERS)}",
         help="headers per request (default 2: host, user-agent; more are a LiteLLM client's)",
     )
-    parser.add_argument("--child", nargs=4, metavar=("VARIANT", "PATH", "N", "ENDPOINT"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--child",
+        nargs=4,
+        metavar=("VARIANT", "PATH", "N", "ENDPOINT"),
+        help="run one variant's N requests to PATH (/json or /stream) in this process, as --measure instructions "
+        "does under valgrind (for a profiler of your own, e.g. callgrind); ENDPOINT: the OTLP endpoint",
+    )
     return parser
 
 

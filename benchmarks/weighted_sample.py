@@ -27,7 +27,7 @@ import statistics
 import sys
 from collections.abc import Callable
 
-from litellm_perfkit._core._sampling import RecordChoice
+from litellm_perfkit._core._sampling import RecordChoice, weighted_quantile
 
 Arrivals = list[tuple[float, float]]  # (seconds, latency ms)
 
@@ -59,17 +59,6 @@ def ramp(rng: random.Random) -> Arrivals:
 
 
 SCENARIOS: dict[str, Callable[[random.Random], Arrivals]] = {"steady": steady, "bursty": bursty, "ramp": ramp}
-
-
-def weighted_quantile(sample: list[tuple[float, int]], q: float) -> float:
-    ordered = sorted(sample)
-    total = sum(w for _, w in ordered)
-    running = 0
-    for value, weight in ordered:
-        running += weight
-        if running >= q * total:
-            return value
-    return ordered[-1][0]
 
 
 def recorded(arrivals: Arrivals) -> list[tuple[float, int]]:

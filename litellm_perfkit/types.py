@@ -15,10 +15,12 @@ __all__ = [
     "Arrival",
     "AttributeValue",
     "BenchDeployment",
+    "BenchHeadline",
     "BenchScenario",
     "BenchFlamegraph",
     "BenchResult",
     "BenchRun",
+    "BenchSweepPairs",
     "Distribution",
     "Driver",
     "FlamegraphFormat",
@@ -78,8 +80,13 @@ trace, ``sampled`` (flag 01: perfkit records the request whatever its record
 rate, as OpenTelemetry's parent-based samplers do), ``unsampled`` (flag 00:
 the proxy's own record rate decides), or ``off`` (no header)."""
 
-StepMode = Literal["on", "off"]
-"""Step accounting per request (CPU, event-loop queueing, I/O wait): on by default."""
+StepMode = Literal["on", "cpu", "off"]
+"""Step accounting per request (CPU, event-loop queueing, I/O wait): ``on``
+(default) times each step by the wall clock, so a step the OS preempts, or
+one waiting for the GIL, counts that wait as CPU; ``cpu`` also reads the
+thread's CPU clock around each step (two system calls a step) and counts
+only that as CPU, the rest of the step as waiting to run (queueing);
+``off`` does no step accounting."""
 
 RecordRate = float | Literal["all"]
 """Recorded requests per second per process (``PERFKIT_RECORD_RATE``,
@@ -120,6 +127,11 @@ BenchScenario = Literal["fake-endpoint", "rate-limited-deployments"]
 """The proxy's config in ``perfkit bench``: the benchmark page's one model at
 the mock, or the 1K-RPS guide's two deployments of one model, each with an
 rpm limit the router enforces (shared through Redis across instances)."""
+
+BenchHeadline = Literal["plain", "recorded"]
+"""Where ``perfkit bench``'s RPS, latency and proxy CPU come from: a proxy perfkit
+does not touch, taking turns with the recorded one that gives the stages, or the
+recorded proxy itself (under ``perfkit run``, every request recorded)."""
 
 BenchDeployment = Literal["plain", "postgres", "postgres+redis"]
 """What ``perfkit bench`` runs beside the proxy: nothing (a master key), or a
@@ -583,6 +595,40 @@ class BenchRateLimits(TypedDict):
     ]
 
 
+class BenchCostSide(TypedDict):
+    rps: Annotated[float, "requests answered over the side's bursts' wall time"]
+    cpu_ms_per_request: Annotated[
+        float | None,
+        "the proxy's process tree, perfkit's export agents included, from each of its bursts' start to its next "
+        "(the last: until its spans were in), per request (null without /proc)",
+    ]
+    agent_cpu_ms_per_request: Annotated[float | None, "perfkit's export agents alone (0 for the plain proxy)"]
+
+
+class BenchCostPhase(TypedDict):
+    burst_requests: Annotated[int, "requests in each burst, the same on both proxies"]
+    rounds: Annotated[int, "pairs: one burst on each proxy, back to back (order ABBA), over every repeat"]
+    plain: BenchCostSide
+    recorded: BenchCostSide
+    cpu_ratio: Annotated[Ratio | None, "CPU per request, recorded / plain, over the rounds (null without /proc)"]
+    rps_ratio: Annotated[Ratio, "RPS, recorded / plain, over the rounds"]
+
+
+class BenchCost(TypedDict):
+    """What perfkit cost the proxy in this run: the recorded proxy against the plain one, measured in the same bursts."""
+
+    record_rate: Annotated[str, "what the recorded proxy records: all (every request; the attribution joins each)"]
+    nonstream: BenchCostPhase | None
+    stream: BenchCostPhase | None
+
+
+_HEADLINE = (
+    "which proxy gave RPS, latency and the proxy's CPU: plain (one perfkit does not touch, beside the recorded one that "
+    "gave the stages) or recorded (under perfkit run, every request recorded); absent: recorded"
+)
+_PERFKIT_COST = "with headline plain: perfkit's own cost in this run"
+
+
 class _BenchRunFields(TypedDict):
     target: str
     litellm_version: str | None
@@ -607,14 +653,32 @@ class _BenchRunFields(TypedDict):
     flamegraph: str | None
 
 
-class BenchRun(_BenchRunFields, total=False):
-    """One target (a LiteLLM version, a worker count) measured."""
-
+class _BenchRunOptionalFields(TypedDict, total=False):
     locust: Annotated[dict[str, list[LocustEntry]], "with the Locust driver: its entries per phase"]
     deployment: Annotated[BenchDeploymentInfo, "with --deployment postgres or postgres+redis"]
     keys: Annotated[BenchKeys, "with a database: the master key against a virtual key, stage by stage"]
     instances: Annotated[list[BenchInstance], "with --instances: every instance and what it answered"]
     rate_limits: Annotated[BenchRateLimits, "with --scenario rate-limited-deployments"]
+    headline: Annotated[BenchHeadline, _HEADLINE]
+    perfkit_cost: Annotated[BenchCost, _PERFKIT_COST]
+
+
+class BenchRun(_BenchRunFields, _BenchRunOptionalFields):
+    """One target (a LiteLLM version, a worker count) measured."""
+
+
+class BenchSweepPairs(TypedDict):
+    """One version of a sweep against its first, the proxy's CPU per non-streaming request
+    compared in pairs (both proxies up together, bursts sent to both at once; docs/bench.md)."""
+
+    baseline: str
+    version: str
+    ratio: Annotated[float, "version / baseline: the geometric mean of the pairs' ratios"]
+    interval: Annotated[list[float], "its 95% interval, [low, high], from the pair noise pooled over the store"]
+    difference_ms: Annotated[float, "version - baseline, CPU ms per request: the ratio applied to the baseline's mean"]
+    difference_interval_ms: list[float]
+    resolution: Annotated[float, "the interval's relative half-width: the smallest step this comparison resolves"]
+    cpu_ms: Annotated[list[list[float]], "each pair's CPU per request, [baseline, version], ms (pairs reused included)"]
 
 
 class _BenchResultFields(_BenchRunFields):
@@ -627,16 +691,14 @@ class _BenchResultFields(_BenchRunFields):
     config: dict[str, Any]
 
 
-class BenchResult(_BenchResultFields, total=False):
+class BenchResult(_BenchResultFields, _BenchRunOptionalFields, total=False):
     """``perfkit bench --out`` (schema ``perfkit.bench/1``): the first run's
     fields at the top, and every run in ``runs`` when there are several; docs/bench.md."""
 
-    locust: Annotated[dict[str, list[LocustEntry]], "with the Locust driver: its entries per phase"]
-    deployment: Annotated[BenchDeploymentInfo, "with --deployment postgres or postgres+redis"]
-    keys: Annotated[BenchKeys, "with a database: the master key against a virtual key, stage by stage"]
-    instances: Annotated[list[BenchInstance], "with --instances: every instance and what it answered"]
-    rate_limits: Annotated[BenchRateLimits, "with --scenario rate-limited-deployments"]
     runs: list[BenchRun]
+    sweep_pairs: Annotated[
+        list[BenchSweepPairs], "with several --litellm-version: each version against the first, in pairs"
+    ]
     stopped_by: Annotated[str, "the signal that stopped an incomplete bench"]
 
 

@@ -1,7 +1,7 @@
 """``perfkit bisect``: the releases where CPU per request moved, found by paired measurement.
 
 The search is pure: it asks ``measure(lower, upper, first)`` for one pair
-(both releases' proxies up together, taking turns in bursts) and keeps every
+(both releases' proxies up together, sent bursts at once) and keeps every
 pair in a journal, so it runs the same against the real proxies and a fake,
 and a rerun resumes where the journal ends.
 
@@ -23,148 +23,20 @@ import heapq
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal, TypedDict
+from typing import Literal
 
-import orjson
-
-from ..types import AttributeValue
-from ._pair_stats import Noise, Ratio, log_ratios, pairs_for, pooled_noise, ratio, resolution, stage_moves
+from ._analysis import OUTSIDE_STAGES
+from ._bisect_journal import BisectResult, Change, FunctionMove, Journal, Step, pair_key
+from ._pair_stats import Noise, log_ratios, pairs_for, pooled_noise, ratio, resolution, stage_moves
 from ._pairs import PairMetric, PairReading, Sides, Unavailable
 
-__all__ = [
-    "BISECT_SCHEMA",
-    "MAX_PAIRS",
-    "MIN_CHANGE",
-    "MIN_PAIRS",
-    "RESOLUTION",
-    "BisectResult",
-    "Change",
-    "FunctionMove",
-    "Journal",
-    "Step",
-    "Unavailable",
-    "bisect",
-    "pair_key",
-    "releases_between",
-]
+__all__ = ["MAX_PAIRS", "MIN_CHANGE", "MIN_PAIRS", "RESOLUTION", "bisect", "releases_between"]
 
-BISECT_SCHEMA = "perfkit.bisect/2"
 # The search's defaults, here once for bisect() and perfkit bisect's flags.
 MIN_PAIRS = 2  # pairs of a comparison at least: one pair has no spread of its own
 MAX_PAIRS = 8  # at most, while its interval holds 1 and is wider than the resolution asked
 RESOLUTION = 0.03  # the relative step a comparison should resolve at 95%
 MIN_CHANGE = 0.0  # the smallest change worth naming, relative, beyond its interval excluding zero
-
-
-class Step(Ratio):
-    """One comparison: ``upper`` against ``lower`` (``between`` releases between them)."""
-
-    lower: str
-    upper: str
-    between: int
-
-
-class FunctionMove(TypedDict):
-    """A function whose CPU per request grew (or shrank) inside a stage, from per-stage profiles."""
-
-    stage: str
-    function: str
-    before_ms: float  # its self CPU per request in the stage, the release before
-    after_ms: float
-    change_ms: float
-    interval: tuple[float, float] | None  # 95%, from the profiled pairs' spread
-
-
-class Change(Step):
-    """A release where the metric moved: from the release before it (``lower``) to it (``upper``)."""
-
-    stages: list[tuple[str, float, tuple[float, float]]]  # own CPU per request, upper - lower, 95% interval
-    fast_paths: dict[str, tuple[AttributeValue | None, AttributeValue | None]]
-    functions: list[FunctionMove]  # empty: not profiled (no profiler, or the budget ran out)
-
-
-class Resolution(TypedDict):
-    """The smallest relative step a comparison resolves at 95%, from the pair noise."""
-
-    before: float  # with the noise known when the run began (PRIOR_NOISE when none was measured)
-    before_measured: bool
-    after: float  # with the noise pooled over every pair of these settings at the end
-    pairs: int  # per comparison, for ``--resolution``, with the noise at the end
-    noise: float  # one pair's log-ratio standard deviation, at the end
-    freedom: int
-
-
-class BisectResult(TypedDict):
-    metric: PairMetric
-    changes: list[Change]
-    whole: Step | None  # the two ends compared (None: the budget ran out first)
-    curve: list[Step]  # the finest comparisons measured, in release order: they tile the range
-    unresolved: list[tuple[str, str, int]]  # (lower, upper, releases between): not compared when the budget ran out
-    resolution: Resolution
-    complete: bool
-    unavailable: dict[str, str]  # releases that could not be measured, and why
-
-
-def pair_key(lower: str, upper: str) -> str:
-    return f"{lower}..{upper}"
-
-
-@dataclass
-class Journal:
-    """Every pair measured, kept on disk after each: a rerun resumes from it."""
-
-    path: Path | None
-    settings: dict[str, Any]
-    pairs: dict[str, list[PairReading]] = field(default_factory=dict)  # pair_key -> its pairs
-    unavailable: dict[str, str] = field(default_factory=dict)  # version -> why it cannot be measured
-    functions: dict[str, list[FunctionMove]] = field(default_factory=dict)  # pair_key of a change -> profiled moves
-    result: BisectResult | None = None
-    _stored_result: BisectResult | None = field(default=None, repr=False)
-
-    @classmethod
-    def open(cls, path: Path | None, settings: dict[str, Any]) -> Journal:
-        """The journal at ``path``, if it was made with the same settings; a new one otherwise."""
-        if path is not None and path.exists():
-            try:
-                data = orjson.loads(path.read_bytes())
-            except orjson.JSONDecodeError:
-                raise ValueError(
-                    f"{path} is not a perfkit bisect journal (not JSON); remove it or choose another --out"
-                ) from None
-            if not isinstance(data, dict) or data.get("schema") != BISECT_SCHEMA:
-                raise ValueError(
-                    f"{path} is not a perfkit bisect journal ({BISECT_SCHEMA}); remove it or choose another --out"
-                )
-            if data.get("settings") != settings:
-                changed = sorted(k for k in settings if data.get("settings", {}).get(k) != settings[k])
-                raise ValueError(
-                    f"{path} was made with other settings ({', '.join(changed)}); use them, or another --out"
-                )
-            journal = cls(path, settings, data.get("pairs", {}), data.get("unavailable", {}), data.get("functions", {}))
-            journal._stored_result = data.get("result")
-            return journal
-        return cls(path, settings)
-
-    def load_result(self) -> BisectResult | None:
-        """The answer an earlier run wrote, if it got that far."""
-        return self._stored_result
-
-    def add(self, key: str, reading: PairReading) -> None:
-        self.pairs.setdefault(key, []).append(reading)
-        self.save()
-
-    def save(self) -> None:
-        if self.path is not None:
-            document = {
-                "schema": BISECT_SCHEMA,
-                "settings": self.settings,
-                "pairs": self.pairs,
-                "unavailable": self.unavailable,
-                "functions": self.functions,
-                "result": self.result,
-            }
-            self.path.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
 
 
 def releases_between(available: Iterable[str], good: str, bad: str, pre: bool = False) -> list[str]:
@@ -440,6 +312,13 @@ class _Search:
             "unavailable": dict(self.journal.unavailable),
         }
 
+    def stages_seen(self, change: Change) -> list[str]:
+        """Every stage of a change's pairs: a step below the spread of the spans' stage costs
+        (the steps' wall time, which holds the partner's turns on the shared CPU) moves none
+        beyond its interval, and the profiles then look in all of them."""
+        readings = self.journal.pairs.get(pair_key(change["lower"], change["upper"]), [])
+        return sorted({name for r in readings for name in r["upper"]["stages"]} - {OUTSIDE_STAGES})
+
     def profile_changes(self, result: BisectResult, profile: Profile) -> None:
         """Each change's functions, profiled once (kept in the journal), while the budget lasts."""
         for change in result["changes"]:
@@ -448,7 +327,7 @@ class _Search:
                 if self.deadline is not None and self.deadline.left_s() <= 0:
                     self.say(f"not profiling {change['upper']}: the budget is spent; rerun to profile it")
                     continue
-                stages = [name for name, _, _ in change["stages"]]
+                stages = [name for name, _, _ in change["stages"]] or self.stages_seen(change)
                 self.say(f"profiling {change['lower']} against {change['upper']}, stages {', '.join(stages) or '-'}")
                 try:
                     self.journal.functions[key] = profile(change["lower"], change["upper"], stages)

@@ -12,7 +12,8 @@ from typing import Any
 import orjson
 
 from .._profile._diff import Recording, diff
-from ._bisect import BisectResult, FunctionMove
+from .._profile._stages import StageProfiler
+from ._bisect_journal import BisectResult, FunctionMove
 from ._options import BenchOptions
 from ._pairs import PairMetric, PairReading, Sides, measure_pair
 from ._releases import release
@@ -72,15 +73,27 @@ def measure_with_pairs(
     return measure
 
 
+def _profiler_frame(frame: dict[str, Any]) -> bool:
+    """The per-stage profiler's own signal handler: on a stack, the sample is of the profiler's
+    CPU (a SIGPROF met the handler still running), which grows with the stacks it walks."""
+    handler = StageProfiler._sample.__code__
+    return frame["name"] == handler.co_name and Path(frame["file"]).parts[-2:] == Path(handler.co_filename).parts[-2:]
+
+
 def _stage_recordings(directory: Path, served: int) -> dict[str, Recording]:
-    """Per stage, the side's per-stage profiles (every worker's file), in CPU ms per request served."""
+    """Per stage, the side's per-stage profiles (every worker's file), in CPU ms per request served;
+    the profiler's own samples left out."""
     stacks: dict[str, dict[tuple[str, ...], float]] = {}
     for path in sorted(directory.glob("*.speedscope.json")):
         document: dict[str, Any] = orjson.loads(path.read_bytes())
-        frames = [f"{f['name']} ({Path(f['file']).name})" for f in document["shared"]["frames"]]
+        shared = document["shared"]["frames"]
+        frames = [f"{f['name']} ({Path(f['file']).name})" for f in shared]
+        profiler = {i for i, f in enumerate(shared) if _profiler_frame(f)}
         for profile in document["profiles"]:
             into = stacks.setdefault(profile["name"], {})
             for sample, weight in zip(profile["samples"], profile["weights"]):
+                if profiler.intersection(sample):
+                    continue
                 stack = tuple(frames[i] for i in sample)
                 into[stack] = into.get(stack, 0.0) + weight * 1000 / served
     return {stage: Recording(found) for stage, found in stacks.items()}
@@ -160,11 +173,18 @@ def render_bisect(result: BisectResult, versions: list[str], package: str) -> st
             f"[{whole['interval'][0]:.3f}, {whole['interval'][1]:.3f}], {whole['difference']:+.3f} {unit}, {whole['pairs']} pairs"
         )
     if result["curve"]:
+        # The curve tiles the range only when the search ended: a range the budget left is a gap in it.
+        gaps = [f"{low} to {high}" for low, high, _ in result["unresolved"]]
         lines.append(
             f"  the steps multiply to {cumulative:.3f} from {result['curve'][0]['lower']} to {result['curve'][-1]['upper']}"
+            + (f", without {', '.join(gaps)} (not compared, below)" if gaps else "")
         )
     lines.append("")
-    if not result["changes"]:
+    if not result["changes"] and not result["complete"]:
+        lines.append(
+            f"no release named between {versions[0]} and {versions[-1]} yet: the budget ran out before the search ended"
+        )
+    elif not result["changes"]:
         lines.append(
             f"no single release moved the metric beyond its interval between {versions[0]} and {versions[-1]}"
             + ("; the curve above shows where it moved" if any(s["ratio"] != 1 for s in result["curve"]) else "")

@@ -20,16 +20,16 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from .._load import LoadPlan, Workload, run_load
 from .._stop import Stopped
 from ..types import LoadSummary
-from ._launch import tree_usage
+from ._launch import TreeCpu, tree_cpu
 from ._options import MODEL
 
-__all__ = ["BURST_S", "Burst", "Served", "Target", "Turns", "burst", "burst_size", "interleave", "load", "take_turns"]
+__all__ = ["BURST_S", "Burst", "Served", "Target", "Turns", "burst", "burst_size", "load", "take_turns"]
 
 BURST_S = 2.0
 """About how long a burst lasts when its size comes from a measured rate (``burst_size``)."""
@@ -102,8 +102,8 @@ def burst_size(rps: float, concurrency: int) -> int:
     return max(1, round(rps * BURST_S / concurrency)) * concurrency
 
 
-def _cpu(pid: int | None) -> tuple[float, float] | None:
-    return None if pid is None else (tree_usage(pid)[0], tree_usage(pid, "only")[0])
+def _cpu(pid: int | None) -> TreeCpu | None:
+    return None if pid is None else tree_cpu(pid)
 
 
 class Turns:
@@ -115,7 +115,7 @@ class Turns:
 
 def _own_cpu(pid: int | None) -> float | None:
     read = _cpu(pid)
-    return None if read is None else read[0] - read[1]
+    return None if read is None else read.own_s
 
 
 def take_turns(
@@ -127,9 +127,11 @@ def take_turns(
     prompt_repeats: int = 150,
     processes: int = 1,
     stream: bool = False,
+    send: Callable[[Target], Burst] | None = None,
 ) -> Turns:
     """``rounds`` bursts of ``requests`` requests per target, taking turns; the order rotates
-    (ABBA... for two), so a steady drift falls on all alike.
+    (ABBA... for two), so a steady drift falls on all alike. ``send`` sends a target's burst
+    when the caller keeps what each burst answered (default: ``burst``, which keeps its count).
 
     Besides the totals, the CPU is read around every burst: on a shared machine the
     CPU a request costs moves within a second with what else runs, and a spike that
@@ -141,7 +143,10 @@ def take_turns(
     for round_ in range(rounds):
         for target in list(targets[round_ % len(targets) :]) + list(targets[: round_ % len(targets)]):
             start = _own_cpu(target.pid)
-            done = burst(target.url, stream, requests, concurrency, prompt_repeats, processes)
+            if send is None:
+                done = burst(target.url, stream, requests, concurrency, prompt_repeats, processes)
+            else:
+                done = send(target)
             end = _own_cpu(target.pid)
             served[target.name][0] += done.requests
             served[target.name][1] += done.seconds
@@ -155,19 +160,7 @@ def take_turns(
         if first is None or last is None:
             totals[target.name] = Served(int(count), seconds, None, None)
         else:
-            totals[target.name] = Served(int(count), seconds, last[0] - first[0], last[1] - first[1])
+            totals[target.name] = Served(
+                int(count), seconds, last.total_s - first.total_s, last.agents_s - first.agents_s
+            )
     return Turns(totals, per_round)
-
-
-def interleave(
-    targets: Sequence[Target],
-    stream: bool,
-    requests: int,
-    concurrency: int,
-    rounds: int,
-    settle_s: float,
-    prompt_repeats: int = 150,
-    processes: int = 1,
-) -> dict[str, Served]:
-    """``rounds`` bursts per target, interleaved; each target's totals."""
-    return take_turns(targets, requests, concurrency, rounds, settle_s, prompt_repeats, processes, stream).totals

@@ -11,25 +11,22 @@
 
 from __future__ import annotations
 
-import signal
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, cast
 
-import orjson
-
 from .._executables import find_executable
-from .._load import LoadPlan, LocustError, Workload, WorkloadError, run_load
 from .._profile import FlamegraphOptions, ProfileError, start_recording, stop_recording
-from .._stop import Stopped, signal_name
+from .._stop import signal_name
 from .._version import __version__
 from ..types import BenchResult, BenchRun, LoadResult, LoadSummary
-from ._analysis import requests_cpu_per_request, sampled_warning, stage_breakdown
+from ._analysis import requests_cpu_per_request, stage_breakdown
 from ._by_key import by_key, compare_keys
 from ._deploy import DeployError
 from ._deploy import preflight as deployment_preflight
 from ._deployed import deployment_info, target_deployment, with_virtual_key
+from ._headline import perfkit_cost, plain_headline_refused
+from ._headline import repeat as interleaved_repeat
 from ._instances import (
     EXPORT_DELAY_MS,
     Instance,
@@ -40,17 +37,15 @@ from ._instances import (
     start_instances,
     start_proxy,
 )
-from ._launch import Child, Children, start_mock
+from ._launch import Child, Children, ProxyMode
 from ._options import CANNOT_STREAM, PROVIDERS, RATE_LIMITED_DEPLOYMENTS, BenchError, BenchOptions
+from ._phases import PHASES, SPANS_WAIT_S, add_samples, phase, received, records, set_up
 from ._rate_limits import Send, rate_limits
 from ._receiver import SpanReceiver
 from ._summary import Idle, Repeat, Samples, summarize
 
 __all__ = ["run_bench"]
 
-PHASES = (("nonstream", False), ("stream", True))
-# The bench waits this long for the last of a phase's spans.
-SPANS_WAIT_S = EXPORT_DELAY_MS / 1000 + 0.8
 # Each worker ships its tally every export delay; perfkit's Prometheus page reads the snapshots within a second.
 TALLY_WAIT_S = EXPORT_DELAY_MS / 1000 + 1.5
 
@@ -108,14 +103,7 @@ def run_bench(options: BenchOptions) -> BenchResult:
     started = time.time()
     runs: list[BenchRun] = []
     stop: KeyboardInterrupt | None = None
-    # The receiver outlives the children: a proxy stopped early still hands its last spans to it.
-    with (
-        tempfile.TemporaryDirectory(prefix="perfkit-bench-") as tmp,
-        SpanReceiver() as receiver,
-        Children() as children,
-    ):
-        workdir = Path(tmp)
-        upstream = start_mock(children, *options.mock_flags())
+    with set_up(options, "perfkit-bench-") as (workdir, receiver, children, upstream):
         direct = _direct(upstream, options)
         for target, version in _targets(options):
             for workers in options.workers:
@@ -156,46 +144,6 @@ def run_bench(options: BenchOptions) -> BenchResult:
     return document
 
 
-def phase(
-    url: str,
-    stream: bool,
-    duration: float,
-    warmup: tuple[float, int],
-    options: BenchOptions,
-    jsonl: str | None = None,
-    concurrency: int | None = None,
-    instance_ports: tuple[int, ...] = (),
-) -> LoadResult:
-    workload = Workload(
-        url=url,
-        models=((options.model, 1.0),),
-        stream=stream,
-        prompt_repeats=options.prompt_repeats,
-        api_key=options.api_key,
-        api_keys=options.api_keys,
-        instance_ports=instance_ports,
-    )
-    if concurrency is None:
-        concurrency = options.stream_concurrency if stream else options.concurrency
-    plan = LoadPlan(
-        concurrency=concurrency, duration_s=duration, warmup_s=warmup[0], warmup_requests=warmup[1], timeout_s=60
-    )
-    try:
-        result = run_load(
-            workload,
-            plan,
-            processes=options.processes,
-            progress=options.progress,
-            jsonl_path=jsonl,
-            driver=options.driver,
-        )
-    except (LocustError, WorkloadError) as exc:
-        raise BenchError(str(exc)) from None
-    if not result["complete"]:  # a stop signal: this phase's repeat is not kept
-        raise Stopped(int(signal.Signals[result.get("stopped_by", "SIGINT")]))
-    return result
-
-
 def _direct(upstream: str, options: BenchOptions) -> dict[str, LoadSummary]:
     """The baseline: the mock measured without the proxy."""
     direct = {}
@@ -233,21 +181,30 @@ def _target(
     the summary's: the deployment's record, the keys compared, the instances
     and the rate limits, each when it applies."""
     instances: list[Instance] = []
+    plain: Instance | None = None
     proxy_start_s = None
-    extras: BenchRun = {}  # type: ignore[typeddict-item]
+    refused = plain_headline_refused(options)
+    if refused:
+        options.say(f"note: the headline comes from the recorded proxy: {refused} (--headline recorded)")
+    extras: BenchRun = {"headline": "recorded" if refused or options.headline == "recorded" else "plain"}  # type: ignore[typeddict-item]
     with target_deployment(options, version) as deployment:
         if options.proxy_url:
             url = options.proxy_url.rstrip("/")
         else:
             count = f"{options.instances} instances" if options.instances > 1 else "1 instance"
-            options.say(f"starting {target}, {count} with {workers} worker(s) each")
+            twin = ", and its plain twin" if extras["headline"] == "plain" else ""
+            options.say(f"starting {target}, {count} with {workers} worker(s) each{twin}")
             started = time.monotonic()
-            instances = start_instances(
-                options.instances,
-                lambda _: start_proxy(
-                    children, options, version, workers, upstream, receiver.endpoint, workdir, deployment
-                ),
-            )
+
+            def start(index: int) -> Instance:
+                mode: ProxyMode = "perfkit" if index < options.instances else "plain"
+                return start_proxy(
+                    children, options, version, workers, upstream, receiver.endpoint, workdir, deployment, mode
+                )
+
+            instances = start_instances(options.instances + (extras["headline"] == "plain"), start)
+            if extras["headline"] == "plain":
+                plain = instances.pop()
             proxy_start_s = time.monotonic() - started
             url = instances[0].url
             options = with_virtual_key(options, url, deployment)
@@ -260,7 +217,10 @@ def _target(
                 _start_flamegraph(options, proxies[0] if proxies else None, target, workers) if repeat == 0 else None
             )
             try:
-                run = _repeat(url, options, receiver, workdir, proxies, ports)
+                if plain is None:
+                    run = _repeat(url, options, receiver, workdir, proxies, ports)
+                else:
+                    run = interleaved_repeat(instances[0], plain, options, receiver, workdir)
             except BaseException:  # Ctrl-C or a failed phase: py-spy runs in its own session
                 if recording is not None:
                     recording[0].kill()
@@ -281,28 +241,12 @@ def _target(
             sends = [send for r in repeats for send in r.get("sends", [])]
             users = max(options.concurrency, options.stream_concurrency)
             extras["rate_limits"] = rate_limits(sends, RATE_LIMITED_DEPLOYMENTS, options.rpm, users)
+        if plain is not None:
+            extras["perfkit_cost"] = perfkit_cost(repeats)
+            children.stop(plain.child)
         for proxy in proxies:
             children.stop(proxy)
     return flamegraph, idle, extras
-
-
-def _records(jsonl: Path) -> list[dict[str, Any]]:
-    """The driver's per-request records of a phase (none when it wrote none)."""
-    return [orjson.loads(line) for line in jsonl.read_bytes().splitlines() if line] if jsonl.exists() else []
-
-
-def _received(receiver: SpanReceiver, options: BenchOptions, trace_ids: set[str]) -> list[dict[str, Any]]:
-    """The spans received since the phase began; a warning for bodies that did
-    not decode, and for requests sent (``trace_ids``) that came back without spans."""
-    spans = receiver.take()
-    if receiver.rejected:
-        options.say(
-            f"warning: {receiver.rejected} OTLP request(s) from the proxy did not decode; their spans are missing from the breakdown"
-        )
-    sampled = sampled_warning(spans, trace_ids)
-    if sampled:
-        options.say(sampled)
-    return spans
 
 
 def _idle(url: str, options: BenchOptions, receiver: SpanReceiver, workdir: Path) -> Idle:
@@ -311,10 +255,10 @@ def _idle(url: str, options: BenchOptions, receiver: SpanReceiver, workdir: Path
     receiver.clear()
     jsonl = workdir / f"idle-{time.monotonic_ns()}.jsonl"
     result = phase(url, False, options.idle_s, (min(1.0, options.idle_s), 0), options, str(jsonl), concurrency=1)
-    records = _records(jsonl)
+    sent = records(jsonl)
     time.sleep(SPANS_WAIT_S)
-    trace_ids = {r["trace_id"] for r in records}
-    breakdown = stage_breakdown(_received(receiver, options, trace_ids), trace_ids)
+    trace_ids = {r["trace_id"] for r in sent}
+    breakdown = stage_breakdown(received(receiver, options, trace_ids), trace_ids)
     return {"summary": result["summary"], "breakdown": breakdown}
 
 
@@ -345,20 +289,15 @@ def _repeat(
             per_request[name] = cpu_ms
         if agent_ms is not None:
             agent_per_request[name] = agent_ms
-        records = _records(jsonl)
-        phase_ids[name] = {r["trace_id"] for r in records}
-        sends += [(measured_from + r["intended_ms"] / 1000, r["status"]) for r in records]
-        ok = [r for r in records if r["error"] is None and r["end_ms"] is not None]
-        if stream:
-            samples["stream_ttft_ms"] += [r["first_token_ms"] for r in ok if r["first_token_ms"] is not None]
-            samples["stream_e2e_ms"] += [r["end_ms"] for r in ok]
-        else:
-            samples["nonstream_latency_ms"] += [r["end_ms"] for r in ok]
+        sent = records(jsonl)
+        phase_ids[name] = {r["trace_id"] for r in sent}
+        sends += [(measured_from + r["intended_ms"] / 1000, r["status"]) for r in sent]
+        add_samples(samples, sent, stream)
     wall = time.monotonic() - started
     cpu_after, rss = instances_usage(proxies)
     time.sleep(SPANS_WAIT_S)
     trace_ids = set().union(*phase_ids.values())
-    spans = _received(receiver, options, trace_ids)
+    spans = received(receiver, options, trace_ids)
     own_cpu, named_cpu = requests_cpu_per_request(spans, phase_ids)
     run: Repeat = {
         "nonstream": phases["nonstream"],

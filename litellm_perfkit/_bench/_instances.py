@@ -32,11 +32,12 @@ from .._wire._environment_variables import (
     OTEL_EXPORTER_OTLP_PROTOCOL,
     OTEL_SERVICE_NAME,
     PERFKIT_RECORD_RATE,
+    PERFKIT_STEPS,
 )
 from ..types import BenchInstance
 from ._deploy import Deployed
 from ._heartbeat import Say
-from ._launch import Agents, Child, Children, free_port, port_open, start_litellm, tree_usage
+from ._launch import Agents, Child, Children, ProxyMode, free_port, port_open, start_litellm, tree_usage
 from ._options import BenchError, BenchOptions, scenario_config
 from ._venvs import OFFLINE_ENV, VenvError, litellm_python
 
@@ -47,6 +48,7 @@ __all__ = [
     "answered",
     "instances_usage",
     "proxy_bin",
+    "proxy_config",
     "start_instances",
     "start_proxy",
 ]
@@ -145,6 +147,16 @@ def proxy_bin(version: str | None, say: Say | None = None) -> tuple[Path, Path]:
     return Path(litellm), Path(perfkit or "perfkit")
 
 
+def proxy_config(options: BenchOptions, upstream: str, deployment: Deployed) -> str:
+    """The LiteLLM config a target's proxies run: ``--config``'s or the scenario's, reaching the mock at ``upstream``."""
+    router: dict[str, str] = {}
+    if options.config:
+        template = Path(options.config).read_text()
+    else:
+        template, router = scenario_config(options.scenario, options.provider, options.rpm)
+    return deployment.config(template.replace("{upstream}", upstream), router)
+
+
 def start_proxy(
     children: Children,
     options: BenchOptions,
@@ -154,13 +166,18 @@ def start_proxy(
     receiver_endpoint: str,
     workdir: Path,
     deployment: Deployed,
+    mode: ProxyMode = "perfkit",
 ) -> Instance:
     """One proxy of a target: ``--proxy-command``'s gateway, or LiteLLM under
-    ``perfkit run`` with the scenario's config and the deployment's parts."""
+    ``perfkit run`` with the scenario's config and the deployment's parts (or
+    the same LiteLLM plain, ``mode``: the plain headline's twin)."""
     # Every request recorded and handed over soon: the bench joins each to its spans and attributes them.
+    # Each step's CPU from the thread's CPU clock: the driver and the mock share the cores, and a step's
+    # wall time would count their turns as the proxy's CPU.
     env = {
         OTEL_SERVICE_NAME: "perfkit-bench-proxy",
         PERFKIT_RECORD_RATE: "all",
+        PERFKIT_STEPS: "cpu",
         OTEL_BSP_SCHEDULE_DELAY: str(EXPORT_DELAY_MS),
     }
     if options.proxy_command:
@@ -173,11 +190,6 @@ def start_proxy(
         proxy.wait_ready(lambda: port_open(port), timeout_s=180)
         return Instance(f"http://127.0.0.1:{port}", proxy, None)
     litellm, perfkit = proxy_bin(version, options.say)
-    router: dict[str, str] = {}
-    if options.config:
-        template = Path(options.config).read_text()
-    else:
-        template, router = scenario_config(options.scenario, options.provider, options.rpm)
     env.update(deployment.env)
     # perfkit's Prometheus page counts what each instance answered (a database's spend logs are checked against it).
     metrics_port = free_port() if options.instances > 1 or options.deployment != "plain" else None
@@ -185,9 +197,10 @@ def start_proxy(
         children,
         litellm,
         perfkit,
-        deployment.config(template.replace("{upstream}", upstream), router),
+        proxy_config(options, upstream, deployment),
         workdir,
         workers=workers,
+        mode=mode,
         perfkit_args=(
             "--endpoint",
             receiver_endpoint,
@@ -198,7 +211,9 @@ def start_proxy(
             "--overhead-header",
             "on",
             *(("--prometheus-port", str(metrics_port)) if metrics_port is not None else ()),
-        ),
+        )
+        if mode == "perfkit"
+        else (),
         env=env,
         # With a database LiteLLM takes a minute or more to start, instances side by side longer.
         timeout_s=START_TIMEOUT_S if options.deployment == "plain" and options.instances == 1 else 2 * START_TIMEOUT_S,

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Literal
+from typing import IO, Literal, NamedTuple
 
 from .._stop import STOP_SIGNALS, Stopped, stop_signals
 from .._wire._names import AGENT_MODULE
@@ -38,11 +38,14 @@ __all__ = [
     "ProxyMode",
     "STOP_GRACE_S",
     "StartError",
+    "TreeCpu",
     "free_port",
     "http_status",
     "port_open",
+    "process_tree",
     "start_litellm",
     "start_mock",
+    "tree_cpu",
     "tree_usage",
 ]
 
@@ -225,7 +228,7 @@ def port_open(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
-def _tree(root: int) -> list[int]:
+def process_tree(root: int) -> list[int]:
     """``root`` and all its descendants, from /proc."""
     parents: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
@@ -244,24 +247,55 @@ def _tree(root: int) -> list[int]:
     return tree
 
 
-def tree_usage(root: int, agents: Agents = "include") -> tuple[float, float]:
-    """(CPU seconds, RSS MiB) of a process tree (Linux /proc; zeros elsewhere),
-    with or without perfkit's export agents, or theirs alone."""
+class _ProcessUsage(NamedTuple):
+    agent: bool  # one of perfkit's export agents
+    cpu_s: float
+    rss_mib: float
+
+
+def _tree_processes(root: int) -> Iterator[_ProcessUsage]:
+    """Each process of a tree as /proc shows it now (Linux; none elsewhere)."""
     ticks = os.sysconf("SC_CLK_TCK")
     page = os.sysconf("SC_PAGE_SIZE")
-    cpu = rss = 0.0
-    for pid in _tree(root):
+    for pid in process_tree(root):
         try:
-            if agents != "include" and (AGENT_MODULE.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()) != (
-                agents == "only"
-            ):
-                continue
+            agent = AGENT_MODULE.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        cpu += _cpu_clock_s(pid, (int(fields[11]) + int(fields[12])) / ticks)
-        rss += int(fields[21]) * page / 2**20
+        cpu_s = _cpu_clock_s(pid, (int(fields[11]) + int(fields[12])) / ticks)
+        yield _ProcessUsage(agent, cpu_s, int(fields[21]) * page / 2**20)
+
+
+def tree_usage(root: int, agents: Agents = "include") -> tuple[float, float]:
+    """(CPU seconds, RSS MiB) of a process tree (Linux /proc; zeros elsewhere),
+    with or without perfkit's export agents, or theirs alone."""
+    cpu = rss = 0.0
+    for process in _tree_processes(root):
+        if agents == "include" or process.agent == (agents == "only"):
+            cpu += process.cpu_s
+            rss += process.rss_mib
     return cpu, rss
+
+
+class TreeCpu(NamedTuple):
+    """A process tree's CPU seconds, read in one walk."""
+
+    total_s: float  # export agents included
+    agents_s: float  # perfkit's export agents alone
+
+    @property
+    def own_s(self) -> float:
+        """The tree's less its export agents'."""
+        return self.total_s - self.agents_s
+
+
+def tree_cpu(root: int) -> TreeCpu:
+    total = agents = 0.0
+    for process in _tree_processes(root):
+        total += process.cpu_s
+        agents += process.cpu_s if process.agent else 0.0
+    return TreeCpu(total, agents)
 
 
 def _cpu_clock_s(pid: int, ticks_s: float) -> float:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._wire._record_rate import DEFAULT_RECORD_RATE
-from ..types import BenchDeployment, BenchFlamegraph, BenchScenario, Driver, ProgressMode
+from ..types import BenchDeployment, BenchFlamegraph, BenchHeadline, BenchScenario, Driver, ProgressMode
 
 __all__ = [
     "BenchError",
@@ -125,6 +125,7 @@ class BenchOptions:
     flamegraph: BenchFlamegraph = "off"  # py-spy on the proxy during the first repeat
     flamegraph_prefix: str = "perfkit-bench"  # files: PREFIX.TARGET.wN.speedscope.json / .svg
     progress: ProgressMode = "auto"
+    headline: BenchHeadline = "plain"  # RPS, latency and proxy CPU from a proxy perfkit does not touch (_headline.py)
     # perfkit run's --record-rate for the instrumented proxy of --perturbation
     # (what users run); the bench itself records every request to attribute them.
     record_rate: str = f"{DEFAULT_RECORD_RATE:g}"

@@ -9,13 +9,15 @@ from typing import Any
 
 import orjson
 
-from ._bisect import pair_key
+from ._bisect_journal import pair_key
 from ._options import BenchOptions
 from ._pairs import PairReading, Sides
 
 __all__ = ["PairStore", "STORE_NAME", "pair_settings"]
 
 STORE_NAME = "pairs.jsonl"
+PAIR_BURSTS = "together"
+"""How a pair's bursts reach its proxies (``_together``): pairs measured otherwise (taking turns) are not reused."""
 
 
 def pair_settings(options: BenchOptions, package: str, pip_args: list[str]) -> dict[str, Any]:
@@ -33,6 +35,7 @@ def pair_settings(options: BenchOptions, package: str, pip_args: list[str]) -> d
         "ttft_ms": options.ttft_ms,
         "itl_ms": options.itl_ms,
         "chunks": options.chunks,
+        "bursts": PAIR_BURSTS,
     }
 
 

@@ -1,5 +1,6 @@
 """Two releases measured side by side: both proxies up together against one
-mock, taking turns in bursts of an exact request count (``_bursts``).
+mock, pinned to one CPU, sent bursts of an exact request count at once
+(``_together``).
 
 A pair is one fresh start of both proxies; the machine's drift falls on both
 alike, so their ratio is steady where samples taken minutes apart are not.
@@ -36,11 +37,12 @@ from .._wire._environment_variables import (
 )
 from ..types import AttributeValue
 from ._analysis import OUTSIDE_STAGES, Breakdown, stage_breakdown
-from ._bursts import Target, load, take_turns
-from ._launch import Child, Children, _tree, free_port, port_open, start_litellm, start_mock
+from ._bursts import Target, load
+from ._launch import Child, Children, free_port, port_open, process_tree, start_litellm, start_mock
 from ._options import BenchError, BenchOptions, config_template
 from ._receiver import SpanReceiver
 from ._releases import release
+from ._together import send_together
 from ._venvs import OFFLINE_ENV, VenvError
 
 __all__ = [
@@ -62,7 +64,7 @@ keeps on another core than its partner's meets other neighbours there for its li
 
 def _pin(pid: int) -> None:
     """Every thread of the process tree at ``pid`` onto ``PAIR_CPU`` (start-up ran on any)."""
-    for member in _tree(pid):
+    for member in process_tree(pid):
         for task in Path(f"/proc/{member}/task").glob("*"):
             with contextlib.suppress(OSError):
                 os.sched_setaffinity(int(task.name), {PAIR_CPU})
@@ -92,7 +94,7 @@ class PairReading(TypedDict):
     upper: SideReading
     cpu_log_ratio: (
         float | None
-    )  # the median over rounds of log(upper / lower CPU per request), each round's bursts back to back
+    )  # the median over rounds of log(upper / lower CPU per request), each round's bursts sent at once
 
 
 class Unavailable(Exception):
@@ -104,12 +106,12 @@ class Unavailable(Exception):
 
 
 PAIR_BURST_S = 0.5
-"""About how long one burst of a pair lasts: short, so the sides take turns often and
-the machine's load, which moves within seconds on a shared machine, falls on both alike."""
+"""About how long one burst of a pair lasts: short, so a spike of the machine's load
+lands on few of a pair's rounds, which the median of rounds leaves out."""
 
 
 def pair_rounds(options: BenchOptions) -> int:
-    """Bursts per side in a pair: as many as fit in ``--duration`` at about ``PAIR_BURST_S`` each, at least 2 (ABBA)."""
+    """Bursts per side in a pair: as many as fit in ``--duration`` at about ``PAIR_BURST_S`` each, at least 2."""
     return max(2, round(options.duration_s / PAIR_BURST_S))
 
 
@@ -244,16 +246,15 @@ def measure_pair(
         for receiver in receivers.values():
             receiver.clear()
         targets = [Target(side, proxies[side].url, proxies[side].child.process.pid) for side in order]
-        options.say(f"{rounds} bursts of {requests} requests on each side, taking turns")
+        options.say(f"{rounds} bursts of {requests} requests on each side, sent to both at once")
         try:
-            turns = take_turns(
+            turns = send_together(
                 targets,
                 requests,
                 options.concurrency,
                 rounds,
                 EXPORT_DELAY_MS / 1000 + SPANS_WAIT_S,
                 options.prompt_repeats,
-                options.processes,
             )
         except RuntimeError as exc:
             raise BenchError(f"a pair of {package} {versions[0]} and {versions[1]}: {exc}") from None

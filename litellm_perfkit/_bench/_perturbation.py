@@ -22,23 +22,22 @@ import math
 import os
 import random
 import statistics
-import tempfile
 import time
 from pathlib import Path
 from typing import Literal
 
 from .._export._settings import read_settings
-from .._load import LoadPlan
 from .._stop import signal_name
 from .._version import __version__
 from ..types import PerturbationPair, PerturbationPhase, PerturbationResult, Ratio
-from ._bursts import BURST_S, Target, burst_size, interleave, load
+from ._bursts import BURST_S, Target, burst_size, load, take_turns
 from ._instances import proxy_bin
-from ._launch import Children, start_litellm, start_mock
+from ._launch import Children, start_litellm
 from ._options import BenchError, BenchOptions, config_template
+from ._phases import set_up, warmup_plan
 from ._receiver import SpanReceiver
 
-__all__ = ["ratio", "render_perturbation", "run_perturbation"]
+__all__ = ["format_ratio", "ratio", "render_perturbation", "run_perturbation"]
 
 Side = Literal["plain", "perfkit"]
 PhaseName = Literal["nonstream", "stream"]
@@ -68,12 +67,7 @@ def _settle_s() -> float:
 
 def _warm(url: str, stream: bool, concurrency: int, options: BenchOptions) -> float:
     """The phase's warm-up on one side (``--warmup``); its requests per second."""
-    seconds, requests = options.warmup_s, options.warmup_requests
-    if not (seconds or requests):
-        requests = 4 * concurrency
-    plan = LoadPlan(
-        concurrency=concurrency, duration_s=None if requests else seconds, requests=requests or None, timeout_s=60
-    )
+    plan = warmup_plan(concurrency, options)
     return float(load(url, stream, plan, options.prompt_repeats, options.processes)["rps"])
 
 
@@ -121,9 +115,9 @@ def _pair(
         requests = burst_size(min(rates), concurrency)
         options.say(f"{name} phase: {rounds} bursts of {requests} requests on each side, taking turns")
         try:
-            served = interleave(
-                targets, stream, requests, concurrency, rounds, _settle_s(), options.prompt_repeats, options.processes
-            )
+            served = take_turns(
+                targets, requests, concurrency, rounds, _settle_s(), options.prompt_repeats, options.processes, stream
+            ).totals
         except RuntimeError as exc:
             raise BenchError(f"--perturbation, {name} phase: {exc}") from None
         for side in order:
@@ -167,17 +161,12 @@ def run_perturbation(options: BenchOptions) -> PerturbationResult:
     started = time.time()
     pairs: list[PerturbationPair] = []
     stop: KeyboardInterrupt | None = None
-    with (
-        tempfile.TemporaryDirectory(prefix="perfkit-perturbation-") as tmp,
-        Children() as children,
-        SpanReceiver() as receiver,
-    ):
-        upstream = start_mock(children, *options.mock_flags())
+    with set_up(options, "perfkit-perturbation-") as (workdir, receiver, children, upstream):
         for number in range(options.repeats):
             order: list[Side] = ["plain", "perfkit"] if number % 2 == 0 else ["perfkit", "plain"]
             options.say(f"pair {number + 1} of {options.repeats}")
             try:
-                pairs.append(_pair(options, children, order, receiver, upstream, Path(tmp), version, workers))
+                pairs.append(_pair(options, children, order, receiver, upstream, workdir, version, workers))
             except KeyboardInterrupt as exc:
                 stop = exc
                 break
@@ -201,7 +190,8 @@ def run_perturbation(options: BenchOptions) -> PerturbationResult:
     return document
 
 
-def _fmt(value: Ratio | None) -> str:
+def format_ratio(value: Ratio | None) -> str:
+    """The geometric mean, its 95% interval and the median; - when unknown."""
     if value is None:
         return "-"
     return f"{value['geometric_mean']:.3f} [{value['low']:.3f}, {value['high']:.3f}] (median {value['median']:.3f})"
@@ -225,9 +215,9 @@ def render_perturbation(document: PerturbationResult) -> str:
         rps = [statistics.median(s["rps"] for s in measured) for measured in sides]
         cpu = [statistics.median(s["cpu_ms_per_request"] or 0.0 for s in measured) for measured in sides]
         agent = statistics.median(s["agent_cpu_ms_per_request"] or 0.0 for s in sides[1])
-        lines.append(f"{name:<10} {'req/s':<24} {rps[0]:>9.1f} {rps[1]:>9.1f}  {_fmt(result['rps_ratio'])}")
+        lines.append(f"{name:<10} {'req/s':<24} {rps[0]:>9.1f} {rps[1]:>9.1f}  {format_ratio(result['rps_ratio'])}")
         lines.append(
-            f"{name:<10} {'CPU ms per request':<24} {cpu[0]:>9.3f} {cpu[1]:>9.3f}  {_fmt(result['cpu_ratio'])}"
+            f"{name:<10} {'CPU ms per request':<24} {cpu[0]:>9.3f} {cpu[1]:>9.3f}  {format_ratio(result['cpu_ratio'])}"
         )
         lines.append(f"{name:<10} {'  of which export agent':<24} {'':>9} {agent:>9.3f}")
     if len(document["pairs"]) < 4:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from .._wire._names import OUTSIDE_WALL_STAGES, PROTOCOL_STAGE
 from ..types import P50P95P99, BenchResult, BenchRun, Unmeasured
 from ._analysis import OUTSIDE_STAGES
+from ._perturbation import format_ratio
 from ._render_deploy import deployment_lines
 
 __all__ = ["render_bench", "unmeasured_warning"]
@@ -50,11 +51,21 @@ def _instances(run: BenchRun) -> str:
     return f"{count} instances, " if count > 1 else ""
 
 
+def _headline(run: BenchRun) -> str:
+    if run.get("headline") == "plain":
+        return (
+            "RPS, latency and proxy CPU from a plain proxy; stages from one under perfkit run, every request recorded"
+        )
+    return "every figure from the proxy under perfkit run, every request recorded (its cost included)"
+
+
 def _run(run: BenchRun) -> list[str]:
     lines = [
         f"== {run['target']} ({_instances(run)}{run['workers']} worker(s), LiteLLM {run.get('litellm_version') or '?'}, {run['repeats']} repeat(s))",
+        _headline(run),
         "",
         *_metric_table(run),
+        *_cost_table(run),
         *_stage_table(run),
     ]
     unmeasured = run.get("unmeasured")
@@ -118,6 +129,41 @@ def _metric_table(run: BenchRun) -> list[str]:
         )
     if ns["errors"] or st["errors"]:
         lines.append(f"| errors | {ns['errors']} non-streaming, {st['errors']} streaming |")
+    return lines
+
+
+def _cost_table(run: BenchRun) -> list[str]:
+    """perfkit's own cost in this run: the recorded proxy against the plain one, in the same rounds."""
+    cost = run.get("perfkit_cost")
+    if not cost:
+        return []
+    phases = [
+        (label, phase)
+        for label, phase in (("non-streaming", cost["nonstream"]), ("streaming", cost["stream"]))
+        if phase
+    ]
+    rounds = ", ".join(f"{label} {phase['rounds']} x {phase['burst_requests']} requests" for label, phase in phases)
+    lines = [
+        "",
+        f"perfkit's own cost (--record-rate {cost['record_rate']} against plain, the two taking turns: {rounds}):",
+        "",
+        "| metric | plain | recorded | recorded / plain, 95% interval |",
+        "|---|---:|---:|---|",
+    ]
+    for label, phase in phases:
+        plain, recorded = phase["plain"], phase["recorded"]
+        lines.append(
+            f"| {label} RPS | {plain['rps']:.1f} | {recorded['rps']:.1f} | {format_ratio(phase['rps_ratio'])} |"
+        )
+        cpu = (plain["cpu_ms_per_request"], recorded["cpu_ms_per_request"])
+        if cpu[0] is not None and cpu[1] is not None:
+            agent = recorded["agent_cpu_ms_per_request"]
+            of_which = f" (agent {agent:.3f})" if agent else ""
+            lines.append(
+                f"| {label} CPU ms per request | {cpu[0]:.3f} | {cpu[1]:.3f}{of_which} | {format_ratio(phase['cpu_ratio'])} |"
+            )
+    if any(phase["rounds"] < 4 for _, phase in phases):
+        lines.append("fewer than 4 rounds: the intervals cannot see the rounds' noise well; use a longer --duration")
     return lines
 
 
@@ -189,7 +235,7 @@ def _cpu_table(run: BenchRun) -> list[str]:
         f"| I/O and other waits (not upstream) | {waits:.3f} | {waits / mean:.1%} |",
     ]
     proxy = run.get("proxy") or {}
-    process = proxy.get("cpu_ms_per_request") or {}
+    process = _recorded_cpu(run)
     steps, named = proxy.get("steps_cpu_ms_per_request") or {}, proxy.get("named_cpu_ms_per_request") or {}
     phases = [phase for phase in process if phase in steps and process[phase] > 0]
     if phases:
@@ -212,6 +258,19 @@ def _cpu_table(run: BenchRun) -> list[str]:
             )
         ]
     return lines
+
+
+def _recorded_cpu(run: BenchRun) -> dict[str, float]:
+    """The recorded proxy's process CPU per request by phase (its export agents left out): what its spans' CPU is part of."""
+    cost = run.get("perfkit_cost")
+    if not cost:
+        return dict((run.get("proxy") or {}).get("cpu_ms_per_request") or {})
+    cpu = {}
+    for name, phase in (("nonstream", cost["nonstream"]), ("stream", cost["stream"])):
+        recorded = phase["recorded"] if phase else None
+        if recorded and recorded["cpu_ms_per_request"] is not None:
+            cpu[name] = recorded["cpu_ms_per_request"] - (recorded["agent_cpu_ms_per_request"] or 0.0)
+    return cpu
 
 
 def _scaling(runs: list[BenchRun]) -> list[str]:

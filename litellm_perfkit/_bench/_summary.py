@@ -8,6 +8,7 @@ from typing import TypedDict
 from .._wire._names import LITELLM_OVERHEAD_HEADER
 from ..types import (
     P50P95,
+    BenchCostSide,
     BenchNonStream,
     BenchRun,
     BenchSamples,
@@ -21,7 +22,7 @@ from ..types import (
 )
 from ._analysis import Breakdown
 
-__all__ = ["Repeat", "Samples", "summarize"]
+__all__ = ["Repeat", "Rounds", "Samples", "summarize"]
 
 
 class Samples(TypedDict):
@@ -39,6 +40,16 @@ class Idle(TypedDict):
     breakdown: Breakdown
 
 
+class Rounds(TypedDict):
+    """One phase of one repeat with the plain headline: each proxy's totals and the rounds' (plain, recorded) pairs."""
+
+    burst_requests: int
+    plain: BenchCostSide
+    recorded: BenchCostSide
+    cpu_pairs: list[tuple[float, float]] | None  # None without /proc
+    rps_pairs: list[tuple[float, float]]
+
+
 class _RepeatFields(TypedDict):
     nonstream: LoadResult
     stream: LoadResult
@@ -52,6 +63,7 @@ class Repeat(_RepeatFields, total=False):
 
     sends: list[tuple[float, int | None]]  # each measured request's send time (unix s) and status
     by_key: dict[str, Breakdown]  # with two keys interleaved: the breakdown per key kind
+    cost: dict[str, Rounds]  # with the plain headline: perfkit's cost, by phase
 
 
 def _p50_p95(data: Percentiles | None) -> P50P95:

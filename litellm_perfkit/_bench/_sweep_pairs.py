@@ -8,8 +8,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from ._bisect import pair_key
+from ..types import BenchSweepPairs
 from ._bisect_bench import BISECT_BENCH
+from ._bisect_journal import pair_key
 from ._options import BenchOptions
 from ._pair_stats import Ratio, log_ratios, pairs_for, pooled_noise, ratio
 from ._pair_store import STORE_NAME, PairStore, pair_settings
@@ -46,8 +47,8 @@ def sweep_pairs(
     target: float = SWEEP_RESOLUTION,
     most: int = MAX_SWEEP_PAIRS,
     measure: Measure | None = None,
-) -> list[tuple[str, str, Ratio]]:
-    """(baseline, version, CPU-per-request ratio) for each version after the first."""
+) -> list[BenchSweepPairs]:
+    """Each version after the first against it: the CPU-per-request ratio, and the pairs."""
     paired = pair_options(options)
     store = PairStore(CACHE / STORE_NAME, pair_settings(paired, "litellm", []))
 
@@ -79,17 +80,30 @@ def sweep_pairs(
             reading = take(baseline, version, len(readings))
             store.add(baseline, version, reading)
             readings.append(reading)
-        results.append((baseline, version, ratio(readings, "cpu", noise)))
+        results.append(_record(baseline, version, ratio(readings, "cpu", noise), readings))
     return results
 
 
-def render_sweep_pairs(results: list[tuple[str, str, Ratio]]) -> str:
-    lines = ["CPU per non-streaming request, in pairs (both proxies up together, taking turns in bursts):"]
-    for baseline, version, measured in results:
-        low, high = measured["interval"]
+def _record(baseline: str, version: str, measured: Ratio, readings: list[PairReading]) -> BenchSweepPairs:
+    return {
+        "baseline": baseline,
+        "version": version,
+        "ratio": measured["ratio"],
+        "interval": list(measured["interval"]),
+        "difference_ms": measured["difference"],
+        "difference_interval_ms": list(measured["difference_interval"]),
+        "resolution": measured["resolution"],
+        "cpu_ms": [[r["lower"]["cpu_ms"], r["upper"]["cpu_ms"]] for r in readings],
+    }
+
+
+def render_sweep_pairs(results: list[BenchSweepPairs]) -> str:
+    lines = ["CPU per non-streaming request, in pairs (both proxies up together, bursts sent to both at once):"]
+    for compared in results:
+        low, high = compared["interval"]
         lines.append(
-            f"  {version} / {baseline}: {measured['ratio']:.3f} [{low:.3f}, {high:.3f}] 95%, "
-            f"{measured['difference']:+.3f} ms per request, {measured['pairs']} pairs "
-            f"(resolves {measured['resolution']:.1%})"
+            f"  {compared['version']} / {compared['baseline']}: {compared['ratio']:.3f} [{low:.3f}, {high:.3f}] 95%, "
+            f"{compared['difference_ms']:+.3f} ms per request, {len(compared['cpu_ms'])} pairs "
+            f"(resolves {compared['resolution']:.1%})"
         )
     return "\n".join(lines)

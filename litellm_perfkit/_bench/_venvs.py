@@ -9,10 +9,13 @@ for per-request profiles (litellm pins pyroscope-io itself). They live under
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from .._wire._environment_variables import (
@@ -80,6 +83,19 @@ def installed(python: Path) -> tuple[Path | None, bool]:
     return (None if lines[0] == "-" else Path(lines[0])), lines[1] == "True"
 
 
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Held while a venv is built or completed: a bench starts its proxies in threads, and tests and
+    benches may share the cache, so two pips must never install into one venv at once."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def litellm_python(version: str, say: Say | None = None) -> Path:
     """The python of the cached venv for ``version``; builds it when missing,
     telling ``say`` what it does and for how long."""
@@ -88,20 +104,21 @@ def litellm_python(version: str, say: Say | None = None) -> Path:
     tag = f"py{sys.version_info.major}.{sys.version_info.minor}"
     venv = CACHE / "venvs" / f"litellm-{version}-{tag}"
     python = venv / "bin" / "python"
-    marker = venv / ".complete"
-    if not marker.exists():
-        with waiting(say, f"installing litellm[proxy]=={version} into {venv} (once; later runs reuse it)"):
-            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-            pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-            result = subprocess.run([*pip, f"litellm[proxy]=={version}"], capture_output=True, text=True)
-        if result.returncode != 0:
-            tail = result.stderr.strip().splitlines()[-1:] or ["(no output)"]
-            raise VenvError(f"cannot install litellm[proxy]=={version}: {tail[0]}")
-        marker.write_text(version)
-    perfkit_root, has_pyinstrument = installed(python)
-    if perfkit_root != PACKAGE_ROOT:
-        with waiting(say, f"installing this perfkit into the litellm {version} venv"):
-            _pip(python, venv, "perfkit", "--no-deps", "-e", str(PACKAGE_ROOT))
-    if not has_pyinstrument:  # per-request profiles; litellm does not pin it
-        _pip(python, venv, "pyinstrument", f"pyinstrument{PYINSTRUMENT}")
+    with _locked(venv.parent / f"{venv.name}.lock"):
+        marker = venv / ".complete"
+        if not marker.exists():
+            with waiting(say, f"installing litellm[proxy]=={version} into {venv} (once; later runs reuse it)"):
+                subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+                pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+                result = subprocess.run([*pip, f"litellm[proxy]=={version}"], capture_output=True, text=True)
+            if result.returncode != 0:
+                tail = result.stderr.strip().splitlines()[-1:] or ["(no output)"]
+                raise VenvError(f"cannot install litellm[proxy]=={version}: {tail[0]}")
+            marker.write_text(version)
+        perfkit_root, has_pyinstrument = installed(python)
+        if perfkit_root != PACKAGE_ROOT:
+            with waiting(say, f"installing this perfkit into the litellm {version} venv"):
+                _pip(python, venv, "perfkit", "--no-deps", "-e", str(PACKAGE_ROOT))
+        if not has_pyinstrument:  # per-request profiles; litellm does not pin it
+            _pip(python, venv, "pyinstrument", f"pyinstrument{PYINSTRUMENT}")
     return python

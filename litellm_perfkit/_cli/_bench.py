@@ -7,15 +7,16 @@ import dataclasses
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 
 from .._wire._record_rate import DEFAULT_RECORD_RATE
-from ..types import BenchDeployment, BenchFlamegraph, BenchScenario, Driver
+from ..types import BenchDeployment, BenchFlamegraph, BenchHeadline, BenchScenario, BenchSweepPairs, Driver
 from ._common import (
     CliError,
     add_api_key,
+    add_defaulted,
     add_progress,
     api_key,
     choices,
@@ -34,9 +35,12 @@ HELP = "measure what the LiteLLM proxy adds, and where inside it the time goes"
 DESCRIPTION = """\
 Runs the whole overhead experiment: starts the mock provider and measures it
 directly; starts the LiteLLM proxy installed here under `perfkit run` with an
-embedded config, its spans exported to an embedded receiver; warms up; runs a
-non-streaming and a streaming phase; joins the proxy's spans to the client's
-records by trace id; stops everything; prints the results and writes JSON.
+embedded config, its spans exported to an embedded receiver, and beside it the
+same proxy plain; warms both up; runs a non-streaming and a streaming phase,
+the two proxies taking turns in bursts; joins the recorded proxy's spans to the
+client's records by trace id; stops everything; prints the results and writes
+JSON. RPS, latency and the proxy's CPU are the plain proxy's, and perfkit's own
+cost (recorded against plain) is a row with its 95% interval (--headline).
 
 Results: RPS and latency, client-observed overhead (proxy minus direct),
 x-litellm-overhead-duration-ms, TTFT and the TTFT the proxy adds, full-stream
@@ -47,6 +51,7 @@ examples:
   perfkit bench
   perfkit bench --litellm-version 1.83.14,1.103.0 --out sweep.json
   perfkit bench --workers 2 --repeats 3 --label my-change
+  perfkit bench --headline recorded         # every figure from the proxy under perfkit run
   perfkit bench --workers 1,2 --driver locust --processes 2
   perfkit bench --flamegraph speedscope     # then: perfkit report perfkit-bench.json --out report.html
   perfkit bench --proxy-command "python my_gateway.py --port {port} --upstream {upstream}"
@@ -77,26 +82,28 @@ def _positive_duration(text: str) -> float:
     return seconds
 
 
-def add_load_arguments(p: argparse.ArgumentParser, defaults: BenchOptions) -> Any:
-    """The load and mock options of a bench (bench, bisect), their defaults from ``defaults``; the load group."""
+def add_load_arguments(
+    p: argparse.ArgumentParser, defaults: BenchOptions, phases: Literal["repeated", "pairs"] = "repeated"
+) -> Any:
+    """The load and mock options of a bench (bench, bisect), their defaults from ``defaults``; the load group.
+    ``phases="pairs"`` (bisect): only what a pair uses, its non-streaming bursts from perfkit's own client in
+    one process (no ``--repeats``, ``--stream-concurrency``, ``--driver``, ``--processes``, ``--progress``)."""
     load = p.add_argument_group("load")
-    load.add_argument(
-        "--concurrency",
-        type=positive_int,
-        default=defaults.concurrency,
-        help=f"users in the non-streaming phase (default: {defaults.concurrency})",
-    )
-    load.add_argument(
-        "--stream-concurrency",
-        type=positive_int,
-        default=defaults.stream_concurrency,
-        help=f"users in the streaming phase (default: {defaults.stream_concurrency})",
-    )
+    add_defaulted(load, "--concurrency", positive_int, defaults.concurrency, "users in the non-streaming phase")
+    if phases == "repeated":
+        add_defaulted(
+            load, "--stream-concurrency", positive_int, defaults.stream_concurrency, "users in the streaming phase"
+        )
     load.add_argument(
         "--duration",
         type=duration,
         default=defaults.duration_s,
-        help=f"how long each proxy phase measures: 20, 20s, 1m (default: {defaults.duration_s:g}s)",
+        help=(
+            "how long each proxy phase measures (with --headline plain, both proxies' bursts together): 20, 20s, 1m"
+            if phases == "repeated"
+            else "a pair's bursts on each side, about 0.5 s each, sent to both at once: 8, 8s, 1m"
+        )
+        + f" (default: {defaults.duration_s:g}s)",
     )
     load.add_argument(
         "--warmup",
@@ -105,50 +112,35 @@ def add_load_arguments(p: argparse.ArgumentParser, defaults: BenchOptions) -> An
         help="sent but not counted, before each phase: a duration (5s) or requests (100r) "
         f"(default: {defaults.warmup_s:g}s)",
     )
-    load.add_argument(
-        "--repeats",
-        type=positive_int,
-        help=f"repeat the phases; the median run is reported with the spread (default: {defaults.repeats})",
-    )
-    load.add_argument(
+    if phases == "repeated":
+        load.add_argument(
+            "--repeats",
+            type=positive_int,
+            help=f"repeat the phases; the median run is reported with the spread (default: {defaults.repeats})",
+        )
+    add_defaulted(
+        load,
         "--prompt-repeats",
-        type=positive_int,
-        default=defaults.prompt_repeats,
-        help=f"sentence repeats per prompt, as LiteLLM's load tests (default: {defaults.prompt_repeats})",
+        positive_int,
+        defaults.prompt_repeats,
+        "sentence repeats per prompt, as LiteLLM's load tests",
     )
-    load.add_argument(
-        "--driver",
-        choices=choices(Driver),
-        default=defaults.driver,
-        help=f"load client: perfkit's own or Locust with perfkit's user, its entries folded into the result "
-        f"(default: {defaults.driver})",
-    )
-    load.add_argument(
-        "--processes",
-        type=positive_int,
-        default=defaults.processes,
-        help=f"load-driver processes (Locust: its --processes) (default: {defaults.processes})",
-    )
-    add_progress(load, defaults.progress)
+    if phases == "repeated":
+        load.add_argument(
+            "--driver",
+            choices=choices(Driver),
+            default=defaults.driver,
+            help=f"load client: perfkit's own or Locust with perfkit's user, its entries folded into the result "
+            f"(default: {defaults.driver})",
+        )
+        add_defaulted(
+            load, "--processes", positive_int, defaults.processes, "load-driver processes (Locust: its --processes)"
+        )
+        add_progress(load, defaults.progress)
     mock = p.add_argument_group("mock provider")
-    mock.add_argument(
-        "--ttft-ms",
-        type=non_negative,
-        default=defaults.ttft_ms,
-        help=f"the mock's time to first token (default: {defaults.ttft_ms:g})",
-    )
-    mock.add_argument(
-        "--itl-ms",
-        type=non_negative,
-        default=defaults.itl_ms,
-        help=f"the mock's gap between chunks (default: {defaults.itl_ms:g})",
-    )
-    mock.add_argument(
-        "--chunks",
-        type=positive_int,
-        default=defaults.chunks,
-        help=f"content chunks per answer (default: {defaults.chunks})",
-    )
+    add_defaulted(mock, "--ttft-ms", non_negative, defaults.ttft_ms, "the mock's time to first token")
+    add_defaulted(mock, "--itl-ms", non_negative, defaults.itl_ms, "the mock's gap between chunks")
+    add_defaulted(mock, "--chunks", positive_int, defaults.chunks, "content chunks per answer")
     return load
 
 
@@ -157,18 +149,18 @@ def load_options(args: argparse.Namespace, defaults: BenchOptions) -> BenchOptio
     return dataclasses.replace(
         defaults,
         concurrency=args.concurrency,
-        stream_concurrency=args.stream_concurrency,
+        stream_concurrency=getattr(args, "stream_concurrency", defaults.stream_concurrency),
         duration_s=args.duration,
         warmup_s=args.warmup[0],
         warmup_requests=args.warmup[1],
-        repeats=args.repeats or defaults.repeats,
+        repeats=getattr(args, "repeats", None) or defaults.repeats,
         prompt_repeats=args.prompt_repeats,
         ttft_ms=args.ttft_ms,
         itl_ms=args.itl_ms,
         chunks=args.chunks,
-        driver=args.driver,
-        processes=args.processes,
-        progress=args.progress,
+        driver=getattr(args, "driver", defaults.driver),
+        processes=getattr(args, "processes", defaults.processes),
+        progress=getattr(args, "progress", defaults.progress),
     )
 
 
@@ -230,11 +222,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "rate-limited-deployments (the 1K-RPS guide's: two deployments of the model, each with --rpm, "
         "counted by the router per minute, in Redis across instances; beyond both, 429)",
     )
-    target.add_argument(
+    add_defaulted(
+        target,
         "--rpm",
-        type=positive_int,
-        default=defaults.rpm,
-        help=f"with --scenario rate-limited-deployments: each deployment's requests per minute (default: {defaults.rpm})",
+        positive_int,
+        defaults.rpm,
+        "with --scenario rate-limited-deployments: each deployment's requests per minute",
     )
     target.add_argument(
         "--idle",
@@ -248,6 +241,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=_list(int, "worker counts like 1,2"),
         default=defaults.workers,
         help=f"proxy workers; a list sweeps them (default: {','.join(map(str, defaults.workers))})",
+    )
+    target.add_argument(
+        "--headline",
+        choices=choices(BenchHeadline),
+        default=defaults.headline,
+        help="where RPS, latency and the proxy's CPU come from: plain (default: a proxy perfkit does not touch, "
+        "the same LiteLLM, config and mock, taking turns in bursts with the one under perfkit run that gives the "
+        "stages; perfkit's own cost is printed as a row), or recorded (the proxy under perfkit run, every request "
+        "recorded, its cost included). A gateway the bench does not start, --deployment, --instances, --scenario "
+        "and --driver locust keep recorded",
     )
     target.add_argument(
         "--perturbation",
@@ -289,6 +292,7 @@ def run(args: argparse.Namespace) -> int:
     from .._bench._launch import StartError
     from .._bench._options import PERTURBATION_PAIRS, BenchOptions
     from .._bench._render import render_bench
+    from .._bench._sweep_pairs import render_sweep_pairs
 
     def action() -> int:
         if args.proxy_url and (args.proxy_command or args.litellm_version):
@@ -318,6 +322,7 @@ def run(args: argparse.Namespace) -> int:
             instances=args.instances,
             scenario=args.scenario,
             rpm=args.rpm,
+            headline=args.headline,
             flamegraph_prefix=str(Path(args.out).with_suffix("")),
             **_gateway(args),
         )
@@ -345,7 +350,9 @@ def run(args: argparse.Namespace) -> int:
         if sweep:
             print("\n" + sweep)
         if len(options.litellm_versions) > 1 and document["complete"]:
-            print("\n" + _sweep_in_pairs(options))
+            document["sweep_pairs"] = _sweep_in_pairs(options)
+            _write(args.out, document)
+            print("\n" + render_sweep_pairs(document["sweep_pairs"]))
         print(f"\nwritten: {args.out}")
         return _incomplete(document, args.out)
 
@@ -399,14 +406,14 @@ def _incomplete(document: Any, out: str) -> int:
     return 128 + int(signal.Signals[stopped_by])
 
 
-def _sweep_in_pairs(options: BenchOptions) -> str:
+def _sweep_in_pairs(options: BenchOptions) -> list[BenchSweepPairs]:
     """The sweep's CPU per request, each version against the first, in pairs (docs/bench.md)."""
     from .._bench import BenchError
     from .._bench._launch import StartError
-    from .._bench._sweep_pairs import render_sweep_pairs, sweep_pairs
+    from .._bench._sweep_pairs import sweep_pairs
 
     try:
-        return render_sweep_pairs(sweep_pairs(options, options.litellm_versions))
+        return sweep_pairs(options, options.litellm_versions)
     except (BenchError, StartError) as exc:
         raise CliError(f"the sweep's pairs: {exc}") from None
 

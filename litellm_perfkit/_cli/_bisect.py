@@ -14,8 +14,8 @@ from ._common import CliError, duration, fraction, positive_int, run_command
 HELP = "find the releases where the proxy got slower (or faster), the stages and the functions that moved"
 DESCRIPTION = """\
 Measures releases between a good and a bad version in pairs: both releases'
-proxies up together against one mock, taking turns in bursts of an exact
-number of requests, the CPU of each read around its bursts. Each comparison
+proxies up together against one mock, sent bursts of an exact
+number of requests at once, the CPU of each read around its bursts. Each comparison
 gets as many pairs as resolve --resolution with the pair noise measured so
 far; a range whose ratio's interval excludes 1 is split and both halves are
 compared, widest first, until the budget or the resolution is reached. For
@@ -107,7 +107,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=OUT,
         help=f"the journal: every measurement, and the answer; a rerun resumes from it (default: {OUT})",
     )
-    add_load_arguments(p, BISECT_BENCH)
+    add_load_arguments(p, BISECT_BENCH, phases="pairs")
 
 
 def _checked_pip_args(args: argparse.Namespace) -> list[str]:
@@ -164,7 +164,7 @@ def _releases(args: argparse.Namespace, pip_args: list[str]) -> list[str]:
 
 
 def _bisect(args: argparse.Namespace) -> int:
-    from .._bench._bisect import Journal, Unavailable, bisect
+    from .._bench._bisect import bisect
     from .._bench._bisect_bench import (
         BISECT_BENCH,
         measure_with_pairs,
@@ -172,9 +172,11 @@ def _bisect(args: argparse.Namespace) -> int:
         profile_functions,
         render_bisect,
     )
+    from .._bench._bisect_journal import Journal
     from .._bench._launch import StartError
     from .._bench._options import BenchError
     from .._bench._pair_store import STORE_NAME, PairStore, pair_settings
+    from .._bench._pairs import Unavailable
     from .._bench._venvs import CACHE
 
     pip_args = _checked_pip_args(args)

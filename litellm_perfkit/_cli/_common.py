@@ -134,6 +134,12 @@ def default(options: Any, name: str) -> Any:
     raise LookupError(f"{options!r} declares no default for {name}")
 
 
+def add_defaulted(group: Any, flag: str, parse: Callable[[str], Any], value: Any, help: str) -> None:
+    """An option whose help ends with its default, a float in its shortest form: ``(default: 20)``."""
+    shown = f"{value:g}" if isinstance(value, float) else value
+    group.add_argument(flag, type=parse, default=value, help=f"{help} (default: {shown})")
+
+
 def add_progress(group: Any, default_mode: str) -> None:
     group.add_argument(
         "--progress",

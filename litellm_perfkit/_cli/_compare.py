@@ -25,7 +25,7 @@ than F (a fraction: 0.05 or 5%) and the interval excludes zero: for CI.
 
 With --live the arguments are LiteLLM versions: each against the first, CPU
 per non-streaming request measured in pairs (both proxies up together,
-taking turns in bursts; perfkit bisect's pairs, reused from and kept in
+sent bursts at once; perfkit bisect's pairs, reused from and kept in
 $PERFKIT_CACHE_DIR/pairs.jsonl) until the ratio is within ±3%.
 
 examples:

@@ -225,7 +225,7 @@ def build(args: argparse.Namespace) -> tuple[Workload, LoadPlan]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .._load import LocustError, WorkloadError, render_table, run_load
+    from .._load import load_errors, render_table, run_load
 
     def action() -> int:
         files = outputs(args.out, OUTPUTS, "result")
@@ -235,7 +235,7 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(
                 "--body-file and --header are not supported with --driver locust; subclass litellm_perfkit.locust.ChatCompletionsUser"
             )
-        try:
+        with load_errors(CliError):
             result = run_load(
                 workload,
                 plan,
@@ -245,8 +245,6 @@ def run(args: argparse.Namespace) -> int:
                 jsonl_path=records_out,
                 driver=args.driver,
             )
-        except (WorkloadError, LocustError) as exc:
-            raise CliError(str(exc)) from None
         if result_out:
             try:
                 Path(result_out).write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))

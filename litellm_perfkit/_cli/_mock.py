@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import errno
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..types import Distribution
 from ._common import CliError, choices, count, default, fraction, non_negative, port_number, positive_int, run_command
@@ -40,6 +40,42 @@ def _port() -> int:
     return port
 
 
+# The default profile's flags, by help group: (ModelProfile field, how its flag parses, help).
+# Each flag is --FIELD and defaults to the field's default, which a help shows where it says {default}.
+_PROFILE_OPTIONS: dict[str, tuple[tuple[str, dict[str, Any], str], ...]] = {
+    "timing (milliseconds)": (
+        ("ttft_ms", {"type": non_negative}, "request received to first content chunk (default: {default})"),
+        ("itl_ms", {"type": non_negative}, "gap between content chunks (default: {default})"),
+        (
+            "distribution",
+            {"choices": choices(Distribution)},
+            "how TTFT and ITL vary around their values (default: {default})",
+        ),
+        ("spread_ms", {"type": non_negative}, "uniform half-width, or standard deviation (default: {default})"),
+        ("jitter_ms", {"type": non_negative}, "extra uniform noise on every delay (default: {default})"),
+    ),
+    "size": (
+        ("chunks", {"type": positive_int}, "content chunks per response (default: {default})"),
+        (
+            "tokens_per_chunk",
+            {"type": positive_int},
+            "tokens each content chunk counts for in usage (default: {default})",
+        ),
+    ),
+    "faults (fractions of requests: 0.05 or 5%%; default: 0)": (
+        ("error_500_fraction", {"type": fraction}, "answer HTTP 500 (an upstream failure)"),
+        ("error_429_fraction", {"type": fraction}, "answer HTTP 429 with retry-after (rate limited)"),
+        ("timeout_fraction", {"type": fraction}, "never answer (a stuck upstream)"),
+        ("disconnect_fraction", {"type": fraction}, "cut the connection mid-stream"),
+        (
+            "malformed_fraction",
+            {"type": fraction},
+            "send one SSE event whose JSON is cut (a JSON answer: its body cut in half)",
+        ),
+    ),
+}
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from .._mock import Deployment, MockConfig, ModelProfile
 
@@ -54,81 +90,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         help=f"port to listen on; repeat for several deployments (default: {_port()})",
     )
-    timing = parser.add_argument_group("timing (milliseconds)")
-    timing.add_argument(
-        "--ttft-ms",
-        type=non_negative,
-        default=profile.ttft_ms,
-        help=f"request received to first content chunk (default: {profile.ttft_ms:g})",
-    )
-    timing.add_argument(
-        "--itl-ms",
-        type=non_negative,
-        default=profile.itl_ms,
-        help=f"gap between content chunks (default: {profile.itl_ms:g})",
-    )
-    timing.add_argument(
-        "--distribution",
-        choices=choices(Distribution),
-        default=profile.distribution,
-        help=f"how TTFT and ITL vary around their values (default: {profile.distribution})",
-    )
-    timing.add_argument(
-        "--spread-ms",
-        type=non_negative,
-        default=profile.spread_ms,
-        help=f"uniform half-width, or standard deviation (default: {profile.spread_ms:g})",
-    )
-    timing.add_argument(
-        "--jitter-ms",
-        type=non_negative,
-        default=profile.jitter_ms,
-        help=f"extra uniform noise on every delay (default: {profile.jitter_ms:g})",
-    )
-    size = parser.add_argument_group("size")
-    size.add_argument(
-        "--chunks",
-        type=positive_int,
-        default=profile.chunks,
-        help=f"content chunks per response (default: {profile.chunks})",
-    )
-    size.add_argument(
-        "--tokens-per-chunk",
-        type=positive_int,
-        default=profile.tokens_per_chunk,
-        help=f"tokens each content chunk counts for in usage (default: {profile.tokens_per_chunk})",
-    )
-    faults = parser.add_argument_group("faults (fractions of requests: 0.05 or 5%%; default: 0)")
-    faults.add_argument(
-        "--error-500-fraction",
-        type=fraction,
-        default=profile.error_500_fraction,
-        help="answer HTTP 500 (an upstream failure)",
-    )
-    faults.add_argument(
-        "--error-429-fraction",
-        type=fraction,
-        default=profile.error_429_fraction,
-        help="answer HTTP 429 with retry-after (rate limited)",
-    )
-    faults.add_argument(
-        "--timeout-fraction",
-        type=fraction,
-        default=profile.timeout_fraction,
-        help="never answer (a stuck upstream)",
-    )
-    faults.add_argument(
-        "--disconnect-fraction",
-        type=fraction,
-        default=profile.disconnect_fraction,
-        help="cut the connection mid-stream",
-    )
-    faults.add_argument(
-        "--malformed-fraction",
-        type=fraction,
-        default=profile.malformed_fraction,
-        help="send one SSE event whose JSON is cut (a JSON answer: its body cut in half)",
-    )
+    for title, options in _PROFILE_OPTIONS.items():
+        group = parser.add_argument_group(title)
+        for name, parse, help_text in options:
+            value = getattr(profile, name)
+            group.add_argument(
+                "--" + name.replace("_", "-"),
+                default=value,
+                help=help_text.format(default=f"{value:g}" if isinstance(value, float) else value),
+                **parse,
+            )
     quota = parser.add_argument_group("quota, per deployment")
     quota.add_argument(
         "--rpm", type=count, default=rpm, help=f"requests per minute; 429 beyond it (default: {rpm}, no limit)"
@@ -144,18 +115,7 @@ def build_config(args: argparse.Namespace) -> MockConfig:
     from .._mock import ConfigError, Deployment, MockConfig, ModelProfile, load_config
 
     profile = ModelProfile(
-        ttft_ms=args.ttft_ms,
-        itl_ms=args.itl_ms,
-        distribution=args.distribution,
-        spread_ms=args.spread_ms,
-        jitter_ms=args.jitter_ms,
-        chunks=args.chunks,
-        tokens_per_chunk=args.tokens_per_chunk,
-        error_500_fraction=args.error_500_fraction,
-        error_429_fraction=args.error_429_fraction,
-        timeout_fraction=args.timeout_fraction,
-        disconnect_fraction=args.disconnect_fraction,
-        malformed_fraction=args.malformed_fraction,
+        **{name: getattr(args, name) for options in _PROFILE_OPTIONS.values() for name, _, _ in options}
     )
     ports = args.port or [_port()]
     deployments = tuple(Deployment(f"deployment-{i + 1}", port, args.rpm, args.tpm) for i, port in enumerate(ports))

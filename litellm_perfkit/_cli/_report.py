@@ -34,7 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _is_bisect_journal(path: str) -> bool:
-    from .._bench._bisect import BISECT_SCHEMA
+    from .._bench._bisect_journal import BISECT_SCHEMA
 
     try:
         return bool(orjson.loads(Path(path).read_bytes()).get("schema") == BISECT_SCHEMA)

@@ -198,7 +198,12 @@ def run(args: argparse.Namespace) -> int:
                 flush=True,
             )
         # exec: the command takes this process's place, so Ctrl-C and signals reach it directly.
-        os.execve(executable, command, env)
+        try:
+            os.execve(executable, command, env)
+        except OSError as exc:  # e.g. a script whose interpreter (its #! line) is gone
+            raise CliError(
+                f"cannot run {executable}: {exc.strerror}; check its first line and that it is executable"
+            ) from None
         return 0  # not reached
 
     return run_command("run", action)

@@ -78,6 +78,21 @@ class GeneratorEntry:
     KIND: Final = 6
     INTERVALS: Final = 7
 
+    @staticmethod
+    def new(
+        *,
+        index: int,
+        first_ns: int,
+        last_ns: int,
+        parent: int,
+        self_ns: int,
+        items: int,
+        kind: str,
+        intervals: list[Any],
+    ) -> list[Any]:
+        """A new entry, its fields by name (the one place that knows their order)."""
+        return [index, first_ns, last_ns, parent, self_ns, items, kind, intervals]
+
 
 def position_names(positions: type) -> tuple[str, ...]:
     """The field names of a class of positions (as ``GeneratorEntry``), in order."""

@@ -9,6 +9,9 @@
   bounds (``BOUNDARIES_NS``) that the tally, C's and Python's, and the
   metrics share.
 - ``Hooks``: what the C module's ``setup()`` takes from Python.
+- The headers C reads and writes, and the content types it reads, are
+  declared in ``_wire/_names.py`` (``C_HEADERS``, ``C_CONTENT_TYPES``);
+  ``c_header`` is handed them.
 
 The timeline and its stage entries are declared in ``_fields.py``. From
 these declarations ``c_header`` writes the C accelerator's names for them
@@ -21,12 +24,13 @@ path, before the package can be imported.
 
 from __future__ import annotations
 
+import re
 import struct
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypedDict
 
 if TYPE_CHECKING:
     import asyncio
-    from collections.abc import Callable, Coroutine
+    from collections.abc import Callable, Coroutine, Mapping
     from contextvars import ContextVar, Token
     from types import ModuleType
 
@@ -180,8 +184,20 @@ def _frame_lines() -> list[str]:
     ]
 
 
-def c_header() -> str:
-    """C names for the layouts: positions in a span, the batch frame, and setup()'s hooks."""
+def _name_lines(prefix: str, names: Mapping[str, str], spelling: str, what: str) -> list[str]:
+    lines = []
+    for key, name in names.items():
+        if not re.fullmatch(spelling, name):
+            raise ValueError(f"C spells {what} as lowercase token bytes; {name!r} is not one")
+        lines += [f'#define {prefix}{key} "{name}"', f"#define {prefix}{key}_LEN {len(name)}"]
+    return lines
+
+
+def c_header(headers: Mapping[str, str], content_types: Mapping[str, str]) -> str:
+    """C names for the layouts: positions in a span, the batch frame, setup()'s hooks,
+    the headers C reads and writes and the content types it reads (``headers``,
+    ``content_types``: ``_wire/_names.C_HEADERS``, ``C_CONTENT_TYPES``, handed in
+    because this module imports nothing of perfkit's)."""
     hooks = list(Hooks.__annotations__.items())
     checks = [_hook_check(annotation) for _, annotation in hooks]
     parse_args = [
@@ -205,6 +221,13 @@ def c_header() -> str:
             f"#define PK_BOUNDARY_COUNT {len(BOUNDARIES_NS)}",
             f"#define PK_TRAFFIC_HEAD_COUNTS {TRAFFIC_HEAD_COUNTS} /* a series' count, sum, min, max: duration's, then TTFT's */",
             "#define PK_BOUNDARIES_NS {" + ", ".join(f"{b}LL" for b in BOUNDARIES_NS) + "}",
+            "",
+            "/* The headers C reads and writes (_wire/_names.C_HEADERS): the name, and its length. */",
+            # As ASGI carries them: lowercase, and nothing C would need to escape.
+            *_name_lines("PK_HEADER_", headers, r"[a-z0-9-]+", "header names"),
+            "",
+            "/* The content types C reads (_wire/_names.C_CONTENT_TYPES): the type, and its length. */",
+            *_name_lines("PK_CONTENT_TYPE_", content_types, r"[a-z0-9.+-]+/[a-z0-9.+-]+", "content types"),
             "",
             "/* setup()'s hooks (_layouts.Hooks), in keyword order: X(name). */",
             "#define PK_HOOKS(X) \\\n    " + " \\\n    ".join(f"X({name})" for name, _ in hooks),

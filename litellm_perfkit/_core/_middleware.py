@@ -39,7 +39,7 @@ from ._sampling import (
     scan_headers,
     traced_rate_from_env,
 )
-from ._sse import SseScanner
+from ._sse import SseScanner, is_event_stream
 from ._steps import PYTHON_STEPS, StepAccounting, steps_mode
 from ._timeline import TIMELINE, Timeline
 from ._traffic import Tally, tally_recorded
@@ -79,7 +79,8 @@ class PerfkitMiddleware:
     ``header_secret`` (default ``$PERFKIT_HEADER_SECRET``) in ``x-perfkit-secret``,
     which the app never sees. ``steps``: split each request's time
     and each stage's into CPU, event-loop queueing and I/O wait (``_steps``;
-    default ``$PERFKIT_STEPS``, else on). ``record_ratio``: the share of
+    default ``$PERFKIT_STEPS``, else on; ``cpu``: each step's CPU from the
+    thread's CPU clock). ``record_ratio``: the share of
     requests recorded at all, drawn at random when each starts (default
     ``$PERFKIT_RECORD_RATIO``, else 1); ``record_rate``: at most this many
     recorded per second (default ``$PERFKIT_RECORD_RATE``, else 10; ``"all"``:
@@ -110,7 +111,9 @@ class PerfkitMiddleware:
         record_traced_rate: RecordRate | None = None,
     ) -> None:
         self.app = app
-        self._clock_steps = (steps or steps_mode()) == "on"
+        mode = steps or steps_mode()
+        self._clock_steps = mode != "off"
+        self._thread_cpu = mode == "cpu"
         choice = RecordChoice(
             max(0.0, record_ratio_from_env() if record_ratio is None else record_ratio),
             record_rate_from_env() if record_rate is None else record_rate,
@@ -236,7 +239,7 @@ class PerfkitMiddleware:
             loop = _get_running_loop()
             if loop is not None:
                 try:
-                    call = self._step_accounting.clock(call, timeline.steps, loop)
+                    call = self._step_accounting.clock(call, timeline.steps, loop, self._thread_cpu)
                 except Exception as exc:  # the request runs unclocked
                     internal_error("middleware.steps", exc)
         token: Token[Timeline | None] | None = TIMELINE.set(timeline)
@@ -369,11 +372,9 @@ class _PyExchange:
         timeline.marks["headers_sent"] = now
         timeline.status = int(message["status"])
         headers = message.get("headers", [])
-        for name, value in headers:
-            if name.lower() == b"content-type" and value.startswith(b"text/event-stream"):
-                timeline.streaming = True
-                self._scanner = SseScanner()
-                break
+        if is_event_stream(headers):
+            timeline.streaming = True
+            self._scanner = SseScanner()
         middleware = self._middleware
         if not (middleware.server_timing or middleware.overhead_header):
             return message

@@ -7,7 +7,8 @@ app, and so the middleware, sees the request; the reads of a long body run in
 the same callback later, while the request waits for them. ``parsing`` times
 each call and folds it into the stage ``protocol`` of the request it parsed,
 of kind ``thread`` (calls with start, end and CPU: on the loop's thread a
-callback's wall time is its CPU, as a step's is). The stage is made before
+callback's wall time is its CPU, as a step's is; with ``PERFKIT_STEPS=cpu``
+the thread's CPU clock is read around the call instead). The stage is made before
 the call and set in the context, which the request's task copies when the
 callback starts it; the middleware takes it over when the request reaches
 it (``adopt``).
@@ -21,13 +22,14 @@ the request waiting for its body; that call's CPU is counted once, here.
 from __future__ import annotations
 
 from collections.abc import Callable
-from time import perf_counter_ns
+from time import perf_counter_ns, thread_time_ns
 from typing import TYPE_CHECKING, Any
 
 from .._wire._names import PROTOCOL_STAGE
 from ._context import PROTOCOL_WORK
 from ._fields import GeneratorEntry
 from ._guard import internal_error
+from ._steps import steps_mode
 
 if TYPE_CHECKING:
     from ._timeline import Timeline
@@ -41,12 +43,19 @@ RequestOf = Callable[[Any], object]
 """The request a protocol object is parsing: None when it has none, or that request's response is complete."""
 
 
+# A call's work, a thread stage's entry, until the middleware gives it an index.
+_UNINDEXED_WORK = GeneratorEntry.new(
+    index=-1, first_ns=0, last_ns=0, parent=-1, self_ns=0, items=0, kind="thread", intervals=[]
+)
+
+
 def parsing(function: Callable[[Any, Any], Any], request_of: RequestOf) -> Callable[[Any, Any], Any]:
     """``function``, a protocol's data callback, timed into the ``protocol`` stage of the request it parses."""
+    thread_cpu = steps_mode() == "cpu"
 
     def data_received(protocol: Any, data: Any) -> Any:
-        # A generator entry (in GeneratorEntry's order) without its index: the middleware gives it one.
-        work: list[Any] = [-1, 0, 0, -1, 0, 0, "thread", []]
+        work = _UNINDEXED_WORK.copy()  # a copy costs less than GeneratorEntry.new's keyword call
+        work[GeneratorEntry.INTERVALS] = []
         try:
             before = request_of(protocol)
             token = PROTOCOL_WORK.set(work)
@@ -54,20 +63,30 @@ def parsing(function: Callable[[Any, Any], Any], request_of: RequestOf) -> Calla
             internal_error("protocol.before", exc)
             return function(protocol, data)
         start = perf_counter_ns()
+        cpu = thread_time_ns() if thread_cpu else 0
         try:
             return function(protocol, data)
         finally:
+            cpu = thread_time_ns() - cpu if thread_cpu else 0
             end = perf_counter_ns()
             PROTOCOL_WORK.reset(token)
             try:
-                _fold(protocol, request_of(protocol), before, work, start, end)
+                _fold(
+                    protocol,
+                    request_of(protocol),
+                    before,
+                    work,
+                    start,
+                    end,
+                    min(cpu, end - start) if thread_cpu else end - start,
+                )
             except Exception as exc:
                 internal_error("protocol.fold", exc)
 
     return data_received
 
 
-def _fold(protocol: Any, request: object, before: object, work: list[Any], start: int, end: int) -> None:
+def _fold(protocol: Any, request: object, before: object, work: list[Any], start: int, end: int, cpu: int) -> None:
     if request is None:
         return  # between requests: bytes of the next one's head, nobody's yet
     if request is not before:  # this call began the request: its task carries ``work``
@@ -80,9 +99,9 @@ def _fold(protocol: Any, request: object, before: object, work: list[Any], start
     if not work[GeneratorEntry.ITEMS]:
         work[GeneratorEntry.FIRST_NS] = start
     work[GeneratorEntry.LAST_NS] = end
-    work[GeneratorEntry.SELF_NS] += end - start
+    work[GeneratorEntry.SELF_NS] += cpu
     work[GeneratorEntry.ITEMS] += 1
-    work[GeneratorEntry.INTERVALS] += (start, end, end - start, -1)
+    work[GeneratorEntry.INTERVALS] += (start, end, cpu, -1)
 
 
 def adopt(timeline: Timeline) -> None:

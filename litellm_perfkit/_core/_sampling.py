@@ -51,6 +51,7 @@ __all__ = [
     "sampled_parent",
     "scan_headers",
     "traced_rate_from_env",
+    "weighted_quantile",
 ]
 
 draw = random.Random().random
@@ -129,6 +130,19 @@ class RecordChoice:
         weight = self._passed + 1
         self._passed = 0
         return weight
+
+
+def weighted_quantile(sample: list[tuple[float, int]], q: float) -> float:
+    """The q-quantile of a weighted sample of (value, weight), as ``record()`` weighs it: the
+    smallest value whose weighted rank reaches q (docs/telemetry.md#the-weighted-sample)."""
+    ordered = sorted(sample)
+    total = sum(weight for _, weight in ordered)
+    running = 0
+    for value, weight in ordered:
+        running += weight
+        if running >= q * total:
+            return value
+    return ordered[-1][0]
 
 
 def record_ratio_from_env() -> float:

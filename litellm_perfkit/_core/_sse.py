@@ -10,15 +10,29 @@ messages joined at once, so a long stream costs almost nothing per chunk.
 
 from __future__ import annotations
 
-from .._wire._events import TOKEN_HINTS, SseDecoder, data_has_token
+from collections.abc import Iterable
 
-__all__ = ["SseScanner"]
+from .._wire._events import TOKEN_HINTS, SseDecoder, data_has_token
+from .._wire._names import CONTENT_TYPE_HEADER, EVENT_STREAM_CONTENT_TYPE
+
+__all__ = ["SseScanner", "is_event_stream"]
+
+_CONTENT_TYPE = CONTENT_TYPE_HEADER.encode()
+_EVENT_STREAM = EVENT_STREAM_CONTENT_TYPE.encode()
 
 _EVENT = b"\ndata:"
 _DONE = (b"\ndata: [DONE]", b"\ndata:[DONE]")
 # Longest pattern minus one: a pattern split across two body messages is seen
 # exactly once in tail + body, and never inside the tail alone.
 _TAIL = max(len(p) for p in (_EVENT, *_DONE)) - 1
+
+
+def is_event_stream(headers: Iterable[tuple[bytes, bytes]]) -> bool:
+    """Whether a response's ASGI headers say its body is server-sent events (as C's ``start.c`` reads them)."""
+    for name, value in headers:
+        if name.lower() == _CONTENT_TYPE and value.startswith(_EVENT_STREAM):
+            return True
+    return False
 
 
 class SseScanner:

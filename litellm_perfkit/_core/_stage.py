@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import AsyncGenerator, Awaitable, Callable, Generator
+from collections.abc import AsyncGenerator, Callable
 from contextvars import Token
 from time import perf_counter_ns
 from types import TracebackType
@@ -25,6 +25,7 @@ from .._wire._names import Attr
 from ._collector import closed_by_collector
 from ._guard import internal_error
 from ._hosttrace import HOST_TRACING
+from ._steps import FINISHED, StepDriver
 from ._timeline import OPEN_STAGE, TIMELINE, Timeline
 
 __all__ = ["Stage", "_PyStage", "open_stage"]
@@ -153,50 +154,27 @@ class Stage(_StageCore):
         return cast(F, sync_wrapper)
 
 
-class _Timed:
-    """Drives one awaitable step by step, adding the time of each step to ``acc``.
+class _Timed(StepDriver):
+    """Adds the time of each step of what it drives to ``own_ns``: time suspended (the event loop serving
+    others, I/O waits) is not counted, which is what "the generator's own code" means.
 
-    A step is one ``send`` into the coroutine: the time it runs before it
-    suspends. Time spent suspended (the event loop serving others, I/O waits)
-    is not counted, which is what "the generator's own code" means.
-    """
+    One serves a whole generator: each item's ``__anext__()`` is its ``awaitable`` in turn (an object per
+    item cost more than the step's call)."""
 
-    __slots__ = ("_awaitable", "own_ns")
+    __slots__ = ("own_ns",)
 
-    def __init__(self, awaitable: Awaitable[Any]) -> None:
-        self._awaitable = awaitable
+    def __init__(self) -> None:
         self.own_ns = 0
 
-    def __await__(self) -> Generator[Any, Any, Any]:
-        iterator = self._awaitable.__await__()
-        send = iterator.send
-        value: Any = None
-        error: BaseException | None = None
-        while True:
-            started = perf_counter_ns()
-            try:
-                if error is None:
-                    suspended_on = send(value)
-                else:
-                    suspended_on = iterator.throw(error)
-                    error = None
-            except StopIteration as stop:
-                self.own_ns += perf_counter_ns() - started
-                return stop.value
-            except BaseException:
-                self.own_ns += perf_counter_ns() - started
-                raise
+    def _step(self, resume: Callable[[Any], Any], value: Any) -> Any:
+        started = perf_counter_ns()
+        try:
+            return resume(value)
+        except StopIteration as stop:
+            self.result = stop.value
+            return FINISHED
+        finally:
             self.own_ns += perf_counter_ns() - started
-            try:
-                value = yield suspended_on
-            except GeneratorExit:
-                close = getattr(iterator, "close", None)
-                if close is not None:
-                    close()
-                raise
-            except BaseException as thrown:  # cancellation, thrown into the step
-                error = thrown
-                value = None
 
 
 def _wrap_async_generator(
@@ -223,17 +201,16 @@ async def _timed_generator(
     with ``stream_attributes``, the number of items and the longest gap
     between two (``perfkit.stream.chunks``, ``perfkit.stream.max_gap_ms``)."""
     first_ns = perf_counter_ns()
-    own_ns = items = max_gap = 0
+    items = max_gap = 0
     last_item_ns = first_ns
+    timed = _Timed()
     try:
         while True:
-            step = _Timed(generator.__anext__())
+            timed.awaitable = generator.__anext__()
             try:
-                item = await step
+                item = await timed
             except StopAsyncIteration:
-                own_ns += step.own_ns
                 break
-            own_ns += step.own_ns
             if stream_attributes:
                 now = perf_counter_ns()
                 if now - last_item_ns > max_gap:
@@ -242,7 +219,7 @@ async def _timed_generator(
             items += 1
             yield item
     finally:
-        timeline.add_generator_time(name, first_ns, own_ns, items)
+        timeline.add_generator_time(name, first_ns, timed.own_ns, items)
         if stream_attributes:
             timeline.attributes[Attr.STREAM_MAX_GAP_MS] = round(max_gap / 1e6, 3)
             timeline.attributes[Attr.STREAM_CHUNKS] = items

@@ -72,16 +72,16 @@ def _record(timeline: Timeline, name: str, parent: int, start: int, end: int, cp
         if entry is None:
             # Each call keeps its own parent (THREAD_CALL): calls under different
             # stages become one stage each when the record is decoded.
-            timeline.generators[name] = [  # in GeneratorEntry's order
-                timeline.next_index,
-                start,
-                end,
-                -1,
-                cpu,
-                1,
-                "thread",
-                [start, end, cpu, parent],
-            ]
+            timeline.generators[name] = GeneratorEntry.new(
+                index=timeline.next_index,
+                first_ns=start,
+                last_ns=end,
+                parent=-1,
+                self_ns=cpu,
+                items=1,
+                kind="thread",
+                intervals=[start, end, cpu, parent],
+            )
             timeline.next_index += 1
         else:
             entry[GeneratorEntry.FIRST_NS] = min(entry[GeneratorEntry.FIRST_NS], start)

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Protocol
 from ..types import Message, Scope, Send
 from ._guard import internal_error
 from ._layouts import BOUNDARIES_NS, TRAFFIC_HEAD_COUNTS
-from ._sse import SseScanner
+from ._sse import SseScanner, is_event_stream
 
 if TYPE_CHECKING:
     from ._timeline import Timeline
@@ -219,11 +219,9 @@ class _PyPassage:
                     self._complete = True
             elif kind == "http.response.start":
                 self._status = int(message["status"])
-                for name, value in message.get("headers", ()):
-                    if name.lower() == b"content-type" and value.startswith(b"text/event-stream"):
-                        self._streaming = True
-                        self._scanner = SseScanner()
-                        break
+                if is_event_stream(message.get("headers", ())):
+                    self._streaming = True
+                    self._scanner = SseScanner()
         except Exception as exc:  # perfkit's bug must never become the app's
             internal_error("middleware.passage", exc)
         return self._send(message)

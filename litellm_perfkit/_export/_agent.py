@@ -21,8 +21,8 @@ import orjson
 from .._core._layouts import FRAME_HEAD, FrameKind
 from .._core._timeline import decode
 from .._wire._environment_variables import PERFKIT_AGENT_SETTINGS
+from .._wire._names import Metric
 from ._frames import GIVE_UP_SIGNAL, read_batch
-from ._metrics import REQUESTS_DROPPED_COUNTER
 from ._processor import Processor
 from ._reaper import name_agent
 from ._settings import ExportSettings
@@ -96,7 +96,7 @@ def main() -> int:
         if kind == FrameKind.BATCH:
             anchor, parent_dropped, records = read_batch(payload)
             counters = processor.metrics.counters
-            counters[REQUESTS_DROPPED_COUNTER] = max(counters[REQUESTS_DROPPED_COUNTER], parent_dropped)
+            counters[Metric.REQUESTS_DROPPED] = max(counters[Metric.REQUESTS_DROPPED], parent_dropped)
             for encoded in records:
                 processor.handle(decode(encoded), anchor)
             processor.flush_spans()

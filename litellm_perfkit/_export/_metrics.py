@@ -19,7 +19,7 @@ import threading
 from bisect import bisect_left
 
 from .._core._layouts import BOUNDARIES_NS  # shared with the traffic tally, C's and Python's
-from .._wire._names import Attr, gen_ai_operation
+from .._wire._names import STAGE_METRIC_ATTRIBUTE, Attr, Metric, gen_ai_operation
 from ..types import AttributeValue, RequestRecord
 
 __all__ = [
@@ -28,28 +28,16 @@ __all__ = [
     "BOUNDARIES_NS",
     "COUNTER_DESCRIPTIONS",
     "DESCRIPTIONS",
-    "LLM_REQUEST_DURATION",
-    "REQUEST_DURATION",
-    "TIME_TO_FIRST_TOKEN",
-    "REQUESTS_DROPPED_COUNTER",
-    "SPANS_DROPPED_COUNTER",
 ]
 
-# The OTel conventions' http.server.request.duration and the gen_ai.server.*
-# metrics are also emitted by LiteLLM's otel callback and by the FastAPI
-# instrumentation, with other definitions: perfkit's are its own, so that
-# series of one name never mix in a backend.
-REQUEST_DURATION = "perfkit.request.duration"
-LLM_REQUEST_DURATION = "perfkit.llm_request.duration"
-TIME_TO_FIRST_TOKEN = "perfkit.time_to_first_token"
-
+_WEIGHTED = "a weighted sample, each recorded request counted as the requests it stands for."
 DESCRIPTIONS: dict[str, str] = {
-    REQUEST_DURATION: "Request received to last response byte; every request, recorded or not.",
-    TIME_TO_FIRST_TOKEN: "Request received to the first content token sent (streams), generative-AI routes; every request.",
-    LLM_REQUEST_DURATION: "Request received to last response byte, generative-AI routes; every request, recorded or not.",
-    "perfkit.stage.duration": "Duration of one named stage (generator stages: their own time); a weighted sample, each recorded request counted as the requests it stands for.",
-    "perfkit.gc.pause": "Garbage-collector pause time inside one request's wall time (0 when none); a weighted sample, each recorded request counted as the requests it stands for.",
-    "perfkit.request.overhead": "The gateway's own time in one request: its duration minus its upstream stages, generative-AI endpoints; a weighted sample, each recorded request counted as the requests it stands for.",
+    Metric.REQUEST_DURATION: "Request received to last response byte; every request, recorded or not.",
+    Metric.TIME_TO_FIRST_TOKEN: "Request received to the first content token sent (streams), generative-AI routes; every request.",
+    Metric.LLM_REQUEST_DURATION: "Request received to last response byte, generative-AI routes; every request, recorded or not.",
+    Metric.STAGE_DURATION: f"Duration of one named stage (generator stages: their own time); {_WEIGHTED}",
+    Metric.GC_PAUSE: f"Garbage-collector pause time inside one request's wall time (0 when none); {_WEIGHTED}",
+    Metric.REQUEST_OVERHEAD: f"The gateway's own time in one request: its duration minus its upstream stages, generative-AI endpoints; {_WEIGHTED}",
 }
 
 MetricKey = tuple[str, tuple[tuple[str, AttributeValue], ...]]
@@ -84,18 +72,11 @@ class Histogram:
         return twin
 
 
-# Requests perfkit could not fully measure (docs/litellm.md), by their span attribute.
-_UPSTREAM_UNMEASURED = "perfkit.requests.upstream_unmeasured"
-_AUTH_UNMEASURED = "perfkit.requests.auth_unmeasured"
-# Requests a full export queue dropped, and spans a failed export dropped.
-REQUESTS_DROPPED_COUNTER = "perfkit.requests.dropped"
-SPANS_DROPPED_COUNTER = "perfkit.spans.dropped"
-
 COUNTER_DESCRIPTIONS: dict[str, str] = {
-    REQUESTS_DROPPED_COUNTER: "Recorded requests a full export queue (or a failed hand-off) dropped: no spans, no stage metrics.",
-    SPANS_DROPPED_COUNTER: "Spans a failed export dropped.",
-    _UPSTREAM_UNMEASURED: "Recorded requests whose upstream time perfkit could not measure (docs/litellm.md).",
-    _AUTH_UNMEASURED: "Recorded requests whose auth stage perfkit could not measure (docs/litellm.md).",
+    Metric.REQUESTS_DROPPED: "Recorded requests a full export queue (or a failed hand-off) dropped: no spans, no stage metrics.",
+    Metric.SPANS_DROPPED: "Spans a failed export dropped.",
+    Metric.REQUESTS_UPSTREAM_UNMEASURED: "Recorded requests whose upstream time perfkit could not measure (docs/litellm.md).",
+    Metric.REQUESTS_AUTH_UNMEASURED: "Recorded requests whose auth stage perfkit could not measure (docs/litellm.md).",
 }
 
 
@@ -106,16 +87,16 @@ class MetricStore:
         self.histograms: dict[MetricKey, Histogram] = {}
         self._stages: dict[str, Histogram] = {}  # a shortcut to the per-stage entries
         self.counters: dict[str, int] = {
-            SPANS_DROPPED_COUNTER: 0,
-            REQUESTS_DROPPED_COUNTER: 0,
-            _UPSTREAM_UNMEASURED: 0,
-            _AUTH_UNMEASURED: 0,
+            Metric.SPANS_DROPPED: 0,
+            Metric.REQUESTS_DROPPED: 0,
+            Metric.REQUESTS_UPSTREAM_UNMEASURED: 0,
+            Metric.REQUESTS_AUTH_UNMEASURED: 0,
         }
         # The request families and perfkit.requests, from the traffic tally (_traffic.keep).
         self.traffic_histograms: list[tuple[MetricKey, Histogram]] = []
         self.traffic_counters: list[tuple[tuple[tuple[str, AttributeValue], ...], int]] = []
         self._lock = threading.Lock()
-        self._gc_pause = self._histogram("perfkit.gc.pause", ())
+        self._gc_pause = self._histogram(Metric.GC_PAUSE, ())
 
     def _histogram(self, name: str, attributes: tuple[tuple[str, AttributeValue], ...]) -> Histogram:
         key = (name, attributes)
@@ -132,21 +113,23 @@ class MetricStore:
         observed here."""
         weight = record.weight
         if gen_ai_operation(record.path) is not None:
-            self._histogram("perfkit.request.overhead", ((Attr.STREAMING, record.streaming),)).record(
+            self._histogram(Metric.REQUEST_OVERHEAD, ((Attr.STREAMING, record.streaming),)).record(
                 record.overhead_ns, weight
             )
         self._gc_pause.record(record.gc_pause_ns, weight)
         if record.attributes:
             attributes = record.attributes
             if attributes.get(Attr.UPSTREAM_UNMEASURED):
-                self.counters[_UPSTREAM_UNMEASURED] += 1
+                self.counters[Metric.REQUESTS_UPSTREAM_UNMEASURED] += 1
             if attributes.get(Attr.AUTH_UNMEASURED):
-                self.counters[_AUTH_UNMEASURED] += 1
+                self.counters[Metric.REQUESTS_AUTH_UNMEASURED] += 1
         stages = self._stages
         for entry in record.stages:
             histogram = stages.get(entry.name)
             if histogram is None:
-                histogram = stages[entry.name] = self._histogram("perfkit.stage.duration", (("stage", entry.name),))
+                histogram = stages[entry.name] = self._histogram(
+                    Metric.STAGE_DURATION, ((STAGE_METRIC_ATTRIBUTE, entry.name),)
+                )
             histogram.record(entry.duration_ns, weight)
 
     def snapshot(self) -> list[tuple[MetricKey, Histogram]]:

@@ -85,13 +85,13 @@ def _resource_attributes(service_name: str, extra: dict[str, str]) -> Attributes
     (the service name chosen from OTEL_SERVICE_NAME first, as the spec says;
     the process)."""
     attributes: dict[str, AttributeValue] = {
-        "service.instance.id": _INSTANCE_ID,
+        SemConv.SERVICE_INSTANCE_ID: _INSTANCE_ID,
         **extra,
         SemConv.SERVICE_NAME: service_name,
         SemConv.PROCESS_PID: _PARENT_PID,
-        "telemetry.sdk.name": INSTRUMENTATION_SCOPE,
-        "telemetry.sdk.language": "python",
-        "telemetry.sdk.version": __version__,
+        SemConv.TELEMETRY_SDK_NAME: INSTRUMENTATION_SCOPE,
+        SemConv.TELEMETRY_SDK_LANGUAGE: "python",
+        SemConv.TELEMETRY_SDK_VERSION: __version__,
     }
     return list(attributes.items())
 

@@ -177,8 +177,10 @@ class Pipeline:
         self._start_here()
 
     def stats(self) -> dict[str, int]:
-        """exported_spans, dropped_spans, dropped_requests, after a flush."""
-        self.force_flush()
+        """exported_spans, dropped_spans, dropped_requests, after a flush (after
+        shutdown(): the last counts, as the closed agent or processor left them)."""
+        if not self._stopped.is_set():
+            self.force_flush()
         if self._processor is not None:
             stats = self._processor.stats()
         else:

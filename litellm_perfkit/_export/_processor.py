@@ -6,8 +6,9 @@ import time
 from collections.abc import Callable
 
 from .._core._guard import internal_error, internal_error_counts, logger
+from .._wire._names import Metric
 from ..types import RequestRecord
-from ._metrics import REQUESTS_DROPPED_COUNTER, SPANS_DROPPED_COUNTER, MetricStore
+from ._metrics import MetricStore
 from ._prometheus import SnapshotWriter
 from ._settings import ExportSettings
 from ._spans import Sampler, Span, record_to_spans, trace_context
@@ -65,7 +66,7 @@ class Processor:
         if not self.gave_up and self._exporter.export_spans(batch):
             self.exported_spans += len(batch)
         else:
-            self.metrics.counters[SPANS_DROPPED_COUNTER] += len(batch)
+            self.metrics.counters[Metric.SPANS_DROPPED] += len(batch)
 
     def export_metrics(self, force: bool = False) -> None:
         if self._prometheus is not None:
@@ -87,8 +88,8 @@ class Processor:
     def stats(self) -> dict[str, int]:
         return {
             "exported_spans": self.exported_spans,
-            "dropped_spans": self.metrics.counters[SPANS_DROPPED_COUNTER],
-            "dropped_requests": self.metrics.counters[REQUESTS_DROPPED_COUNTER],
+            "dropped_spans": self.metrics.counters[Metric.SPANS_DROPPED],
+            "dropped_requests": self.metrics.counters[Metric.REQUESTS_DROPPED],
             "recorded": self.recorded,
             "internal_errors": sum(internal_error_counts().values()),  # of the process it runs in
         }

@@ -24,8 +24,9 @@ from typing import Any
 import orjson
 
 from .._wire._environment_variables import PERFKIT_PROMETHEUS_DIR
+from .._wire._names import Metric
 from ._metrics import BOUNDARIES_NS, COUNTER_DESCRIPTIONS, DESCRIPTIONS, MetricStore
-from ._traffic import REQUESTS_COUNTER, REQUESTS_DESCRIPTION
+from ._traffic import REQUESTS_DESCRIPTION
 
 __all__ = ["REQUESTS_FAMILY", "Collector", "SnapshotWriter", "add_to_registry", "merged", "render", "serve_prometheus"]
 
@@ -37,7 +38,7 @@ def _label(name: str) -> str:
 # perfkit's metric -> its Prometheus family: every metric is perfkit.-named
 # (LiteLLM's own /metrics and the OTel conventions use other definitions).
 FAMILIES = {name: _label(name) + "_seconds" for name in DESCRIPTIONS}
-REQUESTS_FAMILY = _label(REQUESTS_COUNTER) + "_total"
+REQUESTS_FAMILY = _label(Metric.REQUESTS) + "_total"
 """The counter of every request, as its samples are named on the page."""
 
 
@@ -181,7 +182,7 @@ class Collector:
             yield metric
         if requests:
             labels = [_label(k) for k, _ in requests[0][0]]
-            counter = CounterMetricFamily(_label(REQUESTS_COUNTER), REQUESTS_DESCRIPTION, labels=labels)
+            counter = CounterMetricFamily(_label(Metric.REQUESTS), REQUESTS_DESCRIPTION, labels=labels)
             for attributes, value in requests:
                 counter.add_metric([str(v) for _, v in attributes], value)
             yield counter

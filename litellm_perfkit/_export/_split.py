@@ -4,7 +4,10 @@ From the steps the request path recorded (``RequestRecord.steps``, see
 ``_core/_steps.py``): in any window, CPU is the time some step of the
 request ran; queueing is the time some step was surely ready and none ran,
 plus half the time one may have been; I/O wait is the rest. The three add
-up to the window's wall time. Runs on the export side only.
+up to the window's wall time. A step that read the thread's CPU clock
+(``PERFKIT_STEPS=cpu``) ran only that long: its CPU is spread evenly over
+its wall time, and the rest of its wall time, preempted or waiting for the
+GIL, is queueing (ready, not running). Runs on the export side only.
 """
 
 from __future__ import annotations
@@ -98,18 +101,65 @@ def _inside(a: int, b: int, intervals: list[tuple[int, int]]) -> bool:
     return any(s <= a and b <= e for s, e in intervals)
 
 
+class _CpuIntervals:
+    """The steps' CPU: disjoint, sorted intervals, each with the CPU its step
+    read, spread evenly over it; the CPU inside any window."""
+
+    __slots__ = ("starts", "ends", "cpu", "before")
+
+    def __init__(self, steps: list[tuple[int, int, int]]) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        self.cpu: list[int] = []
+        self.before = [0]
+        last_end = None
+        for s, e, cpu in sorted(steps):
+            # An overlap (a step clocked inside another) keeps the earlier one's, and the later one's CPU in proportion.
+            cut = s if last_end is None or s >= last_end else last_end
+            if e <= cut:
+                continue
+            cpu = e - s if cpu < 0 else min(cpu, e - s)  # -1: the wall clock's step, whose CPU is its wall time
+            if cut > s:
+                cpu = cpu * (e - cut) // (e - s)
+            self.starts.append(cut)
+            self.ends.append(e)
+            self.cpu.append(cpu)
+            self.before.append(self.before[-1] + cpu)
+            last_end = e
+
+    def _part(self, i: int, length: int) -> int:
+        """The CPU of ``length`` ns of interval ``i``."""
+        return self.cpu[i] * length // (self.ends[i] - self.starts[i])
+
+    def measure(self, a: int, b: int) -> int:
+        if b <= a or not self.starts:
+            return 0
+        first = bisect_right(self.ends, a)
+        last = bisect_right(self.starts, b)
+        if first >= last:
+            return 0
+        inside = self.before[last] - self.before[first]
+        if a > self.starts[first]:
+            inside -= self._part(first, a - self.starts[first])
+        if self.ends[last - 1] > b:
+            inside -= self._part(last - 1, self.ends[last - 1] - b)
+        return max(0, inside)
+
+
 class _Splitter:
     def __init__(self, steps: list[int]) -> None:
         steps = steps[: len(steps) - len(steps) % STEP_SIZE]
-        early, late, start, end = (steps[k::STEP_SIZE] for k in range(STEP_SIZE))
+        early, late, start, end, cpu = (steps[k::STEP_SIZE] for k in range(STEP_SIZE))
         running = _union(list(zip(start, end)))
         queued = _minus(_union(list(zip(late, start))), running)
         maybe = _minus(_minus(_union(list(zip(early, late))), running), queued)
         self.running, self.queued, self.maybe = _Intervals(running), _Intervals(queued), _Intervals(maybe)
+        self.cpu = _CpuIntervals(list(zip(start, end, cpu)))
 
     def split(self, a: int, b: int) -> Split:
-        cpu, queue, maybe = self.running.measure(a, b), self.queued.measure(a, b), self.maybe.measure(a, b)
-        queue += maybe // 2
+        ran, queue, maybe = self.running.measure(a, b), self.queued.measure(a, b), self.maybe.measure(a, b)
+        cpu = min(ran, self.cpu.measure(a, b))
+        queue += ran - cpu + maybe // 2  # a step's wall time off the CPU: ready, not running
         return Split(cpu, queue, max(0, b - a - cpu - queue), maybe - maybe // 2)
 
 

@@ -24,14 +24,12 @@ from typing import Any
 
 from .._core._layouts import BOUNDARIES_NS, FRAME_HEAD, TRAFFIC_HEAD, TRAFFIC_HEAD_COUNTS, TRAFFIC_SERIES, FrameKind
 from .._core._traffic import SeriesKey, Tally, counts_size
-from .._wire._names import Attr, SemConv, gen_ai_operation
+from .._wire._names import Attr, Metric, SemConv, gen_ai_operation
 from ..types import AttributeValue
-from ._metrics import LLM_REQUEST_DURATION, REQUEST_DURATION, TIME_TO_FIRST_TOKEN, Histogram, MetricStore
+from ._metrics import Histogram, MetricStore
 
-__all__ = ["RECORDED", "REQUESTS_COUNTER", "Traffic", "keep", "read_traffic", "requests_sum_json", "traffic_frame"]
+__all__ = ["Traffic", "keep", "read_traffic", "requests_sum_json", "traffic_frame"]
 
-REQUESTS_COUNTER = "perfkit.requests"
-RECORDED = "perfkit.recorded"
 REQUESTS_DESCRIPTION = (
     "HTTP requests served, every one, recorded or not (perfkit.recorded: whether it has spans and stage metrics)."
 )
@@ -122,15 +120,15 @@ class Traffic:
                 (SemConv.HTTP_RESPONSE_STATUS_CODE, status),
                 (SemConv.ERROR_TYPE, error),
             )
-            _add(out, (REQUEST_DURATION, attributes), duration)
+            _add(out, (Metric.REQUEST_DURATION, attributes), duration)
             if gen_ai_operation(route) is not None:
                 _add(
                     out,
-                    (LLM_REQUEST_DURATION, ((Attr.STREAMING, streaming),)),
+                    (Metric.LLM_REQUEST_DURATION, ((Attr.STREAMING, streaming),)),
                     _histogram(counts, 0, TRAFFIC_HEAD_COUNTS),
                 )
                 if counts[4]:
-                    _add(out, (TIME_TO_FIRST_TOKEN, ()), _histogram(counts, 4, TRAFFIC_HEAD_COUNTS + _BUCKETS))
+                    _add(out, (Metric.TIME_TO_FIRST_TOKEN, ()), _histogram(counts, 4, TRAFFIC_HEAD_COUNTS + _BUCKETS))
         return list(out.items())
 
     def counters(self) -> list[tuple[Attributes, int]]:
@@ -142,7 +140,7 @@ class Traffic:
                 (SemConv.HTTP_ROUTE, route),
                 (SemConv.HTTP_RESPONSE_STATUS_CODE, status),
                 (SemConv.ERROR_TYPE, error),
-                (RECORDED, "true" if recorded else "false"),
+                (Attr.RECORDED, "true" if recorded else "false"),
             )
             out[attributes] = out.get(attributes, 0) + counts[0]
         return list(out.items())
@@ -160,7 +158,7 @@ def requests_sum_json(
     """``perfkit.requests`` as an OTLP/JSON cumulative monotonic sum."""
     points = [{"attributes": attributes_json(list(a)), **times, "asInt": str(v)} for a, v in store.traffic_counters]
     return {
-        "name": REQUESTS_COUNTER,
+        "name": Metric.REQUESTS,
         "description": REQUESTS_DESCRIPTION,
         "unit": "{request}",
         "sum": {"dataPoints": points, "aggregationTemporality": 2, "isMonotonic": True},

@@ -10,11 +10,22 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from .._wire._names import Attr
 from ..types import AttributeValue
 
-__all__ = ["CAPABILITY_FIELDS", "FastPaths", "read_capabilities"]
+__all__ = ["CAPABILITY_FIELDS", "FastPath", "FastPaths", "Reading", "read_capabilities"]
 
 FastPath = Literal["stream_iterator", "per_chunk_hook", "pre_call_hooks", "during_call_hooks"]
+Reading = Literal[
+    "version",
+    "table",
+    "callbacks",
+    "slow_path_callbacks",
+    "stream_iterator_layers",
+    "capabilities_unread",
+    "fast_path_source",
+]
+"""The other attributes beside the fast paths: what they were read from, and how."""
 
 CAPABILITY_FIELDS: dict[str, dict[FastPath, tuple[str, ...]]] = {
     # 1.86-1.102 (older releases have no capability cache, and walk litellm.callbacks).
@@ -42,6 +53,12 @@ _VALUES: dict[FastPath, tuple[str, str]] = {  # (a field set, none set)
     "during_call_hooks": ("run", "skipped"),
 }
 UNKNOWN = "unknown"
+
+
+def _key(name: FastPath | Reading) -> str:
+    """The span attribute key of a fast path or a reading."""
+    return Attr.LITELLM_PREFIX + name
+
 
 _HOOKS = (
     "async_post_call_streaming_iterator_hook",
@@ -75,18 +92,16 @@ def read_capabilities(caps: Any, table: str) -> dict[str, AttributeValue]:
         unread.update(lacking)
         taken, not_taken = _VALUES[path]
         if any(getattr(caps, name, False) for name in fields):
-            attributes[f"perfkit.litellm.{path}"] = taken
+            attributes[_key(path)] = taken
         else:
-            attributes[f"perfkit.litellm.{path}"] = UNKNOWN if lacking else not_taken
-    wrapped = attributes["perfkit.litellm.stream_iterator"] == "wrapped"
-    attributes["perfkit.litellm.stream_iterator_layers"] = (
-        len(getattr(caps, "iterator_overrides", ())) if wrapped else 0
-    )
+            attributes[_key(path)] = UNKNOWN if lacking else not_taken
+    wrapped = attributes[_key("stream_iterator")] == "wrapped"
+    attributes[_key("stream_iterator_layers")] = len(getattr(caps, "iterator_overrides", ())) if wrapped else 0
     source = "callback_capabilities"
     if unread:
-        attributes["perfkit.litellm.capabilities_unread"] = ",".join(sorted(unread))
+        attributes[_key("capabilities_unread")] = ",".join(sorted(unread))
         source += f" (this release's cache lacks {', '.join(sorted(unread))})"
-    attributes["perfkit.litellm.fast_path_source"] = source
+    attributes[_key("fast_path_source")] = source
     return attributes
 
 
@@ -108,16 +123,16 @@ class FastPaths:
 
     def _compute(self, callbacks: list[Any]) -> dict[str, AttributeValue]:
         attributes: dict[str, AttributeValue] = {
-            "perfkit.litellm.version": self.version,
-            "perfkit.litellm.table": self.table,
+            _key("version"): self.version,
+            _key("table"): self.table,
         }
         resolved = self._resolve(callbacks)
         names = sorted({type(c).__name__ for c in resolved} | {c for c in callbacks if isinstance(c, str)})
         slow = sorted(
             {type(c).__name__ for c in resolved if any(_overrides(c, hook) for hook in _HOOKS) or _is_guardrail(c)}
         )
-        attributes["perfkit.litellm.callbacks"] = ",".join(names)
-        attributes["perfkit.litellm.slow_path_callbacks"] = ",".join(slow)
+        attributes[_key("callbacks")] = ",".join(names)
+        attributes[_key("slow_path_callbacks")] = ",".join(slow)
         try:
             from litellm.proxy.utils import ProxyLogging
 
@@ -130,12 +145,12 @@ class FastPaths:
             # No capability cache: every request walks litellm.callbacks, the
             # stream always goes through the iterator hook and the per-chunk hook.
             overriding = [c for c in resolved if _overrides(c, "async_post_call_streaming_iterator_hook")]
-            attributes["perfkit.litellm.stream_iterator"] = "wrapped"
-            attributes["perfkit.litellm.stream_iterator_layers"] = 1 + len(overriding)
-            attributes["perfkit.litellm.per_chunk_hook"] = "on"
-            attributes["perfkit.litellm.pre_call_hooks"] = "run"
-            attributes["perfkit.litellm.during_call_hooks"] = "run"
-            attributes["perfkit.litellm.fast_path_source"] = "litellm.callbacks (no fast paths in this version)"
+            attributes[_key("stream_iterator")] = "wrapped"
+            attributes[_key("stream_iterator_layers")] = 1 + len(overriding)
+            attributes[_key("per_chunk_hook")] = "on"
+            attributes[_key("pre_call_hooks")] = "run"
+            attributes[_key("during_call_hooks")] = "run"
+            attributes[_key("fast_path_source")] = "litellm.callbacks (no fast paths in this version)"
         return attributes
 
     @staticmethod

@@ -26,6 +26,7 @@ __all__ = [
     "AUTH",
     "LLM_CALL",
     "OUTBOUND",
+    "STREAM_ITERATE",
 ]
 
 PointKind = Literal[
@@ -46,8 +47,8 @@ PointKind = Literal[
 ]
 """``call``: one stage per call (async or sync function, or method).
 ``dependency``: a FastAPI dependency of the proxy's routes.
-``stream``: the proxy's streaming generator: ``stream.iterate`` (its own
-time), and the stream's chunk count and longest gap.
+``stream``: the proxy's streaming generator: its own time (``STREAM_ITERATE``),
+and the stream's chunk count and longest gap.
 ``sum``: called per chunk or many times per request; durations are summed.
 ``route``: returns the LLM call unawaited; awaiting it is ``llm_call``.
 ``outbound``, ``body_wait``, ``body_stream``: an HTTP client's request, a
@@ -77,6 +78,7 @@ run): a feature LiteLLM loads on first use is not loaded early by perfkit."""
 AUTH = "auth"
 LLM_CALL = "llm_call"
 OUTBOUND = "outbound"  # waiting on another service outside the LLM call (a guardrail, an auth hook)
+STREAM_ITERATE = "stream.iterate"  # the streaming generator's own time
 
 
 @dataclass(frozen=True)
@@ -162,9 +164,9 @@ _COMMON: tuple[Point, ...] = (
         Point("hooks.post_call", f"{_UTILS}:ProxyLogging.post_call_success_hook"),
         Point("headers", f"{_CRP}:ProxyBaseLLMRequestProcessing.get_custom_headers"),
         Point("serialize", "fastapi.routing:serialize_response"),
-        Point("stream", f"{_PS}:async_data_generator", "stream"),
+        Point(STREAM_ITERATE, f"{_PS}:async_data_generator", "stream"),
         # Anthropic /v1/messages (and other SSE formats) stream through this one.
-        Point("stream", f"{_CRP}:ProxyBaseLLMRequestProcessing.async_streaming_data_generator", "stream"),
+        Point(STREAM_ITERATE, f"{_CRP}:ProxyBaseLLMRequestProcessing.async_streaming_data_generator", "stream"),
         Point("stream.hooks", f"{_UTILS}:ProxyLogging.async_post_call_streaming_hook", "sum"),
         Point("stream.cleanup", "litellm.litellm_core_utils.streaming_handler:CustomStreamWrapper.aclose", "sum"),
         # Success logging runs after the response, in a task the logging worker

@@ -40,7 +40,7 @@ def make_wrapper(
         assert then is not None
         wrapper: Callable[..., Any] = _then(Stage(stage)(original), then)
     elif point.kind == "stream":
-        wrapper = _stream(original)
+        wrapper = _stream(original, stage)
     elif point.kind in _TRANSPORT_KINDS:
         wrapper = _TRANSPORT_KINDS[point.kind](original)
     elif point.kind == "route":
@@ -64,15 +64,15 @@ def make_wrapper(
     return wrapper
 
 
-def _stream(original: Callable[..., Any]) -> Callable[..., Any]:
-    """The proxy's streaming generator, its own time recorded as ``stream.iterate``."""
+def _stream(original: Callable[..., Any], stage: str) -> Callable[..., Any]:
+    """The proxy's streaming generator, its own time recorded as ``stage``, a ``generator`` stage."""
 
     def stream_wrapper(*args: Any, **kwargs: Any) -> Any:
         generator = original(*args, **kwargs)
         timeline = TIMELINE.get()
         if timeline is None or not inspect.isasyncgen(generator):
             return generator
-        return _timed_generator("stream.iterate", generator, timeline, stream_attributes=True)
+        return _timed_generator(stage, generator, timeline, stream_attributes=True)
 
     return stream_wrapper
 

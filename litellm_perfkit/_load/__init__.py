@@ -8,7 +8,7 @@ import multiprocessing
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from typing import Any
@@ -28,6 +28,7 @@ __all__ = [
     "LocustError",
     "Workload",
     "WorkloadError",
+    "load_errors",
     "run_load",
     "render_table",
     "endpoint_url",
@@ -78,6 +79,15 @@ def _progress(mode: ProgressMode, plan: LoadPlan) -> Iterator[Any]:
     ) as bar:
         task = bar.add_task("load", total=total)
         yield (bar, task, unit)
+
+
+@contextmanager
+def load_errors(fail: Callable[[str], Exception]) -> Iterator[None]:
+    """A load that cannot run (a bad workload, Locust missing or failing) raised as ``fail(its one-line message)``."""
+    try:
+        yield
+    except (LocustError, WorkloadError) as exc:
+        raise fail(str(exc)) from None
 
 
 def run_load(

@@ -15,6 +15,7 @@ from typing import Literal
 import orjson
 
 from .._wire._events import DONE, TERMINAL_TYPES, SseDecoder, carries_output, output_tokens, stream_error
+from .._wire._names import CONTENT_TYPE_HEADER, EVENT_STREAM_CONTENT_TYPE
 
 __all__ = ["ERROR_MESSAGES", "ErrorClass", "Exchange", "ResponseReader", "http_error"]
 
@@ -113,7 +114,7 @@ class ResponseReader:
 
     def __init__(self, exchange: Exchange) -> None:
         self.exchange = exchange
-        streaming = exchange.headers.get("content-type", "").startswith("text/event-stream")
+        streaming = exchange.headers.get(CONTENT_TYPE_HEADER, "").startswith(EVENT_STREAM_CONTENT_TYPE)
         self._decoder = SseDecoder() if streaming else None
         self._body = bytearray()
         self._ended = False
@@ -164,7 +165,7 @@ class ResponseReader:
             elif not self._ended:
                 exchange.fail("stream_incomplete", f"after {exchange.events} events")
             return
-        if not exchange.headers.get("content-type", "").startswith("application/json") or not self._body:
+        if not exchange.headers.get(CONTENT_TYPE_HEADER, "").startswith("application/json") or not self._body:
             return
         try:
             document = orjson.loads(self._body)

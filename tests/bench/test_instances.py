@@ -4,7 +4,6 @@ _bench/_render_deploy.py)."""
 
 from __future__ import annotations
 
-import io
 import threading
 from typing import Any
 
@@ -12,8 +11,8 @@ import pytest
 
 from litellm_perfkit._bench import run_bench
 from litellm_perfkit._bench._instances import chat_answers, start_instances
-from litellm_perfkit._bench._options import BenchOptions
 from litellm_perfkit._bench._render_deploy import deployment_lines, spend_check
+from tests.support.bench import short_bench
 
 PAGE = """\
 # HELP perfkit_requests_total Requests served.
@@ -99,7 +98,7 @@ USERS = 6
 def test_two_instances_share_the_rate_limits_the_database_and_the_attribution() -> None:
     """One bench on the real proxy (1.103.0): two instances behind one
     PostgreSQL and one Redis, the rate-limited scenario, both keys."""
-    options = BenchOptions(
+    options = short_bench(
         litellm_versions=("1.103.0",),
         deployment="postgres+redis",
         instances=2,
@@ -109,10 +108,6 @@ def test_two_instances_share_the_rate_limits_the_database_and_the_attribution() 
         stream_concurrency=4,
         duration_s=8.0,
         warmup_s=2.0,
-        direct_duration_s=2.0,
-        idle_s=0.0,
-        progress="off",
-        log=io.StringIO(),
     )
     document = run_bench(options)
     instances = document["instances"]

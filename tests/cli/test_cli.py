@@ -7,6 +7,7 @@ import contextlib
 import inspect
 import io
 import os
+import pathlib
 import re
 import shlex
 import subprocess
@@ -66,6 +67,9 @@ def perfkit(*args: str) -> subprocess.CompletedProcess[str]:
         (["bench", "--model", "gpt-4o"], "the embedded config serves fake-openai-endpoint with the key sk-1234"),
         (["compare", "--live", "1.83.14"], "give two or more"),
         (["bisect", "--good", "1.0", "--bad", "2.0", "--resolution", "0"], "--resolution"),
+        (["bisect", "--good", "1.0", "--bad", "2.0", "--repeats", "3"], "unrecognized arguments: --repeats"),
+        (["bisect", "--good", "1.0", "--bad", "2.0", "--driver", "locust"], "unrecognized arguments: --driver"),
+        (["bisect", "--good", "1.0", "--bad", "2.0", "--stream-concurrency", "4"], "unrecognized arguments"),
     ],
 )
 def test_bad_input_is_one_line(args: list[str], says: str) -> None:
@@ -73,6 +77,16 @@ def test_bad_input_is_one_line(args: list[str], says: str) -> None:
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and says in lines[0] and "Traceback" not in result.stderr
+
+
+def test_perfkit_run_a_script_whose_interpreter_is_gone_is_one_line(tmp_path: pathlib.Path) -> None:
+    script = tmp_path / "gateway"
+    script.write_text("#!/no/such/python\n")
+    script.chmod(0o755)
+    result = perfkit("run", "--record-rate", "all", "--", str(script))
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"cannot run {script}" in lines[0] and "Traceback" not in result.stderr
 
 
 @pytest.mark.parametrize(
@@ -267,12 +281,17 @@ def test_every_cli_default_is_the_default_of_the_option_it_fills() -> None:
             "instances": bench.instances,
             "scenario": bench.scenario,
             "rpm": bench.rpm,
+            "headline": bench.headline,
             "label": bench.label,
             "flamegraph": bench.flamegraph,
             "out": "perfkit-bench.json",
         },
         "bisect": {
-            **bench_flags(BISECT_BENCH),
+            **{
+                name: value
+                for name, value in bench_flags(BISECT_BENCH).items()
+                if name not in ("stream_concurrency", "driver", "processes", "progress")  # a pair has no use for them
+            },
             "min_pairs": signature(bisect, "min_pairs"),
             "max_pairs": signature(bisect, "max_pairs"),
             "resolution": signature(bisect, "target"),

@@ -14,11 +14,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from litellm_perfkit._bench import CONFIG_TEMPLATE
-from litellm_perfkit._bench._launch import Children, _tree, free_port, http_status, port_open, start_litellm
+from litellm_perfkit._bench._launch import Children, free_port, http_status, port_open, process_tree
 from tests.support.documents import validate
-from tests.support.litellm_env import litellm_python
 from tests.support.mock_server import mock_process
+from tests.support.procfs import command, state
+from tests.support.proxy import launched_proxy
 
 ROOT = Path(__file__).resolve().parents[2]
 PERFKIT = [sys.executable, "-m", "litellm_perfkit._cli"]
@@ -32,15 +32,8 @@ def upstream() -> Iterator[str]:
 
 
 def alive(pids: list[int]) -> list[int]:
-    living = []
-    for pid in pids:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z":
-            living.append(pid)
-    return living
+    """Those still running: neither gone nor a zombie."""
+    return [pid for pid in pids if state(pid) not in (None, "Z")]
 
 
 def left_after(pids: list[int], within_s: float = 1.0) -> list[int]:
@@ -66,20 +59,13 @@ def stop_midway(
             assert process.poll() is None, process.stderr.read().decode()[-3000:] if process.stderr else ""
             assert time.monotonic() < deadline, "the command never got ready"
             time.sleep(0.2)
-        descendants = [pid for pid in _tree(process.pid) if pid != process.pid]
+        descendants = [pid for pid in process_tree(process.pid) if pid != process.pid]
         process.send_signal(signum)
         _, stderr = process.communicate(timeout=90)
         return process.returncode, stderr.decode(), left_after(descendants)
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
-
-
-def _cmdline(pid: int) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return b""
 
 
 def lines(path: Path) -> int:
@@ -174,7 +160,7 @@ def test_bench_keeps_the_repeats_it_finished(tmp_path: Path) -> None:
         while log.read_text().count("proxy, nonstream phase") < 2:
             assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
             time.sleep(0.2)
-        descendants = [pid for pid in _tree(process.pid) if pid != process.pid]
+        descendants = [pid for pid in process_tree(process.pid) if pid != process.pid]
         process.send_signal(signal.SIGTERM)
         process.wait(90)
     finally:
@@ -228,23 +214,13 @@ def test_flamegraph_stops_its_command_and_writes_the_file(tmp_path: Path) -> Non
 @pytest.mark.litellm
 @pytest.mark.parametrize(("workers", "signum"), [(1, signal.SIGHUP)])
 def test_run_leaves_no_worker_or_agent_behind(upstream: str, tmp_path: Path, workers: int, signum: int) -> None:
-    bin_dir = litellm_python("1.103.0").parent
-    with Children() as children:
-        proxy = start_litellm(
-            children,
-            bin_dir / "litellm",
-            bin_dir / "perfkit",
-            CONFIG_TEMPLATE.replace("{upstream}", upstream),
-            tmp_path,
-            workers=workers,
-            perfkit_args=("--exporter", "none"),
-        )
+    with launched_proxy("1.103.0", upstream, tmp_path, workers=workers, perfkit_args=("--exporter", "none")) as proxy:
         # Each serving process starts its export agent with its first records to hand over.
         deadline = time.monotonic() + 30
         while True:
             assert http_status("127.0.0.1", int(proxy.url.rsplit(":", 1)[1]), "/health/liveliness") == 200
-            descendants = [pid for pid in _tree(proxy.pid) if pid != proxy.pid]
-            agents = [pid for pid in [proxy.pid, *descendants] if b"_export._agent" in _cmdline(pid)]
+            descendants = [pid for pid in process_tree(proxy.pid) if pid != proxy.pid]
+            agents = [pid for pid in [proxy.pid, *descendants] if b"_export._agent" in command(pid)]
             if agents or time.monotonic() > deadline:
                 break
             time.sleep(0.5)

@@ -19,6 +19,7 @@ from litellm_perfkit._export._spans import reconcile
 from litellm_perfkit._export._split import time_split
 from litellm_perfkit._wire._names import AFTER_RESPONSE_STAGE
 from litellm_perfkit.types import RequestRecord
+from tests.support.asgi import discard, http_scope, one_body
 from tests.support.capture import Captured
 from tests.support.clock import FakeClock
 
@@ -29,26 +30,20 @@ def _serve(
     backend: Backend, app: App, loop: asyncio.AbstractEventLoop, then: Callable[[], Awaitable[None]] | None = None
 ) -> None:
     """One request through the middleware, then ``then`` on the same loop (the tasks left running go on)."""
-    scope = {
-        "type": "http",
-        "method": "POST",
-        "path": "/v1/chat/completions",
-        "headers": [],
-        "client": ("127.0.0.1", 1),
-    }
-
-    async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": b"{}", "more_body": False}
-
-    async def send(message: dict[str, Any]) -> None:
-        return None
 
     async def main() -> None:
-        await backend.middleware(app, steps="on")(scope, receive, send)
+        await backend.middleware(app, steps="on")(http_scope(), one_body, discard)
         if then is not None:
             await then()
 
     loop.run_until_complete(main())
+
+
+def _served(backend: Backend, app: App, then: Callable[[], Awaitable[None]] | None = None) -> None:
+    """``_serve`` on a loop of its own, closed after."""
+    loop = asyncio.new_event_loop()
+    _serve(backend, app, loop, then)
+    loop.close()
 
 
 async def _respond(send: Any) -> None:
@@ -64,6 +59,20 @@ async def _until(condition: Callable[[], bool], timeout_s: float = 30) -> None:
         await asyncio.sleep(0.001)
 
 
+def _logging(work: Callable[[], Awaitable[None]]) -> tuple[asyncio.Event, Callable[[], Awaitable[None]]]:
+    """A task like the host's logging, started by a request: it lets the response end, runs
+    ``work``, then sets the event it returns with it."""
+    done = asyncio.Event()
+
+    async def log() -> None:
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # the response ends meanwhile
+        await work()
+        done.set()
+
+    return done, log
+
+
 def _after_response(record: RequestRecord) -> int:
     return sum(1 for stage in record.stages if stage.name == AFTER_RESPONSE_STAGE)
 
@@ -72,9 +81,7 @@ def test_a_request_without_tasks_is_handed_off_when_it_ends(backend: Backend, re
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         await _respond(send)
 
-    loop = asyncio.new_event_loop()
-    _serve(backend, app, loop)
-    loop.close()
+    _served(backend, app)
     [record] = records
     assert _after_response(record) == 0
 
@@ -82,13 +89,10 @@ def test_a_request_without_tasks_is_handed_off_when_it_ends(backend: Backend, re
 def test_a_task_that_outlives_the_response_holds_the_hand_off_and_is_the_after_response_stage(
     backend: Backend, records: Captured, clock: FakeClock
 ) -> None:
-    done = asyncio.Event()
-
-    async def log() -> None:
-        await asyncio.sleep(0)
-        await asyncio.sleep(0)  # the response ends meanwhile
+    async def cost() -> None:
         clock.advance_ms(3)  # the logging's CPU, after the response
-        done.set()
+
+    done, log = _logging(cost)
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         clock.advance_ms(1)
@@ -100,9 +104,7 @@ def test_a_task_that_outlives_the_response_holds_the_hand_off_and_is_the_after_r
         await done.wait()
         await asyncio.sleep(0)  # its done callback
 
-    loop = asyncio.new_event_loop()
-    _serve(backend, app, loop, then)
-    loop.close()
+    _served(backend, app, then)
     [record] = records
     [after] = [stage for stage in record.stages if stage.name == AFTER_RESPONSE_STAGE]
     assert after.start_ns == record.end_ns and after.end_ns >= record.end_ns + 3_000_000
@@ -125,21 +127,25 @@ def _held_until(forever: asyncio.Event) -> App:
     return app
 
 
-def test_a_task_that_never_ends_is_waited_for_at_most_wait_s(
-    backend: Backend, records: Captured, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def held(monkeypatch: pytest.MonkeyPatch) -> tuple[asyncio.Event, App]:
+    """An app whose requests are each held by a task that waits for the event, with a short ``WAIT_S``."""
     monkeypatch.setattr(_after, "WAIT_S", 0.05)
     forever = asyncio.Event()
-    app = _held_until(forever)
+    return forever, _held_until(forever)
+
+
+def test_a_task_that_never_ends_is_waited_for_at_most_wait_s(
+    backend: Backend, records: Captured, held: tuple[asyncio.Event, App]
+) -> None:
+    forever, app = held
 
     async def then() -> None:
         await _until(lambda: len(records) == 1)  # handed off at the deadline, the task still waiting
         forever.set()
         await asyncio.sleep(0)
 
-    loop = asyncio.new_event_loop()
-    _serve(backend, app, loop, then)
-    loop.close()
+    _served(backend, app, then)
     assert len(records) == 1
 
 
@@ -207,47 +213,29 @@ def test_a_requests_tasks_share_one_done_callback_run_outside_its_context(
         await asyncio.gather(*tasks)
         await _respond(send)
 
-    loop = asyncio.new_event_loop()
-    _serve(backend, app, loop)
-    loop.close()
+    _served(backend, app)
     assert len(callbacks) == 1  # the one callback the request's tasks were given
     assert seen and all(timeline is None for timeline in seen)  # run in an empty context, not a copy of the request's
     assert len(records) == 1
 
 
 def test_held_requests_share_one_sweep_per_loop(
-    backend: Backend, records: Captured, monkeypatch: pytest.MonkeyPatch
+    backend: Backend, records: Captured, held: tuple[asyncio.Event, App]
 ) -> None:
-    monkeypatch.setattr(_after, "WAIT_S", 0.05)
-    forever = asyncio.Event()
-    app = _held_until(forever)
+    forever, app = held
 
     async def then() -> None:
         loop = asyncio.get_running_loop()
         for _ in range(4):  # four more requests, each held by a task that never ends
-            await backend.middleware(app, steps="on")(
-                {"type": "http", "method": "POST", "path": "/", "headers": [], "client": ("127.0.0.1", 1)},
-                _receive,
-                _discard,
-            )
+            await backend.middleware(app, steps="on")(http_scope(path="/"), one_body, discard)
         assert list(_after._sweeps.values()) == [loop]  # one sweep queued for all five
         await _until(lambda: len(records) == 5)  # each handed off at its deadline
         assert not _after._sweeps  # nothing left queued
         forever.set()
         await asyncio.sleep(0)
 
-    loop = asyncio.new_event_loop()
-    _serve(backend, app, loop, then)
-    loop.close()
+    _served(backend, app, then)
     assert len(records) == 5
-
-
-async def _receive() -> dict[str, Any]:
-    return {"type": "http.request", "body": b"{}", "more_body": False}
-
-
-async def _discard(message: dict[str, Any]) -> None:
-    return None
 
 
 def test_a_request_held_on_a_loop_that_closed_is_handed_off_with_the_next_sweep(

@@ -9,10 +9,11 @@ import pytest
 from litellm_perfkit._core._fields import GENERATOR, GeneratorEntry, position_names
 from litellm_perfkit._core._layouts import BATCH_HEAD, FRAME_HEAD, RECORD_HEAD, FrameKind, Hooks, Span, c_header
 from litellm_perfkit._export._frames import batch_frame
+from litellm_perfkit._wire._names import C_CONTENT_TYPES, C_HEADERS
 
 
 def _defines() -> dict[str, str]:
-    return dict(re.findall(r"^#define (PK_\w+) (\S+)", c_header(), re.MULTILINE))
+    return dict(re.findall(r"^#define (PK_\w+) (\S+)", c_header(C_HEADERS, C_CONTENT_TYPES), re.MULTILINE))
 
 
 def test_c_names_each_span_field_by_its_position() -> None:
@@ -37,13 +38,28 @@ def test_the_c_offsets_read_a_batch_frame_as_python_writes_it() -> None:
 
 
 def test_setup_takes_every_hook_by_keyword_with_its_type_check() -> None:
-    header = c_header()
+    header = c_header(C_HEADERS, C_CONTENT_TYPES)
     hooks = list(Hooks.__annotations__)
     table = header.split("#define PK_HOOKS(X)", 1)[1].split("/*", 1)[0]
     assert re.findall(r"X\((\w+)\)", table) == hooks
     form = re.search(r'PK_HOOKS_FORMAT "\$([O!]*):setup"', header)
     assert form is not None and form.group(1).count("O") == len(hooks)
     assert "&PyDict_Type, &(h).entry_prefixes" in header and "&PyLong_Type, &(h).step_values" in header
+
+
+def test_c_spells_each_header_name_and_content_type_as_declared_with_its_length() -> None:
+    defines = _defines()
+    for key, name in C_HEADERS.items():
+        assert defines[f"PK_HEADER_{key}"] == f'"{name}"'
+        assert int(defines[f"PK_HEADER_{key}_LEN"]) == len(name.encode())
+    for key, content_type in C_CONTENT_TYPES.items():
+        assert defines[f"PK_CONTENT_TYPE_{key}"] == f'"{content_type}"'
+        assert int(defines[f"PK_CONTENT_TYPE_{key}_LEN"]) == len(content_type.encode())
+
+
+def test_a_header_name_c_could_not_spell_as_it_is_is_refused() -> None:
+    with pytest.raises(ValueError, match="lowercase"):
+        c_header({"BAD": 'x-"quoted"'}, C_CONTENT_TYPES)
 
 
 def test_a_stage_entry_is_named_by_its_positions() -> None:

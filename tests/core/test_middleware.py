@@ -15,6 +15,7 @@ from litellm_perfkit._core._backend import Backend
 from litellm_perfkit._core._timeline import current_timeline
 from litellm_perfkit._wire._headers import parse_server_timing
 from tests.support import apps
+from tests.support.asgi import http_scope
 from tests.support.capture import capture_records
 from tests.support.servers import uvicorn_server
 
@@ -296,7 +297,7 @@ def test_a_collector_pause_inside_a_request_is_recorded_and_named_in_server_timi
     async def drive() -> None:
         middleware = backend.middleware(app)
         for path in ("/collect", "/quiet"):
-            scope = {"type": "http", "method": "GET", "path": path, "headers": [], "client": ("127.0.0.1", 1)}
+            scope = http_scope("GET", path)
 
             async def receive() -> dict[str, Any]:
                 return {"type": "http.request", "body": b"", "more_body": False}
@@ -332,7 +333,7 @@ def _serve_from(
         await send({"type": "http.response.body", "body": b"ok"})
 
     sent: list[Any] = []
-    scope = {"type": "http", "method": "GET", "path": "/", "headers": headers, "client": (client, 5000)}
+    scope = http_scope("GET", "/", headers, (client, 5000))
 
     async def receive() -> Any:
         return {"type": "http.request", "body": b""}

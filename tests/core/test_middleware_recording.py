@@ -13,6 +13,7 @@ import pytest
 from litellm_perfkit import OVERHEAD_HEADER
 from litellm_perfkit._core._backend import Backend
 from litellm_perfkit._core._middleware import PerfkitMiddleware
+from tests.support.asgi import http_scope
 from tests.support.capture import capture_records
 
 SECRET = (b"x-perfkit-secret", b"s3cret")
@@ -44,13 +45,7 @@ class Served:
     def get(self, *headers: tuple[bytes, bytes], client: str = "10.1.2.3") -> dict[bytes, bytes]:
         """One request; the response's headers."""
         sent: list[Any] = []
-        scope = {
-            "type": "http",
-            "method": "GET",
-            "path": "/",
-            "headers": [(b"host", b"x"), *headers],
-            "client": (client, 5000),
-        }
+        scope = http_scope("GET", "/", [(b"host", b"x"), *headers], (client, 5000))
 
         async def receive() -> Any:
             return {"type": "http.request", "body": b""}

@@ -7,14 +7,18 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from litellm_perfkit._core._backend import Backend
 from litellm_perfkit._core._guard import internal_error_counts
 from litellm_perfkit._core._protocol import parsing
 from litellm_perfkit._export._spans import reconcile
 from litellm_perfkit._export._split import time_split
 from litellm_perfkit._litellm._wrap import _uvicorn_request
+from litellm_perfkit._wire._environment_variables import PERFKIT_STEPS
 from litellm_perfkit._wire._names import PROTOCOL_STAGE
 from tests.core.test_after import _respond
+from tests.support.asgi import http_scope
 from tests.support.capture import Captured
 from tests.support.clock import FakeClock
 
@@ -46,13 +50,7 @@ class _Protocol:
             self.cycle.body.set()
 
     async def _serve(self, cycle: _Cycle) -> None:
-        scope = {
-            "type": "http",
-            "method": "POST",
-            "path": "/v1/chat/completions",
-            "headers": [],
-            "client": ("127.0.0.1", 1),
-        }
+        scope = http_scope()
 
         async def receive() -> dict[str, Any]:
             await cycle.body.wait()
@@ -70,12 +68,13 @@ class _Protocol:
         await self.backend.middleware(app, steps="on")(scope, receive, send)
 
 
-_Protocol.data_received = parsing(_Protocol.data_received, _uvicorn_request)  # type: ignore[method-assign,assignment]
+_UNTIMED = _Protocol.data_received
+_Protocol.data_received = parsing(_UNTIMED, _uvicorn_request)  # type: ignore[method-assign,assignment]
 
 
-def _run(backend: Backend, clock: FakeClock, *reads: bytes) -> None:
+def _run(backend: Backend, clock: FakeClock, *reads: bytes, protocol_class: type[_Protocol] = _Protocol) -> None:
     async def main() -> None:
-        protocol = _Protocol(backend, clock, app_cpu_ms=0.5)
+        protocol = protocol_class(backend, clock, app_cpu_ms=0.5)
         for data in reads:
             protocol.data_received(data)
             await asyncio.sleep(0)  # the loop runs what the read started
@@ -110,6 +109,25 @@ def test_the_parsing_before_the_app_and_of_the_body_is_the_requests_protocol_sta
     # the request for its body read (1 ms) and its own work (0.5 ms), none of
     # it in a stage; the protocol's 3 ms, if counted, would show as attributed.
     assert reconcile(record) == (int(1.5 * MS), 0, 0, int(1.5 * MS))
+
+
+def test_with_the_thread_cpu_clock_the_parsing_counts_its_cpu_not_its_wall_time(
+    backend: Backend, records: Captured, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``PERFKIT_STEPS=cpu``: 3 ms on the (fake) wall clock, as a preempted
+    callback takes, with next to no CPU on the thread's clock: the stage's
+    CPU is the thread's, the rest of its wall time is not CPU."""
+    monkeypatch.setenv(PERFKIT_STEPS, "cpu")
+
+    class Preempted(_Protocol):
+        data_received = parsing(_UNTIMED, _uvicorn_request)  # type: ignore[assignment]
+
+    _run(backend, clock, b"head:2", b"body:1", protocol_class=Preempted)
+    [record] = records
+    [protocol] = [stage for stage in record.stages if stage.name == PROTOCOL_STAGE]
+    assert protocol.duration_ns == 3 * MS and protocol.self_ns < MS // 2
+    split = time_split(record)
+    assert split is not None and split.stages[0].cpu_ns == protocol.self_ns
 
 
 def test_each_request_on_a_connection_gets_its_own_parsing(

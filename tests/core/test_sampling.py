@@ -18,6 +18,7 @@ from litellm_perfkit._core._sampling import (
     record_rate_from_env,
     sampled_parent,
     traced_rate_from_env,
+    weighted_quantile,
 )
 from tests.support import backends
 from tests.support.clock import FakeClock
@@ -110,18 +111,6 @@ def sampled(arrivals: list[Arrival], choice: RecordChoice, clock: FakeClock) -> 
     return sample
 
 
-def quantile(values: list[tuple[float, int]], q: float) -> float:
-    """The weighted q-quantile: the smallest value whose weighted rank reaches q."""
-    ordered = sorted(values)
-    total = sum(weight for _, weight in ordered)
-    running = 0
-    for value, weight in ordered:
-        running += weight
-        if running >= q * total:
-            return value
-    return ordered[-1][0]
-
-
 def share_at_most(arrivals: list[Arrival], value: float) -> float:
     return sum(latency <= value for _, latency in arrivals) / len(arrivals)
 
@@ -140,13 +129,13 @@ def test_bursts_bias_the_paced_samples_percentiles_and_the_weights_remove_it() -
     # every quiet request but only ~20 of each burst's 400.
     assert share_at_most(arrivals, 6.0) < 0.07
     assert len(sample) < len(arrivals) / 8
-    assert quantile(unweighted, 0.5) < 6.0  # the paced sample's median is a quiet request's
+    assert weighted_quantile(unweighted, 0.5) < 6.0  # the paced sample's median is a quiet request's
     n = effective_size(sample)
     for q in (0.5, 0.9, 0.95):
-        estimate = quantile(sample, q)
+        estimate = weighted_quantile(sample, q)
         bound = 3 * math.sqrt(q * (1 - q) / n)  # three standard errors of the rank
         assert abs(share_at_most(arrivals, estimate) - q) <= bound, (q, estimate, n)
-    assert 40 <= quantile(sample, 0.5) <= 60
+    assert 40 <= weighted_quantile(sample, 0.5) <= 60
 
 
 def test_the_weights_add_up_to_every_request_but_those_after_the_last_recorded() -> None:
@@ -169,7 +158,7 @@ def test_with_a_ratio_too_the_weights_count_every_request(monkeypatch: pytest.Mo
     arrivals = bursty(60, rng)
     sample = sampled(arrivals, choice, clock)
     assert sum(w for _, w in sample) + choice._passed == len(arrivals)
-    assert 40 <= quantile(sample, 0.5) <= 60
+    assert 40 <= weighted_quantile(sample, 0.5) <= 60
 
 
 def test_under_the_rate_every_weight_is_one() -> None:
@@ -263,3 +252,8 @@ def test_the_traced_rate_from_the_environment(
     monkeypatch.setenv("PERFKIT_RECORD_TRACED_RATE", "lots")
     assert traced_rate_from_env() == "all"
     assert "PERFKIT_RECORD_TRACED_RATE='lots' is neither 'all' nor a positive number" in caplog.text
+
+
+def test_weighted_quantile_counts_each_value_as_its_weight() -> None:
+    sample = [(3.0, 1), (1.0, 3), (2.0, 1)]  # as if 1.0 had been seen three times: 1 1 1 2 3
+    assert [weighted_quantile(sample, q) for q in (0.2, 0.6, 0.61, 0.8, 0.81, 1.0)] == [1.0, 1.0, 2.0, 2.0, 3.0, 3.0]

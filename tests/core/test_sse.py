@@ -3,7 +3,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from litellm_perfkit._core._sse import SseScanner
+from litellm_perfkit._core._sse import SseScanner, is_event_stream
 
 
 def event(delta: dict[str, object] | None = None, **choice: object) -> bytes:
@@ -85,3 +85,9 @@ def test_crlf_streams_and_data_inside_content() -> None:
 def test_malformed_json_is_skipped() -> None:
     scanner = SseScanner()
     assert feed_all(scanner, [b"data: {not json\n\n", TOKEN]) == [1]
+
+
+def test_a_response_is_an_event_stream_by_its_content_type_header() -> None:
+    assert is_event_stream([(b"x-other", b"text/event-stream"), (b"Content-Type", b"text/event-stream; charset=utf-8")])
+    assert not is_event_stream([(b"content-type", b"application/json")])
+    assert not is_event_stream([])

@@ -8,6 +8,7 @@ import asyncio
 import collections.abc
 import contextvars
 import sys
+import time
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any
 
@@ -17,6 +18,7 @@ import uvloop
 from litellm_perfkit._core._backend import Backend
 from litellm_perfkit._core._context import TIMELINE
 from litellm_perfkit._core._steps import MAX_STEPS, STEP_SIZE
+from litellm_perfkit._export._split import Split, split_windows
 from tests.support.clock import FakeClock
 
 LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
@@ -80,9 +82,9 @@ def test_each_step_records_when_it_ran_and_the_bounds_of_when_it_was_ready(
     assert len(steps) == 3
     ms = 1_000_000
     # The first step runs when armed, so it was ready when it started; it ran 1 ms.
-    assert steps[0] == (start, start, start, start + 1 * ms)
+    assert steps[0] == (start, start, start, start + 1 * ms, -1)  # -1: its CPU is its wall time
     # Every step's end is after its start, and ready bounds never pass the start.
-    for early, late, begin, end in steps:
+    for early, late, begin, end, _ in steps:
         assert early <= late <= begin <= end
     assert steps[1][3] - steps[1][2] == 2 * ms
     assert steps[2][3] - steps[2][2] == 3 * ms
@@ -121,7 +123,7 @@ def test_an_exception_goes_through_and_its_step_is_recorded(
 
     loop.run_until_complete(request())
     assert len(_steps(steps)) == 2
-    assert steps[-1] - steps[-2] == 2_000_000
+    assert steps[-2] - steps[-3] == 2_000_000
 
 
 def test_cancellation_reaches_the_coroutine(
@@ -166,9 +168,57 @@ def test_tasks_a_request_starts_are_clocked_into_its_steps(
 
     result, values = _run(backend, loop, parent)
     assert result == "child"
-    cpu = sorted(end - start for _, _, start, end in _steps(values))
+    cpu = sorted(end - start for _, _, start, end, _ in _steps(values))
     assert 4_000_000 in cpu
     assert len(cpu) >= 4  # the parent's two steps and the child's two
+
+
+def _burn_thread_cpu(ms: float) -> None:
+    end = time.thread_time_ns() + int(ms * 1e6)
+    while time.thread_time_ns() < end:
+        pass
+
+
+@pytest.mark.parametrize("steps_mode", ["on", "cpu"])
+def test_with_the_thread_cpu_clock_a_step_records_its_cpu_and_the_split_counts_only_that(
+    clock: FakeClock, backend: Backend, loop: asyncio.AbstractEventLoop, steps_mode: str
+) -> None:
+    """Steps whose wall time (the fake clock) is 50 ms of which they ran
+    10 ms on the thread's CPU clock, as preempted steps do, in a request and
+    in a task the request starts: ``on`` records no CPU (-1: the wall time),
+    ``cpu`` the 10 ms; the split then counts 10 ms of each as CPU and the
+    rest of its wall time as waiting to run (queueing)."""
+    thread_cpu = steps_mode == "cpu"
+    ms = 1_000_000
+
+    async def child() -> None:
+        _burn_thread_cpu(10)
+        clock.advance_ms(50)
+
+    async def parent() -> None:
+        _burn_thread_cpu(10)
+        clock.advance_ms(50)
+        await asyncio.create_task(child())
+
+    steps: list[int] = []
+    timeline = backend.timeline(0, "POST", "/x")
+    timeline.steps = steps
+
+    async def request() -> None:
+        TIMELINE.set(timeline)
+        await backend.middleware._step_accounting.clock(parent(), steps, loop, thread_cpu)
+
+    loop.run_until_complete(request())
+    burning = [step for step in _steps(steps) if step[3] - step[2] >= 50 * ms]
+    assert len(burning) == 2  # the parent's first step and the child's
+    for _, _, start, end, cpu in burning:
+        parts = split_windows(steps, [start, end], [], Split)[0]
+        if thread_cpu:
+            assert 10 * ms <= cpu <= 15 * ms  # the burn and the step's own bookkeeping, not the 50 ms
+            assert parts.cpu_ns == cpu and parts.queue_ns == end - start - cpu
+        else:
+            assert cpu == -1
+            assert parts.cpu_ns == end - start
 
 
 def test_steps_past_the_limit_are_counted_not_recorded(

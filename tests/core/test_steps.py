@@ -1,10 +1,14 @@
 """Step accounting against ground truth: a gateway whose stages burn known
 CPU and await known delays (tests/support/cpu_gateway.py), on uvloop, at 1
-and at 32 concurrent users."""
+and at 32 concurrent users; and beside a CPU hog pinned to the gateway's
+core, where only the thread's CPU clock (``PERFKIT_STEPS=cpu``) tells the
+stages' CPU from their waiting for the core."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import os
 import statistics
 import sys
 import time
@@ -17,6 +21,7 @@ import orjson
 import pytest
 
 from litellm_perfkit._bench._launch import Children, free_port, port_open
+from litellm_perfkit._wire._environment_variables import PERFKIT_STEPS
 from litellm_perfkit._wire._names import Attr
 from tests.support.cpu_gateway import COSTS_MS
 
@@ -55,6 +60,16 @@ def _wait_until_written(path: Path) -> None:
 
 def _attrs(span: dict[str, Any]) -> dict[str, float]:
     return {a["key"]: next(iter(a["value"].values())) for a in span["attributes"]}
+
+
+def _spans(jsonl: Path, first: int) -> dict[str, list[dict[str, float]]]:
+    """Per span name ("request" for the server span): the attributes of each request from ``first`` on."""
+    result: dict[str, list[dict[str, float]]] = defaultdict(list)
+    for line in jsonl.read_bytes().splitlines():
+        span = orjson.loads(line)
+        if int(span["traceId"][8:], 16) >= first:
+            result["request" if span["kind"] == 2 else span["name"]].append(_attrs(span))
+    return result
 
 
 @pytest.fixture(scope="module")
@@ -198,4 +213,68 @@ def test_queueing_grows_with_load_and_the_injected_waits_are_within_the_io_bound
     # one full-suite run, on Python 3.10).
     total_1, total_32 = median(1, "request", Attr.TOTAL_MS), median(32, "request", Attr.TOTAL_MS)
     check(total_32 > 1.5 * total_1, f"request wall: {total_32:.3f} ms at 32 users, {total_1:.3f} ms at 1")
+    assert not failures, "\n".join(failures)
+
+
+# Beside the hog each stage burns 20-40 ms: several of the scheduler's slices, so the hog runs inside every stage.
+HOG_CPU_SCALE = 20
+HOG_REQUESTS = 12
+
+
+@pytest.fixture(scope="module")
+def beside_a_hog(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, list[dict[str, float]]]]:
+    """Per PERFKIT_STEPS mode: the gateway pinned to core 0 with a busy loop pinned there too, one user."""
+    result = {}
+    for mode in ("cpu", "on"):
+        jsonl = tmp_path_factory.mktemp(f"hog-{mode}") / "spans.jsonl"
+        port = free_port()
+        with Children() as children:
+            command = [sys.executable, "-m", "tests.support.cpu_gateway", "--port", str(port), "--jsonl", str(jsonl)]
+            gateway = children.start(
+                "cpu_gateway",
+                ["taskset", "-c", "0", *command, "--cpu-scale", str(HOG_CPU_SCALE)],
+                {**os.environ, PERFKIT_STEPS: mode},
+                cwd=ROOT,
+            )
+            gateway.wait_ready(functools.partial(port_open, port), 30)
+            children.start("hog", ["taskset", "-c", "0", sys.executable, "-c", "while True: pass"])
+            asyncio.run(_drive(f"http://127.0.0.1:{port}", 1, 3, 0))  # warm-up, not measured
+            asyncio.run(_drive(f"http://127.0.0.1:{port}", 1, HOG_REQUESTS, 1_000_000))
+            _wait_until_written(jsonl)
+        result[mode] = _spans(jsonl, 1_000_000)
+        assert len(result[mode]["request"]) == HOG_REQUESTS, (mode, len(result[mode]["request"]))
+    return result
+
+
+def test_beside_a_hog_on_its_core_each_stage_reads_the_cpu_it_burned_and_waits_the_rest(
+    beside_a_hog: dict[str, dict[str, list[dict[str, float]]]],
+) -> None:
+    """With the thread's CPU clock each burning stage's CPU is within 10% of
+    what it burned while its wall time is about twice that (the hog's turns),
+    counted as waiting to run (queueing); the request's CPU is the sum. The
+    wall clock alone (``on``) counts the hog's turns as the stage's CPU."""
+    failures = []
+    spans = beside_a_hog["cpu"]
+
+    def median(group: list[dict[str, float]], key: str) -> float:
+        return statistics.median(s.get(key, 0.0) for s in group)
+
+    burned = 0.0
+    for name, (cpu_ms, _) in COSTS_MS.items():
+        if not cpu_ms:
+            continue
+        injected = cpu_ms * HOG_CPU_SCALE
+        burned += injected
+        cpu, wall = median(spans[name], Attr.STAGE_CPU_MS), median(spans[name], Attr.STAGE_DURATION_MS)
+        queue = median(spans[name], Attr.STAGE_QUEUE_MS)
+        if not 0.9 * injected <= cpu <= 1.1 * injected:
+            failures.append(f"{name}: cpu {cpu:.2f} ms, burned {injected:.1f} ms")
+        if wall < 1.5 * injected or queue < 0.4 * injected:
+            failures.append(f"{name}: wall {wall:.2f} ms, queue {queue:.2f} ms: the hog did not take turns inside it")
+        wall_clock_cpu = median(beside_a_hog["on"][name], Attr.STAGE_CPU_MS)
+        if wall_clock_cpu < 1.5 * injected:
+            failures.append(f"{name}: the wall clock's cpu {wall_clock_cpu:.2f} ms, burned {injected:.1f} ms")
+    request_cpu = median(spans["request"], Attr.CPU_MS)
+    if not burned <= request_cpu <= 1.1 * burned:
+        failures.append(f"request: cpu {request_cpu:.2f} ms, burned {burned:.1f} ms")
     assert not failures, "\n".join(failures)

@@ -18,7 +18,7 @@ from litellm_perfkit._export._spans import reconcile, record_to_spans
 from litellm_perfkit._export._split import time_split
 from litellm_perfkit._wire._names import AFTER_RESPONSE_STAGE, AFTER_RESPONSE_THREAD_STAGE, THREAD_STAGE
 from litellm_perfkit.types import RequestRecord
-from tests.core.test_after import _respond, _serve, _until
+from tests.core.test_after import _logging, _respond, _served, _until
 from tests.support.capture import Captured
 from tests.support.clock import FakeClock, installed
 
@@ -63,9 +63,7 @@ def test_a_threads_cpu_is_the_requests_cpu_inside_the_stage_that_handed_it_over(
             assert result == "done"
         await _respond(send)
 
-    loop = asyncio.new_event_loop()
-    _serve(backend, app, loop)
-    loop.close()
+    _served(backend, app)
     [record] = records
     threads = record.stages[_stage(record, THREAD_STAGE)]
     llm_call = _stage(record, "llm_call")
@@ -84,13 +82,10 @@ def test_a_threads_cpu_is_the_requests_cpu_inside_the_stage_that_handed_it_over(
 def test_a_thread_handed_over_after_the_response_is_after_response_work(
     backend: Backend, records: Captured, clock: FakeClock
 ) -> None:
-    done = asyncio.Event()
-
-    async def log() -> None:
-        await asyncio.sleep(0)
-        await asyncio.sleep(0)  # the response ends meanwhile
+    async def cost() -> None:
         await asyncio.get_running_loop().run_in_executor(None, in_thread(_work(clock, 3, 2)))
-        done.set()
+
+    done, log = _logging(cost)
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         asyncio.get_running_loop().create_task(log())
@@ -100,9 +95,7 @@ def test_a_thread_handed_over_after_the_response_is_after_response_work(
         await done.wait()
         await _until(lambda: len(records) == 1)  # handed off once the task's done callback has run
 
-    loop = asyncio.new_event_loop()
-    _serve(backend, app, loop, then)
-    loop.close()
+    _served(backend, app, then)
     [record] = records
     after, threads = _stage(record, AFTER_RESPONSE_STAGE), _stage(record, AFTER_RESPONSE_THREAD_STAGE)
     assert record.stages[threads].parent == after
@@ -131,9 +124,7 @@ def test_calls_under_different_stages_are_one_threads_stage_each(
             await loop.run_in_executor(None, in_thread(_work(clock, 3, 3)))
         await _respond(send)
 
-    loop = asyncio.new_event_loop()
-    _serve(backend, app, loop)
-    loop.close()
+    _served(backend, app)
     [record] = records
     threads = {record.stages[stage.parent].name: stage for stage in record.stages if stage.name == THREAD_STAGE}
     assert all(record.stages.index(stage) > stage.parent for stage in threads.values())  # each after its parent
@@ -173,9 +164,7 @@ def test_the_overhead_is_the_injected_stage_costs_with_a_threads_wall_counted_on
                 clock.advance_ms(UPSTREAM_MS)
         await _respond(send)
 
-    loop = asyncio.new_event_loop()
-    _serve(backend, app, loop)
-    loop.close()
+    _served(backend, app)
     [record] = records
     total, upstream, attributed, unattributed = reconcile(record)
     assert total == (AUTH_MS + UNSTAGED_MS + LLM_CALL_OWN_MS + THREAD_WALL_MS + UPSTREAM_MS) * MS

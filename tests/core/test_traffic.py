@@ -22,6 +22,7 @@ from litellm_perfkit._core._traffic import (
 )
 from litellm_perfkit.types import Message
 from tests.support import backends
+from tests.support.asgi import http_scope
 from tests.support.clock import FakeClock, installed
 
 ROLE = b'data: {"choices":[{"index":0,"delta":{"role":"assistant"}}]}\n\n'
@@ -135,14 +136,7 @@ async def serve(middleware: Any, method: str = "POST") -> list[Message]:
     async def send(message: Message) -> None:
         sent.append(message)
 
-    scope = {
-        "type": "http",
-        "method": method,
-        "path": "/v1/chat/completions?raw",
-        "headers": [],
-        "client": ("10.0.0.1", 5),
-        "server": ("127.0.0.1", 80),
-    }
+    scope = http_scope(method, "/v1/chat/completions?raw", client=("10.0.0.1", 5), server=("127.0.0.1", 80))
     try:
         await middleware(scope, receive, send)
     except KeyError:
@@ -244,7 +238,7 @@ def test_a_tally_that_fails_leaves_the_request_served_and_the_error_counted(back
     middleware = backend.middleware(app, record_ratio=0.0)
     middleware._tally = Broken()  # type: ignore[assignment]
     before = internal_error_counts().get("middleware.tally", 0)
-    scope = {"type": "http", "method": "GET", "path": "/", "headers": [], "client": ("10.0.0.1", 1)}
+    scope = http_scope("GET", "/", client=("10.0.0.1", 1))
     asyncio.run(middleware(scope, receive, send))
     assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"] and sent[1]["body"] == b"ok"
     assert internal_error_counts().get("middleware.tally", 0) == before + 1

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 _FENCE = re.compile(r"^```(?P<info>[^\n]*)\n(?P<body>.*?)^```$", re.M | re.S)
-_SPAN = re.compile(r"`([^`\n]+)`")
+_SPAN = re.compile(r"`((?:[^`\n]|\n(?!\s*\n))+)`")  # a span may wrap onto the next line of its paragraph
 _INDENTED = re.compile(r"^(?: {4}|\t)(\S.*)$", re.M)
 _COMMAND = re.compile(r"(?:^|(?<=[\s(=]))(?:\.venv/bin/)?(?:perfkit|python3? -m benchmarks\.(?P<module>\w+))(?=\s|$)")
 _SUBSTITUTION = re.compile(r"\$\([^)]*\)")
@@ -57,7 +57,7 @@ def _code(markdown: str) -> list[str]:
         else:
             pieces += body.splitlines()
     prose = _FENCE.sub("", markdown)
-    pieces += _SPAN.findall(prose)
+    pieces += [" ".join(span.split()) for span in _SPAN.findall(prose)]
     pieces += _INDENTED.findall(prose.replace("\\\n", " "))
     return pieces
 

@@ -1,6 +1,6 @@
 """docs/schemas/bisect.json describes the journal perfkit bisect writes.
 
-The journal is written by ``_bisect.Journal.save`` from the search's own
+The journal is written by ``_bisect_journal.Journal.save`` from the search's own
 records (``SideReading``, ``PairReading``, ``Step``, ``FunctionMove``, ``Change``, ``Resolution``, ``BisectResult``); the schema is
 written by hand, so this holds it to those declarations field by field, and
 validates journals the search wrote. tests/bench/test_bisect.py validates the
@@ -17,10 +17,12 @@ from typing import Any
 import orjson
 import pytest
 
-from litellm_perfkit._bench import _bisect, _pair_stats, _pairs
-from litellm_perfkit._bench._bisect import BISECT_SCHEMA, Journal, Unavailable, bisect
+from litellm_perfkit._bench import _bisect_journal, _pair_stats, _pairs
+from litellm_perfkit._bench._bisect import bisect
 from litellm_perfkit._bench._bisect_bench import METRICS
-from litellm_perfkit._bench._pairs import PairReading, SideReading, Sides
+from litellm_perfkit._bench._bisect_journal import BISECT_SCHEMA, Journal
+from litellm_perfkit._bench._pairs import PairReading, SideReading, Sides, Unavailable
+from tests.support.bisect_pairs import side_reading
 from tests.support.documents import DOCS, validate
 
 SCHEMA = orjson.loads((DOCS / "bisect.json").read_bytes())
@@ -29,14 +31,8 @@ SETTINGS = {"package": "fakegw", "metric": "cpu", "good": "1.0.0", "bad": "1.0.1
 
 
 def _side(cpu: float, layers: int) -> SideReading:
-    return {
-        "cpu_ms": cpu,
-        "rps": 1000 / cpu,
-        "requests": 400,
-        "served": 480,
-        "stages": {"auth": cpu - 9.0, "route": 0.1},
-        "fast_paths": {"stream_iterator": "wrapped", "stream_iterator_layers": layers, "per_chunk_hook": False},
-    }
+    fast_paths = {"stream_iterator": "wrapped", "stream_iterator_layers": layers, "per_chunk_hook": False}
+    return side_reading(cpu, served=480, stages={"auth": cpu - 9.0, "route": 0.1}, fast_paths=fast_paths)
 
 
 def _measure(step_at: str | None, drift: float = 0.0) -> Any:
@@ -76,7 +72,7 @@ def _missing(*versions: str) -> Any:
     return prepare
 
 
-def _profile(lower: str, upper: str, stages: list[str]) -> list[_bisect.FunctionMove]:
+def _profile(lower: str, upper: str, stages: list[str]) -> list[_bisect_journal.FunctionMove]:
     return [
         {
             "stage": "auth",
@@ -143,21 +139,21 @@ def test_a_journal_of_another_shape_is_refused() -> None:
 RECORDS = {
     "SideReading": _pairs,
     "PairReading": _pairs,
-    "Step": _bisect,
-    "FunctionMove": _bisect,
-    "Change": _bisect,
-    "Resolution": _bisect,
-    "BisectResult": _bisect,
+    "Step": _bisect_journal,
+    "FunctionMove": _bisect_journal,
+    "Change": _bisect_journal,
+    "Resolution": _bisect_journal,
+    "BisectResult": _bisect_journal,
 }
 
 
 @pytest.mark.parametrize("record", list(RECORDS))
 def test_each_record_in_the_schema_has_the_fields_the_code_declares(record: str) -> None:
-    assert _pair_stats.Ratio.__required_keys__ <= _bisect.Step.__required_keys__
+    assert _pair_stats.Ratio.__required_keys__ <= _bisect_journal.Step.__required_keys__
     declared = getattr(RECORDS[record], record)
     described = SCHEMA["$defs"][record]
     assert set(described["properties"]) == set(typing.get_type_hints(declared)), (
-        f"docs/schemas/bisect.json's {record} and _bench/_bisect.py's disagree"
+        f"docs/schemas/bisect.json's {record} and _bench/_bisect_journal.py's disagree"
     )
     assert set(described["required"]) == set(declared.__required_keys__)
 

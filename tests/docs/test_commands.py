@@ -82,3 +82,17 @@ def test_perfkit_run_help_quotes_no_measured_figure_and_points_to_the_docs() -> 
     figures = re.findall(r"\d+(?:\.\d+)?x\b|\d+(?:\.\d+)?(?:-\d+(?:\.\d+)?)?%", text)
     assert not figures, f"perfkit run --help quotes measured figures {figures}: they belong in docs/overhead.md"
     assert "docs/overhead.md" in text
+
+
+@pytest.mark.parametrize(
+    "command",
+    [c for c in COMMANDS if c.module in ("middleware_overhead", "allocations") and c.value("--variants")],
+    ids=lambda c: c.text[:80],
+)
+def test_every_middleware_variant_cited_is_one_it_declares(command: Command) -> None:
+    from benchmarks.middleware_overhead import VARIANTS
+
+    unknown = [name for name in (command.value("--variants") or "").split(",") if name and name not in VARIANTS]
+    assert not unknown, (
+        f"{command.page}: `{command.text}` names variants {unknown}, not in middleware_overhead.VARIANTS"
+    )

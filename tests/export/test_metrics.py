@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 from bisect import bisect_left
+from typing import Any
 
 from litellm_perfkit._export._metrics import BOUNDARIES_NS, MetricStore
 from litellm_perfkit.types import RequestRecord, StageRecord
 
 
+def chat(end_ns: int, **fields: Any) -> RequestRecord:
+    """A chat completion answered 200, ``end_ns`` after it began; ``fields`` set the rest."""
+    return RequestRecord(start_ns=0, end_ns=end_ns, method="POST", path="/v1/chat/completions", status=200, **fields)
+
+
 def record(auth_ns: int, passed_by: int) -> RequestRecord:
-    return RequestRecord(
-        start_ns=0,
-        end_ns=10_000_000,
-        method="POST",
-        path="/v1/chat/completions",
-        status=200,
-        passed_by=passed_by,
-        stages=(StageRecord("auth", 1_000, 1_000 + auth_ns, -1),),
-    )
+    return chat(10_000_000, passed_by=passed_by, stages=(StageRecord("auth", 1_000, 1_000 + auth_ns, -1),))
 
 
 def test_a_stage_histogram_adds_each_records_weight() -> None:
@@ -37,18 +35,8 @@ def test_a_stage_histogram_adds_each_records_weight() -> None:
 
 def test_the_overhead_and_collector_histograms_add_each_records_weight() -> None:
     store = MetricStore()
-    quiet = RequestRecord(
-        start_ns=0, end_ns=2_000_000, method="POST", path="/v1/chat/completions", status=200, gc_pause_ns=0
-    )
-    busy = RequestRecord(
-        start_ns=0,
-        end_ns=9_000_000,
-        method="POST",
-        path="/v1/chat/completions",
-        status=200,
-        gc_pause_ns=5_000_000,
-        passed_by=41,
-    )
+    quiet = chat(2_000_000, gc_pause_ns=0)
+    busy = chat(9_000_000, gc_pause_ns=5_000_000, passed_by=41)
     for _ in range(3):
         store.observe(quiet)
     store.observe(busy)
@@ -64,17 +52,6 @@ def test_a_records_duration_and_first_token_are_the_tallys_not_added_again() -> 
     """The request families count every request once, from the traffic tally; a
     record (whatever its weight) adds nothing to them."""
     store = MetricStore()
-    store.observe(
-        RequestRecord(
-            start_ns=0,
-            end_ns=9_000_000,
-            method="POST",
-            path="/v1/chat/completions",
-            status=200,
-            streaming=True,
-            marks={"first_token": 3_000_000},
-            passed_by=41,
-        )
-    )
+    store.observe(chat(9_000_000, streaming=True, marks={"first_token": 3_000_000}, passed_by=41))
     names = {name for (name, _), _ in store.snapshot()}
     assert names == {"perfkit.request.overhead", "perfkit.gc.pause"}

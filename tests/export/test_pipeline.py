@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 import resource
+import sys
 import threading
 import time
 from typing import Any
@@ -14,13 +16,15 @@ import pytest
 import litellm_perfkit
 from litellm_perfkit import PerfkitMiddleware
 from litellm_perfkit._core._backend import ACTIVE
+from litellm_perfkit._core._guard import internal_error_counts
 from litellm_perfkit._core._timeline import Timeline
 from litellm_perfkit._export import Pipeline, read_settings
 from litellm_perfkit._export._metrics import MetricStore
 from litellm_perfkit._export._spans import Span
 from tests.support import apps
 from tests.support.hung_server import hung_server
-from tests.support.receiver import otlp_receiver
+from tests.support.procfs import agents_of
+from tests.support.receiver import otlp_receiver, spans_of
 from tests.support.servers import free_port, uvicorn_server
 from tests.support.speedups import speedups
 
@@ -326,3 +330,90 @@ def test_requests_passed_through_unrecorded_are_counted_in_the_metrics(tmp_path:
     assert f"perfkit_request_duration_seconds_count{{{labels}}} 4" in text  # every request, once
     assert "# HELP perfkit_requests_total " in text
     assert 'perfkit_stage_duration_seconds_count{stage="auth"} 1' in text  # the recorded one's stages
+
+
+@pytest.mark.parametrize("mode", ["process", "thread"])
+def test_stats_after_shutdown_are_the_last_counts_and_log_nothing(
+    tmp_path: Any, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str], mode: str
+) -> None:
+    jsonl = tmp_path / "spans.jsonl"
+    with caplog.at_level(logging.WARNING, logger="litellm_perfkit"):
+        pipeline = litellm_perfkit.configure(exporter="jsonl", jsonl_path=str(jsonl), mode=mode)  # type: ignore[arg-type]
+        with uvicorn_server(PerfkitMiddleware(apps.make_app())) as url, httpx.Client() as client:
+            for _ in range(4):
+                assert client.post(f"{url}/v1/chat/completions", json={}).status_code == 200
+        litellm_perfkit.shutdown()
+        after = pipeline.stats()
+    assert after["exported_spans"] == len(jsonl.read_text().splitlines()) == 4 * 5
+    warnings = [r.getMessage() for r in caplog.records] + capfd.readouterr().err.splitlines()
+    assert not [w for w in warnings if "perfkit" in w], warnings
+
+
+@pytest.mark.parametrize("mode", ["process", "thread"])
+def test_shutdown_during_load_changes_no_answer_and_counts_each_request_once(
+    mode: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Eight users (JSON and streams) on an instrumented app; ``shutdown()`` once 50 requests
+    were answered, the load going on for 1 s after it. The health file ``shutdown()`` writes holds the counts up to it."""
+    ACTIVE.tally.clear()  # this process's earlier requests
+    errors_before = sum(internal_error_counts().values())  # earlier tests' injected faults, in this process
+    monkeypatch.setenv("PERFKIT_PROMETHEUS_DIR", str(tmp_path))
+    expected = {False: orjson.dumps({"id": "x", "choices": [{"message": {"content": "RESPONSE_BODY_SECRET"}}]})}
+    expected[True] = apps.ROLE + apps.TOKEN * apps.STREAM_CHUNKS + apps.DONE
+    sent: list[tuple[float, float, bool]] = []  # (started, ended, answered as without perfkit) per request
+    stop = threading.Event()
+
+    def user(url: str, stream: bool) -> None:
+        with httpx.Client(timeout=30) as client:
+            while not stop.is_set():
+                started = time.monotonic()
+                try:
+                    response = client.post(f"{url}/v1/chat/completions", json={"stream": stream})
+                    right = response.status_code == 200 and response.content == expected[stream]
+                except httpx.HTTPError:
+                    right = False
+                sent.append((started, time.monotonic(), right))
+
+    with otlp_receiver() as (endpoint, received), caplog.at_level(logging.WARNING):
+        litellm_perfkit.configure(exporter="otlp", protocol="http/json", endpoint=endpoint, mode=mode)  # type: ignore[arg-type]
+        try:
+            with uvicorn_server(PerfkitMiddleware(apps.make_app(), record_rate="all")) as url:
+                users = [threading.Thread(target=user, args=(url, i % 2 == 1)) for i in range(8)]
+                for thread in users:
+                    thread.start()
+                deadline = time.monotonic() + 30
+                while len(sent) < 50 and time.monotonic() < deadline:  # a loaded machine starts slowly
+                    time.sleep(0.05)
+                called = time.monotonic()
+                litellm_perfkit.shutdown()
+                returned = time.monotonic()
+                time.sleep(1.0)
+                stop.set()
+                for thread in users:
+                    thread.join(30)
+        finally:
+            litellm_perfkit.shutdown()
+        threads = [t.name for t in threading.enumerate() if t.name.startswith("perfkit")]
+        agents = agents_of(os.getpid())
+    [health] = [orjson.loads(p.read_bytes()) for p in tmp_path.glob("*.health")]
+    spans = spans_of(received)
+    request_spans = [s["traceId"] for s in spans if "http.request.method" in s["attrs"]]
+    ended_before = sum(1 for _, ended, _ in sent if ended < called)
+    started_before = sum(1 for started, _, _ in sent if started < returned)
+    said = (
+        f"{health}, {len(sent)} sent, {ended_before} ended before shutdown, {started_before} started before it returned"
+    )
+    print(f"\n{mode}: {said}, shutdown() took {returned - called:.2f} s", file=sys.stderr)  # shown with -s
+    assert all(right for _, _, right in sent) and sum(1 for s, _, _ in sent if s > returned) > 0, said
+    # Each request counted once, up to the health file's write inside shutdown(). Recording stops
+    # when shutdown() begins: a request perfkit had not finished by then (its client may already
+    # have the whole answer: the middleware ends the request after the last byte) is counted only.
+    settled = sum(1 for _, ended, _ in sent if ended < called - 0.5)
+    assert 50 <= ended_before <= health["requests"] <= started_before, said
+    assert settled <= health["recorded"] <= health["requests"], said
+    # A healthy backend: every recorded request's five spans delivered, each request once.
+    assert health["dropped_spans"] == health["dropped_requests"] == health["internal_errors"] - errors_before == 0, said
+    assert health["exported_spans"] == len(spans) == 5 * health["recorded"], said
+    assert len(request_spans) == len(set(request_spans)) == health["recorded"], said
+    assert threads == [] and agents == [], (threads, agents)
+    assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]

@@ -8,8 +8,11 @@ from litellm_perfkit._export._split import Split, time_split
 from litellm_perfkit.types import RequestRecord, StageRecord
 
 
-def record(steps: list[int], stages: tuple[StageRecord, ...] = ()) -> RequestRecord:
-    return RequestRecord(start_ns=0, end_ns=100, steps=steps, stages=stages)
+def record(steps: list[int], stages: tuple[StageRecord, ...] = (), cpu: list[int] | None = None) -> RequestRecord:
+    """``steps``: early, late, start, end each; ``cpu``: each step's thread CPU (default -1: its wall time)."""
+    cpu = cpu or [-1] * (len(steps) // 4)
+    values = [v for i, c in enumerate(cpu) for v in (*steps[4 * i : 4 * i + 4], c)]
+    return RequestRecord(start_ns=0, end_ns=100, steps=values, stages=stages)
 
 
 def test_running_queued_and_waiting_add_up_to_the_wall_time() -> None:
@@ -54,6 +57,21 @@ def test_overlapping_tasks_count_once() -> None:
     assert split.request.cpu_ns == 20 and split.request.queue_ns == 20
 
 
+def test_a_step_that_read_the_thread_cpu_clock_counts_that_spread_over_it_and_queues_the_rest() -> None:
+    # ran 0-40 on the wall clock, of which 10 on the CPU (preempted); waited on I/O 40-60; ran 60-100 on 40 of CPU
+    steps = [0, 0, 0, 40, 60, 60, 60, 100]
+    stages = (
+        StageRecord("auth", 0, 20, parent=-1),  # half of the first step: half its CPU
+        StageRecord("pre_call", 20, 40, parent=-1),
+        StageRecord("serialize", 70, 100, parent=-1),
+    )
+    split = time_split(record(steps, stages, cpu=[10, 40]))
+    assert split is not None
+    assert split.request == Split(cpu_ns=50, queue_ns=30, io_ns=20, uncertain_ns=0)
+    assert split.stages[0] == Split(5, 15, 0, 0) and split.stages[1] == Split(5, 15, 0, 0)
+    assert split.stages[2] == Split(30, 0, 0, 0)
+
+
 def test_no_steps_no_split() -> None:
     assert time_split(record([])) is None
 
@@ -83,7 +101,7 @@ def test_the_c_split_is_the_python_one() -> None:
             late = early + rng.randrange(0, 80)
             start = late + rng.randrange(-10, 60)
             end = start + rng.randrange(-5, 90)
-            steps += (early, late, start, end)
+            steps += (early, late, start, end, rng.choice((-1, rng.randrange(0, 120))))
             clock = end + rng.randrange(-30, 100)
         windows: list[int] = []
         for _ in range(rng.randrange(1, 12)):

@@ -8,9 +8,10 @@ import orjson
 
 from litellm_perfkit._core._layouts import FRAME_HEAD, FrameKind
 from litellm_perfkit._core._traffic import _PyTally
-from litellm_perfkit._export._metrics import LLM_REQUEST_DURATION, REQUEST_DURATION, TIME_TO_FIRST_TOKEN, MetricStore
+from litellm_perfkit._export._metrics import MetricStore
 from litellm_perfkit._export._otlp import metrics_json
 from litellm_perfkit._export._traffic import Traffic, keep, read_traffic, traffic_frame
+from litellm_perfkit._wire._names import Metric
 from litellm_perfkit.types import RequestRecord
 from tests.core.test_traffic import c_tally
 
@@ -44,7 +45,7 @@ def test_the_families_sum_the_series_every_request_once() -> None:
     store.observe(RequestRecord(start_ns=0, method="POST", path=CHAT, status=200, end_ns=40_000_000))
     histograms = {key: h for key, h in store.snapshot()}
     ok = (
-        REQUEST_DURATION,
+        Metric.REQUEST_DURATION,
         (
             ("http.request.method", "POST"),
             ("http.route", CHAT),
@@ -54,10 +55,10 @@ def test_the_families_sum_the_series_every_request_once() -> None:
     )
     assert histograms[ok].count == 3  # streaming or not, recorded or not
     assert histograms[ok].minimum_ns == 20_000_000 and histograms[ok].maximum_ns == 60_000_000
-    assert sum(h.count for (name, _), h in histograms.items() if name == REQUEST_DURATION) == 7
-    assert histograms[(LLM_REQUEST_DURATION, (("perfkit.streaming", True),))].count == 2
-    assert histograms[(LLM_REQUEST_DURATION, (("perfkit.streaming", False),))].count == 3
-    ttft = histograms[(TIME_TO_FIRST_TOKEN, ())]
+    assert sum(h.count for (name, _), h in histograms.items() if name == Metric.REQUEST_DURATION) == 7
+    assert histograms[(Metric.LLM_REQUEST_DURATION, (("perfkit.streaming", True),))].count == 2
+    assert histograms[(Metric.LLM_REQUEST_DURATION, (("perfkit.streaming", False),))].count == 3
+    ttft = histograms[(Metric.TIME_TO_FIRST_TOKEN, ())]
     assert (ttft.count, ttft.total_ns) == (2, 20_000_000)
     counters = dict(store.traffic_counters)
     assert sum(counters.values()) == 7

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import builtins
-import contextlib
 import logging
 import os
 import time
@@ -20,9 +19,8 @@ from litellm_perfkit._core import _guard
 from litellm_perfkit._export._metrics import MetricStore
 from litellm_perfkit._export._settings import ExportSettings, read_settings
 from litellm_perfkit._export._transport import OtlpGrpcExporter, OtlpHttpExporter, make_exporter
-from litellm_perfkit._wire._names import AGENT_MODULE
 from tests.support import apps
-from tests.support.fault_matrix import _children
+from tests.support.procfs import agents_of
 from tests.support.receiver import metrics_of, otlp_grpc_receiver, otlp_receiver
 from tests.support.servers import uvicorn_server
 
@@ -104,12 +102,7 @@ def test_the_console_exporter_writes_from_the_app_process() -> None:
 
 def _agents() -> list[int]:
     """This process's export agents, zombies included."""
-    found = []
-    for child in _children(os.getpid()):
-        with contextlib.suppress(OSError):
-            if AGENT_MODULE.encode() in Path(f"/proc/{child}/cmdline").read_bytes():
-                found.append(child)
-    return found
+    return agents_of(os.getpid())
 
 
 @pytest.mark.parametrize("mode", ["process", "thread"])

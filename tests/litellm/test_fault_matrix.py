@@ -1,5 +1,5 @@
 """The fault matrix on the real LiteLLM proxy under ``perfkit run`` with 2
-workers, on 1.103.0 (tests/support/proxy_faults.py,
+workers, on both pinned versions (tests/support/proxy_faults.py,
 docs/reliability.md): one proxy per version takes every row in turn (its
 OTLP backend slow, failing, hung, down or restarted, an export agent
 killed, clients and upstreams failing mid-stream, hostile requests), the
@@ -15,15 +15,13 @@ import sys
 
 import pytest
 
+from tests.support.probes import refused_before_any_app
 from tests.support.proxy_faults import ROWS, MatrixRun, ProxyFault, matrix_run, table, totals
 
 pytestmark = [pytest.mark.integration, pytest.mark.litellm]
 
 LOAD_S = 2.0
-# On 1.83.14 two rows answer differently from its plain proxy, not yet explained
-# (docs/reliability.md): "upstream resets mid-stream" and "hostile requests".
-# Its kill -9 test (tests/litellm/test_workers.py) runs.
-VERSIONS = ("1.103.0",)
+VERSIONS = ("1.83.14", "1.103.0")
 _runs: dict[str, MatrixRun] = {}
 
 
@@ -44,6 +42,12 @@ def test_each_row_answers_as_plain_and_its_records_are_delivered_or_counted_drop
     plain, row = run.plain.rows[index], run.perfkit.rows[index]
     said = f"{version} {fault.name}: served {row.served}, delivered {row.request_spans}, dropped {row.dropped}"
     for answer, reference in zip(row.answers, plain.answers, strict=True):
+        if refused_before_any_app(answer) != refused_before_any_app(reference):
+            # uvicorn refused one run's hostile head before any app, after every resend (how its read
+            # splits the head decides): that pair compares uvicorn with an app, not perfkit with none.
+            print(f"  {version} {fault.name}: one run's probe never passed uvicorn", file=sys.stderr)
+            assert not answer.status_line.startswith(b"HTTP/1.1 5"), answer  # nothing raised into the app
+            continue
         assert answer.status_line == reference.status_line and answer.body == reference.body, (answer, reference)
         assert answer.headers == reference.headers, set(answer.headers) ^ set(reference.headers)
     assert row.load["summary"]["requests"] > 0 and row.served > 0, said
@@ -76,12 +80,14 @@ def test_every_request_is_counted_once_and_nothing_is_left(
     assert counts["exported_spans"] <= perfkit.acknowledged_spans, said
     assert counts["internal_errors"] == 0, said
     assert perfkit.zombies == 0 and perfkit.supervisor_agents == 0 and perfkit.left == [], said
-    # A worker the warm-up reached less grows to the others' size: none past the largest by much.
-    # Descriptors: the rows reach upstreams the warm-up did not, and the proxy keeps connections
-    # to them; perfkit may add at most 4 to what the plain proxy added over the same rows.
+    # A worker the warm-up reached less grows to the others' size: none past the largest by much
+    # more than the plain proxy grew over the same rows. Descriptors: the rows reach upstreams the
+    # warm-up did not, and the proxy keeps connections to them; perfkit may add at most 4 to what
+    # the plain proxy added.
     warmed, fds = max(u.rss_mib for u in perfkit.before), max(u.fds for u in perfkit.before)
+    plain_grew = max(u.rss_mib for u in run.plain.after) - max(u.rss_mib for u in run.plain.before)
     plain_added = max(u.fds for u in run.plain.after) - max(u.fds for u in run.plain.before)
     for after in perfkit.after:
-        assert after.rss_mib < warmed + 32, (perfkit.before, perfkit.after)
+        assert after.rss_mib < warmed + max(0, plain_grew) + 32, (perfkit.before, perfkit.after, plain_grew)
         assert after.fds <= fds + max(0, plain_added) + 4, (perfkit.before, perfkit.after, plain_added)
         assert len(after.agents) == 1, perfkit.after  # a killed agent was replaced

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,10 @@ def auth_count(text: str) -> float:
     return total
 
 
+def families_of(page: str) -> dict[str, Any]:
+    return {family.name: family for family in text_string_to_metric_families(page)}
+
+
 def requests_by(families: dict[str, Any], label: str, route: str = "") -> dict[str, float]:
     """perfkit_requests_total summed by one of its labels (only routes containing ``route``)."""
     counts: dict[str, float] = {}
@@ -42,35 +47,46 @@ def requests_by(families: dict[str, Any], label: str, route: str = "") -> dict[s
     return counts
 
 
-def test_the_auth_stage_count_over_both_workers_is_the_request_count(tmp_path: Path) -> None:
+@pytest.fixture
+def upstream() -> Iterator[str]:
+    with mock_process("--ttft-ms", "1", "--chunks", "3") as url:
+        yield url
+
+
+def chat(client: openai.OpenAI) -> None:
+    client.chat.completions.create(model="fake-openai-endpoint", messages=[{"role": "user", "content": "hi"}])
+
+
+def chat_each_on_its_own_connection(url: str, requests: int) -> None:
+    """Fresh connections, so that each worker serves some."""
+    for _ in range(requests):
+        with openai.OpenAI(base_url=f"{url}/v1", api_key="sk-1234", max_retries=0) as client:
+            chat(client)
+
+
+def scraped(page: str, enough: Callable[[str], bool], **get: Any) -> str:
+    """The page, once ``enough`` holds of it (the workers' counts arrive after their
+    answers), or as it is after 15 s."""
+    deadline = time.monotonic() + 15
+    while True:
+        text = httpx.get(page, timeout=5, **get).text
+        if enough(text) or time.monotonic() > deadline:
+            return text
+        time.sleep(0.3)
+
+
+def test_the_auth_stage_count_over_both_workers_is_the_request_count(tmp_path: Path, upstream: str) -> None:
     port, requests = free_port(), 40
-    with (
-        mock_process("--ttft-ms", "1", "--chunks", "3") as upstream,
-        litellm_proxy(
-            "1.103.0",
-            upstream,
-            tmp_path,
-            workers=2,
-            perfkit_args=("--exporter", "none", "--prometheus-port", str(port)),
-        ) as url,
-    ):
-        for _ in range(requests):  # fresh connections, so that both workers serve
-            with openai.OpenAI(base_url=f"{url}/v1", api_key="sk-1234", max_retries=0) as client:
-                client.chat.completions.create(
-                    model="fake-openai-endpoint", messages=[{"role": "user", "content": "hi"}]
-                )
-        deadline = time.monotonic() + 15
-        while True:
-            text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
-            if auth_count(text) >= requests or time.monotonic() > deadline:
-                break
-            time.sleep(0.3)
+    args = ("--exporter", "none", "--prometheus-port", str(port))
+    with litellm_proxy("1.103.0", upstream, tmp_path, workers=2, perfkit_args=args) as url:
+        chat_each_on_its_own_connection(url, requests)
+        text = scraped(f"http://127.0.0.1:{port}/metrics", lambda page: auth_count(page) >= requests)
         missing = httpx.get(f"http://127.0.0.1:{port}/other", timeout=5)
         # perfkit run made a fresh snapshot directory (PERFKIT_PROMETHEUS_DIR); the newest is this proxy's.
         directory = max(Path(tempfile.gettempdir()).glob("perfkit-prometheus-*"), key=lambda p: p.stat().st_mtime)
         writers = sorted(p.name for p in directory.glob("*.json"))
     assert auth_count(text) == requests, text[:3000]
-    families = {family.name: family for family in text_string_to_metric_families(text)}
+    families = families_of(text)
     assert families["perfkit_stage_duration_seconds"].type == "histogram"
     overhead = families["perfkit_request_overhead_seconds"]
     assert sum(s.value for s in overhead.samples if s.name.endswith("_count")) == requests
@@ -81,34 +97,24 @@ def test_the_auth_stage_count_over_both_workers_is_the_request_count(tmp_path: P
 
 
 def test_by_default_a_busy_worker_records_ten_requests_a_second_and_counts_the_rest(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, upstream: str
 ) -> None:
     monkeypatch.delenv("PERFKIT_RECORD_RATE")  # perfkit run's default, as users get it
     port, requests = free_port(), 120
-    with (
-        mock_process("--ttft-ms", "1", "--chunks", "3") as upstream,
-        litellm_proxy(
-            "1.103.0", upstream, tmp_path, perfkit_args=("--exporter", "none", "--prometheus-port", str(port))
-        ) as url,
-    ):
+
+    def counted(page: str) -> dict[str, float]:
+        return requests_by(families_of(page), "perfkit_recorded", "/chat/completions")  # not the readiness checks
+
+    args = ("--exporter", "none", "--prometheus-port", str(port))
+    with litellm_proxy("1.103.0", upstream, tmp_path, perfkit_args=args) as url:
         with openai.OpenAI(base_url=f"{url}/v1", api_key="sk-1234", max_retries=0) as client:
             started = time.monotonic()
             for _ in range(requests):
-                client.chat.completions.create(
-                    model="fake-openai-endpoint", messages=[{"role": "user", "content": "hi"}]
-                )
+                chat(client)
             elapsed = time.monotonic() - started
-        deadline = time.monotonic() + 15
-        while True:
-            families = {
-                f.name: f
-                for f in text_string_to_metric_families(httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text)
-            }
-            counted = requests_by(families, "perfkit_recorded", "/chat/completions")  # not the readiness checks
-            recorded, unrecorded = counted.get("true", 0), counted.get("false", 0)
-            if recorded + unrecorded >= requests or time.monotonic() > deadline:
-                break
-            time.sleep(0.3)
+        text = scraped(f"http://127.0.0.1:{port}/metrics", lambda page: sum(counted(page).values()) >= requests)
+    families = families_of(text)
+    recorded, unrecorded = counted(text).get("true", 0), counted(text).get("false", 0)
     overhead = sum(s.value for s in families["perfkit_request_overhead_seconds"].samples if s.name.endswith("_count"))
     assert recorded + unrecorded == requests
     # The sample's families are weighted: each record counts the requests it stands for, all but those
@@ -123,7 +129,7 @@ def test_by_default_a_busy_worker_records_ten_requests_a_second_and_counts_the_r
 
 
 @pytest.mark.parametrize(("version", "workers"), [("1.83.14", 1), ("1.103.0", 2)])
-def test_perfkits_families_in_litellms_own_metrics(tmp_path: Path, version: str, workers: int) -> None:
+def test_perfkits_families_in_litellms_own_metrics(tmp_path: Path, upstream: str, version: str, workers: int) -> None:
     """LiteLLM's prometheus callback serves /metrics (its default registry with 1 worker, its
     multiprocess collector with 2): perfkit's families are there too, summed over the workers."""
     with_packages(version, {"prometheus_client": "prometheus_client"})
@@ -131,25 +137,15 @@ def test_perfkits_families_in_litellms_own_metrics(tmp_path: Path, version: str,
         "general_settings:", 'litellm_settings:\n  callbacks: ["prometheus"]\ngeneral_settings:'
     )
     requests = 20
-    with (
-        mock_process("--ttft-ms", "1", "--chunks", "3") as upstream,
-        litellm_proxy(
-            version, upstream, tmp_path, workers=workers, perfkit_args=("--exporter", "none"), config=config
-        ) as url,
-    ):
-        for _ in range(requests):
-            with openai.OpenAI(base_url=f"{url}/v1", api_key="sk-1234", max_retries=0) as client:
-                client.chat.completions.create(
-                    model="fake-openai-endpoint", messages=[{"role": "user", "content": "hi"}]
-                )
-        deadline = time.monotonic() + 15
-        while True:
-            text = httpx.get(
-                f"{url}/metrics/", headers={"authorization": "Bearer sk-1234"}, timeout=5, follow_redirects=True
-            ).text
-            if auth_count(text) >= requests or time.monotonic() > deadline:
-                break
-            time.sleep(0.3)
+    args = ("--exporter", "none")
+    with litellm_proxy(version, upstream, tmp_path, workers=workers, perfkit_args=args, config=config) as url:
+        chat_each_on_its_own_connection(url, requests)
+        text = scraped(
+            f"{url}/metrics/",
+            lambda page: auth_count(page) >= requests,
+            headers={"authorization": "Bearer sk-1234"},
+            follow_redirects=True,
+        )
     families = {family.name for family in text_string_to_metric_families(text)}
     assert auth_count(text) == requests, sorted(families)
     assert any(name.startswith("litellm_") for name in families), sorted(families)  # LiteLLM's own are still there

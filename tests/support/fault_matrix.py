@@ -31,9 +31,9 @@ import orjson
 
 from litellm_perfkit._bench._launch import Child, Children, free_port, port_open, start_mock
 from litellm_perfkit._export._health import FIELDS
-from litellm_perfkit._wire._names import AGENT_MODULE
 from tests.support.otlp_faults import Behaviour, FaultyReceiver, faulty_receiver
-from tests.support.probes import HOSTILE, PROBES, Answer, Probe, send
+from tests.support.probes import HOSTILE, PROBES, Answer, Probe, send_past_refusals
+from tests.support.procfs import agents_of, zombies_of
 
 __all__ = ["FAULTS", "Fault", "Row", "Shape", "measure", "plain_run", "table"]
 
@@ -84,6 +84,12 @@ FAULTS = (
 )
 
 
+def median_ms(load: dict[str, Any]) -> str:
+    """A load's median latency over the requests that succeeded; a dash when none did."""
+    latency = load["summary"]["latency_ms"]
+    return f"{latency['p50']:.1f}" if latency and load["summary"]["ok"] else "—"
+
+
 @dataclass
 class Usage:
     rss_mib: float
@@ -107,9 +113,7 @@ class Run:
 
     @property
     def p50_ms(self) -> str:
-        """The median latency of the requests that succeeded; a dash when none did."""
-        latency = self.load["summary"]["latency_ms"]
-        return f"{latency['p50']:.1f}" if latency and self.load["summary"]["ok"] else "—"
+        return median_ms(self.load)
 
 
 @dataclass
@@ -132,37 +136,6 @@ def usage(pid: int) -> Usage:
     return Usage(
         int(fields["VmRSS"]) / 1024, len(os.listdir(f"/proc/{pid}/fd")), agents_of(pid), int(fields["Threads"])
     )
-
-
-def _children(pid: int) -> list[int]:
-    """``pid``'s children, over all its threads; a thread (or the process) that ends meanwhile has none."""
-    found: list[int] = []
-    with contextlib.suppress(OSError):
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            with contextlib.suppress(OSError):
-                found += [int(child) for child in (task / "children").read_text().split()]
-    return found
-
-
-def _state(pid: int) -> str | None:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return None
-
-
-def agents_of(pid: int) -> list[int]:
-    def command(child: int) -> bytes:
-        try:
-            return Path(f"/proc/{child}/cmdline").read_bytes()
-        except OSError:
-            return b""
-
-    return [child for child in _children(pid) if AGENT_MODULE.encode() in command(child)]
-
-
-def zombies_of(pid: int) -> int:
-    return sum(1 for child in _children(pid) if _state(child) == "Z")
 
 
 def load(url: str, shape: Shape, *, seconds: float | None = None, requests: int | None = None) -> dict[str, Any]:
@@ -247,11 +220,11 @@ def _one_run(fault: Fault, upstream: str, workdir: Path, receiver: FaultyReceive
             )
             actor.start()
         result = load(url, fault.shape, seconds=seconds)
-        answers = [send("127.0.0.1", port, probe) for probe in fault.probes]
+        answers = [send_past_refusals("127.0.0.1", port, probe) for probe in fault.probes]
         if actor is not None:
             actor.join()
         after = usage(pid)
-        zombies = zombies_of(pid)
+        zombies = len(zombies_of(pid))
         child.process.send_signal(signal.SIGTERM)
         child.process.wait(60)
     served = int((workdir / "served").read_text())

@@ -5,46 +5,71 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, TypedDict
 
 from litellm_perfkit._bench import CONFIG_TEMPLATE
-from litellm_perfkit._bench._launch import Children, ProxyMode, start_litellm
+from litellm_perfkit._bench._launch import Children, LiteLLMProxy, ProxyMode, start_litellm
 from tests.support.litellm_env import litellm_python
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+
+class StartOptions(TypedDict, total=False):
+    """``start_litellm``'s options that tests pass through as they are."""
+
+    mode: ProxyMode
+    workers: int
+    perfkit_args: tuple[str, ...]
+    env: dict[str, str] | None
+    pin_cpu: str | None
+    host: str
+    timeout_s: float
+
+
+class ProxyOptions(StartOptions, total=False):
+    """How the proxy is started: ``start_litellm``'s options, and ``config``, a LiteLLM
+    config with ``{upstream}`` for the mock's URL (CONFIG_TEMPLATE unless given)."""
+
+    config: str
+    litellm_args: tuple[str, ...]
+
+
+@contextlib.contextmanager
+def launched_proxy(
+    version: str,
+    upstream: str | None,
+    workdir: Path,
+    *,
+    config: str = CONFIG_TEMPLATE,
+    litellm_args: tuple[str, ...] = (),
+    **options: Unpack[StartOptions],
+) -> Iterator[LiteLLMProxy]:
+    """The proxy, started and answering; stopped, with all it started, when the block ends.
+    For a test that stops or signals it itself; other tests take ``litellm_proxy``.
+    ``upstream`` None: the config names its upstreams itself."""
+    bin_dir = litellm_python(version).parent
+    workers = options.get("workers", 1)
+    litellm_args = _patient(bin_dir, workers, litellm_args)
+    with Children() as children:
+        yield start_litellm(
+            children,
+            bin_dir / "litellm",
+            bin_dir / "perfkit",
+            config if upstream is None else config.replace("{upstream}", upstream),
+            workdir,
+            litellm_args=litellm_args,
+            **options,
+        )
 
 
 @contextlib.contextmanager
 def litellm_proxy(
-    version: str,
-    upstream: str,
-    workdir: Path,
-    *,
-    mode: ProxyMode = "perfkit",
-    workers: int = 1,
-    perfkit_args: tuple[str, ...] = (),
-    env: dict[str, str] | None = None,
-    pin_cpu: str | None = None,
-    pids: list[int] | None = None,
-    config: str = CONFIG_TEMPLATE,
-    host: str = "127.0.0.1",
-    litellm_args: tuple[str, ...] = (),
+    version: str, upstream: str, workdir: Path, *, pids: list[int] | None = None, **options: Unpack[ProxyOptions]
 ) -> Iterator[str]:
     """Yields the proxy's URL; ``pids`` (if given) receives its main process id.
-    ``config`` is a LiteLLM config with ``{upstream}`` for the mock's URL."""
-    bin_dir = litellm_python(version).parent
-    with Children() as children:
-        proxy = start_litellm(
-            children,
-            bin_dir / "litellm",
-            bin_dir / "perfkit",
-            config.replace("{upstream}", upstream),
-            workdir,
-            workers=workers,
-            mode=mode,
-            perfkit_args=perfkit_args,
-            env=env,
-            pin_cpu=pin_cpu,
-            host=host,
-            litellm_args=_patient(bin_dir, workers, litellm_args),
-        )
+    A proxy that died during the test fails it, with the end of its log."""
+    with launched_proxy(version, upstream, workdir, **options) as proxy:
         if pids is not None:
             pids.append(proxy.pid)
         log = Path(proxy.child.log.name)

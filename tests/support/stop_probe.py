@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from litellm_perfkit._bench._launch import _tree
+from litellm_perfkit._bench._launch import process_tree
+from tests.support import procfs
 
 __all__ = ["BENCH_STAGES", "Moment", "Phases", "Stop", "bench_command", "bench_stages", "moments", "stop_at"]
 
@@ -58,33 +59,9 @@ class Stop:
         )
 
 
-def _start_time(pid: int) -> tuple[str, int] | None:
-    """(state, start time in ticks), or None when there is no such process."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return fields[0], int(fields[19])
-
-
 def _command(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:160]
-    except OSError:
-        return "?"
-
-
-def _marked(token: bytes) -> set[int]:
-    found = set()
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            if token in Path(entry.path, "environ").read_bytes():
-                found.add(int(entry.name))
-        except OSError:
-            continue
-    return found
+    """Its command line as one line of at most 160 characters ("?" when there is no such process)."""
+    return procfs.command(pid).replace(b"\0", b" ").decode(errors="replace")[:160] or "?"
 
 
 class _Watch:
@@ -95,8 +72,8 @@ class _Watch:
         self.seen: dict[tuple[int, int], str] = {}
 
     def poll(self) -> None:
-        for pid in _marked(self._token) | set(_tree(self._root)):
-            started = _start_time(pid)
+        for pid in procfs.marked(self._token) | set(process_tree(self._root)):
+            started = procfs.started(pid)
             if pid != self._root and started is not None and (pid, started[1]) not in self.seen:
                 self.seen[(pid, started[1])] = _command(pid)
 
@@ -104,7 +81,7 @@ class _Watch:
         """(pid, state, command) of those still there, zombies included."""
         living = []
         for (pid, started), command in self.seen.items():
-            now = _start_time(pid)
+            now = procfs.started(pid)
             if now is not None and now[1] == started:
                 living.append((pid, now[0], command))
         return living
@@ -140,7 +117,7 @@ def stop_at(
             if process.poll() is not None or time.monotonic() > deadline:
                 stop.log_tail = log.read_text(errors="replace")[-3000:]
                 return stop
-            if anchored is None and moment.anchor in log.read_text(errors="replace"):
+            if anchored is None and moment.anchor is not None and moment.anchor in log.read_text(errors="replace"):
                 anchored = time.monotonic()
             time.sleep(POLL_S)
         watch.poll()

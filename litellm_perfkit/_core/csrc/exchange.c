@@ -5,6 +5,10 @@
 #include <string.h>
 #include <structmember.h>
 
+/* Whether a request header's name (data, size) is the header KEY: PK_HEADER_KEY
+ * and its length, generated from _wire/_names.C_HEADERS. */
+#define IS_HEADER(data, size, KEY) ((size) == KEY##_LEN && memcmp((data), KEY, KEY##_LEN) == 0)
+
 /* message.get(key) as a new reference; NULL without an exception when missing. */
 int
 pk_get_item(PyObject *message, PyObject *key, PyObject **out)
@@ -251,7 +255,7 @@ begin(PkTimelineObject *timeline, PyObject *middleware, PyObject *scope)
             break;
         }
         PyObject *name = PyTuple_GET_ITEM(pair, 0), *value = PyTuple_GET_ITEM(pair, 1);
-        if (PyBytes_Check(name) && PyBytes_GET_SIZE(name) == 11 && memcmp(PyBytes_AS_STRING(name), "traceparent", 11) == 0) {
+        if (PyBytes_Check(name) && IS_HEADER(PyBytes_AS_STRING(name), PyBytes_GET_SIZE(name), PK_HEADER_TRACEPARENT)) {
             char *bytes;
             Py_ssize_t len;
             PyObject *text = PyBytes_AsStringAndSize(value, &bytes, &len) < 0 ? NULL : PyUnicode_DecodeLatin1(bytes, len, NULL);
@@ -271,7 +275,7 @@ begin(PkTimelineObject *timeline, PyObject *middleware, PyObject *scope)
 }
 
 /* Bits of scan_headers' answer (_sampling.HeadersFound). */
-#define PK_FOUND_SECRET 1 /* an x-perfkit-secret header */
+#define PK_FOUND_SECRET 1 /* a PK_HEADER_SECRET header */
 #define PK_FOUND_SAMPLED 2 /* a traceparent whose flags' last digit is odd */
 #define PK_FOUND_UNREAD 4 /* a header this scan does not read: the reference reads them all */
 
@@ -300,10 +304,10 @@ pk_scan_headers(PyObject *module, PyObject *headers)
         }
         PyObject *name = PyTuple_GET_ITEM(header, 0), *value = PyTuple_GET_ITEM(header, 1);
         Py_ssize_t size = PyBytes_GET_SIZE(name);
-        if (size == 16 && memcmp(PyBytes_AS_STRING(name), "x-perfkit-secret", 16) == 0) {
+        if (IS_HEADER(PyBytes_AS_STRING(name), size, PK_HEADER_SECRET)) {
             found |= PK_FOUND_SECRET;
         }
-        else if (size == 11 && memcmp(PyBytes_AS_STRING(name), "traceparent", 11) == 0) {
+        else if (IS_HEADER(PyBytes_AS_STRING(name), size, PK_HEADER_TRACEPARENT)) {
             if (!PyBytes_CheckExact(value)) {
                 found |= PK_FOUND_UNREAD;
             }

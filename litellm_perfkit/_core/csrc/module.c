@@ -333,8 +333,8 @@ intern_names(void)
     if (pk_names.context_kwnames == NULL) {
         return -1;
     }
-    pk_names.server_timing_header = PyBytes_FromString("server-timing");
-    pk_names.overhead_header_name = PyBytes_FromString("x-perfkit-overhead-ms");
+    pk_names.server_timing_header = PyBytes_FromStringAndSize(PK_HEADER_SERVER_TIMING, PK_HEADER_SERVER_TIMING_LEN);
+    pk_names.overhead_header_name = PyBytes_FromStringAndSize(PK_HEADER_OVERHEAD, PK_HEADER_OVERHEAD_LEN);
     if (!pk_names.server_timing_header || !pk_names.overhead_header_name) {
         return -1;
     }

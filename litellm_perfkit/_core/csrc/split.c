@@ -1,9 +1,10 @@
 /* split_windows: the export side's time split (_export/_split.py, the
- * reference) in C. From a request's steps (early, late, start, end each),
- * the time any step ran, was surely ready, or may have been ready, as
- * disjoint interval sets, then each window's overlap with each set, and
- * the CPU of thread calls inside a window moved from its I/O wait to its
- * CPU. In Python it cost the export agent ~100 us a request, as much as
+ * reference) in C. From a request's steps (early, late, start, end, cpu
+ * each), the time any step ran, was surely ready, or may have been ready, as
+ * disjoint interval sets, then each window's overlap with each set, the
+ * steps' CPU in it (each step's spread over it; the rest of the time it ran
+ * is queueing), and the CPU of thread calls inside a window moved from its
+ * I/O wait to its CPU. In Python it cost the export agent ~100 us a request, as much as
  * building and encoding all its spans. Needs nothing from setup(). */
 #include "speedups.h"
 
@@ -94,15 +95,16 @@ set_init(Set *set, Interval *v, Py_ssize_t n)
     return 0;
 }
 
-/* How many of the set's intervals have their field (start or end, at
- * ``offset``) at most ``bound``: bisect_right over that sorted field. */
+/* How many of ``n`` records ``stride`` bytes apart have their int64 field at
+ * ``offset`` (an interval's start or end) at most ``bound``: bisect_right over
+ * that sorted field, for both kinds of interval set. */
 static Py_ssize_t
-count_at_most(const Set *set, size_t offset, int64_t bound)
+count_at_most(const void *records, Py_ssize_t n, size_t stride, size_t offset, int64_t bound)
 {
-    Py_ssize_t lo = 0, hi = set->n;
+    Py_ssize_t lo = 0, hi = n;
     while (lo < hi) {
         Py_ssize_t mid = (lo + hi) / 2;
-        if (*(const int64_t *)((const char *)&set->v[mid] + offset) <= bound) {
+        if (*(const int64_t *)((const char *)records + (size_t)mid * stride + offset) <= bound) {
             lo = mid + 1;
         }
         else {
@@ -119,8 +121,9 @@ measure(const Set *set, int64_t a, int64_t b)
     if (b <= a || set->n == 0) {
         return 0;
     }
-    Py_ssize_t first = count_at_most(set, offsetof(Interval, e), a); /* the first interval ending after a */
-    Py_ssize_t last = count_at_most(set, offsetof(Interval, s), b);  /* intervals starting at or before b */
+    /* the first interval ending after a; the intervals starting at or before b */
+    Py_ssize_t first = count_at_most(set->v, set->n, sizeof(Interval), offsetof(Interval, e), a);
+    Py_ssize_t last = count_at_most(set->v, set->n, sizeof(Interval), offsetof(Interval, s), b);
     if (first >= last) {
         return 0;
     }
@@ -132,6 +135,98 @@ measure(const Set *set, int64_t a, int64_t b)
         inside -= set->v[last - 1].e - b;
     }
     return inside;
+}
+
+/* The steps' CPU (_split._CpuIntervals): disjoint, sorted, each with its step's CPU spread over it. */
+typedef struct {
+    int64_t s, e, cpu;
+} CpuInterval;
+
+typedef struct {
+    CpuInterval *v;
+    int64_t *before; /* before[i]: the CPU of v[0..i) */
+    Py_ssize_t n;
+} CpuSet;
+
+static int
+cpu_by_start(const void *a, const void *b)
+{
+    const CpuInterval *x = a, *y = b;
+    if (x->s != y->s) {
+        return x->s < y->s ? -1 : 1;
+    }
+    if (x->e != y->e) {
+        return x->e < y->e ? -1 : 1;
+    }
+    return x->cpu < y->cpu ? -1 : (x->cpu > y->cpu);
+}
+
+/* cpu * length / span, rounded down, without overflow (all non-negative, span > 0). */
+static int64_t
+scaled(int64_t cpu, int64_t length, int64_t span)
+{
+#ifdef __SIZEOF_INT128__
+    return (int64_t)((__int128)cpu * length / span);
+#else
+    return (int64_t)((long double)cpu * (long double)length / (long double)span);
+#endif
+}
+
+/* Sorted, overlaps cut (the later step keeps its CPU in proportion), empty ones dropped, in place. */
+static int
+cpu_set_init(CpuSet *set, CpuInterval *v, Py_ssize_t n)
+{
+    qsort(v, (size_t)n, sizeof(CpuInterval), cpu_by_start);
+    Py_ssize_t k = 0;
+    int64_t last_end = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t s = v[i].s, e = v[i].e, cpu = v[i].cpu;
+        int64_t cut = k == 0 || s >= last_end ? s : last_end;
+        if (e <= cut) {
+            continue;
+        }
+        cpu = cpu < 0 ? e - s : (cpu < e - s ? cpu : e - s); /* -1: the wall clock's step */
+        if (cut > s) {
+            cpu = scaled(cpu, e - cut, e - s);
+        }
+        v[k++] = (CpuInterval){cut, e, cpu};
+        last_end = e;
+    }
+    set->v = v;
+    set->n = k;
+    set->before = PyMem_Malloc(sizeof(int64_t) * (size_t)(k + 1));
+    if (set->before == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    set->before[0] = 0;
+    for (Py_ssize_t i = 0; i < k; i++) {
+        set->before[i + 1] = set->before[i] + v[i].cpu;
+    }
+    return 0;
+}
+
+/* The steps' CPU inside [a, b). */
+static int64_t
+cpu_measure(const CpuSet *set, int64_t a, int64_t b)
+{
+    if (b <= a || set->n == 0) {
+        return 0;
+    }
+    Py_ssize_t first = count_at_most(set->v, set->n, sizeof(CpuInterval), offsetof(CpuInterval, e), a);
+    Py_ssize_t last = count_at_most(set->v, set->n, sizeof(CpuInterval), offsetof(CpuInterval, s), b);
+    if (first >= last) {
+        return 0;
+    }
+    int64_t inside = set->before[last] - set->before[first];
+    const CpuInterval *f = &set->v[first], *l = &set->v[last - 1];
+    if (a > f->s) {
+        inside -= scaled(f->cpu, a - f->s, f->e - f->s);
+    }
+    if (l->e > b) {
+        inside -= scaled(l->cpu, l->e - b, l->e - l->s);
+    }
+    return inside > 0 ? inside : 0;
 }
 
 static int
@@ -192,7 +287,9 @@ pk_split_windows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     int64_t *steps = NULL, *windows = NULL, *calls = NULL;
     Interval *memory = NULL;
+    CpuInterval *cpu_v = NULL;
     Set running = {0}, queued = {0}, maybe = {0};
+    CpuSet stepped = {0};
     PyObject *result = NULL;
     Py_ssize_t nsteps, nwindows, ncalls = 0;
     if (read_ints(args[0], "steps", &steps, &nsteps) < 0 || read_ints(args[1], "windows", &windows, &nwindows) < 0) {
@@ -201,20 +298,22 @@ pk_split_windows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (nargs >= 3 && args[2] != Py_None && read_ints(args[2], "calls", &calls, &ncalls) < 0) {
         goto done;
     }
-    Py_ssize_t n = nsteps / 4;
+    Py_ssize_t n = nsteps / 5;
     /* The raw running, ready and maybe-ready intervals (n each), then queued
      * (ready less running: at most 2n), maybe less running (2n) and less
      * queued (4n). */
     memory = PyMem_Malloc(sizeof(Interval) * (size_t)(11 * n + 1));
-    if (memory == NULL) {
+    cpu_v = PyMem_Malloc(sizeof(CpuInterval) * (size_t)(n + 1));
+    if (memory == NULL || cpu_v == NULL) {
         PyErr_NoMemory();
         goto done;
     }
     Interval *run = memory, *ready = memory + n, *may = memory + 2 * n, *queued_v = memory + 3 * n, *tmp = memory + 5 * n;
     Interval *maybe_v = memory + 7 * n;
     for (Py_ssize_t i = 0; i < n; i++) {
-        const int64_t *step = steps + 4 * i; /* early, late, start, end */
+        const int64_t *step = steps + 5 * i; /* early, late, start, end, cpu */
         run[i] = (Interval){step[2], step[3]};
+        cpu_v[i] = (CpuInterval){step[2], step[3], step[4]};
         ready[i] = (Interval){step[1], step[2]};
         may[i] = (Interval){step[0], step[1]};
     }
@@ -222,7 +321,8 @@ pk_split_windows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t nqueued = minus(ready, nready, run, nrun, queued_v);
     Py_ssize_t ntmp = minus(may, nmay, run, nrun, tmp);
     Py_ssize_t nmaybe = minus(tmp, ntmp, queued_v, nqueued, maybe_v);
-    if (set_init(&running, run, nrun) < 0 || set_init(&queued, queued_v, nqueued) < 0 || set_init(&maybe, maybe_v, nmaybe) < 0) {
+    if (set_init(&running, run, nrun) < 0 || set_init(&queued, queued_v, nqueued) < 0 || set_init(&maybe, maybe_v, nmaybe) < 0
+        || cpu_set_init(&stepped, cpu_v, n) < 0) {
         goto done;
     }
     result = PyList_New(nwindows / 2);
@@ -231,8 +331,12 @@ pk_split_windows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     for (Py_ssize_t w = 0; w + 1 < nwindows; w += 2) {
         int64_t a = windows[w], b = windows[w + 1];
-        int64_t cpu = measure(&running, a, b), queue = measure(&queued, a, b), unsure = measure(&maybe, a, b);
-        queue += unsure / 2;
+        int64_t ran = measure(&running, a, b), queue = measure(&queued, a, b), unsure = measure(&maybe, a, b);
+        int64_t cpu = cpu_measure(&stepped, a, b);
+        if (cpu > ran) {
+            cpu = ran;
+        }
+        queue += ran - cpu + unsure / 2; /* a step's wall time off the CPU: ready, not running */
         int64_t io = b - a - cpu - queue;
         if (io < 0) {
             io = 0;
@@ -256,6 +360,8 @@ done:
     PyMem_Free(windows);
     PyMem_Free(calls);
     PyMem_Free(memory);
+    PyMem_Free(cpu_v);
+    PyMem_Free(stepped.before);
     PyMem_Free(running.before);
     PyMem_Free(queued.before);
     PyMem_Free(maybe.before);

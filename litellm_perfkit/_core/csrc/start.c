@@ -159,9 +159,10 @@ pk_is_event_stream(PyObject *header)
         PyErr_SetString(PyExc_ValueError, "a response header is not a (name, value) pair");
         return -1;
     }
-    return PyBytes_Check(name) && PyBytes_GET_SIZE(name) == 12 &&
-           strncasecmp(PyBytes_AS_STRING(name), "content-type", 12) == 0 && PyBytes_Check(value) &&
-           PyBytes_GET_SIZE(value) >= 17 && memcmp(PyBytes_AS_STRING(value), "text/event-stream", 17) == 0;
+    return PyBytes_Check(name) && PyBytes_GET_SIZE(name) == PK_HEADER_CONTENT_TYPE_LEN &&
+           strncasecmp(PyBytes_AS_STRING(name), PK_HEADER_CONTENT_TYPE, PK_HEADER_CONTENT_TYPE_LEN) == 0 &&
+           PyBytes_Check(value) && PyBytes_GET_SIZE(value) >= PK_CONTENT_TYPE_EVENT_STREAM_LEN &&
+           memcmp(PyBytes_AS_STRING(value), PK_CONTENT_TYPE_EVENT_STREAM, PK_CONTENT_TYPE_EVENT_STREAM_LEN) == 0;
 }
 
 /* http.response.start: marks, status, streaming; the message with perfkit's

@@ -4,7 +4,7 @@
  *
  * StepClock is an iterator with am_send, so the awaiting frame's SEND and
  * the Task's step reach it without a method lookup, and a step costs two
- * clock reads and four appends. It is also a task's coroutine (the task
+ * clock reads and five appends (four reads with Batches.thread_cpu). It is also a task's coroutine (the task
  * factory's, tasks.c): registered as a collections.abc.Coroutine
  * (_backend.py), it answers the cr_* attributes, __name__ and __qualname__
  * with its coroutine's, so code that inspects a task's coroutine (anyio's
@@ -12,6 +12,7 @@
 #include "speedups.h"
 
 #include <structmember.h>
+#include <time.h>
 
 Py_ssize_t pk_step_values;
 
@@ -25,6 +26,7 @@ typedef struct {
     int64_t previous_ns; /* when the batch before it began */
     int64_t steps;       /* request steps since the marker was queued */
     int armed;           /* a marker is queued */
+    char thread_cpu;     /* PERFKIT_STEPS=cpu: each step's CPU from the thread's CPU clock */
 } BatchesObject;
 
 static PyObject *one;
@@ -110,6 +112,7 @@ batches_init(BatchesObject *self, PyObject *args, PyObject *kwargs)
     Py_XSETREF(self->context, context);
     self->start_ns = self->previous_ns = self->steps = 0;
     self->armed = 0;
+    self->thread_cpu = 0;
     return 0;
 }
 
@@ -154,6 +157,7 @@ static PyMemberDef batches_members[] = {
     {"previous_ns", T_LONGLONG, offsetof(BatchesObject, previous_ns), 0, "when the batch before began"},
     {"steps", T_LONGLONG, offsetof(BatchesObject, steps), 0, "request steps since the marker was queued"},
     {"armed", T_BOOL, offsetof(BatchesObject, armed), 0, "a marker is queued"},
+    {"thread_cpu", T_BOOL, offsetof(BatchesObject, thread_cpu), 0, "each step's CPU from the thread's CPU clock"},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -222,21 +226,36 @@ awaitable_iterator(PyObject *awaitable)
     return iterator;
 }
 
-/* Append a finished step, keeping the exception the step raised, if any. */
+/* The calling thread's CPU clock (time.thread_time_ns()), or -1 where it cannot be read (the step stays wall-timed). */
+static int64_t
+thread_cpu_now(void)
+{
+#ifdef CLOCK_THREAD_CPUTIME_ID
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0) {
+        return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    }
+#endif
+    return -1;
+}
+
+/* Append a finished step, keeping the exception the step raised, if any.
+ * cpu_start: the thread's CPU clock as the step began (-1: not read). */
 static void
-record_step(StepClockObject *self, int64_t early, int64_t late, int64_t start)
+record_step(StepClockObject *self, int64_t early, int64_t late, int64_t start, int64_t cpu_start)
 {
     PyObject *type, *value, *traceback;
     PyErr_Fetch(&type, &value, &traceback);
-    int64_t end;
+    int64_t end, cpu_end = cpu_start < 0 ? -1 : thread_cpu_now();
     if (pk_now(&end) < 0) {
         pk_report("steps.record");
         goto done;
     }
     self->previous = end;
     if (PyList_GET_SIZE(self->steps) < pk_step_values) {
-        int64_t values[4] = {early, late, start, end};
-        for (int i = 0; i < 4; i++) {
+        /* -1 (CPU not read: the step's wall time) is a small int: no object per step */
+        int64_t values[5] = {early, late, start, end, cpu_end < 0 ? -1 : cpu_end - cpu_start};
+        for (int i = 0; i < 5; i++) {
             PyObject *number = PyLong_FromLongLong(values[i]);
             if (number == NULL || PyList_Append(self->steps, number) < 0) {
                 Py_XDECREF(number);
@@ -314,7 +333,7 @@ clock_step(StepClockObject *self, PyObject *value, PyObject *exc, PyObject **res
             return PYGEN_ERROR;
         }
     }
-    int64_t start, early = 0, late = 0;
+    int64_t start, early = 0, late = 0, cpu_start = -1;
     int clocked = pk_now(&start) == 0;
     if (!clocked) {
         pk_report("steps.clock"); /* this step goes unrecorded */
@@ -337,10 +356,13 @@ clock_step(StepClockObject *self, PyObject *value, PyObject *exc, PyObject **res
             early = late = self->created;
             self->created = 0;
         }
+        if (batches->thread_cpu) {
+            cpu_start = thread_cpu_now();
+        }
     }
     PySendResult status = exc == NULL ? PyIter_Send(self->iterator, value, result) : throw_into(self->iterator, exc, result);
     if (clocked) {
-        record_step(self, early, late, start);
+        record_step(self, early, late, start, cpu_start);
     }
     if (status != PYGEN_NEXT) {
         Py_CLEAR(self->iterator);
@@ -553,7 +575,7 @@ PyTypeObject PkStepClock_Type = {
     .tp_name = "litellm_perfkit._core._speedups.StepClock",
     .tp_basicsize = sizeof(StepClockObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "Drives one awaitable step by step, appending early, late, start, end per step (see _steps.StepClock).",
+    .tp_doc = "Drives one awaitable step by step, appending early, late, start, end, cpu per step (see _steps.StepClock).",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)clock_init,
     .tp_dealloc = (destructor)clock_dealloc,

@@ -1,0 +1,82 @@
+"""The pair noise of perfkit bisect's pairs on a small gateway: two identical
+releases of ``fakegw`` (tests/support/fake_releases.py), measured in pairs as
+bisect measures them (both up together, pinned to one CPU, bursts sent to both
+at once); the spread of one pair's log ratio is the pair noise.
+
+    python -m benchmarks.fakegw_pair_noise --pairs 6 --duration 4
+
+Prints one row per pair and the spread; the load average beside each pair,
+since the machine is shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from litellm_perfkit._bench._options import BenchOptions
+from litellm_perfkit._bench._pairs import Sides, measure_pair
+from tests.support.fake_releases import release_wheels
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pairs", type=int, default=6)
+    parser.add_argument("--duration", type=float, default=4.0, help="perfkit bisect --duration: bursts of 0.5 s")
+    parser.add_argument("--key-bytes", type=int, default=4_000_000, help="hashed per request in check_key (auth)")
+    parser.add_argument("--route-bytes", type=int, default=1_000_000, help="hashed per request in pick_route")
+    args = parser.parse_args()
+    work = {"check_key": args.key_bytes, "pick_route": args.route_bytes, "check_quota": 0}
+    with tempfile.TemporaryDirectory(prefix="fakegw-noise-") as tmp:
+        os.environ["PERFKIT_CACHE_DIR"] = str(Path(tmp) / "cache")  # the releases install here, not in the user's cache
+        wheels = Path(tmp) / "wheels"
+        wheels.mkdir()
+        release_wheels(wheels, {"1.0.0": work, "1.0.1": work})
+        options = BenchOptions(
+            concurrency=2,
+            duration_s=args.duration,
+            warmup_s=0,
+            warmup_requests=100,
+            idle_s=0,
+            label="bisect",
+            prompt_repeats=5,
+            ttft_ms=2,
+            itl_ms=0,
+            chunks=3,
+            proxy_command="{python} -m fakegw --port {port} --upstream {upstream}",
+            log=open(os.devnull, "w"),  # noqa: SIM115
+        )
+        print(
+            f"fakegw, two identical releases hashing {sum(work.values()):,} bytes per request; --duration {args.duration:g}s"
+        )
+        print("\n| pair | s | CPU ms per request, 1.0.0 | 1.0.1 | log ratio (median of rounds) | load average |")
+        print("|---:|---:|---:|---:|---:|---:|")
+        logs = []
+        for number in range(args.pairs):
+            started = time.monotonic()
+            first: Sides = "lower" if number % 2 == 0 else "upper"
+            reading = measure_pair(
+                options, "fakegw", ("1.0.0", "1.0.1"), ["--no-index", "--find-links", str(wheels)], first
+            )
+            log = reading["cpu_log_ratio"]
+            if log is None:
+                log = math.log(reading["upper"]["cpu_ms"] / reading["lower"]["cpu_ms"])
+            logs.append(log)
+            print(
+                f"| {number + 1} | {time.monotonic() - started:.1f} | {reading['lower']['cpu_ms']:.3f} | "
+                f"{reading['upper']['cpu_ms']:.3f} | {log:+.4f} | {os.getloadavg()[0]:.1f} |",
+                flush=True,
+            )
+    spread = statistics.stdev(logs) if len(logs) > 1 else float("nan")
+    print(
+        f"\npair noise (spread of one pair's log ratio): {spread:.2%} over {len(logs)} pairs; mean {statistics.fmean(logs):+.2%}"
+    )
+
+
+if __name__ == "__main__":
+    main()
