@@ -183,16 +183,17 @@ def test_every_provider_reports_the_true_overhead_and_a_100_ms_upstream(proxy: P
         # A stream whose first chunk came 100 ms late spends 2-5 ms more of its own CPU, after its last byte, than
         # one whose chunks came at once (perfkit.cpu_ms; on the 2026-11-25 machine, before and after the protocol
         # stage; why is open): the check is that no upstream waiting leaked in, the overhead less that CPU. Its
-        # least value per side: the machine's pauses only add to it, and a leak would be in every request.
+        # median per side: a leak would be in every request, while a pause inside a step of the upstream stage
+        # adds to one request's CPU (by the wall clock) and not to its overhead (-9.09 ms in one of 5 requests).
         cpu = [statistics.median(server(t).get("perfkit.cpu_ms", 0.0) for t, _ in side) for side in (slow, fast)]
         waited = [
-            min(server(t)["perfkit.overhead_ms"] - server(t).get("perfkit.cpu_ms", 0.0) for t, _ in side)
+            statistics.median(server(t)["perfkit.overhead_ms"] - server(t).get("perfkit.cpu_ms", 0.0) for t, _ in side)
             for side in (slow, fast)
         ]
         if abs(waited[0] - waited[1]) > 5:
             failures.append(
                 f"{label}: span overhead {span[0]:.2f} ms at 100 ms upstream, {span[1]:.2f} ms at 0 ms (own CPU {cpu[0]:.2f}, {cpu[1]:.2f}; "
-                f"overhead less CPU at least {waited[0]:.2f}, {waited[1]:.2f})"
+                f"overhead less CPU, median {waited[0]:.2f}, {waited[1]:.2f})"
             )
         if not about_upstream(upstream, stream, span[0]):
             failures.append(f"{label}: upstream {upstream:.2f} ms, not about {UPSTREAM_MS}")
