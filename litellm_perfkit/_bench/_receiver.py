@@ -17,14 +17,14 @@ from typing import Any
 
 import orjson
 
-from .._wire._names import SemConv
+from .._wire._names import JSON_CONTENT_TYPE, SemConv
 from .._wire._protobuf import fields
 
 __all__ = ["SpanReceiver", "decode_json", "decode_protobuf"]
 
 ReceivedSpan = dict[str, Any]
 _PROTOBUF = "application/x-protobuf"
-_JSON = "application/json"
+_JSON = JSON_CONTENT_TYPE
 _DOUBLE = struct.Struct("<d").unpack
 
 

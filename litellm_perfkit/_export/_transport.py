@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 from .._core._guard import warn_once
 from .._version import __version__
+from .._wire._names import JSON_CONTENT_TYPE
 from ..types import OtlpProtocol
 from ._metrics import MetricStore
 from ._otlp import metrics_json, metrics_protobuf, span_json, spans_json, spans_protobuf
@@ -155,7 +156,7 @@ class OtlpHttpExporter:
     def __init__(self, settings: ExportSettings, encoding: OtlpProtocol) -> None:
         self._settings = settings
         self._protobuf = encoding == "http/protobuf"
-        content_type = "application/x-protobuf" if self._protobuf else "application/json"
+        content_type = "application/x-protobuf" if self._protobuf else JSON_CONTENT_TYPE
         traces, metrics = Signal.of(settings, "traces"), Signal.of(settings, "metrics")
         self._traces = _HttpPost(settings.traces_endpoint, traces, content_type)
         self._metrics = _HttpPost(settings.metrics_endpoint, metrics, content_type)

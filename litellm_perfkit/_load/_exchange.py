@@ -15,7 +15,7 @@ from typing import Literal
 import orjson
 
 from .._wire._events import DONE, TERMINAL_TYPES, SseDecoder, carries_output, output_tokens, stream_error
-from .._wire._names import CONTENT_TYPE_HEADER, EVENT_STREAM_CONTENT_TYPE
+from .._wire._names import CONTENT_TYPE_HEADER, EVENT_STREAM_CONTENT_TYPE, JSON_CONTENT_TYPE
 
 __all__ = ["ERROR_MESSAGES", "ErrorClass", "Exchange", "ResponseReader", "http_error"]
 
@@ -165,7 +165,7 @@ class ResponseReader:
             elif not self._ended:
                 exchange.fail("stream_incomplete", f"after {exchange.events} events")
             return
-        if not exchange.headers.get(CONTENT_TYPE_HEADER, "").startswith("application/json") or not self._body:
+        if not exchange.headers.get(CONTENT_TYPE_HEADER, "").startswith(JSON_CONTENT_TYPE) or not self._body:
             return
         try:
             document = orjson.loads(self._body)

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from .._wire._headers import format_traceparent
-from .._wire._names import TRACEPARENT_HEADER
+from .._wire._names import EVENT_STREAM_CONTENT_TYPE, JSON_CONTENT_TYPE, TRACEPARENT_HEADER
 from ..types import TraceparentMode
 
 __all__ = [
@@ -87,7 +87,7 @@ def request_body(api: Api, model: str, prompt: str, stream: bool, max_tokens: in
 
 def request_headers(api_key: str | None, trace_id: str, traceparent: TraceparentMode = "sampled") -> dict[str, str]:
     """Headers of one request (without Host and Content-Length): the same for both drivers."""
-    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    headers = {"Content-Type": JSON_CONTENT_TYPE, "Accept": f"{JSON_CONTENT_TYPE}, {EVENT_STREAM_CONTENT_TYPE}"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
     if traceparent != "off":

@@ -19,7 +19,7 @@ from typing import Any, Literal, NamedTuple
 
 import orjson
 
-from .._wire._names import EVENT_STREAM_CONTENT_TYPE
+from .._wire._names import EVENT_STREAM_CONTENT_TYPE, JSON_CONTENT_TYPE
 from ._config import Deployment, MockConfig, ModelProfile
 from ._formats import FORMATS, ID_MARKER, Answer, Api, open_json
 
@@ -27,7 +27,7 @@ __all__ = ["MockEngine", "Plan", "Quota", "error_body", "route"]
 
 Action = Literal["respond", "hang", "disconnect", "malformed"]
 Render = Callable[[int], bytes]  # seq -> bytes, called at send time
-JSON = b"application/json"
+JSON = JSON_CONTENT_TYPE.encode()
 SSE = EVENT_STREAM_CONTENT_TYPE.encode()
 
 

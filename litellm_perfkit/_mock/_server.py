@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from .._stop import Stopped, run_until_stopped
 from .._wire._names import MOCK_PROCESSING_HEADER, MOCK_RECEIVED_HEADER
 from ._config import Deployment, MockConfig
-from ._engine import MockEngine, Plan
+from ._engine import JSON, MockEngine, Plan, error_body
 
 __all__ = ["serve", "start_servers", "MockProtocol"]
 
@@ -107,11 +107,9 @@ class MockProtocol(asyncio.Protocol):
         self._execute(self.engine.plan(method, target, body), received)
 
     def _fail(self, status: int, message: bytes) -> None:
-        from ._engine import error_body
-
         body = error_body(message.decode(), "invalid_request_error")
         if self.transport is not None:
-            self.transport.write(_head(status, b"application/json", len(body), [], 0, close=True) + body)
+            self.transport.write(_head(status, JSON, len(body), [], 0, close=True) + body)
             self.transport.close()
 
     # -- responses ------------------------------------------------------------

@@ -23,6 +23,7 @@ __all__ = [
     "C_CONTENT_TYPES",
     "C_HEADERS",
     "EVENT_STREAM_CONTENT_TYPE",
+    "JSON_CONTENT_TYPE",
     "HEADER_SECRET_HEADER",
     "LITELLM_OVERHEAD_HEADER",
     "LOAD_SCHEMA",
@@ -61,6 +62,8 @@ MOCK_PROCESSING_HEADER = "x-perfkit-mock-processing-ms"
 CONTENT_TYPE_HEADER = "content-type"
 EVENT_STREAM_CONTENT_TYPE = "text/event-stream"
 """A streamed response's content type (server-sent events), as a response's ``content-type`` starts."""
+JSON_CONTENT_TYPE = "application/json"
+"""A JSON body's content type (requests, non-streamed responses, OTLP/HTTP JSON)."""
 
 OVERHEAD_HEADERS = (LITELLM_OVERHEAD_HEADER, OVERHEAD_HEADER)
 """The overhead headers a client reads, gateway's own and perfkit's."""

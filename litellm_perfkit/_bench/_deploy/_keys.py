@@ -9,6 +9,7 @@ import subprocess
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..._wire._names import JSON_CONTENT_TYPE
 from ._postgres import DeployError, postgres_bin
 
 __all__ = ["generate_key", "spend_log_rows", "key_spend"]
@@ -21,7 +22,7 @@ def generate_key(proxy_url: str, master_key: str, **limits: Any) -> str:
     connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=60)
     try:
         body = json.dumps(limits).encode()
-        headers = {"Authorization": f"Bearer {master_key}", "Content-Type": "application/json"}
+        headers = {"Authorization": f"Bearer {master_key}", "Content-Type": JSON_CONTENT_TYPE}
         connection.request("POST", "/key/generate", body=body, headers=headers)
         response = connection.getresponse()
         answer = response.read().decode(errors="replace")
