@@ -51,7 +51,7 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from litellm_perfkit._bench._launch import Children, free_port, start_mock  # noqa: E402
+from litellm_perfkit._bench._launch import Children, StartError, free_port, start_mock  # noqa: E402
 from litellm_perfkit._export._health import FIELDS  # noqa: E402
 from litellm_perfkit._stop import exit_code, signal_name, stop_signals  # noqa: E402
 from tests.support import procfs  # noqa: E402
@@ -243,6 +243,9 @@ def main() -> int:
     except KeyboardInterrupt as stop:
         print(f"soak: stopped by {signal_name(stop)}", file=sys.stderr)
         return exit_code(stop)
+    except StartError as failed:  # its first line says which server; the rest is the end of its log
+        print(f"soak: {failed}", file=sys.stderr)
+        return 1
 
 
 def soak(target: Target, version: str, requests: int, step: int) -> int:
