@@ -142,7 +142,9 @@ Mark = Literal["headers_sent", "first_body_byte", "first_token", "last_byte"]
 
 StageKind = Literal["block", "generator", "sum", "thread"]
 """``block``: one contiguous interval. ``generator``: the time an async generator
-spent running its own code (suspensions excluded), summed over the request.
+spent running its own code (suspensions excluded), summed over the request;
+also ``event_loop``, the event loop's CPU between steps charged to the request
+(``PERFKIT_STEPS=cpu``, _core/_steps.py), ``items`` = gaps charged.
 ``sum``: a function called many times per request (a per-chunk hook): its
 calls' durations summed, ``items`` = calls. ``thread``: work on the request's
 behalf outside its steps: functions it handed to a thread pool

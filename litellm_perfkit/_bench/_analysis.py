@@ -11,7 +11,14 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, TypedDict
 
-from .._wire._names import AFTER_RESPONSE_STAGE, OUTSIDE_WALL_STAGES, PROTOCOL_STAGE, UPSTREAM_STAGES, Attr
+from .._wire._names import (
+    AFTER_RESPONSE_STAGE,
+    EVENT_LOOP_STAGE,
+    OUTSIDE_WALL_STAGES,
+    PROTOCOL_STAGE,
+    UPSTREAM_STAGES,
+    Attr,
+)
 from ..types import AttributeValue, BenchStage, GcPauses, MeanP50P95, Remainder, Unmeasured
 
 __all__ = [
@@ -58,7 +65,7 @@ def percentile(values: list[float], p: float) -> float:
 
 
 # Top-level stages outside the request's wall time whose CPU is the request's.
-_OWN_OUTSIDE_WALL = (PROTOCOL_STAGE, AFTER_RESPONSE_STAGE)
+_OWN_OUTSIDE_WALL = (PROTOCOL_STAGE, AFTER_RESPONSE_STAGE, EVENT_LOOP_STAGE)
 
 
 def requests_cpu_per_request(
@@ -67,8 +74,9 @@ def requests_cpu_per_request(
     """Per phase, the mean CPU of its requests' own steps and thread calls,
     and the part of it inside named stages; (None, None) without step accounting."""
     # A request's own CPU: its split while it ran (the server span's), the
-    # server's parsing of it (protocol) and its tasks' after the response
-    # (after_response, which holds its thread calls' CPU).
+    # server's parsing of it (protocol), its tasks' after the response
+    # (after_response, which holds its thread calls' CPU) and, with
+    # PERFKIT_STEPS=cpu, the event loop's between steps charged to it (event_loop).
     own: dict[str, float] = {}
     outside: dict[str, float] = {}
     outside_wall: dict[str, float] = defaultdict(float)

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .._wire._names import OUTSIDE_WALL_STAGES
 from ..types import BenchResult, BenchRun
 
 __all__ = ["Delta", "compare", "mean_delta", "render_compare", "CompareError", "ROUNDS"]
@@ -197,14 +198,18 @@ def render_compare(label_a: str, label_b: str, deltas: list[Delta], repeats: tup
         lines.append(
             f"| {d.metric} | {d.baseline:.3f} | {d.candidate:.3f} | {_fmt(d.change, 3)} | {relative} | {interval} | {d.verdict} |"
         )
-    stages = [d for d in deltas if d.metric.endswith("(mean self ms)") and d.verdict == "worse"]
+    # A stage outside the request's wall time (before the app, after the response, the loop between steps) is
+    # no part of its server overhead: it explains none of the overhead's change.
+    stages = [
+        d
+        for d in deltas
+        if d.metric.endswith("(mean self ms)") and d.verdict == "worse" and _stage_name(d) not in OUTSIDE_WALL_STAGES
+    ]
     total = next((d for d in deltas if d.metric.startswith("server overhead")), None)
     if stages and total is not None and total.change:
         lines += ["", "stages that explain the change in server overhead:"]
         for d in sorted(stages, key=lambda d: -d.change):
-            lines.append(
-                f"  {d.metric.removeprefix('stage ').removesuffix(' (mean self ms)')}: {d.change:+.3f} ms ({d.change / total.change:.0%} of the total change)"
-            )
+            lines.append(f"  {_stage_name(d)}: {d.change:+.3f} ms ({d.change / total.change:.0%} of the total change)")
     cpu = [d for d in deltas if d.metric.endswith("(mean own CPU ms)") and d.verdict in ("worse", "better")]
     if cpu:
         lines += ["", "stages whose CPU per request changed (interval excludes 0):"]
@@ -213,6 +218,11 @@ def render_compare(label_a: str, label_b: str, deltas: list[Delta], repeats: tup
                 f"  {d.metric.removeprefix('stage ').removesuffix(' (mean own CPU ms)')}: {d.baseline:.3f} -> {d.candidate:.3f} ms ({d.change:+.3f} ms)"
             )
     return "\n".join(lines)
+
+
+def _stage_name(delta: Delta) -> str:
+    """The stage a per-stage metric is of ("stage auth (mean self ms)": auth)."""
+    return delta.metric.removeprefix("stage ").removesuffix(" (mean self ms)")
 
 
 def regressions(deltas: list[Delta], threshold: float) -> list[Delta]:

@@ -4,17 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .._wire._names import OUTSIDE_WALL_STAGES, PROTOCOL_STAGE
+from .._wire._names import EVENT_LOOP_STAGE, OUTSIDE_WALL_STAGES, PROTOCOL_STAGE
 from ..types import P50P95P99, BenchResult, BenchRun, Unmeasured
 from ._analysis import OUTSIDE_STAGES
 from ._perturbation import format_ratio
 from ._render_deploy import deployment_lines
 
-__all__ = ["render_bench", "unmeasured_warning"]
+__all__ = ["OUTSIDE_WALL_LABELS", "render_bench", "unmeasured_warning"]
 
 # What the share column says of a stage outside the request's wall time.
-_OUTSIDE_WALL = {
-    name: "before the app" if name == PROTOCOL_STAGE else "after the response" for name in OUTSIDE_WALL_STAGES
+OUTSIDE_WALL_LABELS = {
+    name: "before the app"
+    if name == PROTOCOL_STAGE
+    else "between steps"
+    if name == EVENT_LOOP_STAGE
+    else "after the response"
+    for name in OUTSIDE_WALL_STAGES
 }
 
 
@@ -183,7 +188,7 @@ def _stage_table(run: BenchRun) -> list[str]:
             share = (
                 "upstream"
                 if stage["upstream"]
-                else _OUTSIDE_WALL.get(name, "-")
+                else OUTSIDE_WALL_LABELS.get(name, "-")
                 if stage["share"] is None
                 else f"{stage['share']:.1%}"
             )
@@ -246,7 +251,14 @@ def _cpu_table(run: BenchRun) -> list[str]:
                 f"{phase} {steps[phase]:.2f} of {process[phase]:.2f} ms ({steps[phase] / process[phase]:.0%})"
                 for phase in phases
             )
-            + ". The rest ran outside the requests' steps and threads: the event loop between steps, the server's work outside its parsing callbacks, the collector outside any step.",
+            + (
+                ". The rest ran outside the requests' steps, threads and the event loop's work between them: "
+                "the proxy's other threads (perfkit's hand-off among them), the loop's work after an idle second, "
+                "the collector in other threads."
+                if EVENT_LOOP_STAGE in stages
+                else ". The rest ran outside the requests' steps and threads: the event loop between steps, "
+                "the server's work outside its parsing callbacks, the collector outside any step."
+            ),
         ]
     phases = [phase for phase in phases if phase in named]
     if phases:

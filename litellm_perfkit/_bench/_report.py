@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..types import BenchResult, BenchRun, BenchStage
+from ._render import OUTSIDE_WALL_LABELS
 
 __all__ = ["render_html"]
 
@@ -178,8 +179,12 @@ def _ab_bars(chart_id: str, runs: list[tuple[str, BenchRun]]) -> str:
     )
 
 
-def _share(stage: BenchStage) -> str:
-    return "upstream" if stage["upstream"] else f"{stage['share']:.1%}"
+def _share(name: str, stage: BenchStage) -> str:
+    """The share column: a stage outside the request's wall time has no share of its overhead, and says where it ran."""
+    if stage["upstream"]:
+        return "upstream"
+    share = stage["share"]
+    return OUTSIDE_WALL_LABELS.get(name, "-") if share is None else f"{share:.1%}"
 
 
 def _ms(value: float | None) -> str:
@@ -189,7 +194,7 @@ def _ms(value: float | None) -> str:
 def _table(run: BenchRun) -> str:
     rows = "".join(
         f"<tr><td>{html.escape(name)}</td><td>{s['p50_ms']:.3f}</td><td>{s['p95_ms']:.3f}</td><td>{s['mean_self_ms']:.3f}</td>"
-        f"<td>{_share(s)}</td><td>{_ms(s.get('cpu_ms'))}</td><td>{_ms(s.get('queue_ms'))}</td><td>{_ms(s.get('io_ms'))}</td></tr>"
+        f"<td>{_share(name, s)}</td><td>{_ms(s.get('cpu_ms'))}</td><td>{_ms(s.get('queue_ms'))}</td><td>{_ms(s.get('io_ms'))}</td></tr>"
         for name, s in (run.get("stages") or {}).items()
     )
     return (

@@ -24,6 +24,7 @@ from typing import Any, Literal
 from .._wire._environment_variables import PERFKIT_SPEEDUPS
 from .._wire._events import CHAT_OUTPUT_KEYS, TOKEN_HINTS, data_has_token
 from .._wire._headers import ENTRY_PREFIXES, entry_prefix
+from .._wire._names import EVENT_LOOP_STAGE
 from ..types import RequestRecord, SpeedupsMode
 from . import _after, _sink
 from ._collector import closed_by_collector
@@ -36,7 +37,7 @@ from ._layouts import Span
 from ._middleware import PerfkitMiddleware, _PyExchange
 from ._sampling import scan_headers
 from ._stage import Stage, _PyStage
-from ._steps import MAX_STEPS, PYTHON_STEPS, STEP_SIZE, StepAccounting
+from ._steps import LOOP_IDLE_NS, MAX_STEPS, PYTHON_STEPS, STEP_SIZE, StepAccounting, loop_entry
 from ._timeline import Timeline, _PyTimelineFields
 from ._traffic import INCOMPLETE_RESPONSE, KNOWN_METHODS, MAX_SERIES, OTHER, UNMATCHED_ROUTE, Tally, _PyTally
 
@@ -85,6 +86,9 @@ def _load_speedups() -> ModuleType | None:
         host_stage_enter=HOST_TRACING.enter_stage,
         host_stage_exit=HOST_TRACING.exit_stage,
         step_values=STEP_SIZE * MAX_STEPS,
+        event_loop_stage=EVENT_LOOP_STAGE,
+        loop_idle_ns=LOOP_IDLE_NS,
+        loop_entry=loop_entry,
         task_type=asyncio.Task,
         iscoroutine=asyncio.iscoroutine,
         expected=_after._expected,

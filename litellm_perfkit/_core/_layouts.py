@@ -145,6 +145,9 @@ class Hooks(TypedDict):
     host_stage_enter: Callable[[Any], Token[Any] | None]  # the stage as the host's current span
     host_stage_exit: Callable[[Token[Any]], None]
     step_values: int  # _steps.STEP_SIZE * MAX_STEPS
+    event_loop_stage: str  # _wire._names.EVENT_LOOP_STAGE: PERFKIT_STEPS=cpu charges the loop's CPU between steps to it
+    loop_idle_ns: int  # _steps.LOOP_IDLE_NS: a longer gap between steps is charged to no one
+    loop_entry: Callable[[Timeline, int], list[Any]]  # _steps.loop_entry: a request's new event_loop stage
     task_type: type[asyncio.Task[Any]]
     iscoroutine: Callable[[object], bool]  # for what is not a native coroutine
     expected: dict[int, tuple[Coroutine[Any, Any, Any], Timeline]]  # _after's: non-empty while coroutines wait
@@ -156,7 +159,7 @@ class Hooks(TypedDict):
 
 # -- the C accelerator's view ------------------------------------------------
 # A hook of these annotations is type-checked by setup() (PyArg_Parse's "O!").
-_HOOK_CHECKS = {"dict": "PyDict_Type", "tuple": "PyTuple_Type", "int": "PyLong_Type"}
+_HOOK_CHECKS = {"dict": "PyDict_Type", "tuple": "PyTuple_Type", "int": "PyLong_Type", "str": "PyUnicode_Type"}
 # What handoff.c writes: a kind byte, then u32 and 64-bit little-endian numbers.
 _C_WRITES = {FRAME_HEAD: "<cI", BATCH_HEAD: "<qQ", RECORD_HEAD: "<I"}
 

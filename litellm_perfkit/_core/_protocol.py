@@ -13,6 +13,10 @@ the call and set in the context, which the request's task copies when the
 callback starts it; the middleware takes it over when the request reaches
 it (``adopt``).
 
+With ``PERFKIT_STEPS=cpu`` the call's CPU is claimed from the event loop's
+CPU between steps (``_steps.claim_loop_cpu``), so that ``event_loop`` does not
+count it again.
+
 The stage lies outside the request's wall time, as ``after_response`` does:
 no part of its duration, overhead or unattributed time, only of the CPU
 perfkit names. A call while the request ran is, for the request's own split,
@@ -29,7 +33,7 @@ from .._wire._names import PROTOCOL_STAGE
 from ._context import PROTOCOL_WORK
 from ._fields import GeneratorEntry
 from ._guard import internal_error
-from ._steps import steps_mode
+from ._steps import claim_loop_cpu, steps_mode
 
 if TYPE_CHECKING:
     from ._timeline import Timeline
@@ -71,30 +75,25 @@ def parsing(function: Callable[[Any, Any], Any], request_of: RequestOf) -> Calla
             end = perf_counter_ns()
             PROTOCOL_WORK.reset(token)
             try:
-                _fold(
-                    protocol,
-                    request_of(protocol),
-                    before,
-                    work,
-                    start,
-                    end,
-                    min(cpu, end - start) if thread_cpu else end - start,
-                )
+                cpu = min(cpu, end - start) if thread_cpu else end - start
+                if _fold(protocol, request_of(protocol), before, work, start, end, cpu) and thread_cpu:
+                    claim_loop_cpu(cpu)  # named here: not the event loop's CPU between steps (_steps)
             except Exception as exc:
                 internal_error("protocol.fold", exc)
 
     return data_received
 
 
-def _fold(protocol: Any, request: object, before: object, work: list[Any], start: int, end: int, cpu: int) -> None:
+def _fold(protocol: Any, request: object, before: object, work: list[Any], start: int, end: int, cpu: int) -> bool:
+    """Whether the call went into a request's stage."""
     if request is None:
-        return  # between requests: bytes of the next one's head, nobody's yet
+        return False  # between requests: bytes of the next one's head, nobody's yet
     if request is not before:  # this call began the request: its task carries ``work``
         setattr(protocol, _HELD, (request, work))
     else:  # more of a request begun earlier (its body)
         held = getattr(protocol, _HELD, None)
         if held is None or held[0] is not request:
-            return
+            return False
         work = held[1]
     if not work[GeneratorEntry.ITEMS]:
         work[GeneratorEntry.FIRST_NS] = start
@@ -102,6 +101,7 @@ def _fold(protocol: Any, request: object, before: object, work: list[Any], start
     work[GeneratorEntry.SELF_NS] += cpu
     work[GeneratorEntry.ITEMS] += 1
     work[GeneratorEntry.INTERVALS] += (start, end, cpu, -1)
+    return True
 
 
 def adopt(timeline: Timeline) -> None:

@@ -108,6 +108,10 @@ class Batches:
     steps: int  # request steps since the marker was queued
     armed: bool
     thread_cpu: bool  # each step's CPU from the thread's CPU clock (PERFKIT_STEPS=cpu)
+    end_ns: int  # PERFKIT_STEPS=cpu: when the last step ended,
+    cpu_end_ns: int  # the thread's CPU clock then (-1: none yet),
+    claimed_ns: int  # the CPU a stage named since then,
+    running: int  # and the steps running now
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None: ...
     def mark(self) -> None: ...
     def arm(self, now: int) -> None: ...

@@ -32,6 +32,18 @@ it started.
 Tasks a request starts (``asyncio.create_task`` inside it copies its
 context) are clocked too: ``TaskFactory`` wraps their coroutines,
 and their steps go to the same list.
+
+With ``PERFKIT_STEPS=cpu`` the thread's CPU clock read at each step's end
+and at the next step's start (any request's, on the same loop) also gives
+the event loop's own CPU between them: its I/O polling, protocol and
+transport callbacks, timers, perfkit's marker, work of no request. That CPU
+is charged to the request whose step follows, in its stage ``event_loop``
+(a ``generator`` stage: ``self_ns`` the CPU, ``items`` the gaps charged),
+less what a stage already names (the server's parsing, ``_protocol``:
+``claim_loop_cpu``); a gap longer than ``LOOP_IDLE_NS`` of wall time is an
+idle loop, charged to no one. Which request pays for a gap is an
+approximation; the total over all requests is the loop thread's CPU
+between steps (docs/telemetry.md).
 """
 
 from __future__ import annotations
@@ -39,17 +51,24 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import os
+from asyncio.events import _get_running_loop  # None outside a running loop
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from time import perf_counter_ns, thread_time_ns
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from .._wire._environment_variables import PERFKIT_STEPS
+from .._wire._names import EVENT_LOOP_STAGE
 from ..types import StepMode
 from ._after import claim, hold, release
 from ._context import TIMELINE
+from ._fields import GeneratorEntry
 from ._guard import internal_error, warn_once
 
+if TYPE_CHECKING:
+    from ._timeline import Timeline
+
 __all__ = [
+    "LOOP_IDLE_NS",
     "MAX_STEPS",
     "PYTHON_STEPS",
     "STEP_SIZE",
@@ -57,6 +76,8 @@ __all__ = [
     "StepClock",
     "StepDriver",
     "TaskFactory",
+    "claim_loop_cpu",
+    "loop_entry",
     "steps_mode",
 ]
 
@@ -66,6 +87,9 @@ and the thread's CPU in the step (-1, a small int no step allocates: not read, t
 MAX_STEPS = 2048
 """Steps recorded per request; later steps are counted in ``Timeline.steps_dropped`` only."""
 _STEP_VALUES = STEP_SIZE * MAX_STEPS
+LOOP_IDLE_NS = 1_000_000_000
+"""With ``PERFKIT_STEPS=cpu``, a gap between two steps longer than this (wall time) is an idle loop:
+its CPU is charged to no request's ``event_loop`` stage."""
 
 
 def steps_mode() -> StepMode:
@@ -80,7 +104,19 @@ def steps_mode() -> StepMode:
 class _Batches:
     """One event loop's batch clock: when the current batch of ready callbacks began."""
 
-    __slots__ = ("loop", "context", "start_ns", "previous_ns", "armed", "steps", "thread_cpu")
+    __slots__ = (
+        "loop",
+        "context",
+        "start_ns",
+        "previous_ns",
+        "armed",
+        "steps",
+        "thread_cpu",
+        "end_ns",
+        "cpu_end_ns",
+        "claimed_ns",
+        "running",
+    )
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
@@ -93,6 +129,12 @@ class _Batches:
         self.armed = False  # a marker is queued
         self.steps = 0  # request steps since the marker was queued
         self.thread_cpu = False  # PERFKIT_STEPS=cpu: each step's CPU from the thread's CPU clock
+        # PERFKIT_STEPS=cpu: when the last step ended, by the wall clock and the thread's CPU clock (-1: none yet),
+        self.end_ns = 0
+        self.cpu_end_ns = -1
+        # the CPU a stage named since then (the server's parsing), and the steps running now (one, or one inside another).
+        self.claimed_ns = 0
+        self.running = 0
 
     def arm(self, now: int) -> None:
         """A step ran while no marker was queued: a busy period begins, in a batch that started about now."""
@@ -184,16 +226,28 @@ class StepClock(StepDriver):
         if self._created:
             early = late = self._created
             self._created = 0
-        cpu = thread_time_ns() if batches.thread_cpu else -1
+        if batches.thread_cpu:
+            cpu = thread_time_ns()
+            if not batches.running:
+                _charge_gap(batches, start, cpu)
+            batches.running += 1
+        else:
+            cpu = -1
         try:
             return resume(value)
         except StopIteration as stop:
             self.result = stop.value
             return FINISHED
         finally:
-            if cpu >= 0:
-                cpu = thread_time_ns() - cpu
-            end = self._previous = perf_counter_ns()
+            if cpu < 0:
+                end = self._previous = perf_counter_ns()
+            else:
+                cpu_end = thread_time_ns()
+                end = self._previous = perf_counter_ns()
+                cpu = cpu_end - cpu
+                batches.running -= 1
+                if not batches.running:
+                    batches.end_ns, batches.cpu_end_ns = end, cpu_end
             steps = self._steps
             if len(steps) < _STEP_VALUES:
                 steps += (early, late, start, end, cpu)
@@ -201,6 +255,60 @@ class StepClock(StepDriver):
                 timeline = TIMELINE.get()
                 if timeline is not None:
                     timeline.steps_dropped += 1
+
+
+def _charge_gap(batches: _Batches, start: int, cpu: int) -> None:
+    """The loop thread's CPU since the last step ended (``cpu``: its clock as this step starts), less what a
+    stage named, into the running request's ``event_loop`` stage; nothing after an idle gap."""
+    claimed, batches.claimed_ns = batches.claimed_ns, 0
+    if batches.cpu_end_ns < 0 or start - batches.end_ns > LOOP_IDLE_NS:
+        return
+    gap = cpu - batches.cpu_end_ns - claimed
+    timeline = TIMELINE.get() if gap > 0 else None
+    if timeline is None:
+        return
+    try:
+        entry = timeline.generators.get(EVENT_LOOP_STAGE)
+        if entry is None:
+            entry = loop_entry(timeline, batches.end_ns)
+        entry[GeneratorEntry.LAST_NS] = start
+        entry[GeneratorEntry.SELF_NS] += gap
+        entry[GeneratorEntry.ITEMS] += 1
+    except Exception as exc:  # perfkit's bug must never become the app's
+        internal_error("steps.event_loop", exc)
+
+
+def loop_entry(timeline: Timeline, first_ns: int) -> list[Any]:
+    """The request's new ``event_loop`` stage, its first gap starting at ``first_ns`` (C's hook too)."""
+    entry = GeneratorEntry.new(
+        index=timeline.next_index,
+        first_ns=first_ns,
+        last_ns=first_ns,
+        parent=-1,
+        self_ns=0,
+        items=0,
+        kind="generator",
+        intervals=[],
+    )
+    timeline.next_index += 1
+    timeline.generators[EVENT_LOOP_STAGE] = entry
+    return entry
+
+
+_ACCOUNTINGS: list[StepAccounting] = []
+"""Every backend's step accounting (tests run both in one process)."""
+
+
+def claim_loop_cpu(cpu: int) -> None:
+    """``cpu`` ns of the loop thread's time between steps, on the running loop, is a stage's already (the
+    server's parsing of a request, ``_protocol``): not the event loop's. With ``PERFKIT_STEPS=cpu`` only."""
+    loop = _get_running_loop()
+    if loop is None:
+        return
+    for accounting in _ACCOUNTINGS:
+        batches = accounting._by_loop.get(id(loop))
+        if batches is not None and batches.loop is loop:
+            batches.claimed_ns += cpu
 
 
 class StepAccounting:
@@ -219,6 +327,7 @@ class StepAccounting:
         self._batches_class = batches_class
         self._factory_class = factory_class
         self._by_loop: dict[int, Any] = {}
+        _ACCOUNTINGS.append(self)
 
     def batches_for(self, loop: asyncio.AbstractEventLoop) -> Any:
         """The running loop's batch clock; the first call also clocks the tasks requests start on it

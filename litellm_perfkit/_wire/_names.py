@@ -11,6 +11,7 @@ from __future__ import annotations
 __all__ = [
     "AFTER_RESPONSE_STAGE",
     "AFTER_RESPONSE_THREAD_STAGE",
+    "EVENT_LOOP_STAGE",
     "OUTSIDE_WALL_STAGES",
     "PROTOCOL_STAGE",
     "STREAM_WAIT_STAGE",
@@ -107,9 +108,13 @@ AFTER_RESPONSE_THREAD_STAGE = f"{AFTER_RESPONSE_STAGE}.threads"
 PROTOCOL_STAGE = "protocol"
 """The server's protocol work for a request on the event loop's thread, outside
 the request's steps: parsing its bytes, mostly before the app saw it (_core/_protocol.py)."""
-OUTSIDE_WALL_STAGES = frozenset({AFTER_RESPONSE_STAGE, AFTER_RESPONSE_THREAD_STAGE, PROTOCOL_STAGE})
-"""Stages outside the request's wall time (before it reached the app, or after its
-response): no part of its duration, overhead or unattributed time, only of the CPU perfkit names."""
+EVENT_LOOP_STAGE = "event_loop"
+"""With ``PERFKIT_STEPS=cpu``: the event loop thread's CPU between one step's end
+and the next step's start, charged to the request whose step follows (_core/_steps.py)."""
+OUTSIDE_WALL_STAGES = frozenset({AFTER_RESPONSE_STAGE, AFTER_RESPONSE_THREAD_STAGE, PROTOCOL_STAGE, EVENT_LOOP_STAGE})
+"""Stages outside the request's wall time (before it reached the app, after its
+response, or the loop's work between steps): no part of its duration, overhead or
+unattributed time, only of the CPU perfkit names."""
 
 # -- result documents ----------------------------------------------------------
 LOAD_SCHEMA = "perfkit.load/1"

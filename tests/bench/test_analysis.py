@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from litellm_perfkit._bench._analysis import requests_cpu_per_request, sampled_warning
-from litellm_perfkit._wire._names import Attr
+from litellm_perfkit._wire._names import EVENT_LOOP_STAGE, Attr
 
 
 def _server(trace_id: str) -> dict[str, Any]:
@@ -53,3 +53,14 @@ def test_the_requests_cpu_is_each_requests_own_once_per_phase_and_the_named_part
     assert own == {"nonstream": (12.0 + 6.0) / 2, "stream": 30.0}
     assert named == {"nonstream": (11.0 + 6.0) / 2, "stream": 28.0}
     assert requests_cpu_per_request([_span("a", "auth", 1, **{stage_cpu: 4.0})], {"nonstream": {"a"}}) == (None, None)
+
+
+def test_the_event_loops_cpu_charged_to_a_request_is_its_own_and_named() -> None:
+    """With PERFKIT_STEPS=cpu the loop's CPU between steps (``event_loop``), outside the request's window, is
+    counted with the request's own CPU and among the named stages."""
+    cpu, stage_cpu, remainder_cpu = Attr.CPU_MS, Attr.STAGE_CPU_MS, Attr.REMAINDER_CPU_MS
+    spans = [
+        _span("a", "POST /chat/completions", 2, **{cpu: 10.0, remainder_cpu: 1.0}),
+        _span("a", EVENT_LOOP_STAGE, 1, **{stage_cpu: 0.75}),
+    ]
+    assert requests_cpu_per_request(spans, {"nonstream": {"a"}}) == ({"nonstream": 10.75}, {"nonstream": 9.75})

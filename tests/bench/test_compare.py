@@ -10,6 +10,7 @@ from pathlib import Path
 import orjson
 
 from litellm_perfkit._bench._compare import compare, regressions, render_compare
+from litellm_perfkit._wire._names import EVENT_LOOP_STAGE, PROTOCOL_STAGE
 
 # Bootstrap rounds for the verdicts on these fixed seeds: a fifth of the product's
 # 1,000, so each call takes a fifth of the CPU.
@@ -105,6 +106,24 @@ def test_per_stage_deltas_explain_the_total() -> None:
     deltas = compare(fake_result(1), fake_result(2, auth_slowdown=1.5), rounds=ROUNDS)
     text = render_compare("main", "branch", deltas)
     assert "stages that explain the change in server overhead:" in text and "auth:" in text
+
+
+def test_stages_outside_the_requests_wall_time_explain_none_of_the_overhead_change() -> None:
+    """``event_loop`` (the loop's CPU between steps) and ``protocol`` (parsing before the app) grow with the
+    overhead here, but are no part of it: only ``auth`` explains the change."""
+    a, b = fake_result(1), fake_result(2, auth_slowdown=1.5)
+    for document, factor in ((a, 1.0), (b, 2.0)):
+        per_repeat = document["samples"]["stage_self_ms"]["auth"]
+        for name in (EVENT_LOOP_STAGE, PROTOCOL_STAGE):
+            document["samples"]["stage_self_ms"][name] = [[v * factor for v in repeat] for repeat in per_repeat]
+    deltas = compare(a, b, rounds=ROUNDS)
+    worse = {d.metric for d in deltas if d.verdict == "worse"}
+    assert {f"stage {name} (mean self ms)" for name in (EVENT_LOOP_STAGE, PROTOCOL_STAGE)} <= worse
+    explained = render_compare("main", "branch", deltas).split("stages that explain the change in server overhead:\n")[
+        1
+    ]
+    listed = [line.split(":")[0].strip() for line in explained.split("\n\n")[0].splitlines()]
+    assert listed == ["auth"], explained
 
 
 def test_cli_exit_code_for_ci(tmp_path: Path) -> None:

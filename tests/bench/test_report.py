@@ -9,7 +9,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from litellm_perfkit._bench._report import COLORS
+from litellm_perfkit._bench._report import COLORS, render_html
+from litellm_perfkit._wire._names import EVENT_LOOP_STAGE, PROTOCOL_STAGE
 from tests.bench.test_compare import fake_result
 from tests.support.browser import read_png, screenshot
 
@@ -31,6 +32,16 @@ def bench_document(seed: int, label: str, slowdown: float = 1.0) -> dict:  # typ
         remainder={"mean_ms": 1.0, "share": 0.25},
     )
     return document
+
+
+def test_a_stage_outside_the_requests_wall_time_has_no_share_and_says_where_it_ran() -> None:
+    """``protocol`` and ``event_loop`` carry no share of the overhead (null): the table says where they ran."""
+    document = bench_document(1, "main")
+    outside = {"p50_ms": 0.1, "p95_ms": 0.2, "mean_self_ms": 0.1, "share": None, "requests": 300, "upstream": False}
+    document["stages"].update({PROTOCOL_STAGE: outside, EVENT_LOOP_STAGE: {**outside, "cpu_ms": 0.4}})
+    page = render_html([("main", document)])
+    for name, where in ((PROTOCOL_STAGE, "before the app"), (EVENT_LOOP_STAGE, "between steps")):
+        assert f"<tr><td>{name}</td>" in page and f"<td>{where}</td>" in page, name
 
 
 def colored_pixels(rows: list[bytes], color: str) -> int:

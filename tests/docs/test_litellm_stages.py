@@ -8,7 +8,12 @@ import re
 from typing import get_args
 
 from litellm_perfkit._litellm._points import FRAMEWORK_STAGES, LLM_CALL, MIDDLEWARES, OUTBOUND, TABLES, Point, PointKind
-from litellm_perfkit._wire._names import AFTER_RESPONSE_THREAD_STAGE, OUTSIDE_WALL_STAGES, UPSTREAM_STAGES
+from litellm_perfkit._wire._names import (
+    AFTER_RESPONSE_THREAD_STAGE,
+    EVENT_LOOP_STAGE,
+    OUTSIDE_WALL_STAGES,
+    UPSTREAM_STAGES,
+)
 from tests.docs.commands import ROOT
 from tests.docs.markdown import prose, section, spans, table_rows
 
@@ -42,8 +47,9 @@ _RANGE_MARKS = {">=1.103": "1.103:", "<1.103": "before 1.103:"}
 
 
 def recorded(points: tuple[Point, ...]) -> dict[str, str]:
-    """Stage -> its kind, for every stage a table's points record (and the middleware stack's)."""
-    stages = {MIDDLEWARES: "call"}
+    """Stage -> its kind, for every stage a table's points record (and the middleware stack's, and the event
+    loop's between steps, which perfkit's step clock records with PERFKIT_STEPS=cpu)."""
+    stages = {MIDDLEWARES: "call", EVENT_LOOP_STAGE: "generator"}
     for point in points:
         kind, *extra = _RECORDS[point.kind] or (None,)
         if kind is None:
@@ -93,7 +99,8 @@ def test_the_framework_upstream_and_outside_stages_are_marked_in_the_table() -> 
     rows = documented()
     assert {stage for stage, (_, kinds) in rows.items() if "framework" in kinds} == FRAMEWORK_STAGES
     assert {stage for stage, (_, kinds) in rows.items() if "upstream" in kinds} == UPSTREAM_STAGES
-    outside = {stage for stage, (_, kinds) in rows.items() if {"before the app", "after the response"} & set(kinds)}
+    where = {"before the app", "after the response", "between steps"}
+    outside = {stage for stage, (_, kinds) in rows.items() if where & set(kinds)}
     assert outside == OUTSIDE_WALL_STAGES
 
 

@@ -150,6 +150,14 @@ setup(PyObject *module, PyObject *args, PyObject *kwargs)
         return NULL;
     }
     pk_step_values = step_values;
+    long long idle = PyLong_AsLongLong(hooks.loop_idle_ns);
+    if (idle < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_ValueError, "setup: loop_idle_ns must be >= 0");
+        }
+        return NULL;
+    }
+    pk_loop_idle_ns = idle;
 #define KEEP(hook) Py_INCREF(hooks.hook);
     PK_HOOKS(KEEP)
 #undef KEEP

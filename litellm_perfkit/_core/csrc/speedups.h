@@ -98,6 +98,8 @@ extern PyTypeObject PkStepClock_Type;
 
 /* Values a request's steps list holds at most (setup()'s step_values: _steps.STEP_SIZE * MAX_STEPS). */
 extern Py_ssize_t pk_step_values;
+/* With PERFKIT_STEPS=cpu, a longer gap between steps is an idle loop, charged to no one (setup()'s loop_idle_ns). */
+extern int64_t pk_loop_idle_ns;
 /* Step accounting's types ready (steps.c; its names are in pk_names); -1 with an exception set. */
 int pk_steps_ready(void);
 extern PyTypeObject PkTaskFactory_Type;

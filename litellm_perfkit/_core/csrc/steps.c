@@ -27,7 +27,13 @@ typedef struct {
     int64_t steps;       /* request steps since the marker was queued */
     int armed;           /* a marker is queued */
     char thread_cpu;     /* PERFKIT_STEPS=cpu: each step's CPU from the thread's CPU clock */
+    /* PERFKIT_STEPS=cpu: when the last step ended, by the wall clock and the thread's CPU clock (-1: none yet),
+     * the CPU a stage named since then (the server's parsing), and the steps running now. */
+    int64_t end_ns, cpu_end_ns, claimed_ns;
+    int64_t running;
 } BatchesObject;
+
+int64_t pk_loop_idle_ns;
 
 static PyObject *one;
 
@@ -113,6 +119,8 @@ batches_init(BatchesObject *self, PyObject *args, PyObject *kwargs)
     self->start_ns = self->previous_ns = self->steps = 0;
     self->armed = 0;
     self->thread_cpu = 0;
+    self->end_ns = self->claimed_ns = self->running = 0;
+    self->cpu_end_ns = -1;
     return 0;
 }
 
@@ -158,6 +166,10 @@ static PyMemberDef batches_members[] = {
     {"steps", T_LONGLONG, offsetof(BatchesObject, steps), 0, "request steps since the marker was queued"},
     {"armed", T_BOOL, offsetof(BatchesObject, armed), 0, "a marker is queued"},
     {"thread_cpu", T_BOOL, offsetof(BatchesObject, thread_cpu), 0, "each step's CPU from the thread's CPU clock"},
+    {"end_ns", T_LONGLONG, offsetof(BatchesObject, end_ns), 0, "when the last step ended (PERFKIT_STEPS=cpu)"},
+    {"cpu_end_ns", T_LONGLONG, offsetof(BatchesObject, cpu_end_ns), 0, "the thread's CPU clock then (-1: none yet)"},
+    {"claimed_ns", T_LONGLONG, offsetof(BatchesObject, claimed_ns), 0, "the CPU a stage named since then"},
+    {"running", T_LONGLONG, offsetof(BatchesObject, running), 0, "the steps running now"},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -239,6 +251,74 @@ thread_cpu_now(void)
     return -1;
 }
 
+/* The loop thread's CPU since the last step ended (cpu: its clock as this step starts), less what a stage
+ * named, into the running request's event_loop stage; nothing after an idle gap (_steps._charge_gap). */
+static void
+charge_gap(BatchesObject *batches, int64_t start, int64_t cpu)
+{
+    int64_t claimed = batches->claimed_ns;
+    batches->claimed_ns = 0;
+    if (batches->cpu_end_ns < 0 || start - batches->end_ns > pk_loop_idle_ns) {
+        return;
+    }
+    int64_t gap = cpu - batches->cpu_end_ns - claimed;
+    if (gap <= 0) {
+        return;
+    }
+    PyObject *timeline = NULL, *entry = NULL, *total = NULL, *items = NULL, *last = NULL;
+    if (PyContextVar_Get(pk_hooks.timeline_var, NULL, &timeline) < 0) {
+        goto failed;
+    }
+    if (timeline == NULL || timeline == Py_None) {
+        goto done;
+    }
+    PkTimelineObject *fields = pk_timeline(timeline);
+    if (fields == NULL) {
+        goto failed;
+    }
+    entry = PyDict_GetItemWithError(fields->generators, pk_hooks.event_loop_stage); /* borrowed */
+    if (entry == NULL) {
+        if (PyErr_Occurred()) {
+            goto failed;
+        }
+        entry = PyObject_CallFunction(pk_hooks.loop_entry, "OL", timeline, (long long)batches->end_ns);
+        if (entry == NULL) {
+            goto failed;
+        }
+    }
+    else {
+        Py_INCREF(entry);
+    }
+    if (!PyList_Check(entry) || PyList_GET_SIZE(entry) != PK_GENERATOR_SIZE) {
+        PyErr_SetString(PyExc_TypeError, "event_loop: not a generator stage's entry");
+        goto failed;
+    }
+    int64_t own, count;
+    if (pk_as_int64(PyList_GET_ITEM(entry, PK_GENERATOR_SELF_NS), &own) < 0
+        || pk_as_int64(PyList_GET_ITEM(entry, PK_GENERATOR_ITEMS), &count) < 0) {
+        goto failed;
+    }
+    total = PyLong_FromLongLong(own + gap);
+    items = PyLong_FromLongLong(count + 1);
+    last = PyLong_FromLongLong(start);
+    if (total == NULL || items == NULL || last == NULL) {
+        goto failed;
+    }
+    PyList_SetItem(entry, PK_GENERATOR_SELF_NS, total); /* steals */
+    PyList_SetItem(entry, PK_GENERATOR_ITEMS, items);
+    PyList_SetItem(entry, PK_GENERATOR_LAST_NS, last);
+    total = items = last = NULL;
+    goto done;
+failed:
+    pk_report("steps.event_loop");
+done:
+    Py_XDECREF(total);
+    Py_XDECREF(items);
+    Py_XDECREF(last);
+    Py_XDECREF(entry);
+    Py_XDECREF(timeline);
+}
+
 /* Append a finished step, keeping the exception the step raised, if any.
  * cpu_start: the thread's CPU clock as the step began (-1: not read). */
 static void
@@ -247,7 +327,16 @@ record_step(StepClockObject *self, int64_t early, int64_t late, int64_t start, i
     PyObject *type, *value, *traceback;
     PyErr_Fetch(&type, &value, &traceback);
     int64_t end, cpu_end = cpu_start < 0 ? -1 : thread_cpu_now();
-    if (pk_now(&end) < 0) {
+    int ended = pk_now(&end) == 0;
+    if (cpu_start >= 0) {
+        BatchesObject *batches = self->batches;
+        if (--batches->running <= 0) {
+            batches->running = 0;
+            batches->end_ns = ended ? end : 0;
+            batches->cpu_end_ns = ended ? cpu_end : -1; /* -1: the next gap is charged to no one */
+        }
+    }
+    if (!ended) {
         pk_report("steps.record");
         goto done;
     }
@@ -358,6 +447,12 @@ clock_step(StepClockObject *self, PyObject *value, PyObject *exc, PyObject **res
         }
         if (batches->thread_cpu) {
             cpu_start = thread_cpu_now();
+            if (cpu_start >= 0) {
+                if (!batches->running) {
+                    charge_gap(batches, start, cpu_start);
+                }
+                batches->running++;
+            }
         }
     }
     PySendResult status = exc == NULL ? PyIter_Send(self->iterator, value, result) : throw_into(self->iterator, exc, result);
