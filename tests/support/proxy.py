@@ -50,11 +50,11 @@ def launched_proxy(
     ``upstream`` None: the config names its upstreams itself."""
     bin_dir = litellm_python(version).parent
     workers = options.get("workers", 1)
-    litellm_args = _patient(bin_dir, workers, litellm_args)
+    litellm, litellm_args = _patient(bin_dir, workers, litellm_args, workdir)
     with Children() as children:
         yield start_litellm(
             children,
-            bin_dir / "litellm",
+            litellm,
             bin_dir / "perfkit",
             config if upstream is None else config.replace("{upstream}", upstream),
             workdir,
@@ -85,17 +85,56 @@ def litellm_proxy(
                 )
 
 
-def _patient(bin_dir: Path, workers: int, litellm_args: tuple[str, ...]) -> tuple[str, ...]:
-    """Several workers: uvicorn kills one that has not answered its health check
-    in 5 s, and a worker importing LiteLLM on a busy 2-core machine takes longer,
-    so it restarts them forever. The tests give it two minutes, where the
-    release's CLI has the option (1.103.0 has it, 1.83.14 not)."""
+# The release's own script, but for what a spawned worker runs before it can answer the
+# supervisor's ping (below): LiteLLM is imported when __main__ runs, not when a worker
+# re-imports this file as its __mp_main__.
+_PATIENT_LAUNCHER = """#!{python}
+# Written by tests/support/proxy.py: the litellm script, with uvicorn's worker health check
+# waiting {seconds} s instead of 5 (uvicorn {uvicorn} has no option for it).
+import sys
+
+if __name__ == "__main__":
+    from uvicorn.supervisors import multiprocess
+
+    multiprocess.Process.is_alive.__defaults__ = ({seconds},)
+    from litellm import run_server
+
+    sys.exit(run_server())
+"""
+_PATIENCE_S = 120
+
+
+def _patient(bin_dir: Path, workers: int, litellm_args: tuple[str, ...], workdir: Path) -> tuple[Path, tuple[str, ...]]:
+    """The proxy's script and arguments. Several workers: uvicorn's supervisor (0.30 on)
+    pings each worker every half second and kills one that has not answered in 5 s; a
+    worker importing LiteLLM on a busy 2-core machine takes longer, so it restarts them
+    for minutes. The tests give it two minutes: ``--timeout_worker_healthcheck 120`` where
+    the release's CLI has it (1.103.0), else a copy of the ``litellm`` script that sets the
+    supervisor's ping timeout to 120 s before it runs (1.83.14, uvicorn 0.33). That copy
+    also keeps LiteLLM's import out of a worker's start-up: the release's script imports
+    LiteLLM at its top, which a spawned worker runs (as its ``__mp_main__``) before it
+    starts the thread that answers the pings. The proxy is the release's either way, with
+    and without perfkit alike."""
+    script = bin_dir / "litellm"
     if workers < 2 or "--timeout_worker_healthcheck" in litellm_args:
-        return litellm_args
-    cli = next(bin_dir.parent.glob("lib/python*/site-packages/litellm/proxy/proxy_cli.py"), None)
-    if cli is None or "--timeout_worker_healthcheck" not in cli.read_text():
-        return litellm_args
-    return (*litellm_args, "--timeout_worker_healthcheck", "120")
+        return script, litellm_args
+    site = next(bin_dir.parent.glob("lib/python*/site-packages"), None)
+    cli = None if site is None else site / "litellm" / "proxy" / "proxy_cli.py"
+    if cli is None or not cli.is_file():
+        return script, litellm_args
+    if "--timeout_worker_healthcheck" in cli.read_text():
+        return script, (*litellm_args, "--timeout_worker_healthcheck", str(_PATIENCE_S))
+    uvicorn = next(site.glob("uvicorn-*.dist-info"), None)
+    patient = workdir / "litellm-patient"
+    patient.write_text(
+        _PATIENT_LAUNCHER.format(
+            python=bin_dir / "python",
+            seconds=_PATIENCE_S,
+            uvicorn=uvicorn.name.split("-")[1].removesuffix(".dist-info") if uvicorn else "?",
+        )
+    )
+    patient.chmod(0o755)
+    return patient, litellm_args
 
 
 def proxy_log(workdir: Path) -> str:

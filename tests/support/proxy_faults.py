@@ -166,24 +166,22 @@ class MatrixRun:
     perfkit: ProxyPass
 
 
-def _without_empty_deltas(body: bytes) -> bytes:
-    """A stream's events less those that carry nothing: no content, tool call or finish reason."""
+_ROLE_DELTA = {"role": "assistant", "content": ""}
 
-    def empty(event: bytes) -> bool:
-        if not event.startswith(b"data: {"):
-            return False
-        try:
-            choices = orjson.loads(event[6:]).get("choices") or [{"finish_reason": "?"}]
-        except orjson.JSONDecodeError:
-            return False
-        return all(
-            not (c.get("delta") or {}).get("content")
-            and not (c.get("delta") or {}).get("tool_calls")
-            and c.get("finish_reason") is None
-            for c in choices
-        )
 
-    return b"\n\n".join(event for event in body.split(b"\n\n") if not empty(event))
+def _without_role_event(body: bytes) -> bytes:
+    """A stream less its first event when that is the upstream's opening one (the role, no
+    content, no finish): the one event two plain runs of the cut stream differ by."""
+    first, separator, rest = body.partition(b"\n\n")
+    if not separator or not first.startswith(b"data: {"):
+        return body
+    try:
+        choices = orjson.loads(first[6:]).get("choices")
+    except orjson.JSONDecodeError:
+        return body
+    if not choices or any(c.get("delta") != _ROLE_DELTA or c.get("finish_reason") is not None for c in choices):
+        return body
+    return rest
 
 
 def _masked(answer: Answer, cut: bool = False) -> Answer:
@@ -191,12 +189,14 @@ def _masked(answer: Answer, cut: bool = False) -> Answer:
     role). Whether LiteLLM relays that event depends on one read: its HTTP client (aiohttp, whose
     StreamReader.readany raises the connection's error before it returns what it holds) loses the
     event when the event and the cut are taken in the same turn of the event loop, which the mock
-    (event and close in one write) leaves to the timing of the reads. That empty event is not
-    compared; the rest of the stream (its status, headers, finish and end) is."""
+    (event and close in one write) leaves to the timing of the reads. Two plain 1.83.14 proxies
+    relayed it 0 and 2 times in 10 sends after load, under perfkit 1 in 10. That one event, first
+    and exactly the role, is not compared; the rest of the stream (its status, headers, LiteLLM's
+    finish event and [DONE]) is, byte for byte."""
     headers = tuple((name, b"" if _VOLATILE_HEADER.match(name) else value) for name, value in answer.headers)
     body = _VOLATILE_BODY.sub(b"time taken=0 seconds", answer.body)
     if cut:
-        body = _without_empty_deltas(body)
+        body = _without_role_event(body)
     if int(answer.status_line.split(b" ", 2)[1]) >= 500:
         # LiteLLM's error text quotes what failed (a malformed chunk's position, a duration),
         # which differs between two runs of the same fault: its digits are not compared.
