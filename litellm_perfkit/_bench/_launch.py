@@ -247,6 +247,11 @@ class Children:
                 self.children.remove(child)
             child.stop()
 
+    @property
+    def closed(self) -> bool:
+        """The block was left: a child asked for now is refused."""
+        return self._closed
+
     def __enter__(self) -> Children:
         return self
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from .._wire._environment_variables import PERFKIT_CACHE_DIR
 from ._heartbeat import Say, waiting
-from ._launch import Children
+from ._launch import Children, ChildrenClosed
 
 __all__ = ["CACHE", "VenvError", "installed", "litellm_python"]
 
@@ -99,6 +99,8 @@ def litellm_python(version: str, say: Say | None = None, children: Children | No
     venv = CACHE / "venvs" / f"litellm-{version}-{tag}"
     python = venv / "bin" / "python"
     with _locked(venv.parent / f"{venv.name}.lock"):
+        if children.closed:  # stopped while another start held the lock: not a word of installing
+            raise ChildrenClosed(f"litellm {version}: not installed, its bench is stopping")
         marker = venv / ".complete"
         if not marker.exists():
             with waiting(say, f"installing litellm[proxy]=={version} into {venv} (once; later runs reuse it)"):

@@ -107,6 +107,11 @@ def test_a_venv_install_in_a_start_thread_is_stopped_with_the_bench(
     assert pip.returncode == -signal.SIGTERM and time.monotonic() - stopping < 2
     thread.join(5)
     assert [type(e) for e in outcome] == [ChildrenClosed]
+    # A start that waited for the venv's lock meanwhile says nothing of installing.
+    said: list[str] = []
+    with pytest.raises(ChildrenClosed, match="not installed"):
+        litellm_python("1.0.0", said.append, children)
+    assert said == []
 
 
 def test_a_stop_signal_during_a_venv_install_stops_pip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
