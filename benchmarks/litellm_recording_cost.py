@@ -279,7 +279,7 @@ def _against_plain(args: argparse.Namespace, python: Path, env: dict[str, str], 
 def _outer(args: argparse.Namespace) -> int:
     sys.path.insert(0, str(ROOT))
     from litellm_perfkit._bench import CONFIG_TEMPLATE
-    from litellm_perfkit._bench._venvs import OFFLINE_ENV
+    from litellm_perfkit._bench._launch import OFFLINE_ENV
     from litellm_perfkit._cli._run import BOOTSTRAP
     from tests.support.litellm_env import litellm_python
     from tests.support.mock_server import mock_process

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import http.client
 import os
+import queue
 import re
 import shlex
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, cast
 from urllib.parse import urlsplit
 
 from .._executables import find_executable
@@ -37,9 +37,19 @@ from .._wire._environment_variables import (
 from ..types import BenchInstance
 from ._deploy import Deployed
 from ._heartbeat import Say
-from ._launch import Agents, Child, Children, ProxyMode, free_port, port_open, start_litellm, tree_usage
+from ._launch import (
+    OFFLINE_ENV,
+    Agents,
+    Child,
+    Children,
+    ProxyMode,
+    free_port,
+    port_open,
+    start_litellm,
+    tree_usage,
+)
 from ._options import BenchError, BenchOptions, scenario_config
-from ._venvs import OFFLINE_ENV, VenvError, litellm_python
+from ._venvs import VenvError, litellm_python
 
 __all__ = [
     "EXPORT_DELAY_MS",
@@ -77,17 +87,32 @@ class Instance:
 
 def start_instances(count: int, start: Callable[[int], T]) -> list[T]:
     """``start(i)`` for every instance at once (a proxy with a database takes a
-    minute to start; they start side by side), in order."""
+    minute to start; they start side by side), in order; the first failure is
+    raised without waiting for the other starts.
+
+    Each start runs in a daemon thread: on a stop signal or a failed start, the
+    caller leaves its ``Children``, which stops what the starts have started
+    (a pip, a proxy) and refuses what they ask for after; a start still
+    blocked then (on the venv's lock, say) does not keep the process alive."""
     if count == 1:
         return [start(0)]
-    pool = ThreadPoolExecutor(max_workers=count)
-    futures = [pool.submit(start, i) for i in range(count)]
-    try:
-        return [future.result() for future in futures]
-    finally:
-        # On a stop signal or a failed start, the caller stops every child at
-        # once (``Children``), which ends the other starts' waits: not waited for here.
-        pool.shutdown(wait=False)
+    outcomes: queue.SimpleQueue[tuple[int, T | None, BaseException | None]] = queue.SimpleQueue()
+
+    def run(index: int) -> None:
+        try:
+            outcomes.put((index, start(index), None))
+        except BaseException as exc:  # the caller's to raise, or nobody's once it has left
+            outcomes.put((index, None, exc))
+
+    for index in range(count):
+        threading.Thread(target=run, args=(index,), name=f"perfkit-start-{index}", daemon=True).start()
+    started: dict[int, T] = {}
+    while len(started) < count:
+        index, instance, error = outcomes.get()
+        if error is not None:
+            raise error
+        started[index] = cast(T, instance)
+    return [started[i] for i in range(count)]
 
 
 def instances_usage(children: Sequence[Child], agents: Agents = "include") -> tuple[float, float]:
@@ -129,11 +154,11 @@ def answered(instances: Sequence[Instance]) -> list[BenchInstance]:
     ]
 
 
-def proxy_bin(version: str | None, say: Say | None = None) -> tuple[Path, Path]:
-    """(litellm executable, perfkit executable) for a version, or the installed one."""
+def proxy_bin(version: str | None, say: Say | None = None, children: Children | None = None) -> tuple[Path, Path]:
+    """(litellm executable, perfkit executable) for a version (its venv's installs run as ``children``), or the installed one."""
     if version is not None:
         try:
-            python = litellm_python(version, say)
+            python = litellm_python(version, say, children)
         except VenvError as exc:
             raise BenchError(str(exc)) from None
         return python.parent / "litellm", python.parent / "perfkit"
@@ -189,7 +214,7 @@ def start_proxy(
         proxy = children.start("proxy", command, {**os.environ, **OFFLINE_ENV, **env}, workdir)
         proxy.wait_ready(lambda: port_open(port), timeout_s=180)
         return Instance(f"http://127.0.0.1:{port}", proxy, None)
-    litellm, perfkit = proxy_bin(version, options.say)
+    litellm, perfkit = proxy_bin(version, options.say, children)
     env.update(deployment.env)
     # perfkit's Prometheus page counts what each instance answered (a database's spend logs are checked against it).
     metrics_port = free_port() if options.instances > 1 or options.deployment != "plain" else None

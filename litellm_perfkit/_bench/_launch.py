@@ -7,6 +7,9 @@ their export agents), on success, on errors and on Ctrl-C alike
 (``Children`` is a context manager). A stop signal waits while a child is
 started or stopped (one taken midway would leave a process untracked, or
 running), and stopping takes at most ``STOP_GRACE_S`` before the rest is killed.
+Once the block is left, a child asked for is refused (``ChildrenClosed``):
+a start still running in another thread (``_instances.start_instances``)
+cannot leave a process behind the bench.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,15 +30,17 @@ from pathlib import Path
 from typing import IO, Literal, NamedTuple
 
 from .._stop import STOP_SIGNALS, Stopped, stop_signals
+from .._wire._environment_variables import DISABLE_SCHEMA_UPDATE, LITELLM_LOCAL_MODEL_COST_MAP, LITELLM_TELEMETRY
 from .._wire._names import AGENT_MODULE
 from ._heartbeat import Say, waiting
-from ._venvs import OFFLINE_ENV
 
 __all__ = [
     "Agents",
     "Child",
     "Children",
+    "ChildrenClosed",
     "LiteLLMProxy",
+    "OFFLINE_ENV",
     "ProxyMode",
     "STOP_GRACE_S",
     "StartError",
@@ -60,8 +66,23 @@ killed: a LiteLLM proxy shuts down in about a second, and a stopped bench
 must leave nothing behind within 10 s."""
 
 
+# Keep the proxy offline and quiet: local model cost map, no telemetry.
+OFFLINE_ENV = {
+    LITELLM_LOCAL_MODEL_COST_MAP: "True",
+    LITELLM_TELEMETRY: "False",
+    DISABLE_SCHEMA_UPDATE: "True",
+    "NO_PROXY": "127.0.0.1,localhost",
+}
+
+
 class StartError(RuntimeError):
     """A child did not come up; the message ends with the last lines of its log."""
+
+
+class ChildrenClosed(RuntimeError):
+    """A child asked for after its ``Children`` block was left (the bench is
+    stopping): it is not started; and a child run to its end (``Children.run``)
+    that the block's exit stopped."""
 
 
 def free_port() -> int:
@@ -93,8 +114,11 @@ class Child:
             raise StartError(f"{name}: command not found: {command[0]}") from None
 
     def tail(self, lines: int = 15) -> str:
-        self.log.flush()
-        text = Path(self.log.name).read_text(errors="replace").strip().splitlines()
+        try:
+            self.log.flush()
+            text = Path(self.log.name).read_text(errors="replace").strip().splitlines()
+        except (OSError, ValueError):  # stopped meanwhile: its temporary log closed and removed
+            return "(its log is gone)"
         return "\n".join(text[-lines:])
 
     def wait_ready(self, check: Callable[[], bool], timeout_s: float) -> None:
@@ -173,10 +197,14 @@ def held_stops() -> Iterator[None]:
 
 
 class Children:
-    """Every child of a bench; leaving the block stops them all, in reverse order."""
+    """Every child of a bench; leaving the block stops them all, in reverse
+    order, and refuses any child asked for after (``ChildrenClosed``). Safe to
+    use from several threads (a bench starts its proxies side by side)."""
 
     def __init__(self) -> None:
         self.children: list[Child] = []
+        self._lock = threading.Lock()
+        self._closed = False
 
     def start(
         self,
@@ -186,15 +214,43 @@ class Children:
         cwd: Path | None = None,
         log_path: Path | None = None,
     ) -> Child:
-        with held_stops():
+        # Under the lock, a child is either registered before the block's exit
+        # takes the list, and stopped with the others, or refused: never left out.
+        with held_stops(), self._lock:
+            if self._closed:
+                raise ChildrenClosed(f"{name}: not started, its bench is stopping")
             child = Child(name, command, env or dict(os.environ), cwd or Path.cwd(), log_path)
             self.children.append(child)
         return child
 
+    def run(
+        self, name: str, command: list[str], env: dict[str, str] | None = None, cwd: Path | None = None
+    ) -> tuple[int, str]:
+        """``command`` run to its end as a child, stopped with the others if the
+        block is left meanwhile (``ChildrenClosed``): its exit code and the last lines of its output."""
+        child = self.start(name, command, env, cwd)
+        try:
+            code = child.process.wait()
+            with self._lock:
+                if self._closed:
+                    raise ChildrenClosed(f"{name}: stopped with its bench")
+                return code, child.tail(5)
+        finally:
+            self.stop(child)
+
     def stop(self, child: Child) -> None:
+        """Stop ``child`` now (nothing to do when the block's exit has taken it)."""
         with held_stops():
+            with self._lock:
+                if child not in self.children:
+                    return
+                self.children.remove(child)
             child.stop()
-            self.children.remove(child)
+
+    @property
+    def closed(self) -> bool:
+        """The block was left: a child asked for now is refused."""
+        return self._closed
 
     def __enter__(self) -> Children:
         return self
@@ -204,12 +260,14 @@ class Children:
         # the proxy's requests in flight fail and retry, and its shutdown waits
         # for them), within one grace for all, each at least a second.
         with held_stops():
+            with self._lock:
+                self._closed = True
+                children, self.children = self.children, []
             deadline = time.monotonic() + STOP_GRACE_S
-            for child in reversed(self.children):
+            for child in reversed(children):
                 with contextlib.suppress(Exception):
                     child.terminate()
                     child.finish(max(deadline, time.monotonic() + 1.0))
-            self.children.clear()
 
 
 def http_status(host: str, port: int, path: str, timeout_s: float = 1.0) -> int:

@@ -38,12 +38,12 @@ from .._wire._environment_variables import (
 from ..types import AttributeValue
 from ._analysis import OUTSIDE_STAGES, Breakdown, stage_breakdown
 from ._bursts import Target, load
-from ._launch import Child, Children, free_port, port_open, process_tree, start_litellm, start_mock
+from ._launch import OFFLINE_ENV, Child, Children, free_port, port_open, process_tree, start_litellm, start_mock
 from ._options import BenchError, BenchOptions, config_template
 from ._receiver import SpanReceiver
 from ._releases import release
 from ._together import send_together
-from ._venvs import OFFLINE_ENV, VenvError
+from ._venvs import VenvError
 
 __all__ = [
     "PairMetric",

@@ -5,6 +5,10 @@ backtrack for minutes) and this perfkit, installed editable without its
 dependencies (litellm's own pins satisfy perfkit's ranges), plus pyinstrument
 for per-request profiles (litellm pins pyroscope-io itself). They live under
 ``$PERFKIT_CACHE_DIR`` (default ``~/.cache/litellm_perfkit``), never in a repo.
+
+Every install runs as one of the caller's ``Children`` (its own when none
+is given): a stop kills pip and what pip started, and a venv left
+half-built is completed by the next run.
 """
 
 from __future__ import annotations
@@ -18,27 +22,14 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from .._wire._environment_variables import (
-    DISABLE_SCHEMA_UPDATE,
-    LITELLM_LOCAL_MODEL_COST_MAP,
-    LITELLM_TELEMETRY,
-    PERFKIT_CACHE_DIR,
-)
+from .._wire._environment_variables import PERFKIT_CACHE_DIR
 from ._heartbeat import Say, waiting
+from ._launch import Children, ChildrenClosed
 
-__all__ = ["CACHE", "VenvError", "installed", "litellm_python", "OFFLINE_ENV"]
+__all__ = ["CACHE", "VenvError", "installed", "litellm_python"]
 
 CACHE = Path(os.environ.get(PERFKIT_CACHE_DIR, Path.home() / ".cache" / "litellm_perfkit"))
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
-
-# Keep the proxy offline and quiet: local model cost map, no telemetry.
-OFFLINE_ENV = {
-    LITELLM_LOCAL_MODEL_COST_MAP: "True",
-    LITELLM_TELEMETRY: "False",
-    DISABLE_SCHEMA_UPDATE: "True",
-    "NO_PROXY": "127.0.0.1,localhost",
-}
-
 
 PYINSTRUMENT = ">=4.6"
 _EXACT = re.compile(r"[0-9]+(\.[0-9]+)*([a-z]+[0-9]*)?(\.post[0-9]+)?(\.dev[0-9]+)?")  # 1.103.0, 1.84.0rc1
@@ -48,14 +39,13 @@ class VenvError(RuntimeError):
     pass
 
 
-def _pip(python: Path, venv: Path, what: str, *args: str) -> None:
-    result = subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *args],
-        capture_output=True,
-        text=True,
+def _pip(children: Children, python: Path, venv: Path, what: str, *args: str) -> None:
+    """``pip install args`` into ``venv``, as one of ``children``."""
+    code, tail = children.run(
+        f"pip-{what}", [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *args]
     )
-    if result.returncode != 0:
-        raise VenvError(f"cannot install {what} into {venv}: {result.stderr.strip()[-300:]}")
+    if code != 0:
+        raise VenvError(f"cannot install {what} into {venv}: {tail[-300:]}")
 
 
 def installed(python: Path) -> tuple[Path | None, bool]:
@@ -96,29 +86,33 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def litellm_python(version: str, say: Say | None = None) -> Path:
+def litellm_python(version: str, say: Say | None = None, children: Children | None = None) -> Path:
     """The python of the cached venv for ``version``; builds it when missing,
-    telling ``say`` what it does and for how long."""
+    telling ``say`` what it does and for how long. Its installs run as
+    ``children`` (a block of their own when None)."""
     if not _EXACT.fullmatch(version):
         raise VenvError(f"{version!r} is not an exact LiteLLM version such as 1.103.0")
+    if children is None:
+        with Children() as own:
+            return litellm_python(version, say, own)
     tag = f"py{sys.version_info.major}.{sys.version_info.minor}"
     venv = CACHE / "venvs" / f"litellm-{version}-{tag}"
     python = venv / "bin" / "python"
     with _locked(venv.parent / f"{venv.name}.lock"):
+        if children.closed:  # stopped while another start held the lock: not a word of installing
+            raise ChildrenClosed(f"litellm {version}: not installed, its bench is stopping")
         marker = venv / ".complete"
         if not marker.exists():
             with waiting(say, f"installing litellm[proxy]=={version} into {venv} (once; later runs reuse it)"):
-                subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-                pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-                result = subprocess.run([*pip, f"litellm[proxy]=={version}"], capture_output=True, text=True)
-            if result.returncode != 0:
-                tail = result.stderr.strip().splitlines()[-1:] or ["(no output)"]
-                raise VenvError(f"cannot install litellm[proxy]=={version}: {tail[0]}")
+                code, tail = children.run("venv", [sys.executable, "-m", "venv", str(venv)])
+                if code != 0:
+                    raise VenvError(f"cannot create the venv {venv}: {tail[-300:]}")
+                _pip(children, python, venv, "litellm", f"litellm[proxy]=={version}")
             marker.write_text(version)
         perfkit_root, has_pyinstrument = installed(python)
         if perfkit_root != PACKAGE_ROOT:
             with waiting(say, f"installing this perfkit into the litellm {version} venv"):
-                _pip(python, venv, "perfkit", "--no-deps", "-e", str(PACKAGE_ROOT))
+                _pip(children, python, venv, "perfkit", "--no-deps", "-e", str(PACKAGE_ROOT))
         if not has_pyinstrument:  # per-request profiles; litellm does not pin it
-            _pip(python, venv, "pyinstrument", f"pyinstrument{PYINSTRUMENT}")
+            _pip(children, python, venv, "pyinstrument", f"pyinstrument{PYINSTRUMENT}")
     return python

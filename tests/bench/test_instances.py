@@ -4,14 +4,23 @@ _bench/_render_deploy.py)."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import textwrap
 import threading
+import time
+import uuid
 from typing import Any
 
 import pytest
 
 from litellm_perfkit._bench import run_bench
 from litellm_perfkit._bench._instances import chat_answers, start_instances
+from litellm_perfkit._bench._launch import Children, ChildrenClosed
 from litellm_perfkit._bench._render_deploy import deployment_lines, spend_check
+from tests.support import procfs
 from tests.support.bench import short_bench
 
 PAGE = """\
@@ -52,6 +61,73 @@ def test_a_failed_start_is_raised_without_waiting_for_the_others() -> None:
     with pytest.raises(RuntimeError, match="instance 0 did not start"):
         start_instances(2, start)
     release.set()
+
+
+# A bench stopped while its proxies start: one start blocked for good (on a venv's lock, in a pip).
+_BLOCKED_START = textwrap.dedent(
+    """
+    import sys, threading
+    from litellm_perfkit._bench._instances import start_instances
+    from litellm_perfkit._stop import Stopped, stop_signals
+
+    both = threading.Barrier(2)
+
+    def start(index):
+        both.wait()
+        if index == 0:
+            print("blocked", flush=True)
+        threading.Event().wait()
+
+    with stop_signals():
+        try:
+            start_instances(2, start)
+        except Stopped:
+            sys.exit(143)
+    """
+)
+
+
+def test_a_stopped_bench_exits_without_waiting_for_a_blocked_start() -> None:
+    # A pool's worker threads are joined at exit: a start blocked in a pip kept the bench alive.
+    process = subprocess.Popen([sys.executable, "-c", _BLOCKED_START], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None and process.stdout.readline() == "blocked\n"
+        process.send_signal(signal.SIGTERM)
+        started = time.monotonic()
+        assert process.wait(timeout=10) == 143
+        assert time.monotonic() - started < 5
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_a_child_a_start_asks_for_after_the_stop_is_refused() -> None:
+    # A start still running when the bench stopped its children went on to start its proxy.
+    token = f"perfkit-late-child-{uuid.uuid4().hex}"
+    left, done = threading.Event(), threading.Event()
+    refused: list[BaseException] = []
+
+    def start(index: int) -> Any:
+        if index == 0:
+            raise RuntimeError("instance 0 did not start")
+        left.wait(10)
+        try:
+            return children.start("late", [sys.executable, "-c", "import time; time.sleep(30)", token])
+        except ChildrenClosed as exc:
+            refused.append(exc)
+            raise
+        finally:
+            done.set()
+
+    with pytest.raises(RuntimeError, match="instance 0 did not start"), Children() as children:
+        start_instances(2, start)
+    left.set()
+    assert done.wait(10)
+    assert [str(e) for e in refused] == ["late: not started, its bench is stopping"]
+    assert children.children == []
+    assert not [pid for pid in os.listdir("/proc") if pid.isdigit() and token.encode() in procfs.command(int(pid))]
+    with pytest.raises(ChildrenClosed):  # in the caller's thread too
+        children.start("late", [sys.executable, "-c", "pass"])
 
 
 def test_the_report_lists_each_instance_and_their_sum() -> None:

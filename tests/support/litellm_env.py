@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 
-from litellm_perfkit._bench._venvs import OFFLINE_ENV, litellm_python
+from litellm_perfkit._bench._launch import OFFLINE_ENV
+from litellm_perfkit._bench._venvs import litellm_python
 
 __all__ = ["VERSIONS", "litellm_env", "litellm_python", "with_packages"]
 
