@@ -7,6 +7,7 @@
 set -euo pipefail
 missing=()
 command -v wrk >/dev/null || missing+=(wrk)
+command -v bc >/dev/null || missing+=(bc)  # benchmarks/sigterm_from_shell.sh's arithmetic
 command -v valgrind >/dev/null || missing+=(valgrind)
 command -v prometheus >/dev/null || missing+=(prometheus)
 # Debian keeps PostgreSQL's server programs off PATH, under /usr/lib/postgresql/N/bin.

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from litellm_perfkit._bench._venvs import CACHE
+
 ROOT = Path(__file__).resolve().parents[1]
 # The suite's own settings (tests/conftest.py) are not the benchmarks': they
 # set their record rate themselves, and export on perfkit's default schedule.
@@ -222,6 +224,16 @@ def bench_sigterm(tmp_path: Path) -> None:
     line(out, r"^1 moments, 1 reached; max time to clean [\d.]+ s; 0 over 10 s or with a process left$")
 
 
+def sigterm_from_shell(tmp_path: Path) -> None:
+    # One moment, 3 s after the bench starts (its direct phase), the venv cached; the script
+    # runs the perfkit on PATH, this interpreter's.
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    script = ["bash", "benchmarks/sigterm_from_shell.sh", str(CACHE), "-", "3", "--litellm-version", "1.103.0"]
+    base = {k: v for k, v in os.environ.items() if k not in SUITE_ONLY}
+    result = subprocess.run(script, cwd=ROOT, env={**base, "PATH": path}, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and re.search(r"^PASS exit 143 ", result.stdout, re.M), result.stdout + result.stderr
+
+
 def weighted_sample(tmp_path: Path) -> None:
     rows = table(run("weighted_sample", "--seeds", "2"), "| scenario |")
     assert [(row[0], row[4]) for row in rows] == [
@@ -269,6 +281,7 @@ LITELLM = (
     litellm_recording_cost_against_plain,
     agent_cost,
     bench_sigterm,
+    sigterm_from_shell,
 )
 CASES = [
     *(pytest.param(check, id=check.__name__) for check in QUICK),
@@ -286,7 +299,8 @@ def test_runs_at_smoke_size(check: Callable[[Path], None], tmp_path: Path) -> No
 
 
 def test_every_script_has_a_case() -> None:
-    scripts = {p.stem for p in (ROOT / "benchmarks").glob("*.py") if not p.stem.startswith("_")}
+    scripts = {p.stem for p in (*(ROOT / "benchmarks").glob("*.py"), *(ROOT / "benchmarks").glob("*.sh"))}
+    scripts = {stem for stem in scripts if not stem.startswith("_")}
     checks = [check.__name__ for check in (*QUICK, *REAL, *LITELLM)]
 
     def runs(check: str, script: str) -> bool:
