@@ -1,8 +1,10 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+from collections.abc import Callable, Iterator
 
 import pytest
+import uvloop
 
 from litellm_perfkit._core._backend import Backend
 from tests.support import backends
@@ -28,3 +30,17 @@ def records() -> Iterator[Captured]:
     """The records the middleware hands off while the test runs."""
     with capture_records() as records:
         yield records
+
+
+LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
+    "asyncio": asyncio.new_event_loop,
+    "uvloop": uvloop.new_event_loop,
+}
+
+
+@pytest.fixture(params=sorted(LOOPS))
+def loop(request: pytest.FixtureRequest) -> Iterator[asyncio.AbstractEventLoop]:
+    """A fresh event loop of each kind a host may run: asyncio's own and uvloop."""
+    loop = LOOPS[request.param]()
+    yield loop
+    loop.close()

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-import uvloop
 
 from litellm_perfkit._core import _steps
 from litellm_perfkit._core._backend import Backend
@@ -28,18 +27,6 @@ from tests.support.clock import FakeClock
 MS = 1_000_000
 BURNS = 4
 BURN_MS = 5.0
-
-LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
-    "asyncio": asyncio.new_event_loop,
-    "uvloop": uvloop.new_event_loop,
-}
-
-
-@pytest.fixture(params=sorted(LOOPS))
-def loop(request: pytest.FixtureRequest) -> Iterator[asyncio.AbstractEventLoop]:
-    loop = LOOPS[request.param]()
-    yield loop
-    loop.close()
 
 
 class _Burns:

@@ -9,29 +9,16 @@ import collections.abc
 import contextvars
 import sys
 import time
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import pytest
-import uvloop
 
 from litellm_perfkit._core._backend import Backend
 from litellm_perfkit._core._context import TIMELINE
 from litellm_perfkit._core._steps import MAX_STEPS, STEP_SIZE
 from litellm_perfkit._export._split import Split, split_windows
 from tests.support.clock import FakeClock
-
-LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
-    "asyncio": asyncio.new_event_loop,
-    "uvloop": uvloop.new_event_loop,
-}
-
-
-@pytest.fixture(params=sorted(LOOPS))
-def loop(request: pytest.FixtureRequest) -> Iterator[asyncio.AbstractEventLoop]:
-    loop = LOOPS[request.param]()
-    yield loop
-    loop.close()
 
 
 def _steps(values: list[int]) -> list[tuple[int, ...]]:
