@@ -11,7 +11,9 @@ reads the series (``series()``) and ships them as one frame
 - An unrecorded request goes through a ``Passage``: the server's ``send``
   wrapped, reading only the response start (status, whether the body is an
   event stream) and, for a stream, its bodies until the first content token
-  (``_sse``: the same definition of TTFT as a recorded request's).
+  (``_sse``: the same definition of TTFT as a recorded request's); after
+  that it reads no message as it passes, and the last one, read when the
+  request ends, says whether the response finished.
 - A recorded request adds its finished timeline's figures (``add``).
 
 Labels stay bounded whatever the clients send: a method outside HTTP's
@@ -60,6 +62,10 @@ OTHER = "_OTHER"
 UNMATCHED_ROUTE = "(unmatched)"
 INCOMPLETE_RESPONSE = "incomplete_response"
 MAX_SERIES = 2000
+# The ASGI messages a passage reads.
+_START = "http.response.start"
+_BODY = "http.response.body"
+_TRAILERS = "http.response.trailers"
 
 SeriesKey = tuple[str, str, int, str, bool, bool]
 """(method, route, status, error type or "", streaming, recorded)."""
@@ -180,7 +186,13 @@ def _observe(counts: list[int], at: int, buckets_at: int, value_ns: int) -> None
 
 class _PyPassage:
     """An unrecorded request's ``send``: passes every message on, and adds the
-    request to the tally when the middleware closes it."""
+    request to the tally when the middleware closes it.
+
+    It reads each message while it is watching: until the response start
+    (status, whether the body is an event stream) and, for a stream, until
+    the first content token. After that it reads nothing as messages pass,
+    only keeps the last one, which says at close whether the response
+    finished: a body with no more to come, or trailers, which follow it."""
 
     __slots__ = (
         "_tally",
@@ -192,6 +204,9 @@ class _PyPassage:
         "_scanner",
         "_ttft_ns",
         "_complete",
+        "_watching",
+        "_started",
+        "_last",
     )
 
     def __init__(self, tally: _PyTally, method: str, send: Send) -> None:
@@ -204,33 +219,56 @@ class _PyPassage:
         self._scanner: SseScanner | None = None  # an event stream's, until its first token
         self._ttft_ns = -1
         self._complete = False
+        self._watching = True
+        self._started = False
+        self._last: Message | None = None  # the last message passed, unread
 
     def __call__(self, message: Message) -> Awaitable[None]:
-        try:
-            kind = message["type"]
-            if kind == "http.response.body":
-                scanner = self._scanner
-                if scanner is not None:
-                    body = message.get("body", b"")
-                    if body and scanner.feed(body if type(body) is bytes else bytes(body)):
-                        self._ttft_ns = perf_counter_ns() - self._start_ns
-                        self._scanner = None
-                if not message.get("more_body", False):
-                    self._complete = True
-            elif kind == "http.response.start":
-                self._status = int(message["status"])
-                if is_event_stream(message.get("headers", ())):
-                    self._streaming = True
-                    self._scanner = SseScanner()
-        except Exception as exc:  # perfkit's bug must never become the app's
-            internal_error("middleware.passage", exc)
+        if self._watching:
+            try:
+                self._read(message)
+            except Exception as exc:  # perfkit's bug must never become the app's
+                internal_error("middleware.passage", exc)
+        else:
+            self._last = message  # most of a stream's messages: nothing read
         return self._send(message)
+
+    def _read(self, message: Message) -> None:
+        kind = message["type"]
+        if kind == _BODY:
+            self._on_body(message)
+        elif kind == _START:
+            self._started = True
+            self._watching = False  # unless the body is an event stream
+            self._status = int(message["status"])
+            if is_event_stream(message.get("headers", ())):
+                self._streaming = True
+                self._scanner = SseScanner()
+                self._watching = True
+
+    def _on_body(self, message: Message) -> None:
+        scanner = self._scanner
+        if scanner is not None:
+            body = message.get("body", b"")
+            if body and scanner.feed(body if type(body) is bytes else bytes(body)):
+                self._ttft_ns = perf_counter_ns() - self._start_ns
+                self._scanner = None
+                self._watching = not self._started
+        if not message.get("more_body", False):
+            self._complete = True
 
     def close(self, scope: Scope, error: str | None) -> None:
         """The app returned (``error`` None) or raised (its type's name): add the request."""
         end = perf_counter_ns()
         try:
+            last, self._last = self._last, None
             if error is None:
+                if last is not None:
+                    kind = last["type"]
+                    if kind == _BODY:
+                        self._on_body(last)
+                    elif kind == _TRAILERS:
+                        self._complete = True
                 error = "" if self._complete else INCOMPLETE_RESPONSE
             self._tally.add(
                 self._method,

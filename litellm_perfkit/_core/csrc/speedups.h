@@ -124,6 +124,9 @@ void pk_sse_clear(PkSse *sse);
 /* Count the events in one body message; *token is set to 1 if it completes
  * the first event that carries output. -1 with an exception set on failure. */
 int pk_sse_feed(PkSse *sse, const char *data, Py_ssize_t len, int *token);
+/* pk_sse_feed without counting events: only whether this body completes
+ * the first event that carries output (an unrecorded request's TTFT). */
+int pk_sse_find_token(PkSse *sse, const char *data, Py_ssize_t len, int *token);
 
 /* The send wrapper and response state of one request (exchange.c; the
  * response start is in start.c). */

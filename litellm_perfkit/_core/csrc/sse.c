@@ -264,3 +264,9 @@ pk_sse_feed(PkSse *sse, const char *body, Py_ssize_t len, int *token)
     }
     return find_token(sse, body, len, token);
 }
+
+int
+pk_sse_find_token(PkSse *sse, const char *body, Py_ssize_t len, int *token)
+{
+    return sse->token_seen ? 0 : find_token(sse, body, len, token);
+}

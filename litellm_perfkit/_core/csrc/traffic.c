@@ -6,9 +6,12 @@
  * u64 counts (PK_TRAFFIC_HEAD_COUNTS, then the duration's buckets and the
  * TTFT's), grown by doubling. A Passage is an unrecorded request's send: it
  * reads the response start and, for an event stream, the bodies until the
- * first content token, then adds the request when the middleware closes it.
- * Not tracked by the collector: it holds the tally, the server's send and
- * the method, none of which can refer back to it.
+ * first content token (it is "watching"); after that it reads no message as
+ * it passes, only holds the last one, which says at close whether the
+ * response finished, and adds the request when the middleware closes it.
+ * Not tracked by the collector: it holds the tally, the server's send, the
+ * method and the last message the app sent, none of which refers back to it
+ * (a message is made of texts, bytes and flags).
  */
 #include "speedups.h"
 
@@ -19,6 +22,20 @@
 #define ROW (PK_TRAFFIC_HEAD_COUNTS + 2 * BUCKETS)
 
 static const long long bounds[PK_BOUNDARY_COUNT] = PK_BOUNDARIES_NS;
+
+/* A key recently added and its row: most requests repeat one of a few
+ * series, and comparing the key's parts to a recent one's costs far less
+ * than making the key tuple, hashing it and looking it up (about 500
+ * instructions a request: benchmarks/middleware_overhead.py). The texts are
+ * exact str, held. The row a key maps to never changes until clear(). */
+#define RECENT 4
+
+typedef struct {
+    PyObject *method, *route, *error; /* NULL: an empty entry */
+    int64_t status;
+    char streaming, recorded;
+    Py_ssize_t row;
+} Recent;
 
 typedef struct {
     PyObject_HEAD
@@ -32,6 +49,8 @@ typedef struct {
     Py_ssize_t capacity;        /* rows allocated */
     Py_ssize_t max_series;
     unsigned long long requests;
+    Recent recent[RECENT];      /* the rows of the last keys added */
+    int recent_next;            /* the entry the next new key replaces */
 } TallyObject;
 
 typedef struct {
@@ -40,14 +59,16 @@ typedef struct {
     TallyObject *tally;
     PyObject *send;
     PyObject *method;
+    PyObject *last;             /* the last message passed, unread (NULL: none, or read) */
     int64_t start_ns, ttft_ns, status;
-    char streaming, scanning, complete;
+    char watching;              /* every message is read: until the response start, and a stream's first token */
+    char started, streaming, scanning, complete;
     PkSse sse;
 } PassageObject;
 
 static PyObject *passage_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames);
-static PyObject *route_name, *path_name, *response_body, *response_start, *empty_text;
-static PyObject *seen_body, *seen_start; /* is_text's last matches */
+static PyObject *route_name, *path_name, *response_body, *response_start, *response_trailers, *empty_text;
+static PyObject *seen_body, *seen_start; /* message_kind's last matches */
 
 static Py_ssize_t
 bucket_of(int64_t value)
@@ -109,10 +130,76 @@ row_of(TallyObject *self, PyObject *key)
     return failed ? -1 : row;
 }
 
-/* One finished request; ttft < 0: none. 0, or -1 with an exception set. */
+/* Whether two exact str hold the same text (ready strings of equal text
+ * have the same kind in CPython); 0 also when one cannot be read so. */
 static int
-tally_add_values(TallyObject *self, PyObject *method, PyObject *route, int64_t status, PyObject *error, int streaming,
-                 int recorded, int64_t duration, int64_t ttft)
+same_text(PyObject *a, PyObject *b)
+{
+    if (a == b) {
+        return 1;
+    }
+    if (!PyUnicode_IS_READY(a) || !PyUnicode_IS_READY(b)) {
+        return 0;
+    }
+    Py_ssize_t len = PyUnicode_GET_LENGTH(a);
+    int kind = PyUnicode_KIND(a);
+    return len == PyUnicode_GET_LENGTH(b) && kind == (int)PyUnicode_KIND(b) &&
+           memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)len * (size_t)kind) == 0;
+}
+
+/* The row of a recently added key, or -1. */
+static Py_ssize_t
+recent_row(TallyObject *self, PyObject *method, PyObject *route, int64_t status, PyObject *error, char streaming,
+           char recorded)
+{
+    if (!PyUnicode_CheckExact(method) || !PyUnicode_CheckExact(route) || !PyUnicode_CheckExact(error)) {
+        return -1;
+    }
+    for (int i = 0; i < RECENT; i++) {
+        Recent *recent = &self->recent[i];
+        if (recent->method != NULL && recent->status == status && recent->streaming == streaming &&
+            recent->recorded == recorded && same_text(recent->route, route) && same_text(recent->method, method) &&
+            same_text(recent->error, error)) {
+            return recent->row;
+        }
+    }
+    return -1;
+}
+
+static void
+remember(TallyObject *self, PyObject *method, PyObject *route, int64_t status, PyObject *error, char streaming,
+         char recorded, Py_ssize_t row)
+{
+    if (!PyUnicode_CheckExact(method) || !PyUnicode_CheckExact(route) || !PyUnicode_CheckExact(error)) {
+        return;
+    }
+    Recent *recent = &self->recent[self->recent_next];
+    self->recent_next = (self->recent_next + 1) % RECENT;
+    Py_XSETREF(recent->method, Py_NewRef(method));
+    Py_XSETREF(recent->route, Py_NewRef(route));
+    Py_XSETREF(recent->error, Py_NewRef(error));
+    recent->status = status;
+    recent->streaming = streaming;
+    recent->recorded = recorded;
+    recent->row = row;
+}
+
+static void
+forget_recent(TallyObject *self)
+{
+    for (int i = 0; i < RECENT; i++) {
+        Py_CLEAR(self->recent[i].method);
+        Py_CLEAR(self->recent[i].route);
+        Py_CLEAR(self->recent[i].error);
+    }
+    self->recent_next = 0;
+}
+
+/* The row of a key not among the recent ones: the series' index (a new
+ * series when new, or the folded one past the cap); -1 with an exception set. */
+static Py_ssize_t
+indexed_row(TallyObject *self, PyObject *method, PyObject *route, int64_t status, PyObject *error, int streaming,
+            int recorded)
 {
     int known = PySet_Contains(self->known_methods, method);
     if (known < 0) {
@@ -128,7 +215,6 @@ tally_add_values(TallyObject *self, PyObject *method, PyObject *route, int64_t s
     if (key == NULL) {
         return -1;
     }
-    Py_ssize_t row;
     PyObject *found = PyDict_GetItemWithError(self->index, key);
     if (found == NULL && !PyErr_Occurred() && PyList_GET_SIZE(self->keys) >= self->max_series) {
         /* past the cap: one series for the rest, its labels all "_OTHER" */
@@ -141,10 +227,24 @@ tally_add_values(TallyObject *self, PyObject *method, PyObject *route, int64_t s
             return -1;
         }
     }
-    row = found != NULL ? PyLong_AsSsize_t(found) : PyErr_Occurred() ? -1 : row_of(self, key);
+    Py_ssize_t row = found != NULL ? PyLong_AsSsize_t(found) : PyErr_Occurred() ? -1 : row_of(self, key);
     Py_DECREF(key);
+    return row;
+}
+
+/* One finished request; ttft < 0: none. 0, or -1 with an exception set. */
+static int
+tally_add_values(TallyObject *self, PyObject *method, PyObject *route, int64_t status, PyObject *error, int streaming,
+                 int recorded, int64_t duration, int64_t ttft)
+{
+    char is_streaming = streaming != 0, is_recorded = recorded != 0;
+    Py_ssize_t row = recent_row(self, method, route, status, error, is_streaming, is_recorded);
     if (row < 0) {
-        return -1;
+        row = indexed_row(self, method, route, status, error, is_streaming, is_recorded);
+        if (row < 0) {
+            return -1;
+        }
+        remember(self, method, route, status, error, is_streaming, is_recorded, row);
     }
     uint64_t *counts = self->rows + row * ROW;
     observe(counts, 0, PK_TRAFFIC_HEAD_COUNTS, duration < 0 ? 0 : duration);
@@ -223,6 +323,7 @@ tally_clear_series(TallyObject *self, PyObject *Py_UNUSED(ignored))
     if (self->rows != NULL) {
         memset(self->rows, 0, (size_t)self->capacity * ROW * sizeof(uint64_t));
     }
+    forget_recent(self);
     self->requests = 0;
     Py_RETURN_NONE;
 }
@@ -242,10 +343,12 @@ tally_passage(TallyObject *self, PyObject *const *args, Py_ssize_t nargs)
     passage->tally = (TallyObject *)Py_NewRef(self);
     passage->method = Py_NewRef(args[0]);
     passage->send = Py_NewRef(args[1]);
+    passage->last = NULL;
     passage->sse.pending = NULL;
     passage->ttft_ns = -1;
     passage->status = 0;
-    passage->streaming = passage->scanning = passage->complete = 0;
+    passage->watching = 1;
+    passage->started = passage->streaming = passage->scanning = passage->complete = 0;
     if (pk_now(&passage->start_ns) < 0) {
         Py_DECREF(passage);
         return NULL;
@@ -297,6 +400,7 @@ tally_clear(TallyObject *self)
     Py_CLEAR(self->other);
     Py_CLEAR(self->unmatched_route);
     Py_CLEAR(self->incomplete);
+    forget_recent(self);
     return 0;
 }
 
@@ -350,42 +454,51 @@ get(PyObject *message, PyObject *key)
     return pk_get_item(message, key, &value) < 0 ? NULL : value != NULL ? value : Py_NewRef(Py_None);
 }
 
-/* Whether value equals text (interned). A message type is a literal of the
- * server's or framework's code, the same object every time but not interned
- * (it has dots): the last one that matched is kept, so that the next
- * comparison is one of pointers. */
+enum { OTHER_MESSAGE, BODY_MESSAGE, START_MESSAGE, TRAILERS_MESSAGE };
+
+/* Which message a type names. A message type is a literal of the server's
+ * or framework's code, the same object every time but not interned (it has
+ * dots): the last object that matched each type is kept, so that the next
+ * message is told by pointers alone, without comparing text. */
 static int
-is_text(PyObject *value, PyObject *text, PyObject **last_match)
+message_kind(PyObject *type)
 {
-    if (value == text || value == *last_match) {
-        return 1;
+    if (type == seen_body || type == response_body) {
+        return BODY_MESSAGE;
     }
-    if (!PyUnicode_Check(value) || PyUnicode_Compare(value, text) != 0) {
-        return 0;
+    if (type == seen_start || type == response_start) {
+        return START_MESSAGE;
     }
-    Py_XSETREF(*last_match, Py_NewRef(value));
-    return 1;
+    if (!PyUnicode_Check(type)) {
+        return OTHER_MESSAGE;
+    }
+    if (PyUnicode_Compare(type, response_body) == 0) {
+        Py_XSETREF(seen_body, Py_NewRef(type));
+        return BODY_MESSAGE;
+    }
+    if (PyUnicode_Compare(type, response_start) == 0) {
+        Py_XSETREF(seen_start, Py_NewRef(type));
+        return START_MESSAGE;
+    }
+    return PyUnicode_Compare(type, response_trailers) == 0 ? TRAILERS_MESSAGE : OTHER_MESSAGE;
 }
 
 static int
-on_start(PassageObject *self, PyObject *message)
+on_start(PassageObject *self, PyObject *status, PyObject *headers)
 {
-    PyObject *status = get(message, pk_names.status);
+    self->started = 1;
+    self->watching = 0; /* unless the body is an event stream */
     if (status == NULL) {
+        PyErr_SetString(PyExc_KeyError, "status");
         return -1;
     }
-    int failed = pk_as_int64(status, &self->status) < 0;
-    Py_DECREF(status);
-    PyObject *headers = failed ? NULL : get(message, pk_names.headers);
-    if (headers == NULL) {
+    if (pk_as_int64(status, &self->status) < 0) {
         return -1;
     }
-    if (headers == Py_None) {
-        Py_DECREF(headers);
+    if (headers == NULL || headers == Py_None) {
         return 0;
     }
     PyObject *sequence = PySequence_Fast(headers, "the response headers are not a sequence");
-    Py_DECREF(headers);
     if (sequence == NULL) {
         return -1;
     }
@@ -394,7 +507,7 @@ on_start(PassageObject *self, PyObject *message)
         int found = pk_is_event_stream(PySequence_Fast_GET_ITEM(sequence, i));
         if (found) {
             if (found > 0) {
-                self->streaming = self->scanning = 1;
+                self->streaming = self->scanning = self->watching = 1;
                 pk_sse_init(&self->sse);
             }
             result = found < 0 ? -1 : 0;
@@ -405,15 +518,25 @@ on_start(PassageObject *self, PyObject *message)
     return result;
 }
 
+/* A stream's body before its first token: looked for the token in place
+ * (the passage needs no event count). */
 static int
 scan(PassageObject *self, PyObject *body)
 {
-    Py_buffer view;
-    if (PyObject_GetBuffer(body, &view, PyBUF_SIMPLE) < 0) {
-        return -1;
+    int token = 0, result;
+    if (PyBytes_CheckExact(body)) {
+        result = PyBytes_GET_SIZE(body) > 0
+                     ? pk_sse_find_token(&self->sse, PyBytes_AS_STRING(body), PyBytes_GET_SIZE(body), &token)
+                     : 0;
     }
-    int token = 0, result = view.len > 0 ? pk_sse_feed(&self->sse, view.buf, view.len, &token) : 0;
-    PyBuffer_Release(&view);
+    else { /* memoryview, bytearray */
+        Py_buffer view;
+        if (PyObject_GetBuffer(body, &view, PyBUF_SIMPLE) < 0) {
+            return -1;
+        }
+        result = view.len > 0 ? pk_sse_find_token(&self->sse, view.buf, view.len, &token) : 0;
+        PyBuffer_Release(&view);
+    }
     if (result == 0 && token) {
         int64_t now;
         if (pk_now(&now) < 0) {
@@ -421,25 +544,20 @@ scan(PassageObject *self, PyObject *body)
         }
         self->ttft_ns = now - self->start_ns;
         self->scanning = 0;
+        self->watching = !self->started;
         pk_sse_clear(&self->sse);
     }
     return result;
 }
 
+/* A body message: a stream's body until its first token, and whether it ends the response. */
 static int
-on_body(PassageObject *self, PyObject *message)
+on_body(PassageObject *self, PyObject *body, PyObject *more)
 {
-    if (self->scanning) {
-        PyObject *body = get(message, pk_names.body);
-        int result = body == NULL ? -1 : body == Py_None ? 0 : scan(self, body);
-        Py_XDECREF(body);
-        if (result < 0) {
-            return -1;
-        }
+    if (self->scanning && body != NULL && body != Py_None && scan(self, body) < 0) {
+        return -1;
     }
-    PyObject *more = get(message, pk_names.more_body);
-    int more_body = more == NULL ? -1 : PyObject_IsTrue(more);
-    Py_XDECREF(more);
+    int more_body = more == NULL ? 0 : PyObject_IsTrue(more);
     if (more_body < 0) {
         return -1;
     }
@@ -447,6 +565,56 @@ on_body(PassageObject *self, PyObject *message)
         self->complete = 1;
     }
     return 0;
+}
+
+/* A message the app sends while watching: the response start's status and
+ * whether the body is an event stream, a stream's bodies until the first
+ * token, whether a body ends the response. Or, at close, the last message:
+ * the response finished if it is a body with no more to come, or trailers,
+ * which follow the last body. Only the keys needed are looked up (a lookup
+ * costs about 120 instructions). 0, or -1 with an exception set. */
+static int
+read_message(PassageObject *self, PyObject *message, int last)
+{
+    PyObject *type, *first = NULL, *second = NULL;
+    if (pk_get_item(message, pk_names.type, &type) < 0) {
+        return -1;
+    }
+    if (type == NULL) {
+        return 0;
+    }
+    int result = 0;
+    switch (message_kind(type)) {
+    case BODY_MESSAGE:
+        if ((self->scanning && pk_get_item(message, pk_names.body, &first) < 0) ||
+            pk_get_item(message, pk_names.more_body, &second) < 0) {
+            result = -1;
+        }
+        else {
+            result = on_body(self, first, second);
+        }
+        break;
+    case START_MESSAGE:
+        if (!last) {
+            if (pk_get_item(message, pk_names.status, &first) < 0 ||
+                pk_get_item(message, pk_names.headers, &second) < 0) {
+                result = -1;
+            }
+            else {
+                result = on_start(self, first, second);
+            }
+        }
+        break;
+    case TRAILERS_MESSAGE:
+        if (last) {
+            self->complete = 1;
+        }
+        break;
+    }
+    Py_XDECREF(first);
+    Py_XDECREF(second);
+    Py_DECREF(type);
+    return result;
 }
 
 static PyObject *
@@ -457,34 +625,20 @@ passage_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyO
         PyErr_SetString(PyExc_TypeError, "send(message) takes one argument");
         return NULL;
     }
-    PyObject *message = args[0];
-    if (!self->scanning && PyDict_CheckExact(message)) {
-        /* Only body messages carry a true more_body (ASGI), and one with more
-         * to come says nothing the tally needs: most of a stream's messages. */
-        PyObject *more = PyDict_GetItemWithError(message, pk_names.more_body);
-        if (more == Py_True) {
-            return PyObject_CallOneArg(self->send, message);
-        }
-        if (more == NULL && PyErr_Occurred()) {
-            pk_report("middleware.passage");
-            return PyObject_CallOneArg(self->send, message);
+    if (self->watching) {
+        if (read_message(self, args[0], 0) < 0) {
+            pk_report("middleware.passage"); /* perfkit's bug must never become the app's */
         }
     }
-    PyObject *type = get(message, pk_names.type);
-    int failed = type == NULL;
-    if (!failed) {
-        if (is_text(type, response_body, &seen_body)) {
-            failed = on_body(self, message) < 0;
-        }
-        else if (is_text(type, response_start, &seen_start)) {
-            failed = on_start(self, message) < 0;
-        }
+    else {
+        /* Most messages of a stream: nothing read, the last one kept for close. */
+        Py_XSETREF(self->last, Py_NewRef(args[0]));
     }
-    Py_XDECREF(type);
-    if (failed) {
-        pk_report("middleware.passage"); /* perfkit's bug must never become the app's */
-    }
-    return PyObject_CallOneArg(self->send, message);
+    /* The app's own arguments handed on as they came (with the slot before
+     * them, when the app's call lent it): the server's send is called as the
+     * app called this one. Its result is checked once, by the app's call. */
+    vectorcallfunc send = PyVectorcall_Function(self->send);
+    return send != NULL ? send(self->send, args, nargsf, NULL) : PyObject_Vectorcall(self->send, args, nargsf, NULL);
 }
 
 /* The matched route's template (a new reference), or the unmatched route's label. */
@@ -520,9 +674,17 @@ passage_close(PassageObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "close(scope, error) takes 2 arguments");
         return NULL;
     }
-    PyObject *error = args[1], *route = NULL;
+    PyObject *error = args[1], *route = NULL, *last = self->last;
     if (pk_now(&end) < 0) {
         goto fail;
+    }
+    if (last != NULL) {
+        self->last = NULL;
+        int failed = error == Py_None && read_message(self, last, 1) < 0;
+        Py_DECREF(last);
+        if (failed) {
+            goto fail;
+        }
     }
     if (error == Py_None) {
         error = self->complete ? empty_text : self->tally->incomplete;
@@ -550,6 +712,7 @@ passage_dealloc(PassageObject *self)
     Py_XDECREF(self->tally);
     Py_XDECREF(self->send);
     Py_XDECREF(self->method);
+    Py_XDECREF(self->last);
     pk_sse_clear(&self->sse);
     PyObject_Free(self);
 }
@@ -579,8 +742,9 @@ pk_traffic_ready(void)
     path_name = PyUnicode_InternFromString("path");
     response_body = PyUnicode_InternFromString("http.response.body");
     response_start = PyUnicode_InternFromString("http.response.start");
+    response_trailers = PyUnicode_InternFromString("http.response.trailers");
     empty_text = PyUnicode_InternFromString("");
-    if (!route_name || !path_name || !response_body || !response_start || !empty_text) {
+    if (!route_name || !path_name || !response_body || !response_start || !response_trailers || !empty_text) {
         return -1;
     }
     return PyType_Ready(&PkTally_Type) < 0 || PyType_Ready(&PkPassage_Type) < 0 ? -1 : 0;
