@@ -101,7 +101,8 @@ if __name__ == "__main__":
 
     sys.exit(run_server())
 """
-_PATIENCE_S = 120
+PATIENCE_S = 120
+"""How long uvicorn's supervisor waits for a worker's answer to its ping, in the tests' 2-worker proxies."""
 
 
 def _patient(bin_dir: Path, workers: int, litellm_args: tuple[str, ...], workdir: Path) -> tuple[Path, tuple[str, ...]]:
@@ -123,13 +124,13 @@ def _patient(bin_dir: Path, workers: int, litellm_args: tuple[str, ...], workdir
     if cli is None or not cli.is_file():
         return script, litellm_args
     if "--timeout_worker_healthcheck" in cli.read_text():
-        return script, (*litellm_args, "--timeout_worker_healthcheck", str(_PATIENCE_S))
+        return script, (*litellm_args, "--timeout_worker_healthcheck", str(PATIENCE_S))
     uvicorn = next(site.glob("uvicorn-*.dist-info"), None)
     patient = workdir / "litellm-patient"
     patient.write_text(
         _PATIENT_LAUNCHER.format(
             python=bin_dir / "python",
-            seconds=_PATIENCE_S,
+            seconds=PATIENCE_S,
             uvicorn=uvicorn.name.split("-")[1].removesuffix(".dist-info") if uvicorn else "?",
         )
     )
