@@ -30,13 +30,17 @@ ROOT = Path(__file__).resolve().parents[1]
 SUITE_ONLY = ("PERFKIT_RECORD_RATE", "OTEL_BSP_SCHEDULE_DELAY")
 
 
+def benchmark_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's environment without the suite's own settings, plus ``extra``."""
+    return {**{k: v for k, v in os.environ.items() if k not in SUITE_ONLY}, **(extra or {})}
+
+
 def run(module: str, *args: str, env: dict[str, str] | None = None) -> str:
     """``python -m benchmarks.MODULE ARGS`` from the repo root; its stdout, once it exited 0
     without an internal error of perfkit's (how a private attribute that moved shows)."""
-    base = {k: v for k, v in os.environ.items() if k not in SUITE_ONLY}
     command = [sys.executable, "-m", f"benchmarks.{module}", *args]
     started = time.monotonic()
-    result = subprocess.run(command, cwd=ROOT, env={**base, **(env or {})}, capture_output=True, text=True, timeout=900)
+    result = subprocess.run(command, cwd=ROOT, env=benchmark_env(env), capture_output=True, text=True, timeout=900)
     took = time.monotonic() - started
     said = f"{' '.join(command[2:])} ({took:.0f} s) exited {result.returncode}:\n{result.stderr[-4000:]}"
     assert result.returncode == 0, said
@@ -229,8 +233,9 @@ def sigterm_from_shell(tmp_path: Path) -> None:
     # runs the perfkit on PATH, this interpreter's.
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     script = ["bash", "benchmarks/sigterm_from_shell.sh", str(CACHE), "-", "3", "--litellm-version", "1.103.0"]
-    base = {k: v for k, v in os.environ.items() if k not in SUITE_ONLY}
-    result = subprocess.run(script, cwd=ROOT, env={**base, "PATH": path}, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        script, cwd=ROOT, env=benchmark_env({"PATH": path}), capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0 and re.search(r"^PASS exit 143 ", result.stdout, re.M), result.stdout + result.stderr
 
 
