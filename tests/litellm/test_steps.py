@@ -86,9 +86,10 @@ def test_auth_cpu_per_request_is_the_same_at_1_and_32_users(version: str, tmp_pa
     print(summary)
     # About the same, not equal: at 1 user the core idles between requests and the same code runs slower after
     # it, by how much depends on the machine (a small loop 7-11% slower after 5-100 ms idle; auth 1.2-1.3x at 1 user
-    # on the development machine, 1.56x on a CI machine). Had queueing leaked into CPU, CPU would grow as the wall
-    # time does, 30x here; the bound is set to tell those apart, not to measure the idle penalty.
-    assert 0.5 < cpu[1] / cpu[32] < 2, summary
+    # on the development machine, 1.56x and 2.2x on CI machines, with the whole request's CPU 2.0x). Had queueing
+    # leaked into CPU, CPU would grow as the wall time does, 30x here; the bound is set to tell those apart, not to
+    # measure the idle penalty, which the share below checks against the request's own.
+    assert 0.5 < cpu[1] / cpu[32] < 3, summary
     # The idle penalty is the whole request's, not auth's: the request's own CPU was 1.2-1.5x higher at 1 user
     # too, and auth's share of it moved by 4-11% between the loads (both versions, two runs). A leak of auth's
     # queueing into its CPU would raise its share under load, and idle time counted as auth's CPU at 1 user would

@@ -29,6 +29,8 @@ class Process:
     ppid: int
     session: int
     command: str
+    """The command line, or the process's name when it has none (exiting, or a kernel thread)."""
+    has_command_line: bool
 
 
 def _read(pid: int) -> tuple[Process, str] | None:
@@ -40,7 +42,7 @@ def _read(pid: int) -> tuple[Process, str] | None:
         return None
     fields = tail.split()
     name = command or head.split("(", 1)[1]
-    return Process(pid, int(fields[19]), int(fields[1]), int(fields[3]), name), fields[0]
+    return Process(pid, int(fields[19]), int(fields[1]), int(fields[3]), name, bool(command)), fields[0]
 
 
 def _living() -> dict[int, Process]:
@@ -76,8 +78,9 @@ class Started:
     def sample(self) -> None:
         for process in _descendants(_living(), os.getpid()):
             key = (process.pid, process.start_ticks)
-            if key not in self.before:
-                # The latest sight: one taken between fork and exec shows the parent's command.
+            if key not in self.before and (process.has_command_line or key not in self.seen):
+                # The latest sight with a command line: one taken between fork and exec
+                # shows the parent's, and an exiting process has none (its name stands in).
                 self.seen[key] = process
 
     def still_alive(self) -> list[Process]:

@@ -80,9 +80,15 @@ def litellm_proxy(
             # test failed first (a refused connection is then the proxy's death).
             died = proxy.child.died()
             if died:
-                raise RuntimeError(
-                    f"the proxy died during the test ({died}):\n{log.read_text(errors='replace')[-3000:]}"
-                )
+                raise RuntimeError(f"the proxy died during the test ({died}):\n{_log_end(log)}")
+
+
+def _log_end(log: Path) -> str:
+    """The log from a crash's first line (faulthandler's, whose innermost frames
+    come first), else its end."""
+    text = log.read_text(errors="replace")
+    fatal = text.find("Fatal Python error")
+    return text[fatal : fatal + 6000] if fatal >= 0 else text[-3000:]
 
 
 # The release's own script, but for what a spawned worker runs before it can answer the
