@@ -245,6 +245,39 @@ def test_the_c_clock_is_a_coroutine_that_closes_what_it_drives(loop: asyncio.Abs
         clock_.send(None)
 
 
+@pytest.mark.parametrize("reentry", ["send", "throw", "close"])
+def test_the_c_clock_refuses_to_be_driven_from_inside_its_own_step(
+    reentry: str, loop: asyncio.AbstractEventLoop
+) -> None:
+    """As a running coroutine does (ValueError), and the step goes on: closing the
+    clock from inside its step used to free the coroutine it was running (SIGSEGV)."""
+    from tests.support import backends
+
+    backend = backends.load("c")
+    clocks: list[Any] = []
+    refused: list[str] = []
+
+    async def inner() -> int:
+        try:
+            if reentry == "send":
+                clocks[0].send(None)
+            elif reentry == "throw":
+                clocks[0].throw(RuntimeError("from inside"))
+            else:
+                clocks[0].close()
+        except ValueError as error:
+            refused.append(str(error))
+        await asyncio.sleep(0)
+        return 5
+
+    clocks.append(backend.middleware._step_accounting.clock(inner(), [], loop))
+    clocks[0].send(None)
+    with pytest.raises(StopIteration) as stop:
+        clocks[0].send(None)
+    assert stop.value.value == 5
+    assert refused == ["coroutine already executing"]
+
+
 def _start(
     loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, Any], name: str, context: contextvars.Context
 ) -> asyncio.Task[Any]:

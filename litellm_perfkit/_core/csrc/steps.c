@@ -197,7 +197,19 @@ typedef struct {
     BatchesObject *batches;
     int64_t previous;        /* when the last step ended, or the first became ready */
     int64_t created;         /* when the first step became ready, if known; 0 after it */
+    char running;            /* inside a step: driving it again is refused, as a running coroutine refuses it */
 } StepClockObject;
+
+/* ValueError, as CPython's for a coroutine driven from inside its own step; 1 if raised. */
+static int
+refuse_reentry(StepClockObject *self)
+{
+    if (self->running) {
+        PyErr_SetString(PyExc_ValueError, "coroutine already executing");
+        return 1;
+    }
+    return 0;
+}
 
 static int
 clock_init(StepClockObject *self, PyObject *args, PyObject *kwargs)
@@ -411,6 +423,9 @@ static PySendResult
 clock_step(StepClockObject *self, PyObject *value, PyObject *exc, PyObject **result)
 {
     *result = NULL;
+    if (refuse_reentry(self)) {
+        return PYGEN_ERROR;
+    }
     if (self->iterator == NULL) {
         if (self->awaitable == NULL) {
             PyErr_SetString(PyExc_RuntimeError, "cannot reuse already awaited StepClock");
@@ -455,7 +470,12 @@ clock_step(StepClockObject *self, PyObject *value, PyObject *exc, PyObject **res
             }
         }
     }
-    PySendResult status = exc == NULL ? PyIter_Send(self->iterator, value, result) : throw_into(self->iterator, exc, result);
+    /* The iterator is held for the step: nothing it runs can free it under itself. */
+    PyObject *iterator = Py_NewRef(self->iterator);
+    self->running = 1;
+    PySendResult status = exc == NULL ? PyIter_Send(iterator, value, result) : throw_into(iterator, exc, result);
+    self->running = 0;
+    Py_DECREF(iterator);
     if (clocked) {
         record_step(self, early, late, start, cpu_start);
     }
@@ -516,6 +536,9 @@ clock_send(StepClockObject *self, PyObject *value)
 static int
 close_inner(StepClockObject *self)
 {
+    if (refuse_reentry(self)) {
+        return -1;
+    }
     PyObject *inner = self->iterator != NULL ? self->iterator : self->awaitable;
     if (inner == NULL) {
         return 0;
