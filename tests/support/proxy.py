@@ -84,11 +84,17 @@ def litellm_proxy(
 
 
 def _log_end(log: Path) -> str:
-    """The log from a crash's first line (faulthandler's, whose innermost frames
-    come first), else its end."""
+    """The log's end; after a crash, faulthandler's first line and the crashing
+    thread's frames (innermost first) ahead of it: the dump lists every thread,
+    the crashing one among them, and a proxy has a dozen."""
     text = log.read_text(errors="replace")
     fatal = text.find("Fatal Python error")
-    return text[fatal : fatal + 6000] if fatal >= 0 else text[-3000:]
+    if fatal < 0:
+        return text[-3000:]
+    first_line = text[fatal:].split("\n", 1)[0]
+    current = text.find("Current thread", fatal)
+    crashed = text[current:].split("\n\n", 1)[0][:4000] if current >= 0 else "(no current thread named)"
+    return f"{first_line}\n{crashed}\n...\n{text[-3000:]}"
 
 
 # The release's own script, but for what a spawned worker runs before it can answer the
