@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import resource
+import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
@@ -52,15 +55,53 @@ def launched_proxy(
     workers = options.get("workers", 1)
     litellm, litellm_args = _patient(bin_dir, workers, litellm_args, workdir)
     with Children() as children:
-        yield start_litellm(
-            children,
-            litellm,
-            bin_dir / "perfkit",
-            config if upstream is None else config.replace("{upstream}", upstream),
-            workdir,
-            litellm_args=litellm_args,
-            **options,
+        with _core_dumps():  # the proxy's processes inherit it; pytest keeps its own limit
+            proxy = start_litellm(
+                children,
+                litellm,
+                bin_dir / "perfkit",
+                config if upstream is None else config.replace("{upstream}", upstream),
+                workdir,
+                litellm_args=litellm_args,
+                **options,
+            )
+        yield proxy
+
+
+@contextlib.contextmanager
+def _core_dumps() -> Iterator[None]:
+    """Processes started in the block dump core when they crash (in their working
+    directory, the proxy's workdir, under the kernel's pattern ``core``)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_CORE)
+    resource.setrlimit(resource.RLIMIT_CORE, (hard, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_CORE, (soft, hard))
+
+
+def _native_backtrace(python: Path, workdir: Path) -> str:
+    """The crashed thread's C frames, from the core it left, by gdb: faulthandler
+    names Python frames only."""
+    cores = sorted(workdir.glob("core*"), key=lambda p: p.stat().st_mtime)
+    if not cores:
+        return "no core file in the proxy's directory (see /proc/sys/kernel/core_pattern)"
+    gdb = shutil.which("gdb")
+    if gdb is None:
+        return f"gdb is not installed: the core is {cores[-1]}"
+    try:
+        result = subprocess.run(
+            [gdb, "-batch", "-nx", "-ex", "bt 20", str(python), str(cores[-1])],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
         )
+    finally:
+        for core in cores:  # hundreds of MB each
+            core.unlink()
+    frames = [line[:240] for line in result.stdout.splitlines() if line.startswith("#")]
+    return "\n".join(["the crashed thread's C frames (gdb):", *frames]) if frames else result.stderr[-2000:]
 
 
 @contextlib.contextmanager
@@ -80,7 +121,8 @@ def litellm_proxy(
             # test failed first (a refused connection is then the proxy's death).
             died = proxy.child.died()
             if died:
-                raise RuntimeError(f"the proxy died during the test ({died}):\n{_log_end(log)}")
+                native = _native_backtrace(litellm_python(version), workdir) if "SIG" in died else ""
+                raise RuntimeError(f"the proxy died during the test ({died}):\n{_log_end(log)}\n{native}")
 
 
 def _log_end(log: Path) -> str:
