@@ -1,7 +1,9 @@
 """The pair noise of perfkit bisect's pairs on a small gateway: two identical
 releases of ``fakegw`` (tests/support/fake_releases.py), measured in pairs as
 bisect measures them (both up together, pinned to one CPU, bursts sent to both
-at once); the spread of one pair's log ratio is the pair noise.
+at once); the spread of one pair's log ratio (its sides' totals, as bisect's
+comparisons take it) is the pair noise. The median of the pair's rounds'
+ratios, which the comparisons no longer take, is shown beside it.
 
     python -m benchmarks.fakegw_pair_noise --pairs 6 --duration 4
 
@@ -12,7 +14,6 @@ since the machine is shared.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import statistics
 import tempfile
@@ -20,6 +21,7 @@ import time
 from pathlib import Path
 
 from litellm_perfkit._bench._options import BenchOptions
+from litellm_perfkit._bench._pair_stats import log_ratio
 from litellm_perfkit._bench._pairs import Sides, measure_pair
 from tests.support.fake_releases import release_wheels
 
@@ -54,28 +56,32 @@ def main() -> None:
         print(
             f"fakegw, two identical releases hashing {sum(work.values()):,} bytes per request; --duration {args.duration:g}s"
         )
-        print("\n| pair | s | CPU ms per request, 1.0.0 | 1.0.1 | log ratio (median of rounds) | load average |")
-        print("|---:|---:|---:|---:|---:|---:|")
-        logs = []
+        print(
+            "\n| pair | s | CPU ms per request, 1.0.0 | 1.0.1 | log ratio (totals) | median of rounds | load average |"
+        )
+        print("|---:|---:|---:|---:|---:|---:|---:|")
+        logs, medians = [], []
         for number in range(args.pairs):
             started = time.monotonic()
             first: Sides = "lower" if number % 2 == 0 else "upper"
             reading = measure_pair(
                 options, "fakegw", ("1.0.0", "1.0.1"), ["--no-index", "--find-links", str(wheels)], first
             )
-            log = reading["cpu_log_ratio"]
-            if log is None:
-                log = math.log(reading["upper"]["cpu_ms"] / reading["lower"]["cpu_ms"])
+            log, median = log_ratio(reading, "cpu"), reading["cpu_log_ratio"]
             logs.append(log)
+            if median is not None:
+                medians.append(median)
             print(
                 f"| {number + 1} | {time.monotonic() - started:.1f} | {reading['lower']['cpu_ms']:.3f} | "
-                f"{reading['upper']['cpu_ms']:.3f} | {log:+.4f} | {os.getloadavg()[0]:.1f} |",
+                f"{reading['upper']['cpu_ms']:.3f} | {log:+.4f} | "
+                f"{'-' if median is None else f'{median:+.4f}'} | {os.getloadavg()[0]:.1f} |",
                 flush=True,
             )
-    spread = statistics.stdev(logs) if len(logs) > 1 else float("nan")
-    print(
-        f"\npair noise (spread of one pair's log ratio): {spread:.2%} over {len(logs)} pairs; mean {statistics.fmean(logs):+.2%}"
-    )
+    print()
+    for name, values in (("pair noise (spread of one pair's log ratio)", logs), ("the median of rounds'", medians)):
+        spread = statistics.stdev(values) if len(values) > 1 else float("nan")
+        mean = statistics.fmean(values) if values else float("nan")
+        print(f"{name}: {spread:.2%} over {len(values)} pairs; mean {mean:+.2%}")
 
 
 if __name__ == "__main__":

@@ -675,7 +675,9 @@ class BenchSweepPairs(TypedDict):
 
     baseline: str
     version: str
-    ratio: Annotated[float, "version / baseline: the geometric mean of the pairs' ratios"]
+    ratio: Annotated[
+        float, "version / baseline: the geometric mean of the pairs' ratios, each of its sides' totals (cpu_ms)"
+    ]
     interval: Annotated[list[float], "its 95% interval, [low, high], from the pair noise pooled over the store"]
     difference_ms: Annotated[float, "version - baseline, CPU ms per request: the ratio applied to the baseline's mean"]
     difference_interval_ms: list[float]

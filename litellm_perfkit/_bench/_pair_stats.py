@@ -66,10 +66,15 @@ class Ratio(TypedDict):
 
 
 def log_ratio(reading: PairReading, metric: PairMetric) -> float:
-    """One pair's log of upper / lower: for CPU the median over its rounds (robust to a spike
-    of the machine's load on one burst), else the sides' totals."""
-    if metric == "cpu" and reading.get("cpu_log_ratio") is not None:
-        return float(reading["cpu_log_ratio"])  # type: ignore[arg-type]
+    """One pair's log of upper / lower, from each side's totals over all its bursts (its CPU
+    and the settle after them, over its requests): the mean cost per request, lumps included.
+
+    Not the median of the pair's per-round ratios (``cpu_log_ratio``, journaled beside the
+    totals): a cost that comes in lumps further apart than a round (a full collection of
+    a large heap: LiteLLM's take 0.3-0.4 s, a few every 15 s) lands in few rounds, which
+    a median leaves out, so it read 1.103.0 / 1.83.14 about 7% under the totals
+    (tests/bench/test_sweep_pairs.py injects such lumps; docs/bench.md). A spike of the
+    machine's load falls on both sides of a pair at once (their bursts are sent together)."""
     return math.log(value(reading["upper"], metric) / value(reading["lower"], metric))
 
 

@@ -92,9 +92,10 @@ class PairReading(TypedDict):
     first: Sides  # the side started first and sent the first burst
     lower: SideReading
     upper: SideReading
-    cpu_log_ratio: (
-        float | None
-    )  # the median over rounds of log(upper / lower CPU per request), each round's bursts sent at once
+    # The median over rounds of log(upper / lower CPU per request), each round's bursts sent at once:
+    # kept for diagnosis; the ratio is the totals' (``_pair_stats.log_ratio``), which a lumpy cost
+    # (in fewer than half the rounds) does not escape.
+    cpu_log_ratio: float | None
 
 
 class Unavailable(Exception):
@@ -106,8 +107,8 @@ class Unavailable(Exception):
 
 
 PAIR_BURST_S = 0.5
-"""About how long one burst of a pair lasts: short, so a spike of the machine's load
-lands on few of a pair's rounds, which the median of rounds leaves out."""
+"""About how long one burst of a pair lasts: short, so the two sides' bursts, sent at once,
+meet the same moments of the machine's load."""
 
 
 def pair_rounds(options: BenchOptions) -> int:
