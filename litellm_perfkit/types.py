@@ -198,6 +198,13 @@ class RequestRecord:
     path: str = ""
     status: int = 0
     end_ns: int = 0
+    """The request's end: its response's last byte handed to the server, or,
+    with no last byte (an error before the response ended, a client gone),
+    the app's return."""
+    after_last_byte_ns: int = 0
+    """The app's time after its response's last byte, to its return (its own
+    code after the last ``send``: background tasks it awaits, cleanup): after
+    ``end_ns``, outside the request's wall time. 0 without a last byte."""
     streaming: bool = False
     chunks: int = 0
     body_bytes: int = 0
