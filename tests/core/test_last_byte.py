@@ -185,22 +185,31 @@ def test_ground_truth_the_total_is_what_the_client_waited_and_the_apps_time_afte
     client: list[int] = []
     spent: list[tuple[int, int]] = []
     with capture_records() as records, uvicorn_server(_sleeper(backend, spent)) as url, httpx.Client() as http:
-        for _ in range(5):
+        for n in range(1, 6):
             started = time.perf_counter_ns()
             response = http.post(f"{url}/done")
             client.append(time.perf_counter_ns() - started)
             assert response.status_code == 200
+            deadline = time.monotonic() + 10
+            while len(spent) < n and time.monotonic() < deadline:  # the next request waits for none of the app's 40 ms
+                time.sleep(0.001)
         deadline = time.monotonic() + 10
         while len(records) < 5 and time.monotonic() < deadline:
             time.sleep(0.01)
     assert len(records) == 5
+    # And close to it: the client's own time around the request (its HTTP
+    # client, the loopback, the server's parsing) is what is left; a loaded
+    # machine delays a request or two (the first one also connects).
+    waits = sorted(client_ns - record.duration_ns for record, client_ns in zip(records, client))
+    assert waits[0] < 5 * MS, waits
     for record, client_ns, (sent, returned) in zip(records, client, spent):
-        # The client had each response before the app's 40 ms after it (the next request waits for them).
-        assert client_ns - 10 * MS < record.duration_ns <= client_ns
+        # The client had each response before the app's 40 ms after it: the total is inside the client's time.
+        assert record.duration_ns <= client_ns
         # The app's time after its last byte: what it spent by its own stamps, and the middleware's few microseconds.
         assert 2 * AFTER_MS * MS <= returned - sent <= record.after_last_byte_ns <= returned - sent + 2 * MS
         assert record.end_ns <= sent and record.end_ns + record.after_last_byte_ns >= returned
         attributes = _attributes(record)
+        assert attributes[Attr.TOTAL_MS] == record.duration_ns / 1e6
         assert attributes[Attr.AFTER_LAST_BYTE_MS] == record.after_last_byte_ns / 1e6
         # The burn's 20 ms ran in a step (its CPU, by the wall clock); the sleep did not.
         assert AFTER_MS <= attributes[Attr.AFTER_LAST_BYTE_CPU_MS] < attributes[Attr.AFTER_LAST_BYTE_MS] - AFTER_MS + 2
