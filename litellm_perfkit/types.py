@@ -221,7 +221,7 @@ class RequestRecord:
     (``_wire._names.UPSTREAM_STAGE``: this module imports nothing of perfkit's,
     setup.py loads it by path; tests/wire/test_names.py keeps the two equal.)"""
     gc_pause_ns: int = 0
-    """Garbage-collector pause time inside the request's wall time (docs/telemetry.md).
+    """Garbage-collector pause time inside the request's wall time and ``after_last_byte_ns`` (docs/telemetry.md).
     While the request runs, the timeline holds the collector's total at its start here."""
     steps: list[int] = field(default_factory=list)
     """The request's task steps (its own and the tasks it started), four
