@@ -198,6 +198,13 @@ class RequestRecord:
     path: str = ""
     status: int = 0
     end_ns: int = 0
+    """The request's end: its response's last byte handed to the server, or,
+    with no last byte (an error before the response ended, a client gone),
+    the app's return."""
+    after_last_byte_ns: int = 0
+    """The app's time after its response's last byte, to its return (its own
+    code after the last ``send``: background tasks it awaits, cleanup): after
+    ``end_ns``, outside the request's wall time. 0 without a last byte."""
     streaming: bool = False
     chunks: int = 0
     body_bytes: int = 0
@@ -214,7 +221,7 @@ class RequestRecord:
     (``_wire._names.UPSTREAM_STAGE``: this module imports nothing of perfkit's,
     setup.py loads it by path; tests/wire/test_names.py keeps the two equal.)"""
     gc_pause_ns: int = 0
-    """Garbage-collector pause time inside the request's wall time (docs/telemetry.md).
+    """Garbage-collector pause time inside the request's wall time and ``after_last_byte_ns`` (docs/telemetry.md).
     While the request runs, the timeline holds the collector's total at its start here."""
     steps: list[int] = field(default_factory=list)
     """The request's task steps (its own and the tasks it started), four

@@ -74,7 +74,7 @@ def requests_cpu_per_request(
     """Per phase, the mean CPU of its requests' own steps and thread calls,
     and the part of it inside named stages; (None, None) without step accounting."""
     # A request's own CPU: its split while it ran (the server span's), the
-    # server's parsing of it (protocol), its tasks' after the response
+    # server's parsing of it (protocol), the app's after its last byte, its tasks' after the response
     # (after_response, which holds its thread calls' CPU) and, with
     # PERFKIT_STEPS=cpu, the event loop's between steps charged to it (event_loop).
     own: dict[str, float] = {}
@@ -84,6 +84,8 @@ def requests_cpu_per_request(
         if span["kind"] == 2 and Attr.CPU_MS in span["attrs"]:
             own[span["trace_id"]] = span["attrs"][Attr.CPU_MS]
             outside[span["trace_id"]] = span["attrs"].get(Attr.REMAINDER_CPU_MS, 0.0)
+            # The app's own code after its last byte, outside the wall time and named.
+            outside_wall[span["trace_id"]] += span["attrs"].get(Attr.AFTER_LAST_BYTE_CPU_MS, 0.0)
         elif span["kind"] == 1 and span["name"] in _OWN_OUTSIDE_WALL:
             outside_wall[span["trace_id"]] += span["attrs"].get(Attr.STAGE_CPU_MS, 0.0)
     totals: dict[str, list[float]] = defaultdict(list)

@@ -199,7 +199,9 @@ def _finish(held: _Held) -> None:
         threads = timeline.generators.get(AFTER_RESPONSE_THREAD_STAGE)
         if len(timeline.steps) > held.steps_at_end or threads is not None:
             index = timeline.next_index
-            timeline.finished.append((index, AFTER_RESPONSE_STAGE, timeline.end_ns, perf_counter_ns(), -1))
+            # From the app's return: its time after its last byte is the request's own part before this.
+            returned = timeline.end_ns + timeline.after_last_byte_ns
+            timeline.finished.append((index, AFTER_RESPONSE_STAGE, returned, perf_counter_ns(), -1))
             timeline.next_index += 1
             if threads is not None:  # its calls ran inside this stage: its children
                 calls, size = threads[GeneratorEntry.INTERVALS], len(THREAD_CALL)

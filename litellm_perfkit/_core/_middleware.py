@@ -428,8 +428,16 @@ class _PyExchange:
             self._batch = []
 
     def finish(self) -> None:
+        # The request ends at its last byte; the app's time after it, to its
+        # return (now), is its own part. Without a last byte it ends now.
         timeline = self._timeline
-        timeline.end_ns = perf_counter_ns()
+        now = perf_counter_ns()
+        last_byte = timeline.marks.get("last_byte") if self._complete else None
+        if last_byte is None:
+            timeline.end_ns = now
+        else:
+            timeline.end_ns = last_byte
+            timeline.after_last_byte_ns = now - last_byte
         timeline.gc_pause_ns = _GC.total_ns - timeline.gc_pause_ns
         try:
             if self._batch:

@@ -16,6 +16,10 @@ reads the series (``series()``) and ships them as one frame
   request ends, says whether the response finished.
 - A recorded request adds its finished timeline's figures (``add``).
 
+A request's duration ends at its response's last byte, recorded or not
+(``RequestRecord.end_ns``): a passage reads the clock as each message
+passes; without a last byte, when the app returns (docs/telemetry.md#the-requests-end).
+
 Labels stay bounded whatever the clients send: a method outside HTTP's
 standard ones is ``_OTHER`` (as OpenTelemetry's semantic conventions write
 it), a request no route matched has the route ``UNMATCHED_ROUTE`` (never the
@@ -191,8 +195,9 @@ class _PyPassage:
     It reads each message while it is watching: until the response start
     (status, whether the body is an event stream) and, for a stream, until
     the first content token. After that it reads nothing as messages pass,
-    only keeps the last one, which says at close whether the response
-    finished: a body with no more to come, or trailers, which follow it."""
+    only keeps the last one and when it passed, which say at close whether
+    the response finished (a body with no more to come, or trailers, which
+    follow it) and when: the request's end."""
 
     __slots__ = (
         "_tally",
@@ -207,6 +212,7 @@ class _PyPassage:
         "_watching",
         "_started",
         "_last",
+        "_last_ns",
     )
 
     def __init__(self, tally: _PyTally, method: str, send: Send) -> None:
@@ -222,8 +228,10 @@ class _PyPassage:
         self._watching = True
         self._started = False
         self._last: Message | None = None  # the last message passed, unread
+        self._last_ns = 0  # when the last message passed: the last byte's time, once the response finished
 
     def __call__(self, message: Message) -> Awaitable[None]:
+        self._last_ns = perf_counter_ns()
         if self._watching:
             try:
                 self._read(message)
@@ -262,14 +270,16 @@ class _PyPassage:
         end = perf_counter_ns()
         try:
             last, self._last = self._last, None
+            if last is not None:
+                kind = last["type"]
+                if kind == _BODY:
+                    self._on_body(last)
+                elif kind == _TRAILERS:
+                    self._complete = True
             if error is None:
-                if last is not None:
-                    kind = last["type"]
-                    if kind == _BODY:
-                        self._on_body(last)
-                    elif kind == _TRAILERS:
-                        self._complete = True
                 error = "" if self._complete else INCOMPLETE_RESPONSE
+            if self._complete:
+                end = self._last_ns  # the request ends at its last byte, as a recorded one's
             self._tally.add(
                 self._method,
                 route_of(scope),

@@ -69,6 +69,35 @@ def exclusive_ns(record: RequestRecord, durations: list[int] | None = None) -> l
     return [max(0, duration - below) for duration, below in zip(durations, children)]
 
 
+def wall_durations(record: RequestRecord, durations: list[int]) -> list[int]:
+    """Each stage's duration inside the request's wall time, which ends at
+    its last byte: a stage that ran on after it (one around the whole app)
+    counts only its part before; the rest is the app's time after its last
+    byte (``after_last_byte_ns``). ``durations`` itself when no stage did."""
+    if not record.after_last_byte_ns:
+        return durations
+    end = record.end_ns
+    inside: list[int] | None = None
+    for n, stage in enumerate(record.stages):
+        if stage.end_ns <= end:
+            continue
+        if inside is None:
+            inside = list(durations)
+        kind, start = stage.kind, stage.start_ns
+        if kind == "block":
+            part = end - start
+        elif kind == "sum":
+            calls = stage.intervals
+            part = sum(min(b, end) - a for a, b in zip(calls[0::2], calls[1::2]) if a < end)
+        elif kind == "thread":
+            calls = stage.intervals
+            part = sum(min(b, end) - a for a, b in zip(calls[0::3], calls[1::3]) if a < end)
+        else:  # a generator's own time, spread evenly from its first resume to its last suspension
+            part = durations[n] * (end - start) // (stage.end_ns - start)
+        inside[n] = max(0, min(durations[n], part))
+    return durations if inside is None else inside
+
+
 def reconcile(
     record: RequestRecord, own: list[int] | None = None, durations: list[int] | None = None
 ) -> tuple[int, int, int, int]:
@@ -78,12 +107,17 @@ def reconcile(
     sum of the upstream stages; attributed is the sum of every other stage's
     exclusive time, so a stage that contains the upstream call (LiteLLM's
     ``llm_call``) counts only its own part, and nothing is counted twice.
+    Each stage counts only its part inside the request's wall time
+    (``wall_durations``).
     """
     total = record.duration_ns
     upstream_names = record.upstream_stages
     if durations is None:
         durations = [stage.duration_ns for stage in record.stages]
-    if own is None:
+    inside = wall_durations(record, durations)
+    if inside is not durations:
+        durations, own = inside, exclusive_ns(record, inside)
+    elif own is None:
         own = exclusive_ns(record, durations)
     upstream = attributed = 0
     for n, stage in enumerate(record.stages):
@@ -123,6 +157,8 @@ def _server_attributes(record: RequestRecord, own: list[int], durations: list[in
     ]
     for mark, at in record.marks.items():
         attributes.append((f"perfkit.{mark}_ms", (at - start) / 1e6))
+    if record.after_last_byte_ns > 0:
+        attributes.append((Attr.AFTER_LAST_BYTE_MS, record.after_last_byte_ns / 1e6))
     if record.gc_pause_ns > 0:
         attributes.append((Attr.GC_PAUSE_MS, record.gc_pause_ns / 1e6))
     operation = gen_ai_operation(record.path)
@@ -162,6 +198,8 @@ def record_to_spans(record: RequestRecord, trace_id: str, parent_span_id: str, a
         server_attributes += _split_attributes(_REQUEST_SPLIT, split.request) + _split_attributes(
             _REMAINDER_SPLIT, split.remainder
         )
+        if split.after_last_byte is not None:
+            server_attributes.append((Attr.AFTER_LAST_BYTE_CPU_MS, split.after_last_byte.cpu_ns / 1e6))
         if record.steps_dropped:
             server_attributes.append((Attr.STEPS_DROPPED, record.steps_dropped))
     failed = record.error is not None or record.status >= 500

@@ -38,6 +38,8 @@ class TimeSplit(NamedTuple):
     """By position in ``RequestRecord.stages``."""
     remainder: Split
     """The request's time outside every top-level block stage."""
+    after_last_byte: Split | None = None
+    """The app's time after its last byte (``RequestRecord.after_last_byte_ns``), when it has some."""
 
 
 class _Intervals:
@@ -214,14 +216,18 @@ def time_split(record: RequestRecord) -> TimeSplit | None:
         return None
     # Every window at once: the request, each block stage, each sum stage's
     # calls, then the top-level block stages' union.
-    windows = [record.start_ns, record.end_ns]
+    # The request's wall time ends at its last byte; the app's time after
+    # it, to its return, is a window of its own, and a stage's part after
+    # it is outside the request's (its remainder counts none of it).
+    wall_end = record.end_ns
+    windows = [record.start_ns, wall_end, wall_end, wall_end + record.after_last_byte_ns]
     top: list[tuple[int, int]] = []
     for stage in record.stages:
         if stage.kind == "block":
-            end = stage.end_ns or record.end_ns
+            end = stage.end_ns or wall_end
             windows += (stage.start_ns, end)
             if stage.parent < 0 and stage.name not in OUTSIDE_WALL_STAGES:  # outside the request's window
-                top.append((stage.start_ns, end))
+                top.append((stage.start_ns, min(end, wall_end)))
         elif stage.kind == "sum":
             windows += stage.intervals[: len(stage.intervals) // 2 * 2]
     blocks = _union(top)
@@ -229,6 +235,7 @@ def time_split(record: RequestRecord) -> TimeSplit | None:
         windows += block
     parts = iter(split_windows(record.steps, windows, _thread_calls(record), Split))
     request = next(parts)
+    after = next(parts)
     stages: list[Split] = []
     for stage in record.stages:
         if stage.kind == "block":
@@ -249,7 +256,8 @@ def time_split(record: RequestRecord) -> TimeSplit | None:
         for stage, split in zip(record.stages, stages)
         if stage.kind != "block"
         and stage.name not in OUTSIDE_WALL_STAGES
+        and stage.start_ns < wall_end
         and not _inside(stage.start_ns, stage.end_ns, blocks)
     ]
     remainder = Split(*(max(0, total - sum(part[i] for part in covered)) for i, total in enumerate(request)))
-    return TimeSplit(request, stages, remainder)
+    return TimeSplit(request, stages, remainder, after if record.after_last_byte_ns > 0 else None)

@@ -176,6 +176,10 @@ class Attr:
     ATTRIBUTED_MS = "perfkit.attributed_ms"
     UNATTRIBUTED_MS = "perfkit.unattributed_ms"
     GC_PAUSE_MS = "perfkit.gc_pause_ms"
+    # The app's time after its response's last byte, to its return (outside
+    # the request's wall time, which ends at the last byte), and its CPU.
+    AFTER_LAST_BYTE_MS = "perfkit.after_last_byte_ms"
+    AFTER_LAST_BYTE_CPU_MS = "perfkit.after_last_byte.cpu_ms"
     STREAMING = "perfkit.streaming"
     # The requests the span's request stands for, itself included (RequestRecord.weight):
     # OpenTelemetry's adjusted count, as a span attribute (docs/telemetry.md#the-weighted-sample).

@@ -123,6 +123,8 @@ def make_app(clock: FakeClock, kind: str) -> Any:
             clock.advance_ms(6)
         if kind != "incomplete":
             await send({"type": "http.response.body", "body": b"{}"})
+        if kind == "after":
+            clock.advance_ms(20)  # the app's work after its last byte: no part of the request's duration
 
     return app
 
@@ -144,7 +146,7 @@ async def serve(middleware: Any, method: str = "POST") -> list[Message]:
     return sent
 
 
-KINDS = ["json", "stream", "raises", "incomplete", "unmatched"]
+KINDS = ["json", "after", "stream", "raises", "incomplete", "unmatched"]
 
 
 def served(backend: Backend, recorded: bool) -> list[tuple[Any, tuple[int, ...]]]:
@@ -172,8 +174,8 @@ def test_each_request_is_counted_once_with_its_labels_and_times(backend: Backend
         ("POST", route, 201, INCOMPLETE_RESPONSE, False),
         (OTHER, UNMATCHED_ROUTE, 201, "", False),  # never the raw path
     }
-    json_counts = series[("POST", route, 201, "", False)][1]
-    assert json_counts[:5] == (1, 7_000_000, 7_000_000, 7_000_000, 0)
+    json_counts = series[("POST", route, 201, "", False)][1]  # json and after: each ends at its last byte
+    assert json_counts[:5] == (2, 14_000_000, 7_000_000, 7_000_000, 0)
     stream = series[("POST", route, 201, "", True)][1]
     # 3 + 4 + 5 + 6 ms; the first content token (not the role chunk) at 3 + 4 + 5 ms
     assert stream[:8] == (1, 18_000_000, 18_000_000, 18_000_000, 1, 12_000_000, 12_000_000, 12_000_000)

@@ -127,15 +127,6 @@ def send_calm(url: str, n: int) -> dict[str, Sent]:
     return dict(send_one(url, stream=False) for _ in range(n))
 
 
-# A known error, not yet fixed: on 1.103.0 with 2 workers, about 1 calm request in 30
-# ends 1-2.7 ms after the client had its last byte (total 39.04 ms against the client's
-# 36.38; its attributed stages over by as much), in runs of the recovered tree as of
-# today's. The end is read when the app returns, after its last send (the last byte's
-# own mark is taken before it): a loop that resumes the task late ends it late.
-# docs/telemetry.md says so.
-LATE_END_MS = 3.0
-
-
 def overhead_failures(attrs: dict[str, Any], sent: Sent) -> list[str]:
     """What of a non-streaming request's overhead parts contradicts the
     client's clock or the mock's stamps. The request lies inside the
@@ -146,12 +137,12 @@ def overhead_failures(attrs: dict[str, Any], sent: Sent) -> list[str]:
     if sent.mock_hold_ms is None:
         return []
     failures = []
-    if attrs["perfkit.total_ms"] > sent.client_ms + LATE_END_MS:
+    if attrs["perfkit.total_ms"] > sent.client_ms:
         failures.append(f"total {attrs['perfkit.total_ms']:.3f} ms > the client's {sent.client_ms:.3f} ms")
     if attrs["perfkit.upstream_ms"] < sent.mock_hold_ms:
         failures.append(f"upstream {attrs['perfkit.upstream_ms']:.3f} ms < the mock's hold {sent.mock_hold_ms:.3f} ms")
     outside = sent.client_ms - sent.mock_hold_ms
-    if attrs["perfkit.attributed_ms"] > outside + 1.0 + LATE_END_MS:
+    if attrs["perfkit.attributed_ms"] > outside + 1.0:
         failures.append(f"attributed {attrs['perfkit.attributed_ms']:.3f} ms > the {outside:.3f} ms outside the mock")
     return failures
 
@@ -185,6 +176,7 @@ def test_every_stage_is_recorded_in_every_worker(tmp_path: Path, version: str, w
             requests = requests_of(received, 24 * round_number + CALM_REQUESTS)
     pids = set()
     upstream_ms: dict[str, float] = {}
+    after_last_byte_ms: list[float] = []
     for trace_id, spans in requests.items():
         server = next(s for s in spans if s["kind"] == 2)
         pids.add(server["pid"])
@@ -208,9 +200,15 @@ def test_every_stage_is_recorded_in_every_worker(tmp_path: Path, version: str, w
         # A guard, not a measurement: reconcile makes unattributed the rest of the total.
         parts = attrs["perfkit.upstream_ms"] + attrs["perfkit.attributed_ms"] + attrs["perfkit.unattributed_ms"]
         assert abs(attrs["perfkit.total_ms"] - parts) < 1e-6
+        # The request ends at its last byte; LiteLLM's code after it (its middlewares' return) is named.
+        after_last_byte_ms.append(attrs["perfkit.after_last_byte_ms"])
         if server["attrs"]["perfkit.streaming"]:
             assert attrs["perfkit.stream.chunks"] >= 5 and attrs["perfkit.stream.max_gap_ms"] > 0
     assert len(pids) == workers, f"spans came from {len(pids)} worker process(es)"
+    after_last_byte_ms.sort()
+    print(
+        f"after the last byte, ms: median {after_last_byte_ms[len(after_last_byte_ms) // 2]:.3f}, max {after_last_byte_ms[-1]:.3f}"
+    )
     # Under load the upstream stage also holds the proxy's queueing, so the
     # lower bound above is loose; the least disturbed calm request's is the
     # mock's hold within CALM_SLACK_MS, so an upstream stage that lost or

@@ -133,8 +133,8 @@ on_body_message(ExchangeObject *self, PyObject *body, PyObject *more)
         }
     }
     if (result == 0 && !more_body) {
-        self->complete = 1;
-        result = mark_now(self, pk_names.last_byte);
+        result = pk_now(&self->last_byte_ns) < 0 ? -1 : pk_set_mark(self, pk_names.last_byte, self->last_byte_ns);
+        self->complete = result == 0;
     }
     return result;
 }
@@ -197,7 +197,15 @@ exchange_finish(ExchangeObject *self, PyObject *Py_UNUSED(ignored))
     if (pk_now(&end) < 0) {
         goto fail;
     }
-    timeline->end_ns = end;
+    /* The request ends at its last byte; the app's time after it, to its
+     * return (now), is its own part. Without a last byte it ends now. */
+    if (self->complete) {
+        timeline->end_ns = self->last_byte_ns;
+        timeline->after_last_byte_ns = end - self->last_byte_ns;
+    }
+    else {
+        timeline->end_ns = end;
+    }
     timeline->gc_pause_ns = pk_int64_attribute(pk_hooks.gc_watch, pk_names.total_ns, &failed) - timeline->gc_pause_ns;
     if (failed) {
         goto fail;

@@ -139,6 +139,7 @@ typedef struct {
     PkSse sse;
     int64_t body_bytes;
     int64_t chunks; /* non-empty body messages (SSE: replaced by the event count) */
+    int64_t last_byte_ns; /* when the last body message went to the server (complete) */
     char streaming;
     char complete;
     char disconnected;

@@ -61,6 +61,7 @@ typedef struct {
     PyObject *method;
     PyObject *last;             /* the last message passed, unread (NULL: none, or read) */
     int64_t start_ns, ttft_ns, status;
+    int64_t last_ns;            /* when the last message passed: the last byte's time, once the response finished */
     char watching;              /* every message is read: until the response start, and a stream's first token */
     char started, streaming, scanning, complete;
     PkSse sse;
@@ -347,6 +348,7 @@ tally_passage(TallyObject *self, PyObject *const *args, Py_ssize_t nargs)
     passage->sse.pending = NULL;
     passage->ttft_ns = -1;
     passage->status = 0;
+    passage->last_ns = 0;
     passage->watching = 1;
     passage->started = passage->streaming = passage->scanning = passage->complete = 0;
     if (pk_now(&passage->start_ns) < 0) {
@@ -625,6 +627,9 @@ passage_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyO
         PyErr_SetString(PyExc_TypeError, "send(message) takes one argument");
         return NULL;
     }
+    if (pk_now(&self->last_ns) < 0) {
+        pk_report("middleware.passage"); /* a test's fake clock failed: this message's time is unknown */
+    }
     if (self->watching) {
         if (read_message(self, args[0], 0) < 0) {
             pk_report("middleware.passage"); /* perfkit's bug must never become the app's */
@@ -680,11 +685,14 @@ passage_close(PassageObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     if (last != NULL) {
         self->last = NULL;
-        int failed = error == Py_None && read_message(self, last, 1) < 0;
+        int failed = read_message(self, last, 1) < 0;
         Py_DECREF(last);
         if (failed) {
             goto fail;
         }
+    }
+    if (self->complete) {
+        end = self->last_ns; /* the request ends at its last byte, as a recorded one's */
     }
     if (error == Py_None) {
         error = self->complete ? empty_text : self->tally->incomplete;
