@@ -10,14 +10,21 @@ collection can start inside the HAMT allocation of another
 ``ContextVar.set`` in the same context, and a set made from a finalizer
 frees the HAMT that the outer set is still walking (CPython gh-148891;
 tests/core/test_collector.py reproduces the segfault without this guard).
+A ContextVar reset in a coroutine's ``finally`` is such a set too: perfkit's
+coroutines reset theirs through ``reset_unless_collected``
+(tests/litellm/test_transport.py).
 """
 
 from __future__ import annotations
 
 import gc
-from typing import Any
+import sys
+from contextvars import ContextVar, Token
+from typing import Any, TypeVar
 
-__all__ = ["COLLECTING", "closed_by_collector"]
+__all__ = ["COLLECTING", "closed_by_collector", "reset_unless_collected"]
+
+T = TypeVar("T")
 
 COLLECTING = False
 
@@ -30,6 +37,13 @@ def _on_collection(phase: str, info: dict[str, Any]) -> None:
 def closed_by_collector(exc_type: type[BaseException] | None) -> bool:
     """True for a ``GeneratorExit`` thrown by the collector closing garbage."""
     return exc_type is GeneratorExit and COLLECTING
+
+
+def reset_unless_collected(var: ContextVar[T], token: Token[T]) -> None:
+    """``var.reset(token)`` in the ``finally`` of a coroutine, unless the
+    collector is closing it as garbage: then nothing (see above)."""
+    if not closed_by_collector(sys.exc_info()[0]):
+        var.reset(token)
 
 
 if _on_collection not in gc.callbacks:

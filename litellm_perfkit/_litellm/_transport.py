@@ -29,6 +29,7 @@ from time import perf_counter_ns
 from typing import Any, TypeVar
 
 from .._core import Stage
+from .._core._collector import reset_unless_collected
 from .._core._guard import internal_error
 from .._core._timeline import OPEN_STAGE, TIMELINE, Timeline
 from .._wire._names import STREAM_WAIT_STAGE, UPSTREAM_STAGE, Attr, SemConv
@@ -73,7 +74,7 @@ def outbound(original: Callable[..., Any]) -> Callable[..., Any]:
                 with Stage(_block_name(timeline)):
                     return await original(*args, **kwargs)
             finally:
-                _MEASURING.reset(token)
+                reset_unless_collected(_MEASURING, token)
 
         return send_async
 
@@ -107,7 +108,7 @@ async def _timed_wait(awaitable: Awaitable[T], timeline: Timeline) -> T:
             except Exception as exc:  # perfkit's bug must never become the app's
                 internal_error("transport.wait", exc)
     finally:
-        _MEASURING.reset(token)
+        reset_unless_collected(_MEASURING, token)
 
 
 def body_wait(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
@@ -178,7 +179,7 @@ async def _llm_call(call: Awaitable[T], timeline: Timeline) -> T:
         with Stage(LLM_CALL):
             result = await call
     finally:
-        _IN_LLM_CALL.reset(token)
+        reset_unless_collected(_IN_LLM_CALL, token)
     try:
         _check_coverage(timeline, first)
         provider = _provider(result)
