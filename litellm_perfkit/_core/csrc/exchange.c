@@ -73,10 +73,14 @@ is_ascii_text(PyObject *value, const char *text, Py_ssize_t len)
 int
 pk_set_mark(ExchangeObject *self, PyObject *name, int64_t at)
 {
-    PyObject *marks = FIELDS(self)->marks;
+    PyObject *marks = pk_field(FIELDS(self)->marks, "marks");
+    if (marks == NULL) {
+        return -1;
+    }
     PyObject *value = PyLong_FromLongLong(at);
     int result = value == NULL ? -1 : PyDict_CheckExact(marks) ? PyDict_SetItem(marks, name, value) : PyObject_SetItem(marks, name, value);
     Py_XDECREF(value);
+    Py_DECREF(marks);
     return result;
 }
 

@@ -87,6 +87,10 @@ extern PyTypeObject PkTimeline_Type;
 /* The timeline as PkTimelineObject, or NULL with a TypeError set. */
 PkTimelineObject *pk_timeline(PyObject *object);
 
+/* A timeline's object field (value) as a new reference, or NULL with AttributeError set when it was
+ * deleted (``del timeline.marks``, as a Python slot can be): never read a field's NULL. */
+PyObject *pk_field(PyObject *value, const char *name);
+
 /* The timeline as a record Timeline.decode reads (marshal's format), into
  * out (room bytes): 0 and *len when written; 1 when declined (a value it
  * does not write, or no room: use Timeline.encode()); -1 with an exception set. */

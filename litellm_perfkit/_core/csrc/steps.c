@@ -277,7 +277,7 @@ charge_gap(BatchesObject *batches, int64_t start, int64_t cpu)
     if (gap <= 0) {
         return;
     }
-    PyObject *timeline = NULL, *entry = NULL, *total = NULL, *items = NULL, *last = NULL;
+    PyObject *timeline = NULL, *generators = NULL, *entry = NULL, *total = NULL, *items = NULL, *last = NULL;
     if (PyContextVar_Get(pk_hooks.timeline_var, NULL, &timeline) < 0) {
         goto failed;
     }
@@ -288,7 +288,11 @@ charge_gap(BatchesObject *batches, int64_t start, int64_t cpu)
     if (fields == NULL) {
         goto failed;
     }
-    entry = PyDict_GetItemWithError(fields->generators, pk_hooks.event_loop_stage); /* borrowed */
+    generators = pk_field(fields->generators, "generators");
+    if (generators == NULL) {
+        goto failed;
+    }
+    entry = PyDict_GetItemWithError(generators, pk_hooks.event_loop_stage); /* borrowed */
     if (entry == NULL) {
         if (PyErr_Occurred()) {
             goto failed;
@@ -328,6 +332,7 @@ done:
     Py_XDECREF(items);
     Py_XDECREF(last);
     Py_XDECREF(entry);
+    Py_XDECREF(generators);
     Py_XDECREF(timeline);
 }
 
