@@ -436,9 +436,15 @@ clock_step(StepClockObject *self, PyObject *value, PyObject *exc, PyObject **res
             PyErr_SetString(PyExc_RuntimeError, "cannot reuse already awaited StepClock");
             return PYGEN_ERROR;
         }
-        self->iterator = awaitable_iterator(self->awaitable);
+        /* __await__ runs Python: driving the clock from there is refused too. */
+        PyObject *awaitable = Py_NewRef(self->awaitable);
+        self->running = 1;
+        PyObject *iterator = awaitable_iterator(awaitable);
+        self->running = 0;
+        Py_DECREF(awaitable);
         Py_CLEAR(self->awaitable);
-        if (self->iterator == NULL) {
+        Py_XSETREF(self->iterator, iterator);
+        if (iterator == NULL) {
             return PYGEN_ERROR;
         }
     }
