@@ -22,7 +22,13 @@ import sys
 from contextvars import ContextVar, Token
 from typing import Any, TypeVar
 
-__all__ = ["COLLECTING", "closed_by_collector", "reset_unless_collected"]
+__all__ = [
+    "COLLECTING",
+    "closed_by_collector",
+    "reset_outside_collection",
+    "reset_unless_collected",
+    "set_outside_collection",
+]
 
 T = TypeVar("T")
 
@@ -44,6 +50,33 @@ def reset_unless_collected(var: ContextVar[T], token: Token[T]) -> None:
     collector is closing it as garbage: then nothing (see above)."""
     if not closed_by_collector(sys.exc_info()[0]):
         var.reset(token)
+
+
+def set_outside_collection(var: ContextVar[T], value: T) -> Token[T]:
+    """``var.set(value)`` with the collector off: no collection starts inside
+    it, so a host's finalizer that sets a ContextVar cannot run there (see
+    above). perfkit sets one at every stage, which made that window common;
+    a collection due then starts at the next allocation. The C Stage does the
+    same (csrc/stage.c)."""
+    if not gc.isenabled():
+        return var.set(value)
+    gc.disable()
+    try:
+        return var.set(value)
+    finally:
+        gc.enable()
+
+
+def reset_outside_collection(var: ContextVar[T], token: Token[T]) -> None:
+    """``var.reset(token)`` with the collector off (``set_outside_collection``)."""
+    if not gc.isenabled():
+        var.reset(token)
+        return
+    gc.disable()
+    try:
+        var.reset(token)
+    finally:
+        gc.enable()
 
 
 if _on_collection not in gc.callbacks:
