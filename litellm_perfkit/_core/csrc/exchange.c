@@ -163,6 +163,9 @@ static PyObject *
 exchange_record(ExchangeObject *self, PyObject *message)
 {
     PyObject *forward = NULL, *type, *body, *more;
+    if (pk_initialised(self->timeline, (PyObject *)self) < 0) {
+        return NULL;
+    }
     int failed = message_fields(message, &type, &body, &more) < 0;
     if (!failed && type != NULL) {
         if (is_ascii_text(type, "http.response.body", 18)) {
@@ -186,6 +189,9 @@ static PyObject *
 exchange_send(ExchangeObject *self, PyObject *message)
 {
     PyObject *forward = exchange_record(self, message);
+    if (forward == NULL) {
+        return NULL;
+    }
     PyObject *result = PyObject_CallOneArg(self->send, forward);
     Py_DECREF(forward);
     return result;
@@ -194,6 +200,9 @@ exchange_send(ExchangeObject *self, PyObject *message)
 static PyObject *
 exchange_finish(ExchangeObject *self, PyObject *Py_UNUSED(ignored))
 {
+    if (pk_initialised(self->timeline, (PyObject *)self) < 0) {
+        return NULL;
+    }
     PkTimelineObject *timeline = FIELDS(self);
     PyObject *sink = NULL, *result = NULL;
     int64_t end;

@@ -62,6 +62,11 @@ PyObject *pk_stage_spans(PyObject *module, PyObject *const *args, Py_ssize_t nar
 /* encode_spans(spans) -> bytes | None: _otlp._span_protobuf of each span, concatenated (otlp.c). */
 PyObject *pk_encode_spans(PyObject *module, PyObject *spans);
 
+/* 0 when field is set; -1 with RuntimeError when it is NULL because the
+ * object's __init__ never ran (Type.__new__(Type) alone): its methods check
+ * this before they read their fields. */
+int pk_initialised(PyObject *field, PyObject *object);
+
 /* Report the exception being raised to internal_error(where) and clear it. */
 void pk_report(const char *where);
 

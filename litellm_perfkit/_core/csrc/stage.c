@@ -78,6 +78,9 @@ static PyObject *
 stage_enter(StageObject *self, PyObject *Py_UNUSED(ignored))
 {
     PyObject *timeline = NULL, *index = NULL, *parent = NULL, *enclosing = NULL, *token = NULL;
+    if (pk_initialised(self->name, (PyObject *)self) < 0) {
+        return NULL;
+    }
     if (PyContextVar_Get(pk_hooks.timeline_var, NULL, &timeline) < 0) {
         goto fail;
     }

@@ -41,6 +41,9 @@ static PyObject *one;
 static PyObject *
 queue_mark(BatchesObject *self)
 {
+    if (pk_initialised(self->call_soon, (PyObject *)self) < 0) {
+        return NULL;
+    }
     PyObject *args[2] = {self->mark, self->context};
     return PyObject_Vectorcall(self->call_soon, args, 1, pk_names.context_kwnames);
 }
