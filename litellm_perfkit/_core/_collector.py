@@ -46,10 +46,11 @@ def closed_by_collector(exc_type: type[BaseException] | None) -> bool:
 
 
 def reset_unless_collected(var: ContextVar[T], token: Token[T]) -> None:
-    """``var.reset(token)`` in the ``finally`` of a coroutine, unless the
-    collector is closing it as garbage: then nothing (see above)."""
+    """``var.reset(token)`` in the ``finally`` of a coroutine, with the
+    collector off (``reset_outside_collection``), unless the collector is
+    closing it as garbage: then nothing (see above)."""
     if not closed_by_collector(sys.exc_info()[0]):
-        var.reset(token)
+        reset_outside_collection(var, token)
 
 
 def set_outside_collection(var: ContextVar[T], value: T) -> Token[T]:

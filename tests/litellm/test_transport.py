@@ -69,3 +69,57 @@ def test_a_wait_collected_as_garbage_does_not_crash_the_process(wait: str, name:
         timeout=300,
     )
     assert result.returncode == 0 and result.stdout.strip() == "survived", (result.returncode, result.stderr[-2000:])
+
+
+# A host's finalizer that sets a ContextVar, run by a collection that starts
+# inside the waits' own ContextVar.set (gh-148891 again): the waits set and
+# reset theirs with the collector off. This died in 5 of 5 runs on each
+# backend before.
+FINALIZER_SETS = """
+import contextvars, gc, time
+from litellm_perfkit._core._backend import ACTIVE
+from litellm_perfkit._core._timeline import TIMELINE
+from litellm_perfkit._litellm import _transport
+
+V = contextvars.ContextVar("v")
+
+class Garbage:
+    def __init__(self):
+        self.me = self
+    def __del__(self):
+        V.set(object())
+
+class Ready:
+    def __await__(self):
+        return iter(())
+
+others = [contextvars.ContextVar(f"v{i}") for i in range(40)]
+for var in others:
+    var.set(0)
+timeline = ACTIVE.timeline(time.perf_counter_ns(), "GET", "/")
+TIMELINE.set(timeline)
+for n in range(6000):
+    if n % 500 == 0:
+        gc.set_threshold((7, 50, 101, 13, 77, 29)[n // 500 % 6], 1, 1)
+    for _ in range(3):
+        Garbage()
+    try:
+        _transport._timed_wait(Ready(), timeline).send(None)
+    except StopIteration:
+        pass
+print("survived")
+"""
+
+
+@pytest.mark.parametrize("name", backends.NAMES)
+def test_a_hosts_finalizer_that_sets_a_contextvar_does_not_crash_a_wait(name: str) -> None:
+    env = {**os.environ, "PERFKIT_SPEEDUPS": "on" if name == "c" else "off"}
+    result = subprocess.run(
+        [sys.executable, "-X", "faulthandler", "-c", FINALIZER_SETS],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0 and result.stdout.strip() == "survived", (result.returncode, result.stderr[-2000:])
