@@ -10,14 +10,27 @@ collection can start inside the HAMT allocation of another
 ``ContextVar.set`` in the same context, and a set made from a finalizer
 frees the HAMT that the outer set is still walking (CPython gh-148891;
 tests/core/test_collector.py reproduces the segfault without this guard).
+A ContextVar reset in a coroutine's ``finally`` is such a set too: perfkit's
+coroutines reset theirs through ``reset_unless_collected``
+(tests/litellm/test_transport.py).
 """
 
 from __future__ import annotations
 
 import gc
-from typing import Any
+import sys
+from contextvars import ContextVar, Token
+from typing import Any, TypeVar
 
-__all__ = ["COLLECTING", "closed_by_collector"]
+__all__ = [
+    "COLLECTING",
+    "closed_by_collector",
+    "reset_outside_collection",
+    "reset_unless_collected",
+    "set_outside_collection",
+]
+
+T = TypeVar("T")
 
 COLLECTING = False
 
@@ -30,6 +43,41 @@ def _on_collection(phase: str, info: dict[str, Any]) -> None:
 def closed_by_collector(exc_type: type[BaseException] | None) -> bool:
     """True for a ``GeneratorExit`` thrown by the collector closing garbage."""
     return exc_type is GeneratorExit and COLLECTING
+
+
+def reset_unless_collected(var: ContextVar[T], token: Token[T]) -> None:
+    """``var.reset(token)`` in the ``finally`` of a coroutine, with the
+    collector off (``reset_outside_collection``), unless the collector is
+    closing it as garbage: then nothing (see above)."""
+    if not closed_by_collector(sys.exc_info()[0]):
+        reset_outside_collection(var, token)
+
+
+def set_outside_collection(var: ContextVar[T], value: T) -> Token[T]:
+    """``var.set(value)`` with the collector off: no collection starts inside
+    it, so a host's finalizer that sets a ContextVar cannot run there (see
+    above). perfkit sets one at every stage, which made that window common;
+    a collection due then starts at the next allocation. The C Stage does the
+    same (csrc/stage.c)."""
+    if not gc.isenabled():
+        return var.set(value)
+    gc.disable()
+    try:
+        return var.set(value)
+    finally:
+        gc.enable()
+
+
+def reset_outside_collection(var: ContextVar[T], token: Token[T]) -> None:
+    """``var.reset(token)`` with the collector off (``set_outside_collection``)."""
+    if not gc.isenabled():
+        var.reset(token)
+        return
+    gc.disable()
+    try:
+        var.reset(token)
+    finally:
+        gc.enable()
 
 
 if _on_collection not in gc.callbacks:

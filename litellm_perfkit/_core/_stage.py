@@ -22,7 +22,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .._wire._names import Attr
-from ._collector import closed_by_collector
+from ._collector import closed_by_collector, reset_outside_collection, set_outside_collection
 from ._guard import internal_error
 from ._hosttrace import HOST_TRACING
 from ._steps import FINISHED, StepDriver
@@ -52,7 +52,7 @@ class _PyStage:
                 timeline.next_index = index + 1
                 enclosing = OPEN_STAGE.get()
                 self._parent = -1 if enclosing is None else enclosing.index
-                self._token = OPEN_STAGE.set(self)
+                self._token = set_outside_collection(OPEN_STAGE, self)
                 self.index = index
                 self.start_ns = perf_counter_ns()
                 self._timeline = timeline
@@ -83,9 +83,9 @@ class _PyStage:
                 HOST_TRACING.exit_stage(host)
                 self._host = None
             try:  # the enclosing stage is open again, recorded or not
-                OPEN_STAGE.reset(token)
+                reset_outside_collection(OPEN_STAGE, token)
             except ValueError:  # exited in another context (a generator moved between tasks)
-                OPEN_STAGE.set(None if token.old_value is Token.MISSING else token.old_value)
+                set_outside_collection(OPEN_STAGE, None if token.old_value is Token.MISSING else token.old_value)
             self._timeline = None
 
 

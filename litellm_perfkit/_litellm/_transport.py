@@ -29,6 +29,7 @@ from time import perf_counter_ns
 from typing import Any, TypeVar
 
 from .._core import Stage
+from .._core._collector import reset_outside_collection, reset_unless_collected, set_outside_collection
 from .._core._guard import internal_error
 from .._core._timeline import OPEN_STAGE, TIMELINE, Timeline
 from .._wire._names import STREAM_WAIT_STAGE, UPSTREAM_STAGE, Attr, SemConv
@@ -68,12 +69,12 @@ def outbound(original: Callable[..., Any]) -> Callable[..., Any]:
             timeline = TIMELINE.get()
             if timeline is None or _MEASURING.get():
                 return await original(*args, **kwargs)
-            token = _MEASURING.set(True)
+            token = set_outside_collection(_MEASURING, True)
             try:
                 with Stage(_block_name(timeline)):
                     return await original(*args, **kwargs)
             finally:
-                _MEASURING.reset(token)
+                reset_unless_collected(_MEASURING, token)
 
         return send_async
 
@@ -81,18 +82,18 @@ def outbound(original: Callable[..., Any]) -> Callable[..., Any]:
         timeline = TIMELINE.get()
         if timeline is None or _MEASURING.get():
             return original(*args, **kwargs)
-        token = _MEASURING.set(True)
+        token = set_outside_collection(_MEASURING, True)
         try:
             with Stage(_block_name(timeline)):
                 return original(*args, **kwargs)
         finally:
-            _MEASURING.reset(token)
+            reset_outside_collection(_MEASURING, token)
 
     return send_sync
 
 
 async def _timed_wait(awaitable: Awaitable[T], timeline: Timeline) -> T:
-    token = _MEASURING.set(True)
+    token = set_outside_collection(_MEASURING, True)
     try:
         if _IN_LLM_CALL.get() or _in_hook_stage():
             with Stage(_block_name(timeline)):
@@ -107,7 +108,7 @@ async def _timed_wait(awaitable: Awaitable[T], timeline: Timeline) -> T:
             except Exception as exc:  # perfkit's bug must never become the app's
                 internal_error("transport.wait", exc)
     finally:
-        _MEASURING.reset(token)
+        reset_unless_collected(_MEASURING, token)
 
 
 def body_wait(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
@@ -173,12 +174,12 @@ def awaited_stage(original: Callable[..., Awaitable[Any]], name: str) -> Callabl
 
 async def _llm_call(call: Awaitable[T], timeline: Timeline) -> T:
     first = timeline.next_index
-    token = _IN_LLM_CALL.set(True)
+    token = set_outside_collection(_IN_LLM_CALL, True)
     try:
         with Stage(LLM_CALL):
             result = await call
     finally:
-        _IN_LLM_CALL.reset(token)
+        reset_unless_collected(_IN_LLM_CALL, token)
     try:
         _check_coverage(timeline, first)
         provider = _provider(result)

@@ -11,6 +11,7 @@ import contextvars
 import os
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -130,3 +131,45 @@ def test_a_stage_failure_is_counted_and_the_app_goes_on(name: BackendName) -> No
     assert after["stage.enter"] == before.get("stage.enter", 0) + 1
     assert after["stage.exit"] == before.get("stage.exit", 0) + 1
     assert OPEN_STAGE.get() is None  # the failed exit still restored the context
+
+
+# An accelerator object made without __init__ (Type.__new__(Type)) raises on
+# use, as the Python reference's does (AttributeError of an unset slot): its
+# methods read the NULL fields and died (SIGSEGV), so each runs in a process.
+UNINITIALISED = {
+    "exchange_send": "S.Exchange.__new__(S.Exchange).send({'type': 'http.response.body', 'body': b'x'})",
+    "exchange_record": "S.Exchange.__new__(S.Exchange).record({'type': 'http.response.body', 'body': b'x'})",
+    "exchange_finish": "S.Exchange.__new__(S.Exchange).finish()",
+    "stage": "stage = S.Stage.__new__(S.Stage)\nwith stage:\n    pass",
+    "tally_add": "S.Tally.__new__(S.Tally).add('GET', '/', 200, '', False, False, 1, -1)",
+    "tally_series": "S.Tally.__new__(S.Tally).series()",
+    "tally_clear": "S.Tally.__new__(S.Tally).clear()",
+    "tally_passage": "S.Tally.__new__(S.Tally).passage('GET', print).close({}, None)",
+    "batches_arm": "S.Batches.__new__(S.Batches).arm(1)",
+}
+UNINITIALISED_SCRIPT = """
+import time
+from litellm_perfkit._core._backend import backend
+from litellm_perfkit._core._timeline import TIMELINE
+S = backend("c").speedups
+TIMELINE.set(backend("c").timeline(time.perf_counter_ns(), "GET", "/"))
+try:
+{use}
+except (AttributeError, RuntimeError, TypeError) as error:
+    print("raised", type(error).__name__)
+else:
+    print("no error")
+"""
+
+
+@pytest.mark.parametrize("use", sorted(UNINITIALISED))
+def test_an_object_used_before_init_raises_not_crashes(use: str) -> None:
+    code = textwrap.indent(UNINITIALISED[use], "    ")
+    result = subprocess.run(
+        [sys.executable, "-X", "faulthandler", "-c", UNINITIALISED_SCRIPT.format(use=code)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0 and result.stdout.startswith("raised"), (result.returncode, result.stderr[-2000:])

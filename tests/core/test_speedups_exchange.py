@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import random
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +23,8 @@ from tests.support import backends
 from tests.support.clock import installed
 from tests.support.speedups import STAGE_NAMES, TickClock, speedups
 from tests.support.timelines import observable
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -254,3 +260,58 @@ def test_the_c_exchange_counts_every_split_of_a_stream_exactly(collected: list[T
             results.append((timeline.chunks, timeline.body_bytes, "first_token" in timeline.marks))
         # 4: data lines other than [DONE] (the two-line event counts twice; docs/telemetry.md)
         assert results[0] == results[1] == (4, len(body), True), cut
+
+
+# -- a timeline field deleted ------------------------------------------------
+
+# A Timeline's fields can be deleted (``del timeline.marks``), as the Python
+# one's slots can: the request path then reports the AttributeError and goes
+# on. The C path read the field's NULL and died (SIGSEGV), so each case runs in
+# its own process.
+DELETED_FIELD = """
+import asyncio, sys
+from litellm_perfkit import PerfkitMiddleware
+from litellm_perfkit._core import _sink, current_timeline
+from litellm_perfkit._core._guard import internal_error_counts
+
+field, steps = sys.argv[1], sys.argv[2]
+_sink.set_sink(lambda timeline: None)
+
+async def app(scope, receive, send):
+    delattr(current_timeline(), field)
+    for _ in range(3):  # steps apart, with CPU between them (PERFKIT_STEPS=cpu charges it to event_loop)
+        sum(range(20000))
+        await asyncio.sleep(0)
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+    await send({"type": "http.response.body", "body": b'data: {"choices":[{"delta":{"content":"x"}}]}\\n\\n'})
+
+sent = []
+
+async def send(message):
+    sent.append(message)
+
+async def receive():
+    return {"type": "http.request", "body": b"", "more_body": False}
+
+scope = {"type": "http", "method": "GET", "path": "/", "headers": [], "query_string": b""}
+middleware = PerfkitMiddleware(app, server_timing="on", overhead_header="on", steps=steps, record_ratio=1.0)
+asyncio.run(middleware(scope, receive, send))
+print(len(sent), sum(internal_error_counts().values()) > 0)
+"""
+
+
+@pytest.mark.parametrize(
+    ("field", "steps"), [("marks", "off"), ("finished", "off"), ("generators", "off"), ("generators", "cpu")]
+)
+@pytest.mark.parametrize("name", backends.NAMES)
+def test_a_deleted_timeline_field_is_reported_not_a_crash(field: str, steps: str, name: str) -> None:
+    env = {**os.environ, "PERFKIT_SPEEDUPS": "on" if name == "c" else "off"}
+    result = subprocess.run(
+        [sys.executable, "-X", "faulthandler", "-c", DELETED_FIELD, field, steps],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (result.returncode, result.stdout.split()) == (0, ["2", "True"]), result.stderr[-2000:]

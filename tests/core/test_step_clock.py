@@ -278,6 +278,32 @@ def test_the_c_clock_refuses_to_be_driven_from_inside_its_own_step(
     assert refused == ["coroutine already executing"]
 
 
+def test_the_c_clock_refuses_to_be_driven_while_it_asks_the_awaitable_for_its_iterator(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    """The first step calls the awaitable's __await__: driving the clock from
+    there is refused too (a generator refuses it), not a second first step."""
+    from tests.support import backends
+
+    backend = backends.load("c")
+    clocks: list[Any] = []
+    refused: list[str] = []
+
+    class Reentrant:
+        def __await__(self) -> Any:
+            try:
+                clocks[0].send(None)
+            except ValueError as error:
+                refused.append(str(error))
+            return iter([None])
+
+    clocks.append(backend.middleware._step_accounting.clock(Reentrant(), [], loop))
+    assert clocks[0].send(None) is None
+    with pytest.raises(StopIteration):
+        clocks[0].send(None)
+    assert refused == ["coroutine already executing"]
+
+
 def _start(
     loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, Any], name: str, context: contextvars.Context
 ) -> asyncio.Task[Any]:

@@ -73,10 +73,14 @@ is_ascii_text(PyObject *value, const char *text, Py_ssize_t len)
 int
 pk_set_mark(ExchangeObject *self, PyObject *name, int64_t at)
 {
-    PyObject *marks = FIELDS(self)->marks;
+    PyObject *marks = pk_field(FIELDS(self)->marks, "marks");
+    if (marks == NULL) {
+        return -1;
+    }
     PyObject *value = PyLong_FromLongLong(at);
     int result = value == NULL ? -1 : PyDict_CheckExact(marks) ? PyDict_SetItem(marks, name, value) : PyObject_SetItem(marks, name, value);
     Py_XDECREF(value);
+    Py_DECREF(marks);
     return result;
 }
 
@@ -159,6 +163,9 @@ static PyObject *
 exchange_record(ExchangeObject *self, PyObject *message)
 {
     PyObject *forward = NULL, *type, *body, *more;
+    if (pk_initialised(self->timeline, (PyObject *)self) < 0) {
+        return NULL;
+    }
     int failed = message_fields(message, &type, &body, &more) < 0;
     if (!failed && type != NULL) {
         if (is_ascii_text(type, "http.response.body", 18)) {
@@ -182,6 +189,9 @@ static PyObject *
 exchange_send(ExchangeObject *self, PyObject *message)
 {
     PyObject *forward = exchange_record(self, message);
+    if (forward == NULL) {
+        return NULL;
+    }
     PyObject *result = PyObject_CallOneArg(self->send, forward);
     Py_DECREF(forward);
     return result;
@@ -190,6 +200,9 @@ exchange_send(ExchangeObject *self, PyObject *message)
 static PyObject *
 exchange_finish(ExchangeObject *self, PyObject *Py_UNUSED(ignored))
 {
+    if (pk_initialised(self->timeline, (PyObject *)self) < 0) {
+        return NULL;
+    }
     PkTimelineObject *timeline = FIELDS(self);
     PyObject *sink = NULL, *result = NULL;
     int64_t end;

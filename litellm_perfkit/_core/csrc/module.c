@@ -49,6 +49,16 @@ pk_as_int64(PyObject *value, int64_t *out)
     return 0;
 }
 
+int
+pk_initialised(PyObject *field, PyObject *object)
+{
+    if (field == NULL) {
+        PyErr_Format(PyExc_RuntimeError, "%.100s: __init__ was not called", Py_TYPE(object)->tp_name);
+        return -1;
+    }
+    return 0;
+}
+
 void
 pk_report(const char *where)
 {

@@ -62,6 +62,11 @@ PyObject *pk_stage_spans(PyObject *module, PyObject *const *args, Py_ssize_t nar
 /* encode_spans(spans) -> bytes | None: _otlp._span_protobuf of each span, concatenated (otlp.c). */
 PyObject *pk_encode_spans(PyObject *module, PyObject *spans);
 
+/* 0 when field is set; -1 with RuntimeError when it is NULL because the
+ * object's __init__ never ran (Type.__new__(Type) alone): its methods check
+ * this before they read their fields. */
+int pk_initialised(PyObject *field, PyObject *object);
+
 /* Report the exception being raised to internal_error(where) and clear it. */
 void pk_report(const char *where);
 
@@ -86,6 +91,10 @@ extern PyTypeObject PkTimeline_Type;
 
 /* The timeline as PkTimelineObject, or NULL with a TypeError set. */
 PkTimelineObject *pk_timeline(PyObject *object);
+
+/* A timeline's object field (value) as a new reference, or NULL with AttributeError set when it was
+ * deleted (``del timeline.marks``, as a Python slot can be): never read a field's NULL. */
+PyObject *pk_field(PyObject *value, const char *name);
 
 /* The timeline as a record Timeline.decode reads (marshal's format), into
  * out (room bytes): 0 and *len when written; 1 when declined (a value it

@@ -37,6 +37,33 @@ stage_init(StageObject *self, PyObject *args, PyObject *kwargs)
     return 0;
 }
 
+/* OPEN_STAGE set and reset with the collector off: a collection that starts
+ * inside a ContextVar.set, and whose finalizers set a ContextVar of the same
+ * context, crashes CPython < 3.12 (gh-148891, _collector.py). perfkit sets
+ * one at every stage, which made that window common; a collection due then
+ * starts at the next allocation instead. No Python code runs meanwhile. */
+static PyObject *
+set_open_stage(PyObject *value)
+{
+    int enabled = PyGC_Disable();
+    PyObject *token = PyContextVar_Set(pk_hooks.open_stage_var, value);
+    if (enabled) {
+        PyGC_Enable();
+    }
+    return token;
+}
+
+static int
+reset_open_stage(PyObject *token)
+{
+    int enabled = PyGC_Disable();
+    int result = PyContextVar_Reset(pk_hooks.open_stage_var, token);
+    if (enabled) {
+        PyGC_Enable();
+    }
+    return result;
+}
+
 static void
 stage_close(StageObject *self)
 {
@@ -51,6 +78,9 @@ static PyObject *
 stage_enter(StageObject *self, PyObject *Py_UNUSED(ignored))
 {
     PyObject *timeline = NULL, *index = NULL, *parent = NULL, *enclosing = NULL, *token = NULL;
+    if (pk_initialised(self->name, (PyObject *)self) < 0) {
+        return NULL;
+    }
     if (PyContextVar_Get(pk_hooks.timeline_var, NULL, &timeline) < 0) {
         goto fail;
     }
@@ -78,7 +108,7 @@ stage_enter(StageObject *self, PyObject *Py_UNUSED(ignored))
     }
     self->start = start;
     /* Last, so that a failure above leaves the context as it was. */
-    token = PyContextVar_Set(pk_hooks.open_stage_var, (PyObject *)self);
+    token = set_open_stage((PyObject *)self);
     if (token == NULL) {
         goto fail;
     }
@@ -170,11 +200,11 @@ stage_exit(StageObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_XDECREF(result);
     }
     /* The enclosing stage is open again, recorded or not. */
-    if (PyContextVar_Reset(pk_hooks.open_stage_var, self->token) < 0) {
+    if (reset_open_stage(self->token) < 0) {
         if (PyErr_ExceptionMatches(PyExc_ValueError)) {
             /* Exited in another context (a generator moved between tasks). */
             PyErr_Clear();
-            PyObject *token = PyContextVar_Set(pk_hooks.open_stage_var, self->enclosing);
+            PyObject *token = set_open_stage(self->enclosing);
             Py_XDECREF(token);
         }
         if (PyErr_Occurred()) {

@@ -75,7 +75,10 @@ int64_item(PyObject *sequence, Py_ssize_t index, int64_t *out)
 static int
 server_timing(ExchangeObject *self, PyObject *upstream_names, Buffer *buffer, int64_t *upstream)
 {
-    PyObject *finished = Py_NewRef(FIELDS(self)->finished);
+    PyObject *finished = pk_field(FIELDS(self)->finished, "finished");
+    if (finished == NULL) {
+        return -1;
+    }
     if (!PyList_Check(finished)) {
         Py_DECREF(finished);
         PyErr_SetString(PyExc_TypeError, "timeline.finished is not a list");
@@ -103,7 +106,10 @@ server_timing(ExchangeObject *self, PyObject *upstream_names, Buffer *buffer, in
     }
     Py_DECREF(finished);
 
-    PyObject *generators = Py_NewRef(FIELDS(self)->generators);
+    PyObject *generators = pk_field(FIELDS(self)->generators, "generators");
+    if (generators == NULL) {
+        return -1;
+    }
     if (!PyDict_Check(generators)) {
         PyErr_SetString(PyExc_TypeError, "timeline.generators is not a dict");
         Py_DECREF(generators);

@@ -41,6 +41,9 @@ static PyObject *one;
 static PyObject *
 queue_mark(BatchesObject *self)
 {
+    if (pk_initialised(self->call_soon, (PyObject *)self) < 0) {
+        return NULL;
+    }
     PyObject *args[2] = {self->mark, self->context};
     return PyObject_Vectorcall(self->call_soon, args, 1, pk_names.context_kwnames);
 }
@@ -277,7 +280,7 @@ charge_gap(BatchesObject *batches, int64_t start, int64_t cpu)
     if (gap <= 0) {
         return;
     }
-    PyObject *timeline = NULL, *entry = NULL, *total = NULL, *items = NULL, *last = NULL;
+    PyObject *timeline = NULL, *generators = NULL, *entry = NULL, *total = NULL, *items = NULL, *last = NULL;
     if (PyContextVar_Get(pk_hooks.timeline_var, NULL, &timeline) < 0) {
         goto failed;
     }
@@ -288,7 +291,11 @@ charge_gap(BatchesObject *batches, int64_t start, int64_t cpu)
     if (fields == NULL) {
         goto failed;
     }
-    entry = PyDict_GetItemWithError(fields->generators, pk_hooks.event_loop_stage); /* borrowed */
+    generators = pk_field(fields->generators, "generators");
+    if (generators == NULL) {
+        goto failed;
+    }
+    entry = PyDict_GetItemWithError(generators, pk_hooks.event_loop_stage); /* borrowed */
     if (entry == NULL) {
         if (PyErr_Occurred()) {
             goto failed;
@@ -328,6 +335,7 @@ done:
     Py_XDECREF(items);
     Py_XDECREF(last);
     Py_XDECREF(entry);
+    Py_XDECREF(generators);
     Py_XDECREF(timeline);
 }
 
@@ -431,9 +439,15 @@ clock_step(StepClockObject *self, PyObject *value, PyObject *exc, PyObject **res
             PyErr_SetString(PyExc_RuntimeError, "cannot reuse already awaited StepClock");
             return PYGEN_ERROR;
         }
-        self->iterator = awaitable_iterator(self->awaitable);
+        /* __await__ runs Python: driving the clock from there is refused too. */
+        PyObject *awaitable = Py_NewRef(self->awaitable);
+        self->running = 1;
+        PyObject *iterator = awaitable_iterator(awaitable);
+        self->running = 0;
+        Py_DECREF(awaitable);
         Py_CLEAR(self->awaitable);
-        if (self->iterator == NULL) {
+        Py_XSETREF(self->iterator, iterator);
+        if (iterator == NULL) {
             return PYGEN_ERROR;
         }
     }

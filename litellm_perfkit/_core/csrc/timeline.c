@@ -18,6 +18,16 @@ pk_timeline(PyObject *object)
     return (PkTimelineObject *)object;
 }
 
+PyObject *
+pk_field(PyObject *value, const char *name)
+{
+    if (value == NULL) {
+        PyErr_Format(PyExc_AttributeError, "'Timeline' object has no attribute '%s'", name);
+        return NULL;
+    }
+    return Py_NewRef(value);
+}
+
 /* A new value for an object field: its default, or a new one from its factory. */
 static PyObject *
 default_value(Py_ssize_t position)

@@ -261,6 +261,9 @@ tally_add_values(TallyObject *self, PyObject *method, PyObject *route, int64_t s
 static PyObject *
 tally_add(TallyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    if (pk_initialised(self->index, (PyObject *)self) < 0) {
+        return NULL;
+    }
     int64_t status, duration, ttft;
     if (nargs != 8) {
         PyErr_SetString(PyExc_TypeError,
@@ -283,6 +286,9 @@ tally_add(TallyObject *self, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 tally_series(TallyObject *self, PyObject *Py_UNUSED(ignored))
 {
+    if (pk_initialised(self->index, (PyObject *)self) < 0) {
+        return NULL;
+    }
     Py_ssize_t count = PyList_GET_SIZE(self->keys);
     PyObject *out = PyList_New(count);
     if (out == NULL) {
@@ -317,6 +323,9 @@ tally_series(TallyObject *self, PyObject *Py_UNUSED(ignored))
 static PyObject *
 tally_clear_series(TallyObject *self, PyObject *Py_UNUSED(ignored))
 {
+    if (pk_initialised(self->index, (PyObject *)self) < 0) {
+        return NULL;
+    }
     PyDict_Clear(self->index);
     if (PyList_SetSlice(self->keys, 0, PyList_GET_SIZE(self->keys), NULL) < 0) {
         return NULL;
@@ -332,6 +341,9 @@ tally_clear_series(TallyObject *self, PyObject *Py_UNUSED(ignored))
 static PyObject *
 tally_passage(TallyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    if (pk_initialised(self->index, (PyObject *)self) < 0) {
+        return NULL;
+    }
     if (nargs != 2) {
         PyErr_SetString(PyExc_TypeError, "passage(method, send) takes 2 arguments");
         return NULL;

@@ -1,0 +1,125 @@
+"""The HTTP clients' waits (_litellm/_transport.py) left suspended and collected as garbage."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support import backends
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# A wait left suspended (its task abandoned) and closed by the collector runs
+# its ``finally`` inside whichever ContextVar.set started the collection: a
+# ContextVar reset there crashes CPython 3.10 and 3.11 (SIGSEGV, gh-148891;
+# see _core/_collector.py). _llm_call did so within its first rounds.
+CRASH = """
+import asyncio, contextvars, gc, sys, time
+from litellm_perfkit._core._backend import ACTIVE
+from litellm_perfkit._core._timeline import TIMELINE
+from litellm_perfkit._litellm import _transport
+
+class Never:
+    def __await__(self):
+        yield
+
+async def send(*args, **kwargs):
+    await Never()
+
+outbound = _transport.outbound(send)
+waits = {
+    "llm_call": lambda timeline: _transport._llm_call(Never(), timeline),
+    "timed_wait": lambda timeline: _transport._timed_wait(Never(), timeline),
+    "outbound": lambda timeline: outbound(),
+}
+make = waits[sys.argv[1]]
+others = [contextvars.ContextVar(f"v{i}") for i in range(40)]
+timeline = ACTIVE.timeline(time.perf_counter_ns(), "GET", "/")
+TIMELINE.set(timeline)
+for n in range(3000):
+    if n % 500 == 0:  # where a collection starts decides whether it crashes: several thresholds
+        gc.set_threshold((7, 50, 101, 13, 77, 29)[n // 500], 1, 1)
+    for _ in range(20):
+        holder = []
+        coroutine = make(timeline)
+        coroutine.send(None)
+        holder.append(coroutine)
+        holder.append(holder)
+        del coroutine, holder
+    for var in others:
+        var.set(n)
+print("survived")
+"""
+
+
+@pytest.mark.parametrize("wait", ["llm_call", "timed_wait", "outbound"])
+@pytest.mark.parametrize("name", backends.NAMES)
+def test_a_wait_collected_as_garbage_does_not_crash_the_process(wait: str, name: str) -> None:
+    env = {**os.environ, "PERFKIT_SPEEDUPS": "on" if name == "c" else "off"}
+    result = subprocess.run(
+        [sys.executable, "-X", "faulthandler", "-c", CRASH, wait],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0 and result.stdout.strip() == "survived", (result.returncode, result.stderr[-2000:])
+
+
+# A host's finalizer that sets a ContextVar, run by a collection that starts
+# inside the waits' own ContextVar.set (gh-148891 again): the waits set and
+# reset theirs with the collector off. This died in 5 of 5 runs on each
+# backend before.
+FINALIZER_SETS = """
+import contextvars, gc, time
+from litellm_perfkit._core._backend import ACTIVE
+from litellm_perfkit._core._timeline import TIMELINE
+from litellm_perfkit._litellm import _transport
+
+V = contextvars.ContextVar("v")
+
+class Garbage:
+    def __init__(self):
+        self.me = self
+    def __del__(self):
+        V.set(object())
+
+class Ready:
+    def __await__(self):
+        return iter(())
+
+others = [contextvars.ContextVar(f"v{i}") for i in range(40)]
+for var in others:
+    var.set(0)
+timeline = ACTIVE.timeline(time.perf_counter_ns(), "GET", "/")
+TIMELINE.set(timeline)
+for n in range(6000):
+    if n % 500 == 0:
+        gc.set_threshold((7, 50, 101, 13, 77, 29)[n // 500 % 6], 1, 1)
+    for _ in range(3):
+        Garbage()
+    try:
+        _transport._timed_wait(Ready(), timeline).send(None)
+    except StopIteration:
+        pass
+print("survived")
+"""
+
+
+@pytest.mark.parametrize("name", backends.NAMES)
+def test_a_hosts_finalizer_that_sets_a_contextvar_does_not_crash_a_wait(name: str) -> None:
+    env = {**os.environ, "PERFKIT_SPEEDUPS": "on" if name == "c" else "off"}
+    result = subprocess.run(
+        [sys.executable, "-X", "faulthandler", "-c", FINALIZER_SETS],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0 and result.stdout.strip() == "survived", (result.returncode, result.stderr[-2000:])
