@@ -243,12 +243,17 @@ def _config(ports: dict[str, int]) -> str:
 
 @contextlib.contextmanager
 def _mocks(ports: dict[str, int]) -> Iterator[None]:
+    """Every route's mock, started together (each imports perfkit's CLI first), then each waited for."""
     with Children() as children:
-        for model, (flags, _) in UPSTREAMS.items():
-            command = [sys.executable, "-m", "litellm_perfkit._cli", "mock", "--port", str(ports[model]), *flags]
-            children.start(f"mock-{model}", command).wait_ready(
-                functools.partial(port_open, ports[model]), timeout_s=30
+        started = {
+            model: children.start(
+                f"mock-{model}",
+                [sys.executable, "-m", "litellm_perfkit._cli", "mock", "--port", str(ports[model]), *flags],
             )
+            for model, (flags, _) in UPSTREAMS.items()
+        }
+        for model, child in started.items():
+            child.wait_ready(functools.partial(port_open, ports[model]), timeout_s=30)
         yield
 
 
