@@ -24,7 +24,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -297,6 +297,18 @@ def _served(log: Path) -> int:
     return len(_ACCESS_LINE.findall(log.read_text(errors="replace")))
 
 
+def _until_quiet(count: Callable[[], int], quiet_s: float = 1.0) -> None:
+    """Until ``count()`` (request spans the receiver took) has not grown for ``quiet_s``, asked every
+    0.2 s: no drain (the agents drain every 200 ms) brought any in that long. One sample a second
+    until two were equal waited for the same quiet second, and up to a second more."""
+    seen, since = count(), time.monotonic()
+    while time.monotonic() - since < quiet_s:
+        time.sleep(0.2)
+        now = count()
+        if now != seen:
+            seen, since = now, time.monotonic()
+
+
 def _settle(
     row: RowResult, receiver: FaultyReceiver, delivered: dict[str, int], snapshots: Path | None, dropped: int
 ) -> None:
@@ -308,10 +320,7 @@ def _settle(
 
     if row.fault.ending == "exported":
         row.settled_s = wait_until(lambda: sum(arrived().values()) >= row.served, 30)
-        seen = -1
-        while sum(arrived().values()) != seen:  # requests the access log missed come in the same drains
-            seen = sum(arrived().values())
-            time.sleep(1.0)
+        _until_quiet(lambda: sum(arrived().values()))  # requests the access log missed come in the same drains
     else:
         row.settled_s = wait_until(lambda: _dropped(snapshots) > dropped, 30)
     row.request_spans, row.dropped = arrived(), _dropped(snapshots) - dropped
@@ -331,10 +340,7 @@ def _one_pass(
         if receiver is not None:  # the warm-up's spans in before the first row counts its own
             warmed = _served(log)
             wait_until(lambda: sum(receiver.request_errors.values()) >= warmed, 30)
-            seen = -1
-            while sum(receiver.request_errors.values()) != seen:
-                seen = sum(receiver.request_errors.values())
-                time.sleep(1.0)
+            _until_quiet(lambda: sum(receiver.request_errors.values()))
         before = [usage_of(worker) for worker in workers_of(supervisor)]
         rows: list[RowResult] = []
         for fault in ROWS:
