@@ -24,7 +24,8 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -213,6 +214,16 @@ def _answer(host: str, port: int, probe: Probe, cut: bool = False) -> Answer:
     return masked
 
 
+def _answers(host: str, port: int, fault: ProxyFault) -> list[Answer]:
+    """The row's probes, masked, in their order: its two chat requests together (a stalled
+    upstream holds each for LiteLLM's retries, 6 s on a 2-core machine, which one after the
+    other doubled), then the hostile ones one at a time, as uvicorn reads each head alone."""
+    chat, hostile, cut = fault.probes()[:2], fault.probes()[2:], fault.model == "resets"
+    with ThreadPoolExecutor(len(chat)) as pool:
+        answers = list(pool.map(lambda probe: _answer(host, port, probe, cut), chat))
+    return answers + [_answer(host, port, probe, cut) for probe in hostile]
+
+
 def _snapshot_dir(pid: int) -> Path | None:
     for entry in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
         name, _, value = entry.partition(b"=")
@@ -232,12 +243,17 @@ def _config(ports: dict[str, int]) -> str:
 
 @contextlib.contextmanager
 def _mocks(ports: dict[str, int]) -> Iterator[None]:
+    """Every route's mock, started together (each imports perfkit's CLI first), then each waited for."""
     with Children() as children:
-        for model, (flags, _) in UPSTREAMS.items():
-            command = [sys.executable, "-m", "litellm_perfkit._cli", "mock", "--port", str(ports[model]), *flags]
-            children.start(f"mock-{model}", command).wait_ready(
-                functools.partial(port_open, ports[model]), timeout_s=30
+        started = {
+            model: children.start(
+                f"mock-{model}",
+                [sys.executable, "-m", "litellm_perfkit._cli", "mock", "--port", str(ports[model]), *flags],
             )
+            for model, (flags, _) in UPSTREAMS.items()
+        }
+        for model, child in started.items():
+            child.wait_ready(functools.partial(port_open, ports[model]), timeout_s=30)
         yield
 
 
@@ -281,6 +297,18 @@ def _served(log: Path) -> int:
     return len(_ACCESS_LINE.findall(log.read_text(errors="replace")))
 
 
+def _until_quiet(count: Callable[[], int], quiet_s: float = 1.0) -> None:
+    """Until ``count()`` (request spans the receiver took) has not grown for ``quiet_s``, asked every
+    0.2 s: no drain (the agents drain every 200 ms) brought any in that long. One sample a second
+    until two were equal waited for the same quiet second, and up to a second more."""
+    seen, since = count(), time.monotonic()
+    while time.monotonic() - since < quiet_s:
+        time.sleep(0.2)
+        now = count()
+        if now != seen:
+            seen, since = now, time.monotonic()
+
+
 def _settle(
     row: RowResult, receiver: FaultyReceiver, delivered: dict[str, int], snapshots: Path | None, dropped: int
 ) -> None:
@@ -292,10 +320,7 @@ def _settle(
 
     if row.fault.ending == "exported":
         row.settled_s = wait_until(lambda: sum(arrived().values()) >= row.served, 30)
-        seen = -1
-        while sum(arrived().values()) != seen:  # requests the access log missed come in the same drains
-            seen = sum(arrived().values())
-            time.sleep(1.0)
+        _until_quiet(lambda: sum(arrived().values()))  # requests the access log missed come in the same drains
     else:
         row.settled_s = wait_until(lambda: _dropped(snapshots) > dropped, 30)
     row.request_spans, row.dropped = arrived(), _dropped(snapshots) - dropped
@@ -315,10 +340,7 @@ def _one_pass(
         if receiver is not None:  # the warm-up's spans in before the first row counts its own
             warmed = _served(log)
             wait_until(lambda: sum(receiver.request_errors.values()) >= warmed, 30)
-            seen = -1
-            while sum(receiver.request_errors.values()) != seen:
-                seen = sum(receiver.request_errors.values())
-                time.sleep(1.0)
+            _until_quiet(lambda: sum(receiver.request_errors.values()))
         before = [usage_of(worker) for worker in workers_of(supervisor)]
         rows: list[RowResult] = []
         for fault in ROWS:
@@ -338,7 +360,7 @@ def _one_pass(
                 )
                 actor.start()
             result = load(proxy.url, fault.shape, seconds=seconds)
-            answers = [_answer(host, int(port), probe, cut=fault.model == "resets") for probe in fault.probes()]
+            answers = _answers(host, int(port), fault)
             if actor is not None:
                 actor.join()
             row = RowResult(fault, answers, result, _served(log) - served)
