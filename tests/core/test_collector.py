@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import contextvars
 import gc
-import os
-import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,8 +13,7 @@ import pytest
 from litellm_perfkit._core import _sink
 from litellm_perfkit._core._backend import Backend
 from litellm_perfkit._core._timeline import OPEN_STAGE, TIMELINE, Timeline
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support import backends
 
 
 class Never:
@@ -66,16 +62,7 @@ print("survived")
 
 
 def test_sets_that_start_a_collection_of_stage_garbage_do_not_crash(backend: Backend) -> None:
-    env = {**os.environ, "PERFKIT_SPEEDUPS": "on" if backend.name == "c" else "off"}
-    result = subprocess.run(
-        [sys.executable, "-X", "faulthandler", "-c", CRASH],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0 and result.stdout.strip() == "survived", result.stderr[-2000:]
+    backends.assert_survives(CRASH, backend.name)
 
 
 # A host's finalizer that sets a ContextVar (here, of garbage collected while
@@ -113,16 +100,7 @@ print("survived")
 
 
 def test_a_hosts_finalizer_that_sets_a_contextvar_does_not_crash_a_stage(backend: Backend) -> None:
-    env = {**os.environ, "PERFKIT_SPEEDUPS": "on" if backend.name == "c" else "off"}
-    result = subprocess.run(
-        [sys.executable, "-X", "faulthandler", "-c", FINALIZER_SETS],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0 and result.stdout.strip() == "survived", result.stderr[-2000:]
+    backends.assert_survives(FINALIZER_SETS, backend.name)
 
 
 def test_a_collected_stage_leaves_the_current_context_and_its_timeline_alone(backend: Backend) -> None:

@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from tests.support import backends
-
-ROOT = Path(__file__).resolve().parents[2]
 
 # A wait left suspended (its task abandoned) and closed by the collector runs
 # its ``finally`` inside whichever ContextVar.set started the collection: a
@@ -59,16 +52,7 @@ print("survived")
 @pytest.mark.parametrize("wait", ["llm_call", "timed_wait", "outbound"])
 @pytest.mark.parametrize("name", backends.NAMES)
 def test_a_wait_collected_as_garbage_does_not_crash_the_process(wait: str, name: str) -> None:
-    env = {**os.environ, "PERFKIT_SPEEDUPS": "on" if name == "c" else "off"}
-    result = subprocess.run(
-        [sys.executable, "-X", "faulthandler", "-c", CRASH, wait],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0 and result.stdout.strip() == "survived", (result.returncode, result.stderr[-2000:])
+    backends.assert_survives(CRASH, name, wait)
 
 
 # A host's finalizer that sets a ContextVar, run by a collection that starts
@@ -113,13 +97,4 @@ print("survived")
 
 @pytest.mark.parametrize("name", backends.NAMES)
 def test_a_hosts_finalizer_that_sets_a_contextvar_does_not_crash_a_wait(name: str) -> None:
-    env = {**os.environ, "PERFKIT_SPEEDUPS": "on" if name == "c" else "off"}
-    result = subprocess.run(
-        [sys.executable, "-X", "faulthandler", "-c", FINALIZER_SETS],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0 and result.stdout.strip() == "survived", (result.returncode, result.stderr[-2000:])
+    backends.assert_survives(FINALIZER_SETS, name)
