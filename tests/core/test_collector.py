@@ -70,26 +70,13 @@ def test_sets_that_start_a_collection_of_stage_garbage_do_not_crash(backend: Bac
 # ContextVar.set runs it there, and CPython 3.10 and 3.11 crash (gh-148891).
 # The stage sets OPEN_STAGE with the collector off: before, the C stage died
 # in 5 of 5 runs of this and the Python one in 4 of 5.
-FINALIZER_SETS = """
-import contextvars, gc, time
+FINALIZER_SETS = (
+    backends.FINALIZER_SETUP
+    + """
 from litellm_perfkit import stage
-from litellm_perfkit._core._backend import ACTIVE
-from litellm_perfkit._core._timeline import TIMELINE
 
-V = contextvars.ContextVar("v")
-
-class Garbage:
-    def __init__(self):
-        self.me = self
-    def __del__(self):
-        V.set(object())
-
-others = [contextvars.ContextVar(f"v{i}") for i in range(40)]
-for var in others:
-    var.set(0)
-TIMELINE.set(ACTIVE.timeline(time.perf_counter_ns(), "GET", "/"))
 for n in range(6000):
-    if n % 500 == 0:  # where a collection starts decides whether it crashes: several thresholds
+    if n % 500 == 0:
         gc.set_threshold((7, 50, 101, 13, 77, 29)[n // 500 % 6], 1, 1)
     for _ in range(3):
         Garbage()
@@ -97,6 +84,7 @@ for n in range(6000):
         pass
 print("survived")
 """
+)
 
 
 def test_a_hosts_finalizer_that_sets_a_contextvar_does_not_crash_a_stage(backend: Backend) -> None:

@@ -59,29 +59,15 @@ def test_a_wait_collected_as_garbage_does_not_crash_the_process(wait: str, name:
 # inside the waits' own ContextVar.set (gh-148891 again): the waits set and
 # reset theirs with the collector off. This died in 5 of 5 runs on each
 # backend before.
-FINALIZER_SETS = """
-import contextvars, gc, time
-from litellm_perfkit._core._backend import ACTIVE
-from litellm_perfkit._core._timeline import TIMELINE
+FINALIZER_SETS = (
+    backends.FINALIZER_SETUP
+    + """
 from litellm_perfkit._litellm import _transport
-
-V = contextvars.ContextVar("v")
-
-class Garbage:
-    def __init__(self):
-        self.me = self
-    def __del__(self):
-        V.set(object())
 
 class Ready:
     def __await__(self):
         return iter(())
 
-others = [contextvars.ContextVar(f"v{i}") for i in range(40)]
-for var in others:
-    var.set(0)
-timeline = ACTIVE.timeline(time.perf_counter_ns(), "GET", "/")
-TIMELINE.set(timeline)
 for n in range(6000):
     if n % 500 == 0:
         gc.set_threshold((7, 50, 101, 13, 77, 29)[n // 500 % 6], 1, 1)
@@ -93,6 +79,7 @@ for n in range(6000):
         pass
 print("survived")
 """
+)
 
 
 @pytest.mark.parametrize("name", backends.NAMES)

@@ -25,6 +25,35 @@ def load(name: BackendName) -> Backend:
 
 ROOT = Path(__file__).resolve().parents[2]
 
+FINALIZER_SETUP = """
+import contextvars, gc, time
+from litellm_perfkit._core._backend import ACTIVE
+from litellm_perfkit._core._timeline import TIMELINE
+
+V = contextvars.ContextVar("v")
+
+class Garbage:
+    def __init__(self):
+        self.me = self
+    def __del__(self):
+        V.set(object())
+
+others = [contextvars.ContextVar(f"v{i}") for i in range(40)]
+for var in others:
+    var.set(0)
+timeline = ACTIVE.timeline(time.perf_counter_ns(), "GET", "/")
+TIMELINE.set(timeline)
+"""
+"""The start of a script whose rounds make cycles with a finalizer that sets a
+ContextVar, as a host's may (gh-148891): a collection that starts inside
+perfkit's own ContextVar.set runs it there. Each round, with ``n`` its number::
+
+    if n % 500 == 0:  # where a collection starts decides whether it crashes
+        gc.set_threshold((7, 50, 101, 13, 77, 29)[n // 500 % 6], 1, 1)
+    for _ in range(3):
+        Garbage()
+"""
+
 
 def assert_survives(script: str, name: BackendName, *args: str) -> None:
     """Runs ``script`` (which prints "survived" at its end) in a fresh interpreter on
