@@ -14,6 +14,7 @@ from litellm_perfkit._core import _sink
 from litellm_perfkit._core._backend import Backend
 from litellm_perfkit._core._timeline import OPEN_STAGE, TIMELINE, Timeline
 from tests.support import backends
+from tests.support.asgi import http_scope
 
 
 class Never:
@@ -124,9 +125,8 @@ def test_a_collected_request_leaves_the_current_context_and_the_sink_alone(
     async def app(scope: Any, receive: Any, send: Any) -> None:
         await Never()  # the server abandons the request here
 
-    scope = {"type": "http", "method": "GET", "path": "/", "headers": []}
     try:
-        contextvars.Context().run(cyclic_garbage, backend.middleware(app)(scope, None, None))
+        contextvars.Context().run(cyclic_garbage, backend.middleware(app)(http_scope("GET", "/"), None, None))
         mine = backend.timeline(time.perf_counter_ns(), "GET", "/mine")
         token = TIMELINE.set(mine)
         try:
