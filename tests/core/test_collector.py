@@ -32,34 +32,23 @@ def cyclic_garbage(coroutine: Any) -> None:
 # Stage.__exit__ of garbage runs inside whichever ContextVar.set started the
 # collection. Without the guard this crashes CPython 3.10 and 3.11 (SIGSEGV,
 # gh-148891) within its first 5 of these 2,000 rounds, on either backend.
-CRASH = """
-import contextvars, gc, time
+CRASH = (
+    backends.SUSPENDED_SETUP
+    + """
 from litellm_perfkit import stage
-from litellm_perfkit._core._backend import ACTIVE
-from litellm_perfkit._core._timeline import TIMELINE
 
-class Never:
-    def __await__(self):
-        yield
-
-async def inside_stage(holder):
+async def inside_stage(timeline):
     with stage("auth"):
         await Never()
 
 gc.set_threshold(50, 1, 1)
-others = [contextvars.ContextVar(f"v{i}") for i in range(40)]
-TIMELINE.set(ACTIVE.timeline(time.perf_counter_ns(), "GET", "/"))
 for n in range(2000):
-    for _ in range(20):
-        holder = []
-        coroutine = inside_stage(holder)
-        coroutine.send(None)
-        holder.append(coroutine)
-        del coroutine, holder
+    suspended_garbage(inside_stage)
     for var in others:
         var.set(n)
 print("survived")
 """
+)
 
 
 def test_sets_that_start_a_collection_of_stage_garbage_do_not_crash(backend: Backend) -> None:
