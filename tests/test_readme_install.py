@@ -31,6 +31,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from litellm_perfkit._bench._launch import free_port
 from litellm_perfkit._bench._venvs import CACHE
+from tests.support.prometheus import metrics_url, serving_metrics
 from tests.support.receiver import Received, metrics_of, otlp_grpc_receiver, otlp_receiver
 from tests.support.servers import Jaeger
 
@@ -178,12 +179,12 @@ def test_jsonl_spans_with_out(venv_bin: Path, tmp_path: Path) -> None:
 
 def test_prometheus_scrape(venv_bin: Path) -> None:
     prometheus_port = free_port()
-    flags = ["--exporter", "none", "--prometheus-port", str(prometheus_port)]
+    flags = list(serving_metrics(prometheus_port))
     process = run_app(venv_bin, flags, app_env(), hold=True)
     try:
         assert process.stdout is not None
         assert process.stdout.readline().strip() == "flushed", process.stderr.read() if process.stderr else ""
-        text = httpx.get(f"http://127.0.0.1:{prometheus_port}/metrics", timeout=10).text
+        text = httpx.get(metrics_url(prometheus_port), timeout=10).text
     finally:
         process.communicate(input="", timeout=60)
     assert process.returncode == 0

@@ -80,18 +80,25 @@ class GeneratorEntry:
 
     @staticmethod
     def new(
+        timeline: Any,
+        name: str,
+        kind: str,
         *,
-        index: int,
         first_ns: int,
         last_ns: int,
-        parent: int,
-        self_ns: int,
-        items: int,
-        kind: str,
         intervals: list[Any],
+        parent: int = -1,
+        self_ns: int = 0,
+        items: int = 0,
     ) -> list[Any]:
-        """A new entry, its fields by name (the one place that knows their order)."""
-        return [index, first_ns, last_ns, parent, self_ns, items, kind, intervals]
+        """A new entry, its fields by name (the one place that knows their order): ``timeline``'s stage
+        ``name``, at its next index; with ``timeline`` None, an entry of no timeline yet (index -1)."""
+        index = -1 if timeline is None else timeline.next_index
+        entry = [index, first_ns, last_ns, parent, self_ns, items, kind, intervals]
+        if timeline is not None:
+            timeline.next_index = index + 1
+            timeline.generators[name] = entry
+        return entry
 
 
 def position_names(positions: type) -> tuple[str, ...]:

@@ -48,9 +48,7 @@ RequestOf = Callable[[Any], object]
 
 
 # A call's work, a thread stage's entry, until the middleware gives it an index.
-_UNINDEXED_WORK = GeneratorEntry.new(
-    index=-1, first_ns=0, last_ns=0, parent=-1, self_ns=0, items=0, kind="thread", intervals=[]
-)
+_UNINDEXED_WORK = GeneratorEntry.new(None, PROTOCOL_STAGE, "thread", first_ns=0, last_ns=0, intervals=[])
 
 
 def parsing(function: Callable[[Any, Any], Any], request_of: RequestOf) -> Callable[[Any, Any], Any]:

@@ -8,11 +8,12 @@ from typing import Any, TypeVar, final
 
 from typing_extensions import Unpack
 
-from .._export._split import Split as _Split
-from ..types import Message, Receive, Scope, Send, StageRecord
+from .._export._spans import _stage_spans_python
+from ..types import Message, Receive, Scope, Send
 from ._layouts import Hooks, Span
 from ._timeline import Timeline as _Timeline
 from ._timeline import _TimelineFields
+from ._traffic import SeriesKey
 
 _T = TypeVar("_T")
 
@@ -24,20 +25,10 @@ def encode_record(timeline: _Timeline) -> bytes | None: ...
 def json_has_token(data: bytes) -> bool | None: ...
 def split_windows(steps: list[int], windows: list[int], calls: list[int] = ..., cls: type[_T] = ...) -> list[_T]: ...
 def instances(cls: type[_T], fields: tuple[str, ...], rows: list[tuple[Any, ...]]) -> tuple[_T, ...]: ...
-def stage_spans(
-    stages: tuple[StageRecord, ...],
-    durations: list[int],
-    own: list[int],
-    splits: list[_Split] | None,
-    ids: list[str],
-    trace_id: str,
-    server_id: str,
-    anchor_ns: int,
-    end_ns: int,
-    keys: tuple[str, ...],
-) -> list[Span]: ...
 def encode_spans(spans: list[Span]) -> bytes | None: ...
 def scan_headers(headers: Any) -> int: ...
+
+stage_spans = _stage_spans_python  # the signature of its Python reference
 
 class Timeline(_TimelineFields):
     def __init__(self, start_ns: int, method: str = ..., path: str = ...) -> None: ...
@@ -96,7 +87,7 @@ class Tally:
         ttft_ns: int,
     ) -> None: ...
     def passage(self, method: str, send: Send) -> Passage: ...
-    def series(self) -> list[tuple[tuple[str, str, int, str, bool, bool], tuple[int, ...]]]: ...
+    def series(self) -> list[tuple[SeriesKey, tuple[int, ...]]]: ...
     def clear(self) -> None: ...
 
 @final

@@ -280,19 +280,9 @@ def _charge_gap(batches: _Batches, start: int, cpu: int) -> None:
 
 def loop_entry(timeline: Timeline, first_ns: int) -> list[Any]:
     """The request's new ``event_loop`` stage, its first gap starting at ``first_ns`` (C's hook too)."""
-    entry = GeneratorEntry.new(
-        index=timeline.next_index,
-        first_ns=first_ns,
-        last_ns=first_ns,
-        parent=-1,
-        self_ns=0,
-        items=0,
-        kind="generator",
-        intervals=[],
+    return GeneratorEntry.new(
+        timeline, EVENT_LOOP_STAGE, "generator", first_ns=first_ns, last_ns=first_ns, intervals=[]
     )
-    timeline.next_index += 1
-    timeline.generators[EVENT_LOOP_STAGE] = entry
-    return entry
 
 
 _ACCOUNTINGS: list[StepAccounting] = []

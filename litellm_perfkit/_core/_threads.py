@@ -72,17 +72,10 @@ def _record(timeline: Timeline, name: str, parent: int, start: int, end: int, cp
         if entry is None:
             # Each call keeps its own parent (THREAD_CALL): calls under different
             # stages become one stage each when the record is decoded.
-            timeline.generators[name] = GeneratorEntry.new(
-                index=timeline.next_index,
-                first_ns=start,
-                last_ns=end,
-                parent=-1,
-                self_ns=cpu,
-                items=1,
-                kind="thread",
-                intervals=[start, end, cpu, parent],
+            calls = [start, end, cpu, parent]
+            GeneratorEntry.new(
+                timeline, name, "thread", first_ns=start, last_ns=end, intervals=calls, self_ns=cpu, items=1
             )
-            timeline.next_index += 1
         else:
             entry[GeneratorEntry.FIRST_NS] = min(entry[GeneratorEntry.FIRST_NS], start)
             entry[GeneratorEntry.LAST_NS] = max(entry[GeneratorEntry.LAST_NS], end)

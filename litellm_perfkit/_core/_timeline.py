@@ -95,17 +95,18 @@ class Timeline(_TimelineFields):
             # A sum stage's calls each keep their parent (SUM_CALL): calls under
             # different stages become one stage each when the record is decoded.
             # A call's end is its start and duration as the caller measured them, so its intervals add up to self_ns.
-            self.generators[name] = GeneratorEntry.new(
-                index=self.next_index,
+            calls = [first_ns, first_ns + self_ns, parent] if kind == "sum" else []
+            GeneratorEntry.new(
+                self,
+                name,
+                kind,
                 first_ns=first_ns,
                 last_ns=now,
+                intervals=calls,
                 parent=parent,
                 self_ns=self_ns,
                 items=items,
-                kind=kind,
-                intervals=[first_ns, first_ns + self_ns, parent] if kind == "sum" else [],
             )
-            self.next_index += 1
         else:
             entry[GeneratorEntry.LAST_NS] = now
             entry[GeneratorEntry.SELF_NS] += self_ns

@@ -35,7 +35,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Awaitable
 from time import perf_counter_ns
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 from ..types import Message, Scope, Send
 from ._guard import internal_error
@@ -43,6 +43,7 @@ from ._layouts import BOUNDARIES_NS, TRAFFIC_HEAD_COUNTS
 from ._sse import SseScanner, is_event_stream
 
 if TYPE_CHECKING:
+    from ._speedups import Tally as _CTally
     from ._timeline import Timeline
 
 __all__ = [
@@ -87,26 +88,8 @@ class PassageSend(Protocol):
     def close(self, scope: Scope, error: str | None) -> None: ...
 
 
-class Tally(Protocol):
-    """A process's tally (``_PyTally``, or C's ``Tally``)."""
-
-    requests: int
-    max_series: int
-
-    def add(
-        self,
-        method: str,
-        route: str,
-        status: int,
-        error: str,
-        streaming: bool,
-        recorded: bool,
-        duration_ns: int,
-        ttft_ns: int,
-    ) -> None: ...
-    def passage(self, method: str, send: Send) -> PassageSend: ...
-    def series(self) -> list[tuple[SeriesKey, tuple[int, ...]]]: ...
-    def clear(self) -> None: ...
+Tally: TypeAlias = "_PyTally | _CTally"
+"""A process's tally: ``_PyTally``, or C's ``Tally`` (declared in ``_speedups.pyi``)."""
 
 
 def counts_size() -> int:

@@ -14,6 +14,7 @@ from litellm_perfkit._core import _sink
 from litellm_perfkit._core._backend import Backend
 from litellm_perfkit._core._timeline import OPEN_STAGE, TIMELINE, Timeline
 from tests.support import backends
+from tests.support.asgi import http_scope
 
 
 class Never:
@@ -31,34 +32,23 @@ def cyclic_garbage(coroutine: Any) -> None:
 # Stage.__exit__ of garbage runs inside whichever ContextVar.set started the
 # collection. Without the guard this crashes CPython 3.10 and 3.11 (SIGSEGV,
 # gh-148891) within its first 5 of these 2,000 rounds, on either backend.
-CRASH = """
-import contextvars, gc, time
+CRASH = (
+    backends.SUSPENDED_SETUP
+    + """
 from litellm_perfkit import stage
-from litellm_perfkit._core._backend import ACTIVE
-from litellm_perfkit._core._timeline import TIMELINE
 
-class Never:
-    def __await__(self):
-        yield
-
-async def inside_stage(holder):
+async def inside_stage(timeline):
     with stage("auth"):
         await Never()
 
 gc.set_threshold(50, 1, 1)
-others = [contextvars.ContextVar(f"v{i}") for i in range(40)]
-TIMELINE.set(ACTIVE.timeline(time.perf_counter_ns(), "GET", "/"))
 for n in range(2000):
-    for _ in range(20):
-        holder = []
-        coroutine = inside_stage(holder)
-        coroutine.send(None)
-        holder.append(coroutine)
-        del coroutine, holder
+    suspended_garbage(inside_stage)
     for var in others:
         var.set(n)
 print("survived")
 """
+)
 
 
 def test_sets_that_start_a_collection_of_stage_garbage_do_not_crash(backend: Backend) -> None:
@@ -124,9 +114,8 @@ def test_a_collected_request_leaves_the_current_context_and_the_sink_alone(
     async def app(scope: Any, receive: Any, send: Any) -> None:
         await Never()  # the server abandons the request here
 
-    scope = {"type": "http", "method": "GET", "path": "/", "headers": []}
     try:
-        contextvars.Context().run(cyclic_garbage, backend.middleware(app)(scope, None, None))
+        contextvars.Context().run(cyclic_garbage, backend.middleware(app)(http_scope("GET", "/"), None, None))
         mine = backend.timeline(time.perf_counter_ns(), "GET", "/mine")
         token = TIMELINE.set(mine)
         try:

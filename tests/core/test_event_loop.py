@@ -67,6 +67,16 @@ def _event_loop(record: RequestRecord) -> StageRecord | None:
     return next((stage for stage in record.stages if stage.name == EVENT_LOOP_STAGE), None)
 
 
+def _charged_all_but_the_first(records: Captured, burns: _Burns) -> StageRecord:
+    """The one request's ``event_loop`` stage, charged (within 10%) what every burn but the first burned."""
+    [record] = records
+    stage = _event_loop(record)
+    assert stage is not None, record.stages
+    charged = sum(burns.burned[1:])
+    assert 0.9 * charged <= stage.self_ns <= 1.1 * charged, (stage.self_ns, burns.burned)
+    return stage
+
+
 def test_cpu_burned_by_a_loop_callback_between_a_requests_steps_is_its_event_loop_stage(
     backend: Backend, loop: asyncio.AbstractEventLoop, records: Captured
 ) -> None:
@@ -102,11 +112,7 @@ def test_a_gap_longer_than_a_second_is_an_idle_loop_charged_to_no_one(
         burns()
 
     _serve(backend, loop, [idle_then_burn, burns, burns, burns])
-    [record] = records
-    stage = _event_loop(record)
-    assert stage is not None and stage.items == BURNS - 1
-    charged = sum(burns.burned[1:])
-    assert 0.9 * charged <= stage.self_ns <= 1.1 * charged, (stage.self_ns, burns.burned)
+    assert _charged_all_but_the_first(records, burns).items == BURNS - 1
 
 
 def test_the_parsing_a_stage_names_is_not_charged_again(
@@ -119,11 +125,7 @@ def test_the_parsing_a_stage_names_is_not_charged_again(
         burns(_steps.claim_loop_cpu)
 
     _serve(backend, loop, [parsed, burns, burns, burns])
-    [record] = records
-    stage = _event_loop(record)
-    assert stage is not None
-    charged = sum(burns.burned[1:])
-    assert 0.9 * charged <= stage.self_ns <= 1.1 * charged, (stage.self_ns, burns.burned)
+    _charged_all_but_the_first(records, burns)
 
 
 def test_a_gap_is_charged_to_the_request_whose_step_follows(

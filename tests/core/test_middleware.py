@@ -15,7 +15,7 @@ from litellm_perfkit._core._backend import Backend
 from litellm_perfkit._core._timeline import current_timeline
 from litellm_perfkit._wire._headers import parse_server_timing
 from tests.support import apps
-from tests.support.asgi import http_scope
+from tests.support.asgi import discard, http_scope, keeping, no_body
 from tests.support.capture import capture_records
 from tests.support.servers import uvicorn_server
 
@@ -85,15 +85,7 @@ def test_ttft_mark_is_taken_when_the_token_chunk_is_sent(backend: Backend) -> No
         await send({"type": "http.response.body", "body": apps.DONE, "more_body": False})
 
     async def drive() -> None:
-        scope = {"type": "http", "method": "POST", "path": "/s", "headers": []}
-
-        async def receive() -> dict[str, Any]:
-            return {"type": "http.request", "body": b"", "more_body": False}
-
-        async def send(message: Any) -> None:
-            return None
-
-        await backend.middleware(app)(scope, receive, send)
+        await backend.middleware(app)(http_scope("POST", "/s"), no_body, discard)
 
     with capture_records() as records:
         asyncio.run(drive())
@@ -103,17 +95,9 @@ def test_ttft_mark_is_taken_when_the_token_chunk_is_sent(backend: Backend) -> No
 
 
 def serve_in_process(app: Any, backend: Backend) -> None:
-    scope = {"type": "http", "method": "POST", "path": "/s", "headers": []}
-
-    async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": b"", "more_body": False}
-
-    async def send(message: Any) -> None:
-        return None
-
     async def serve() -> None:
         with contextlib.suppress(RuntimeError):
-            await backend.middleware(app)(scope, receive, send)
+            await backend.middleware(app)(http_scope("POST", "/s"), no_body, discard)
 
     asyncio.run(serve())
 
@@ -292,20 +276,12 @@ def test_a_collector_pause_inside_a_request_is_recorded_and_named_in_server_timi
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
         await send({"type": "http.response.body", "body": b"{}", "more_body": False})
 
-    sent: list[Any] = []
+    sent, keep = keeping()
 
     async def drive() -> None:
         middleware = backend.middleware(app)
         for path in ("/collect", "/quiet"):
-            scope = http_scope("GET", path)
-
-            async def receive() -> dict[str, Any]:
-                return {"type": "http.request", "body": b"", "more_body": False}
-
-            async def send(message: Any) -> None:
-                sent.append(message)
-
-            await middleware(scope, receive, send)
+            await middleware(http_scope("GET", path), no_body, keep)
 
     gc.disable()
     try:
@@ -332,16 +308,8 @@ def _serve_from(
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"ok"})
 
-    sent: list[Any] = []
-    scope = http_scope("GET", "/", headers, (client, 5000))
-
-    async def receive() -> Any:
-        return {"type": "http.request", "body": b""}
-
-    async def send(message: Any) -> None:
-        sent.append(message)
-
-    asyncio.run(backend.middleware(app, **options)(scope, receive, send))
+    sent, send = keeping()
+    asyncio.run(backend.middleware(app, **options)(http_scope("GET", "/", headers, (client, 5000)), no_body, send))
     return dict(sent[0]["headers"]), seen[0]
 
 

@@ -13,7 +13,7 @@ import pytest
 from litellm_perfkit import OVERHEAD_HEADER
 from litellm_perfkit._core._backend import Backend
 from litellm_perfkit._core._middleware import PerfkitMiddleware
-from tests.support.asgi import http_scope
+from tests.support.asgi import http_scope, keeping, no_body
 from tests.support.capture import capture_records
 
 SECRET = (b"x-perfkit-secret", b"s3cret")
@@ -44,16 +44,9 @@ class Served:
 
     def get(self, *headers: tuple[bytes, bytes], client: str = "10.1.2.3") -> dict[bytes, bytes]:
         """One request; the response's headers."""
-        sent: list[Any] = []
+        sent, send = keeping()
         scope = http_scope("GET", "/", [(b"host", b"x"), *headers], (client, 5000))
-
-        async def receive() -> Any:
-            return {"type": "http.request", "body": b""}
-
-        async def send(message: Any) -> None:
-            sent.append(message)
-
-        asyncio.run(self.middleware(scope, receive, send))
+        asyncio.run(self.middleware(scope, no_body, send))
         return dict(sent[0]["headers"])
 
 

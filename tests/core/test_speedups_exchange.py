@@ -273,6 +273,7 @@ import asyncio, sys
 from litellm_perfkit import PerfkitMiddleware
 from litellm_perfkit._core import _sink, current_timeline
 from litellm_perfkit._core._guard import internal_error_counts
+from tests.support.asgi import http_scope, keeping, no_body
 
 field, steps = sys.argv[1], sys.argv[2]
 _sink.set_sink(lambda timeline: None)
@@ -285,17 +286,9 @@ async def app(scope, receive, send):
     await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
     await send({"type": "http.response.body", "body": b'data: {"choices":[{"delta":{"content":"x"}}]}\\n\\n'})
 
-sent = []
-
-async def send(message):
-    sent.append(message)
-
-async def receive():
-    return {"type": "http.request", "body": b"", "more_body": False}
-
-scope = {"type": "http", "method": "GET", "path": "/", "headers": [], "query_string": b""}
+sent, send = keeping()
 middleware = PerfkitMiddleware(app, server_timing="on", overhead_header="on", steps=steps, record_ratio=1.0)
-asyncio.run(middleware(scope, receive, send))
+asyncio.run(middleware(http_scope("GET", "/", query_string=b""), no_body, send))
 print(len(sent), sum(internal_error_counts().values()) > 0)
 """
 

@@ -22,7 +22,7 @@ from litellm_perfkit._core._traffic import (
 )
 from litellm_perfkit.types import Message
 from tests.support import backends
-from tests.support.asgi import http_scope
+from tests.support.asgi import http_scope, keeping, no_body
 from tests.support.clock import FakeClock, installed
 
 ROLE = b'data: {"choices":[{"index":0,"delta":{"role":"assistant"}}]}\n\n'
@@ -130,17 +130,10 @@ def make_app(clock: FakeClock, kind: str) -> Any:
 
 
 async def serve(middleware: Any, method: str = "POST") -> list[Message]:
-    sent: list[Message] = []
-
-    async def receive() -> Message:
-        return {"type": "http.request", "body": b"", "more_body": False}
-
-    async def send(message: Message) -> None:
-        sent.append(message)
-
+    sent, send = keeping()
     scope = http_scope(method, "/v1/chat/completions?raw", client=("10.0.0.1", 5), server=("127.0.0.1", 80))
     try:
-        await middleware(scope, receive, send)
+        await middleware(scope, no_body, send)
     except KeyError:
         pass
     return sent
@@ -229,18 +222,10 @@ def test_a_tally_that_fails_leaves_the_request_served_and_the_error_counted(back
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"ok"})
 
-    async def receive() -> Message:
-        return {"type": "http.request", "body": b"", "more_body": False}
-
-    sent: list[Message] = []
-
-    async def send(message: Message) -> None:
-        sent.append(message)
-
+    sent, send = keeping()
     middleware = backend.middleware(app, record_ratio=0.0)
     middleware._tally = Broken()  # type: ignore[assignment]
     before = internal_error_counts().get("middleware.tally", 0)
-    scope = http_scope("GET", "/", client=("10.0.0.1", 1))
-    asyncio.run(middleware(scope, receive, send))
+    asyncio.run(middleware(http_scope("GET", "/", client=("10.0.0.1", 1)), no_body, send))
     assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"] and sent[1]["body"] == b"ok"
     assert internal_error_counts().get("middleware.tally", 0) == before + 1

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from litellm_perfkit._bench._launch import free_port
 from litellm_perfkit._core._traffic import _PyTally
@@ -15,6 +14,7 @@ from litellm_perfkit._export._metrics import MetricStore
 from litellm_perfkit._export._prometheus import SnapshotWriter, render, serve_prometheus
 from litellm_perfkit._export._traffic import Traffic, keep
 from litellm_perfkit.types import RequestRecord, StageRecord
+from tests.support.prometheus import metric_families
 
 
 def store(requests: int, auth_ms: float) -> MetricStore:
@@ -44,7 +44,7 @@ def test_two_workers_snapshots_are_summed(tmp_path: Path) -> None:
         writer.path = tmp_path / f"{pid}.json"
         writer.write(store(requests, ms))
     (tmp_path / ".half-written.tmp").write_text("{")  # a write in progress is not read
-    families = {f.name: f for f in text_string_to_metric_families(render(str(tmp_path)))}
+    families = metric_families(render(str(tmp_path)))
     stage = families["perfkit_stage_duration_seconds"]
     samples = {(s.name, s.labels.get("le")): s.value for s in stage.samples if s.labels.get("stage") == "auth"}
     assert samples[("perfkit_stage_duration_seconds_count", None)] == 8
@@ -98,5 +98,5 @@ def test_a_snapshot_is_written_at_most_once_an_interval_and_a_held_back_one_come
     now[0] += 0.1
     writer.write(store(4, 1.0), force=True)  # a flush writes at once
     assert writer.due_in() is None
-    requests = {s.name: s.value for f in text_string_to_metric_families(render(str(tmp_path))) for s in f.samples}
+    requests = {s.name: s.value for f in metric_families(render(str(tmp_path))).values() for s in f.samples}
     assert requests["perfkit_request_duration_seconds_count"] == 4

@@ -17,6 +17,7 @@ from litellm_perfkit._bench import CONFIG_TEMPLATE
 from litellm_perfkit._bench._launch import free_port
 from tests.support.litellm_env import with_packages
 from tests.support.mock_server import mock_process
+from tests.support.prometheus import metric_families, metrics_url, serving_metrics
 from tests.support.proxy import litellm_proxy
 
 pytestmark = [pytest.mark.integration, pytest.mark.litellm]
@@ -25,16 +26,12 @@ pytestmark = [pytest.mark.integration, pytest.mark.litellm]
 def auth_count(text: str) -> float:
     """The auth stage's _count, summed over its series."""
     total = 0.0
-    for family in text_string_to_metric_families(text):
+    for family in text_string_to_metric_families(text):  # every family of the name, LiteLLM's pages too
         if family.name == "perfkit_stage_duration_seconds":
             total += sum(
                 s.value for s in family.samples if s.name.endswith("_count") and s.labels.get("stage") == "auth"
             )
     return total
-
-
-def families_of(page: str) -> dict[str, Any]:
-    return {family.name: family for family in text_string_to_metric_families(page)}
 
 
 def requests_by(families: dict[str, Any], label: str, route: str = "") -> dict[str, float]:
@@ -77,16 +74,16 @@ def scraped(page: str, enough: Callable[[str], bool], **get: Any) -> str:
 
 def test_the_auth_stage_count_over_both_workers_is_the_request_count(tmp_path: Path, upstream: str) -> None:
     port, requests = free_port(), 40
-    args = ("--exporter", "none", "--prometheus-port", str(port))
+    args = serving_metrics(port)
     with litellm_proxy("1.103.0", upstream, tmp_path, workers=2, perfkit_args=args) as url:
         chat_each_on_its_own_connection(url, requests)
-        text = scraped(f"http://127.0.0.1:{port}/metrics", lambda page: auth_count(page) >= requests)
+        text = scraped(metrics_url(port), lambda page: auth_count(page) >= requests)
         missing = httpx.get(f"http://127.0.0.1:{port}/other", timeout=5)
         # perfkit run made a fresh snapshot directory (PERFKIT_PROMETHEUS_DIR); the newest is this proxy's.
         directory = max(Path(tempfile.gettempdir()).glob("perfkit-prometheus-*"), key=lambda p: p.stat().st_mtime)
         writers = sorted(p.name for p in directory.glob("*.json"))
     assert auth_count(text) == requests, text[:3000]
-    families = families_of(text)
+    families = metric_families(text)
     assert families["perfkit_stage_duration_seconds"].type == "histogram"
     overhead = families["perfkit_request_overhead_seconds"]
     assert sum(s.value for s in overhead.samples if s.name.endswith("_count")) == requests
@@ -103,17 +100,17 @@ def test_by_default_a_busy_worker_records_ten_requests_a_second_and_counts_the_r
     port, requests = free_port(), 120
 
     def counted(page: str) -> dict[str, float]:
-        return requests_by(families_of(page), "perfkit_recorded", "/chat/completions")  # not the readiness checks
+        return requests_by(metric_families(page), "perfkit_recorded", "/chat/completions")  # not the readiness checks
 
-    args = ("--exporter", "none", "--prometheus-port", str(port))
+    args = serving_metrics(port)
     with litellm_proxy("1.103.0", upstream, tmp_path, perfkit_args=args) as url:
         with openai.OpenAI(base_url=f"{url}/v1", api_key="sk-1234", max_retries=0) as client:
             started = time.monotonic()
             for _ in range(requests):
                 chat(client)
             elapsed = time.monotonic() - started
-        text = scraped(f"http://127.0.0.1:{port}/metrics", lambda page: sum(counted(page).values()) >= requests)
-    families = families_of(text)
+        text = scraped(metrics_url(port), lambda page: sum(counted(page).values()) >= requests)
+    families = metric_families(text)
     recorded, unrecorded = counted(text).get("true", 0), counted(text).get("false", 0)
     overhead = sum(s.value for s in families["perfkit_request_overhead_seconds"].samples if s.name.endswith("_count"))
     assert recorded + unrecorded == requests
@@ -146,6 +143,6 @@ def test_perfkits_families_in_litellms_own_metrics(tmp_path: Path, upstream: str
             headers={"authorization": "Bearer sk-1234"},
             follow_redirects=True,
         )
-    families = {family.name for family in text_string_to_metric_families(text)}
-    assert auth_count(text) == requests, sorted(families)
-    assert any(name.startswith("litellm_") for name in families), sorted(families)  # LiteLLM's own are still there
+    names = set(metric_families(text))
+    assert auth_count(text) == requests, sorted(names)
+    assert any(name.startswith("litellm_") for name in names), sorted(names)  # LiteLLM's own are still there

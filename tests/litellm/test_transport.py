@@ -10,15 +10,10 @@ from tests.support import backends
 # its ``finally`` inside whichever ContextVar.set started the collection: a
 # ContextVar reset there crashes CPython 3.10 and 3.11 (SIGSEGV, gh-148891;
 # see _core/_collector.py). _llm_call did so within its first rounds.
-CRASH = """
-import asyncio, contextvars, gc, sys, time
-from litellm_perfkit._core._backend import ACTIVE
-from litellm_perfkit._core._timeline import TIMELINE
+CRASH = (
+    backends.SUSPENDED_SETUP
+    + """
 from litellm_perfkit._litellm import _transport
-
-class Never:
-    def __await__(self):
-        yield
 
 async def send(*args, **kwargs):
     await Never()
@@ -30,23 +25,15 @@ waits = {
     "outbound": lambda timeline: outbound(),
 }
 make = waits[sys.argv[1]]
-others = [contextvars.ContextVar(f"v{i}") for i in range(40)]
-timeline = ACTIVE.timeline(time.perf_counter_ns(), "GET", "/")
-TIMELINE.set(timeline)
 for n in range(3000):
     if n % 500 == 0:  # where a collection starts decides whether it crashes: several thresholds
         gc.set_threshold((7, 50, 101, 13, 77, 29)[n // 500], 1, 1)
-    for _ in range(20):
-        holder = []
-        coroutine = make(timeline)
-        coroutine.send(None)
-        holder.append(coroutine)
-        holder.append(holder)
-        del coroutine, holder
+    suspended_garbage(make)
     for var in others:
         var.set(n)
 print("survived")
 """
+)
 
 
 @pytest.mark.parametrize("wait", ["llm_call", "timed_wait", "outbound"])

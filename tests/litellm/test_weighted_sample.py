@@ -46,12 +46,12 @@ from typing import Any
 import httpx
 import orjson
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from litellm_perfkit._bench._launch import free_port
 from litellm_perfkit._core._layouts import BOUNDARIES_NS
 from litellm_perfkit._core._sampling import weighted_quantile
 from tests.support.mock_server import mock_process
+from tests.support.prometheus import scrape, serving_metrics
 from tests.support.proxy import litellm_proxy
 from tests.support.servers import prometheus_process
 
@@ -125,7 +125,7 @@ def lines_of(path: Path) -> list[dict[str, Any]]:
 def proxy(upstream: str, workdir: Path, spans: Path, record_rate: str, port: int) -> Iterator[str]:
     workdir.mkdir()
     (workdir / "custom_handler.py").write_text(REPORTER)
-    args = ("--record-rate", record_rate, "--exporter", "jsonl", "--out", str(spans), "--prometheus-port", str(port))
+    args = ("--record-rate", record_rate, *serving_metrics(port, "--exporter", "jsonl", "--out", str(spans)))
     with litellm_proxy("1.103.0", upstream, workdir, workers=WORKERS, perfkit_args=args, config=CONFIG) as url:
         yield url
 
@@ -136,18 +136,13 @@ def wait_for_spans(port: int, spans: Path) -> None:
     while True:
         recorded = sum(
             s.value
-            for s in families_of(port)["perfkit_requests"].samples
+            for s in scrape(port)["perfkit_requests"].samples
             if s.labels.get("perfkit_recorded") == "true" and s.name.endswith("_total")
         )
         exported = sum(1 for line in spans.read_bytes().splitlines() if b'"kind":2' in line)
         if exported >= recorded or time.monotonic() > deadline:
             return
         time.sleep(0.5)
-
-
-def families_of(port: int) -> dict[str, Any]:
-    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
-    return {family.name: family for family in text_string_to_metric_families(text)}
 
 
 def chat_samples(families: dict[str, Any], family: str, suffix: str) -> list[Any]:
@@ -275,9 +270,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
         for load in warm:  # LiteLLM's first requests in each worker are slow
             assert load.wait(timeout=120) == 0, load.communicate()[1][-2000:]
         deadline = time.monotonic() + 30
-        while sum(by_status(before := families_of(port)).values()) < 20 and time.monotonic() < deadline:
+        while sum(by_status(before := scrape(port)).values()) < 20 and time.monotonic() < deadline:
             time.sleep(0.5)
-        while sum(by_status(all_before := families_of(all_port)).values()) < 20 and time.monotonic() < deadline:
+        while sum(by_status(all_before := scrape(all_port)).values()) < 20 and time.monotonic() < deadline:
             time.sleep(0.5)
         # The main run: all kinds of request at once, the same to each proxy.
         started_ns = time.time_ns()
@@ -324,10 +319,10 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
         )
         deadline = time.monotonic() + 30
         for p, expected in ((port, sent), (all_port, all_sent)):
-            while sum(by_status(families_of(p)).values()) < sum(expected.values()) and time.monotonic() < deadline:
+            while sum(by_status(scrape(p)).values()) < sum(expected.values()) and time.monotonic() < deadline:
                 time.sleep(0.5)
         time.sleep(1.5)  # every worker's last snapshot
-        families, all_families = families_of(port), families_of(all_port)
+        families, all_families = scrape(port), scrape(all_port)
         wait_for_spans(port, spans)
         wait_for_spans(all_port, all_spans)
     print(f"sent {sent}; auth's weighted count {auth_count(families)}; PromQL {promql_rate:.2f}/s, {promql}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 
@@ -21,6 +22,21 @@ async def one_body(body: bytes = b"{}") -> dict[str, Any]:
     return {"type": "http.request", "body": body, "more_body": False}
 
 
+async def no_body() -> dict[str, Any]:
+    """A ``receive`` whose request has no body."""
+    return {"type": "http.request", "body": b"", "more_body": False}
+
+
 async def discard(message: dict[str, Any]) -> None:
     """A ``send`` that keeps nothing."""
     return None
+
+
+def keeping() -> tuple[list[dict[str, Any]], Callable[[dict[str, Any]], Awaitable[None]]]:
+    """A ``send`` that keeps every message, and the list it keeps them in."""
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    return sent, send

@@ -69,3 +69,36 @@ def assert_survives(script: str, name: BackendName, *args: str) -> None:
         check=False,
     )
     assert result.returncode == 0 and result.stdout.strip() == "survived", (result.returncode, result.stderr[-2000:])
+
+
+SUSPENDED_SETUP = """
+import contextvars, gc, sys, time
+from litellm_perfkit._core._backend import ACTIVE
+from litellm_perfkit._core._timeline import TIMELINE
+
+class Never:
+    def __await__(self):
+        yield
+
+def suspended_garbage(make):
+    for _ in range(20):
+        holder = []
+        coroutine = make(timeline)
+        coroutine.send(None)
+        holder.append(coroutine)
+        holder.append(holder)
+        del coroutine, holder
+
+others = [contextvars.ContextVar(f"v{i}") for i in range(40)]
+timeline = ACTIVE.timeline(time.perf_counter_ns(), "GET", "/")
+TIMELINE.set(timeline)
+"""
+"""The start of a script whose rounds leave coroutines suspended in the running request and
+collected as garbage (gh-148891): ``suspended_garbage(make)`` starts twenty ``make(timeline)``
+(each suspends at ``Never()``) and leaves each in a reference cycle. Each round, with ``n``
+its number::
+
+    suspended_garbage(make)
+    for var in others:
+        var.set(n)  # a collection can start inside any of these sets
+"""
