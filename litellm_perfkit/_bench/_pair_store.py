@@ -16,9 +16,8 @@ from ._pairs import PairReading, Sides
 __all__ = ["PairStore", "STORE_NAME", "pair_settings"]
 
 STORE_NAME = "pairs.jsonl"
-PAIR_BURSTS = "together-alternating"
-"""How a pair's bursts reach its proxies (``_together``, the order alternating by round): pairs measured
-otherwise (taking turns, or sent in one order every round) are not reused."""
+PAIR_BURSTS = "together"
+"""How a pair's bursts reach its proxies (``_together``): pairs measured otherwise (taking turns) are not reused."""
 
 
 def pair_settings(options: BenchOptions, package: str, pip_args: list[str]) -> dict[str, Any]:

@@ -7,10 +7,6 @@ neighbour the other's missed. Sent together, to proxies pinned to one CPU, the
 two sides' requests interleave at the scheduler's pace, so each side pays
 for the same neighbours: the ratio of their CPU per request keeps little of
 the machine's noise.
-
-Which side's users start first in a round moved a pair's ratio by a few percent
-(the side started first read cheaper), so the order alternates from round to
-round (AB, BA, ...): the effect cancels within each pair instead of across pairs.
 """
 
 from __future__ import annotations
@@ -34,7 +30,7 @@ def send_together(
     targets: Sequence[Target], requests: int, concurrency: int, rounds: int, settle_s: float, prompt_repeats: int
 ) -> Turns:
     """``rounds`` bursts of exactly ``requests`` non-streaming requests to every target at once,
-    ``concurrency`` users each, the targets' order reversed every other round; each target's CPU (its process tree, export agents apart) read
+    ``concurrency`` users each; each target's CPU (its process tree, export agents apart) read
     around every round and around them all plus ``settle_s``. Raises RuntimeError if a request failed."""
     pids = {t.name: t.pid for t in targets}
     if any(pid is None for pid in pids.values()):
@@ -47,15 +43,12 @@ def send_together(
         Workload(url=t.url, models=((MODEL, 1.0),), stream=False, prompt_repeats=prompt_repeats, traceparent="off")
         for t in targets
     ]
-    for round_index in range(rounds):
+    for _ in range(rounds):
         start = {name: tree_cpu(pid).own_s for name, pid in pids.items() if pid}
         results: list[PhaseResult] = []
-        order = range(len(targets)) if round_index % 2 == 0 else range(len(targets) - 1, -1, -1)
 
         async def main() -> None:
-            started = {i: run_phase(workloads[i], plan) for i in order}  # noqa: B023
-            done = dict(zip(started, await asyncio.gather(*started.values()), strict=True))
-            results.extend(done[i] for i in range(len(targets)))  # noqa: B023
+            results.extend(await asyncio.gather(*(run_phase(w, plan) for w in workloads)))  # noqa: B023
 
         stopped_by = run_until_stopped(main())
         if stopped_by is not None:

@@ -3,14 +3,10 @@ the CPU of each charged to it, a failed request raised."""
 
 from __future__ import annotations
 
-from collections import Counter
-from types import SimpleNamespace
-
 import pytest
 
-from litellm_perfkit._bench import _together
 from litellm_perfkit._bench._bursts import Target
-from litellm_perfkit._bench._launch import Children, TreeCpu, start_mock
+from litellm_perfkit._bench._launch import Children, start_mock
 from litellm_perfkit._bench._together import send_together
 
 
@@ -51,20 +47,3 @@ def test_a_failed_request_is_raised() -> None:
 def test_every_side_needs_a_process_to_charge() -> None:
     with pytest.raises(ValueError, match="needs a process"):
         send_together([Target("a", "http://127.0.0.1:1", None)], 1, 1, 1, 0, 1)
-
-
-def test_the_side_whose_users_start_first_alternates_by_round(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The side started first reads cheaper: alternating cancels that within a pair."""
-    started: list[str] = []
-
-    async def fake_phase(workload: object, plan: object) -> SimpleNamespace:
-        started.append(workload.url)  # type: ignore[attr-defined]
-        recorder = SimpleNamespace(errors=Counter(), requests=4)
-        return SimpleNamespace(recorder=recorder, duration_s=0.1)
-
-    monkeypatch.setattr(_together, "run_phase", fake_phase)
-    monkeypatch.setattr(_together, "tree_cpu", lambda pid: TreeCpu(float(pid), 0.0))
-    turns = send_together([Target("a", "http://a", 1), Target("b", "http://b", 2)], 4, 2, 4, 0, 1)
-    assert started == ["http://a", "http://b", "http://b", "http://a"] * 2
-    # Each round's results still land on their own side, whatever the order they started in.
-    assert turns.totals["a"].requests == turns.totals["b"].requests == 16
