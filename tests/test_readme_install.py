@@ -24,14 +24,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import httpx
 import orjson
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from litellm_perfkit._bench._launch import free_port
 from litellm_perfkit._bench._venvs import CACHE
-from tests.support.prometheus import metrics_url, serving_metrics
+from tests.support.prometheus import scrape, serving_metrics
 from tests.support.receiver import Received, metrics_of, otlp_grpc_receiver, otlp_receiver
 from tests.support.servers import Jaeger
 
@@ -184,13 +182,13 @@ def test_prometheus_scrape(venv_bin: Path) -> None:
     try:
         assert process.stdout is not None
         assert process.stdout.readline().strip() == "flushed", process.stderr.read() if process.stderr else ""
-        text = httpx.get(metrics_url(prometheus_port), timeout=10).text
+        families = scrape(prometheus_port, timeout=10)
     finally:
         process.communicate(input="", timeout=60)
     assert process.returncode == 0
     samples = {
         (s.name, s.labels.get("stage", "")): s.value
-        for family in text_string_to_metric_families(text)
+        for family in families.values()
         for s in family.samples
         if s.name.endswith("_count")
     }
