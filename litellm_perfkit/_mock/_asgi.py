@@ -79,8 +79,8 @@ class MockApp:
             return
         await send(start(None, 0.0))
         for seq, offset in enumerate(plan.offsets_s):
+            await sleep_until(offset)  # a cut comes when its event was due, as in the standalone server
             if plan.action == "disconnect" and seq >= plan.disconnect_after:
                 raise ConnectionAbortedError("perfkit mock: injected mid-stream disconnect")
-            await sleep_until(offset)
             await send({"type": "http.response.body", "body": plan.render(seq), "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
