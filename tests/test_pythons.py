@@ -29,6 +29,8 @@ import pytest
 
 from litellm_perfkit._bench._venvs import CACHE
 
+pytestmark = pytest.mark.quiet
+
 ROOT = Path(__file__).resolve().parents[1]
 VERSIONS = ("3.10", "3.11", "3.12", "3.13")
 OTHERS = [v for v in VERSIONS if v != f"{sys.version_info.major}.{sys.version_info.minor}"]

@@ -74,9 +74,10 @@ def installed(python: Path) -> tuple[Path | None, bool]:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """Held while a venv is built or completed: a bench starts its proxies in threads, and tests and
-    benches may share the cache, so two pips must never install into one venv at once."""
+def cache_lock(path: Path) -> Iterator[None]:
+    """Held while something is built into the cache or completed there: a bench starts its proxies
+    in threads, and tests (two at a time) and benches share the cache, so two builds must never
+    write one venv, npm tree or binary at once."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -98,7 +99,7 @@ def litellm_python(version: str, say: Say | None = None, children: Children | No
     tag = f"py{sys.version_info.major}.{sys.version_info.minor}"
     venv = CACHE / "venvs" / f"litellm-{version}-{tag}"
     python = venv / "bin" / "python"
-    with _locked(venv.parent / f"{venv.name}.lock"):
+    with cache_lock(venv.parent / f"{venv.name}.lock"):
         if children.closed:  # stopped while another start held the lock: not a word of installing
             raise ChildrenClosed(f"litellm {version}: not installed, its bench is stopping")
         marker = venv / ".complete"

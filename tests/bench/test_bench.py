@@ -18,6 +18,8 @@ from tests.support.delay_gateway import DELAYS_MS
 from tests.support.descendants import started_processes
 from tests.support.documents import validate
 
+pytestmark = pytest.mark.quiet
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

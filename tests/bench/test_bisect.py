@@ -24,6 +24,8 @@ from tests.support.bisect_pairs import side_reading
 from tests.support.documents import validate
 from tests.support.fake_releases import release_wheels
 
+pytestmark = pytest.mark.quiet
+
 VERSIONS = [f"1.0.{n}" for n in range(16)]
 
 

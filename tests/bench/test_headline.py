@@ -22,6 +22,8 @@ from litellm_perfkit.types import LoadResult
 from tests.bench.test_bench import quick
 from tests.support.documents import validate
 
+pytestmark = pytest.mark.quiet
+
 QUIET = BenchOptions(prompt_repeats=1, progress="off", log=io.StringIO())
 
 

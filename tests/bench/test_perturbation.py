@@ -16,6 +16,8 @@ from litellm_perfkit._bench._perturbation import ratio, render_perturbation, run
 from tests.support.documents import validate
 from tests.support.litellm_env import VERSIONS
 
+pytestmark = pytest.mark.quiet
+
 
 def test_ratio_is_the_geometric_mean_of_the_pairs_with_an_interval() -> None:
     pairs = [(100.0, 110.0), (90.0, 99.0), (120.0, 132.0), (80.0, 88.0)]  # every pair 1.1

@@ -17,6 +17,8 @@ from litellm_perfkit._bench._pairs import PairReading, SideReading, measure_pair
 from tests.support.documents import DOCS
 from tests.support.fake_releases import release_wheels
 
+pytestmark = pytest.mark.quiet
+
 
 def _side(cpu: float) -> SideReading:
     return {"cpu_ms": cpu, "rps": 1000 / cpu, "requests": 400, "served": 480, "stages": {}, "fast_paths": {}}

@@ -176,6 +176,7 @@ def _sleeper(backend: Backend, spent: list[tuple[int, int]]) -> Any:
     return backend.middleware(app)
 
 
+@pytest.mark.quiet
 @pytest.mark.integration
 def test_ground_truth_the_total_is_what_the_client_waited_and_the_apps_time_after_reads_what_it_spent(
     backend: Backend,

@@ -22,7 +22,7 @@ from litellm_perfkit._load import LoadPlan, Workload, run_load
 from tests.support import apps
 from tests.support.servers import uvicorn_server
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.quiet]
 
 SECRET = "s3cret-under-load"
 RECORD_RATE = 5.0

@@ -25,7 +25,7 @@ from litellm_perfkit._wire._environment_variables import PERFKIT_STEPS
 from litellm_perfkit._wire._names import Attr
 from tests.support.cpu_gateway import COSTS_MS
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.quiet]
 
 ROOT = Path(__file__).resolve().parents[2]
 LOADS = {1: 40, 32: 320}  # users: requests measured (after as many warming up)

@@ -21,7 +21,7 @@ from tests.support.mock_server import mock_process
 from tests.support.proxy import litellm_proxy
 from tests.support.receiver import otlp_receiver, spans_of
 
-pytestmark = [pytest.mark.integration, pytest.mark.litellm]
+pytestmark = [pytest.mark.integration, pytest.mark.litellm, pytest.mark.quiet]
 
 RUN = time.time_ns() & 0xFFFFFFFF
 LOADS = {1: 60, 32: 600}  # users: requests measured (after as many warming up)

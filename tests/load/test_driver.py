@@ -45,6 +45,7 @@ def test_streamed_counts_are_exact_and_no_timing_is_below_the_mocks() -> None:
     assert s["output_tokens"] == {"total": 120 * 12, "per_s": s["output_tokens"]["per_s"], "source": "usage"}
 
 
+@pytest.mark.quiet
 @pytest.mark.integration
 def test_ttft_itl_and_chunks_match_the_mock_within_a_millisecond() -> None:
     """Medians of 3 runs of 120 requests."""

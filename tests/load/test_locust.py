@@ -16,7 +16,7 @@ from tests.support.documents import validate
 from tests.support.mock_server import mock_process
 from tests.support.proxy import litellm_proxy
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.quiet]
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCUST = Path(sys.executable).parent / "locust"

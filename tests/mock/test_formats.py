@@ -119,6 +119,7 @@ def test_anthropic_and_responses_streams_send_no_event_before_its_time() -> None
         assert all(at >= 60 + 10 * k - 1 for k, at in enumerate(times)), times
 
 
+@pytest.mark.quiet
 @pytest.mark.integration
 def test_anthropic_and_responses_streams_keep_the_configured_timing() -> None:
     """The first content event comes ttft after the mock received the request, the next ones itl

@@ -108,6 +108,7 @@ def test_no_chunk_is_sent_before_its_configured_time() -> None:
         assert seen >= offsets[0] - 1, (seen, offsets)
 
 
+@pytest.mark.quiet
 @pytest.mark.integration
 def test_configured_ttft_and_itl_are_reproduced_within_a_millisecond() -> None:
     """By the mock's own stamps (send time minus receive time), and as a light client sees it:

@@ -16,6 +16,7 @@ import httpx
 import uvicorn
 
 from litellm_perfkit._bench._launch import free_port
+from litellm_perfkit._bench._venvs import cache_lock
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("PERFKIT_CACHE_DIR", Path.home() / ".cache" / "litellm_perfkit"))
@@ -69,9 +70,10 @@ def jaeger_binary() -> Path:
     """The cached Jaeger build; builds it (about 5 minutes) when missing. Fails loudly."""
     version = os.environ.get("JAEGER_VERSION", "v1.76.0")
     binary = CACHE / f"jaeger-{version}" / "jaeger"
-    if binary.exists():
-        return binary
-    result = subprocess.run(["bash", str(REPO / ".ci" / "build_jaeger.sh")], capture_output=True, text=True)
+    with cache_lock(binary.parent.with_suffix(".lock")):  # the README's tests run two at a time
+        if binary.exists():
+            return binary
+        result = subprocess.run(["bash", str(REPO / ".ci" / "build_jaeger.sh")], capture_output=True, text=True)
     if result.returncode != 0 or not binary.exists():
         raise RuntimeError(f"could not build Jaeger (needs Go and the Go module proxy):\n{result.stderr[-3000:]}")
     return binary

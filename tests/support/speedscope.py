@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from litellm_perfkit._bench._venvs import CACHE
+from litellm_perfkit._bench._venvs import CACHE, cache_lock
 
 SPEEDSCOPE_VERSION = "1.25.0"
 MEMBER = "package/dist/release/file-format-schema.json"
@@ -20,21 +20,22 @@ MEMBER = "package/dist/release/file-format-schema.json"
 def speedscope_schema() -> dict[str, Any]:
     """The schema shipped in speedscope@1.25.0; fetched once with npm. Fails loudly without npm."""
     cached = CACHE / f"speedscope-{SPEEDSCOPE_VERSION}" / "file-format-schema.json"
-    if not cached.exists():
-        npm = shutil.which("npm")
-        assert npm, "npm is needed once to fetch speedscope's schema (npm pack speedscope); install Node.js"
-        with tempfile.TemporaryDirectory() as tmp:
-            subprocess.run(
-                [npm, "pack", f"speedscope@{SPEEDSCOPE_VERSION}", "--pack-destination", tmp],
-                check=True,
-                capture_output=True,
-                timeout=300,
-            )
-            with tarfile.open(next(Path(tmp).glob("speedscope-*.tgz"))) as archive:
-                source = archive.extractfile(MEMBER)
-                assert source is not None, f"{MEMBER} is missing from the speedscope package"
-                cached.parent.mkdir(parents=True, exist_ok=True)
-                cached.write_bytes(source.read())
+    with cache_lock(cached.parent.with_suffix(".lock")):  # the README's tests run two at a time
+        if not cached.exists():
+            npm = shutil.which("npm")
+            assert npm, "npm is needed once to fetch speedscope's schema (npm pack speedscope); install Node.js"
+            with tempfile.TemporaryDirectory() as tmp:
+                subprocess.run(
+                    [npm, "pack", f"speedscope@{SPEEDSCOPE_VERSION}", "--pack-destination", tmp],
+                    check=True,
+                    capture_output=True,
+                    timeout=300,
+                )
+                with tarfile.open(next(Path(tmp).glob("speedscope-*.tgz"))) as archive:
+                    source = archive.extractfile(MEMBER)
+                    assert source is not None, f"{MEMBER} is missing from the speedscope package"
+                    cached.parent.mkdir(parents=True, exist_ok=True)
+                    cached.write_bytes(source.read())
     return json.loads(cached.read_text())  # type: ignore[no-any-return]
 
 

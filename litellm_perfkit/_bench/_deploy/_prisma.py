@@ -37,7 +37,7 @@ from ..._wire._environment_variables import (
     PRISMA_VERSION,
 )
 from .._heartbeat import Say, waiting
-from .._venvs import CACHE
+from .._venvs import CACHE, cache_lock
 from ._postgres import DeployError
 
 __all__ = ["ENGINE_COMMIT", "ENGINE_NOTE", "PRISMA_CLIENT", "PrismaClient", "prisma_client"]
@@ -84,17 +84,18 @@ def engine_dir(say: Say | None = None) -> Path:
         raise DeployError("the postgres deployment needs Node.js 18 or newer (node, npm): apt-get install nodejs npm")
     lock = hashlib.sha256(b"".join((HERE / name).read_bytes() for name in NPM_FILES)).hexdigest()[:12]
     home = CACHE / f"prisma-engine-{ENGINE_VERSION}-{lock}"
-    if not (home / ".complete").exists():
-        home.mkdir(parents=True, exist_ok=True)
-        for name in NPM_FILES:
-            shutil.copyfile(HERE / name, home / name)
-        with waiting(say, f"installing Prisma's wasm query engine from npm into {home} (once)"):
-            # --ignore-scripts: the Prisma CLI's install scripts would fetch native engines.
-            _run([npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund"], "npm ci", cwd=home)
-        (home / ".complete").write_text(lock)
-    modules = home / "node_modules"
-    _write_program(home / "query-engine", f'#!/bin/sh\nexec "{node}" "{ADAPTER}" --node-modules "{modules}" "$@"\n')
-    _write_program(home / "schema-engine", f"#!/bin/sh\necho schema-engine-cli {ENGINE_COMMIT}\n")
+    with cache_lock(home.parent / f"{home.name}.lock"):
+        if not (home / ".complete").exists():
+            home.mkdir(parents=True, exist_ok=True)
+            for name in NPM_FILES:
+                shutil.copyfile(HERE / name, home / name)
+            with waiting(say, f"installing Prisma's wasm query engine from npm into {home} (once)"):
+                # --ignore-scripts: the Prisma CLI's install scripts would fetch native engines.
+                _run([npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund"], "npm ci", cwd=home)
+            (home / ".complete").write_text(lock)
+        modules = home / "node_modules"
+        _write_program(home / "query-engine", f'#!/bin/sh\nexec "{node}" "{ADAPTER}" --node-modules "{modules}" "$@"\n')
+        _write_program(home / "schema-engine", f"#!/bin/sh\necho schema-engine-cli {ENGINE_COMMIT}\n")
     return home
 
 
@@ -170,20 +171,21 @@ def prisma_client(python: Path, say: Say | None = None) -> PrismaClient:
         PRISMA_HIDE_UPDATE_MESSAGE: "1",
         "PYTHONPATH": str(target),
     }
-    if not (target / ".complete").exists():
-        shutil.rmtree(target, ignore_errors=True)
-        with waiting(say, f"installing prisma-client-py {PRISMA_CLIENT} into {target} and generating it (once)"):
-            _run(
-                [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps"]
-                + ["--target", str(target), f"prisma=={PRISMA_CLIENT}", *_missing_requirements(python)],
-                "pip install prisma",
-            )
-            # The Prisma CLI runs the generator as the `prisma-client-py` command.
-            path = os.pathsep.join((str(target / "bin"), str(python.parent), os.environ.get("PATH", "")))
-            generate = {**os.environ, **env, "PATH": path}
-            command = [str(python), "-m", "prisma", "generate", "--schema", str(schema)]
-            _run(command, "prisma generate", env=generate, cwd=target)
-        (target / ".complete").write_text(tag)
+    with cache_lock(target.parent / f"{target.name}.lock"):
+        if not (target / ".complete").exists():
+            shutil.rmtree(target, ignore_errors=True)
+            with waiting(say, f"installing prisma-client-py {PRISMA_CLIENT} into {target} and generating it (once)"):
+                _run(
+                    [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps"]
+                    + ["--target", str(target), f"prisma=={PRISMA_CLIENT}", *_missing_requirements(python)],
+                    "pip install prisma",
+                )
+                # The Prisma CLI runs the generator as the `prisma-client-py` command.
+                path = os.pathsep.join((str(target / "bin"), str(python.parent), os.environ.get("PATH", "")))
+                generate = {**os.environ, **env, "PATH": path}
+                command = [str(python), "-m", "prisma", "generate", "--schema", str(schema)]
+                _run(command, "prisma generate", env=generate, cwd=target)
+            (target / ".complete").write_text(tag)
     return PrismaClient(env, migrations)
 
 
