@@ -14,6 +14,7 @@ the later stages are reached sooner.
 
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 
@@ -24,7 +25,8 @@ from tests.support.stop_probe import Moment, Phases, bench_command, bench_stages
 
 pytestmark = [pytest.mark.integration, pytest.mark.litellm]
 
-SEED = random.randrange(1 << 30)
+# One seed for every pytest-xdist worker of a run (each collects the tests, and their ids must agree).
+SEED = random.Random(os.environ.get("PYTEST_XDIST_TESTRUNUID")).randrange(1 << 30)
 # Every stage but the direct non-streaming load phase: one loop drives both direct phases (the
 # streaming one, with streams open when the signal comes, stands for both).
 LEFT_OUT = ("direct to the mock, nonstream",)
