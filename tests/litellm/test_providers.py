@@ -28,7 +28,7 @@ from tests.support.mock_server import mock_process
 from tests.support.proxy import litellm_proxy
 from tests.support.receiver import Received, otlp_receiver, spans_of
 
-pytestmark = [pytest.mark.integration, pytest.mark.litellm]
+pytestmark = [pytest.mark.integration, pytest.mark.litellm, pytest.mark.quiet]
 
 UPSTREAM_MS = 100
 KEY = "sk-1234"
