@@ -18,8 +18,6 @@ from tests.support.delay_gateway import DELAYS_MS
 from tests.support.descendants import started_processes
 from tests.support.documents import validate
 
-pytestmark = pytest.mark.quiet
-
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -30,6 +28,7 @@ def quick(**overrides: object) -> BenchOptions:
     return short_bench(**{**load, **mock, **overrides})
 
 
+@pytest.mark.quiet
 @pytest.mark.integration
 def test_bench_recovers_injected_stage_delays(tmp_path: Path) -> None:
     command = (
@@ -97,6 +96,7 @@ def test_a_proxy_that_fails_to_start_gives_its_log(tmp_path: Path) -> None:
         run_bench(quick(proxy_command=f"{sys.executable} {script} {{port}}"))
 
 
+@pytest.mark.quiet
 @pytest.mark.integration
 def test_bench_through_locust_folds_its_entries_into_the_result() -> None:
     command = (
@@ -167,6 +167,7 @@ def test_collector_pauses_are_summarised_beside_the_breakdown_not_in_it() -> Non
     assert result["stages"]["auth"]["share"] + result["remainder"]["share"] == pytest.approx(1.0)
 
 
+@pytest.mark.quiet
 @pytest.mark.integration
 @pytest.mark.litellm
 def test_bench_through_the_azure_provider_path_splits_out_the_upstream() -> None:

@@ -16,7 +16,7 @@ from tests.support.documents import validate
 from tests.support.mock_server import mock_process
 from tests.support.proxy import litellm_proxy
 
-pytestmark = [pytest.mark.integration, pytest.mark.quiet]
+pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCUST = Path(sys.executable).parent / "locust"
@@ -96,6 +96,7 @@ def upstream() -> Iterator[str]:
         yield url
 
 
+@pytest.mark.quiet
 def test_master_and_two_workers_against_the_mock(upstream: str, tmp_path: Path) -> None:
     stats, perfkit = locust_distributed(upstream, tmp_path)
     ok = check_merged(stats, perfkit, entries=False)
