@@ -26,7 +26,7 @@ from .._wire._environment_variables import PERFKIT_CACHE_DIR
 from ._heartbeat import Say, waiting
 from ._launch import Children, ChildrenClosed
 
-__all__ = ["CACHE", "VenvError", "installed", "litellm_python"]
+__all__ = ["CACHE", "VenvError", "cache_lock", "installed", "litellm_python"]
 
 CACHE = Path(os.environ.get(PERFKIT_CACHE_DIR, Path.home() / ".cache" / "litellm_perfkit"))
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]

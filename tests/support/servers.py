@@ -16,10 +16,9 @@ import httpx
 import uvicorn
 
 from litellm_perfkit._bench._launch import free_port
-from litellm_perfkit._bench._venvs import cache_lock
+from litellm_perfkit._bench._venvs import CACHE, cache_lock
 
 REPO = Path(__file__).resolve().parents[2]
-CACHE = Path(os.environ.get("PERFKIT_CACHE_DIR", Path.home() / ".cache" / "litellm_perfkit"))
 
 
 @contextlib.contextmanager
