@@ -8,8 +8,8 @@ time to first token. Nothing per request leaves the worker: the export thread
 reads the series (``series()``) and ships them as one frame
 (``_layouts.TRAFFIC_*``), which the agent turns into the request metric families.
 
-- An unrecorded request goes through a ``Passage``: the server's ``send``
-  wrapped, reading only the response start (status, whether the body is an
+- An unrecorded request goes through a ``Passage`` (the app gets its bound
+  ``send``): the server's ``send`` wrapped, reading only the response start (status, whether the body is an
   event stream) and, for a stream, its bodies until the first content token
   (``_sse``: the same definition of TTFT as a recorded request's); after
   that it reads no message as it passes, and the last one, read when the
