@@ -25,8 +25,8 @@ the agent on core 1.
   the record rate or ratio passes by (record ratio 0). ``untallied`` is that
   path as it was before the traffic tally (the record choice, then the app
   with the server's own ``send``; reproduced here by ``UntalliedPassThrough``);
-  ``tallied`` is today's ``PerfkitMiddleware`` (the app gets a ``Passage`` as
-  its ``send``, and the request is added to the tally), its header scan
+  ``tallied`` is today's ``PerfkitMiddleware`` (the app gets a ``Passage``'s
+  bound ``send`` as its ``send``, and the request is added to the tally), its header scan
   included (the secret's removal, a sampled ``traceparent``; the requests
   carry ``--headers`` headers, default 2). ``passthrough-wrapped`` is
   untallied with the server's ``send`` behind one plain Python function

@@ -8,8 +8,8 @@ time to first token. Nothing per request leaves the worker: the export thread
 reads the series (``series()``) and ships them as one frame
 (``_layouts.TRAFFIC_*``), which the agent turns into the request metric families.
 
-- An unrecorded request goes through a ``Passage``: the server's ``send``
-  wrapped, reading only the response start (status, whether the body is an
+- An unrecorded request goes through a ``Passage`` (the app gets its bound
+  ``send``): the server's ``send`` wrapped, reading only the response start (status, whether the body is an
   event stream) and, for a stream, its bodies until the first content token
   (``_sse``: the same definition of TTFT as a recorded request's); after
   that it reads no message as it passes, and the last one, read when the
@@ -85,6 +85,10 @@ class PassageSend(Protocol):
     """An unrecorded request's ``send`` (``_PyPassage``, or C's ``Passage``)."""
 
     def __call__(self, message: Message) -> Awaitable[None]: ...
+    def send(self, message: Message) -> Awaitable[None]:
+        """The same as the call: the ``send`` the middleware hands the app."""
+        ...
+
     def close(self, scope: Scope, error: str | None) -> None: ...
 
 
@@ -223,6 +227,8 @@ class _PyPassage:
         else:
             self._last = message  # most of a stream's messages: nothing read
         return self._send(message)
+
+    send = __call__  # what the middleware hands the app (C's is a bound builtin method, called faster)
 
     def _read(self, message: Message) -> None:
         kind = message["type"]
