@@ -45,9 +45,15 @@ def venv() -> None:
 
 @pytest.mark.parametrize("moment", [SCRIPTED, *moments(len(STAGES), SEED, STAGES, TABLE)], ids=str)
 def test_a_sigterm_leaves_no_process_within_10_s(tmp_path: Path, moment: Moment) -> None:
-    stop = stop_at(
-        bench_command("1.103.0", tmp_path / "bench.json", PHASES), moment, tmp_path / "bench.log", cwd=tmp_path
-    )
+    command = bench_command("1.103.0", tmp_path / "bench.json", PHASES)
+    stop = stop_at(command, moment, tmp_path / "bench.log", cwd=tmp_path)
+    # The last stage's window (the proxy's stop) is as long as it takes on a busy machine: a
+    # moment past a quicker stop found the bench ended, so it is taken again, halfway.
+    for _ in range(2):
+        if stop.reached or stop.exit_code != 0 or moment.anchor != TABLE[-1][0]:
+            break
+        moment = Moment(moment.anchor, round(moment.offset_s / 2, 2))
+        stop = stop_at(command, moment, tmp_path / "bench.log", cwd=tmp_path)
     assert stop.reached, f"the bench ended before {moment} (seed {SEED}):\n{stop.log_tail}"
     assert stop.clean_within(10.0), (
         f"seed {SEED}, {moment}: exit {stop.exit_code} after {stop.exit_s} s, clean after {stop.clean_s} s; "

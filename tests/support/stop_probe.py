@@ -43,8 +43,8 @@ class Moment:
 @dataclass
 class Stop:
     moment: Moment
-    reached: bool  # False: the command ended before the moment came
-    exit_code: int | None = None
+    reached: bool  # False: the command ended before the moment came (or before the signal was sent)
+    exit_code: int | None = None  # its own when not reached
     exit_s: float | None = None  # from the signal to the command's exit
     clean_s: float | None = None  # to the last process it started gone; None: some outlived ``limit_s``
     left: list[str] = field(default_factory=list)  # "pid state command" of those
@@ -115,14 +115,19 @@ def stop_at(
         while anchored is None or time.monotonic() < anchored + moment.offset_s:
             watch.poll()
             if process.poll() is not None or time.monotonic() > deadline:
+                stop.exit_code = process.returncode
                 stop.log_tail = log.read_text(errors="replace")[-3000:]
                 return stop
             if anchored is None and moment.anchor is not None and moment.anchor in log.read_text(errors="replace"):
                 anchored = time.monotonic()
             time.sleep(POLL_S)
         watch.poll()
+        process.send_signal(signum)  # sends nothing if the command has ended (its poll found it so)
+        if process.returncode is not None:  # it ended on its own, in the last poll's interval
+            stop.exit_code = process.returncode
+            stop.log_tail = log.read_text(errors="replace")[-3000:]
+            return stop
         stop.reached = True
-        process.send_signal(signum)
         signalled = time.monotonic()
         while time.monotonic() < signalled + limit_s:
             if process.poll() is not None and stop.exit_s is None:
