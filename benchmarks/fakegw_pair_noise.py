@@ -14,16 +14,46 @@ since the machine is shared.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from litellm_perfkit._bench._options import BenchOptions
 from litellm_perfkit._bench._pair_stats import log_ratio
 from litellm_perfkit._bench._pairs import Sides, measure_pair
 from tests.support.fake_releases import release_wheels
+
+
+@contextlib.contextmanager
+def fakegw_releases(duration_s: float, work: dict[str, int]) -> Iterator[tuple[BenchOptions, list[str]]]:
+    """Releases 1.0.0 and 1.0.1 of fakegw doing ``work`` (bytes hashed per function), installed under a
+    cache of their own (not the user's); perfkit bisect's pair settings for them, and pip's arguments."""
+    with tempfile.TemporaryDirectory(prefix="fakegw-pairs-") as tmp:
+        os.environ["PERFKIT_CACHE_DIR"] = str(Path(tmp) / "cache")
+        wheels = Path(tmp) / "wheels"
+        wheels.mkdir()
+        release_wheels(wheels, {"1.0.0": work, "1.0.1": work})
+        yield (
+            BenchOptions(
+                concurrency=2,
+                duration_s=duration_s,
+                warmup_s=0,
+                warmup_requests=100,
+                idle_s=0,
+                label="bisect",
+                prompt_repeats=5,
+                ttft_ms=2,
+                itl_ms=0,
+                chunks=3,
+                proxy_command="{python} -m fakegw --port {port} --upstream {upstream}",
+                log=open(os.devnull, "w"),  # noqa: SIM115
+            ),
+            ["--no-index", "--find-links", str(wheels)],
+        )
 
 
 def main() -> None:
@@ -34,25 +64,7 @@ def main() -> None:
     parser.add_argument("--route-bytes", type=int, default=1_000_000, help="hashed per request in pick_route")
     args = parser.parse_args()
     work = {"check_key": args.key_bytes, "pick_route": args.route_bytes, "check_quota": 0}
-    with tempfile.TemporaryDirectory(prefix="fakegw-noise-") as tmp:
-        os.environ["PERFKIT_CACHE_DIR"] = str(Path(tmp) / "cache")  # the releases install here, not in the user's cache
-        wheels = Path(tmp) / "wheels"
-        wheels.mkdir()
-        release_wheels(wheels, {"1.0.0": work, "1.0.1": work})
-        options = BenchOptions(
-            concurrency=2,
-            duration_s=args.duration,
-            warmup_s=0,
-            warmup_requests=100,
-            idle_s=0,
-            label="bisect",
-            prompt_repeats=5,
-            ttft_ms=2,
-            itl_ms=0,
-            chunks=3,
-            proxy_command="{python} -m fakegw --port {port} --upstream {upstream}",
-            log=open(os.devnull, "w"),  # noqa: SIM115
-        )
+    with fakegw_releases(args.duration, work) as (options, pip_args):
         print(
             f"fakegw, two identical releases hashing {sum(work.values()):,} bytes per request; --duration {args.duration:g}s"
         )
@@ -64,9 +76,7 @@ def main() -> None:
         for number in range(args.pairs):
             started = time.monotonic()
             first: Sides = "lower" if number % 2 == 0 else "upper"
-            reading = measure_pair(
-                options, "fakegw", ("1.0.0", "1.0.1"), ["--no-index", "--find-links", str(wheels)], first
-            )
+            reading = measure_pair(options, "fakegw", ("1.0.0", "1.0.1"), pip_args, first)
             log, median = log_ratio(reading, "cpu"), reading["cpu_log_ratio"]
             logs.append(log)
             if median is not None:

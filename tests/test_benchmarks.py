@@ -253,6 +253,20 @@ def fakegw_pair_noise(tmp_path: Path) -> None:
     line(out, r"^pair noise \(spread of one pair's log ratio\): [\d.]+% over 2 pairs")
 
 
+def pair_order(tmp_path: Path) -> None:
+    out = run("pair_order", "--fakegw", "--pairs", "2", "--duration", "1")
+    rows = table(out, "| pair | scheme |")
+    assert [(r[0], r[1], r[2], r[3]) for r in rows] == [
+        ("1", "start", "lower", "lower"),
+        ("1", "send", "lower", "lower"),
+        ("1", "rounds", "lower", "alternating"),
+        ("2", "start", "upper", "upper"),
+        ("2", "send", "lower", "upper"),
+        ("2", "rounds", "upper", "alternating"),
+    ], out
+    assert [r[0] for r in table(out, "| scheme | grouped by |")] == ["start", "send", "rounds"], out
+
+
 def soak(tmp_path: Path) -> None:
     # The small app only: --target litellm's two workers alone take minutes to start on this machine,
     # and its 2,000-request smoke run took 6 minutes (docs/reliability.md quotes its full run).
@@ -277,6 +291,7 @@ REAL = (
     driver_throughput,
     soak,
     fakegw_pair_noise,
+    pair_order,
 )
 LITELLM = (
     litellm_overhead,

@@ -42,7 +42,7 @@ from ._launch import OFFLINE_ENV, Child, Children, free_port, port_open, process
 from ._options import BenchError, BenchOptions, config_template
 from ._receiver import SpanReceiver
 from ._releases import release
-from ._together import send_together
+from ._together import SendOrder, send_together
 from ._venvs import VenvError
 
 __all__ = [
@@ -209,9 +209,12 @@ def measure_pair(
     pip_args: list[str],
     first: Sides,
     profile: tuple[Path, Path] | None = None,
+    sent_first: Sides | None = None,
+    send_order: SendOrder = "fixed",
 ) -> PairReading:
     """One pair: ``versions`` (lower, upper) up together, ``first`` started first and
-    bursting first; the non-streaming path's CPU and RPS per side, and its stages.
+    bursting first (``sent_first``, ``send_order``: otherwise, ``benchmarks/pair_order.py``);
+    the non-streaming path's CPU and RPS per side, and its stages.
     ``profile``: a directory per side for its per-stage profiles."""
     order: list[Sides] = ["lower", "upper"] if first == "lower" else ["upper", "lower"]
     index = {"lower": 0, "upper": 1}
@@ -246,7 +249,8 @@ def measure_pair(
         time.sleep(SPANS_WAIT_S)
         for receiver in receivers.values():
             receiver.clear()
-        targets = [Target(side, proxies[side].url, proxies[side].child.process.pid) for side in order]
+        sending = order if sent_first in (None, first) else order[::-1]
+        targets = [Target(side, proxies[side].url, proxies[side].child.process.pid) for side in sending]
         options.say(f"{rounds} bursts of {requests} requests on each side, sent to both at once")
         try:
             turns = send_together(
@@ -256,6 +260,7 @@ def measure_pair(
                 rounds,
                 EXPORT_DELAY_MS / 1000 + SPANS_WAIT_S,
                 options.prompt_repeats,
+                send_order,
             )
         except RuntimeError as exc:
             raise BenchError(f"a pair of {package} {versions[0]} and {versions[1]}: {exc}") from None

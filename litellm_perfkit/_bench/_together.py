@@ -7,6 +7,13 @@ neighbour the other's missed. Sent together, to proxies pinned to one CPU, the
 two sides' requests interleave at the scheduler's pace, so each side pays
 for the same neighbours: the ratio of their CPU per request keeps little of
 the machine's noise.
+
+Which side's users are started first in a round moves the ratio: on this
+machine the side sent second read up to a tenth more CPU per request
+(docs/bench.md#the-order-of-a-pair). ``order`` keeps the targets' order
+every round (``"fixed"``: pairs alternate it, and the comparison models it)
+or reverses it every other round (``"alternating"``, for
+``benchmarks/pair_order.py``).
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import asyncio
 import signal
 import time
 from collections.abc import Sequence
+from typing import Literal
 
 from .._load import LoadPlan, Workload
 from .._load._runner import PhaseResult, run_phase
@@ -23,14 +31,22 @@ from ._bursts import Served, Target, Turns
 from ._launch import tree_cpu
 from ._options import MODEL
 
-__all__ = ["send_together"]
+__all__ = ["SendOrder", "send_together"]
+
+SendOrder = Literal["fixed", "alternating"]
 
 
 def send_together(
-    targets: Sequence[Target], requests: int, concurrency: int, rounds: int, settle_s: float, prompt_repeats: int
+    targets: Sequence[Target],
+    requests: int,
+    concurrency: int,
+    rounds: int,
+    settle_s: float,
+    prompt_repeats: int,
+    order: SendOrder = "fixed",
 ) -> Turns:
     """``rounds`` bursts of exactly ``requests`` non-streaming requests to every target at once,
-    ``concurrency`` users each; each target's CPU (its process tree, export agents apart) read
+    ``concurrency`` users each, the first target's users started first (``order``); each target's CPU (its process tree, export agents apart) read
     around every round and around them all plus ``settle_s``. Raises RuntimeError if a request failed."""
     pids = {t.name: t.pid for t in targets}
     if any(pid is None for pid in pids.values()):
@@ -43,14 +59,13 @@ def send_together(
         Workload(url=t.url, models=((MODEL, 1.0),), stream=False, prompt_repeats=prompt_repeats, traceparent="off")
         for t in targets
     ]
-    for _ in range(rounds):
+    for number in range(rounds):
         start = {name: tree_cpu(pid).own_s for name, pid in pids.items() if pid}
         results: list[PhaseResult] = []
-
-        async def main() -> None:
-            results.extend(await asyncio.gather(*(run_phase(w, plan) for w in workloads)))  # noqa: B023
-
-        stopped_by = run_until_stopped(main())
+        reverse = order == "alternating" and number % 2 == 1
+        stopped_by = run_until_stopped(_phases(workloads[::-1] if reverse else workloads, plan, results))
+        if reverse:
+            results.reverse()
         if stopped_by is not None:
             raise Stopped(int(signal.Signals[stopped_by]))
         for target, result in zip(targets, results, strict=True):
@@ -72,3 +87,9 @@ def send_together(
         count, seconds = served[name]
         totals[name] = Served(int(count), seconds, last.total_s - first.total_s, last.agents_s - first.agents_s)
     return Turns(totals, per_round)
+
+
+async def _phases(workloads: Sequence[Workload], plan: LoadPlan, results: list[PhaseResult]) -> None:
+    """One round: each workload's phase a task, created in order (the first created sends first)."""
+    phases = [asyncio.ensure_future(run_phase(workload, plan)) for workload in workloads]
+    results.extend(await asyncio.gather(*phases))

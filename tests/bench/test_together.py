@@ -1,13 +1,16 @@
 """Bursts sent to two proxies at once (_bench/_together.py): exact counts on both sides,
-the CPU of each charged to it, a failed request raised."""
+the CPU of each charged to it, the order the sides start in, a failed request raised."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from litellm_perfkit._bench import _together
 from litellm_perfkit._bench._bursts import Target
 from litellm_perfkit._bench._launch import Children, start_mock
-from litellm_perfkit._bench._together import send_together
+from litellm_perfkit._bench._together import SendOrder, send_together
 
 
 def test_both_sides_get_exactly_their_requests_at_once_and_their_own_cpu() -> None:
@@ -32,6 +35,28 @@ def test_both_sides_get_exactly_their_requests_at_once_and_their_own_cpu() -> No
         assert len(rounds) == 3 and all(cpu is not None and cpu > 0 for cpu in rounds)
     # 10 waves of 20 ms per side and round: sent at once, each side's time is about one side's, not two.
     assert 3 * 0.2 <= turns.totals["a"].seconds < 3 * 0.2 * 1.8
+
+
+@pytest.mark.parametrize(("order", "firsts"), [("fixed", "aaaa"), ("alternating", "abab")])
+def test_the_side_started_first_in_each_round(monkeypatch: pytest.MonkeyPatch, order: SendOrder, firsts: str) -> None:
+    started: list[str] = []
+    run_phase = _together.run_phase
+
+    async def noted(workload: Any, plan: Any) -> Any:
+        started.append(workload.url)
+        return await run_phase(workload, plan)
+
+    monkeypatch.setattr(_together, "run_phase", noted)
+    with Children() as children:
+        targets = []
+        for name, ttft_ms in (("a", "1"), ("b", "40")):
+            url = start_mock(children, "--ttft-ms", ttft_ms, "--itl-ms", "0", "--chunks", "1", timeout_s=20)
+            targets.append(Target(name, url, children.children[-1].process.pid))
+        turns = send_together(targets, 6, 2, rounds=4, settle_s=0, prompt_repeats=1, order=order)
+    names = {target.url: target.name for target in targets}
+    assert "".join(names[url] for url in started[::2]) == firsts
+    # Each side's results are its own: b's slower upstream (3 waves of 40 ms a round) is b's.
+    assert turns.totals["b"].seconds >= 4 * 0.12 > 2 * turns.totals["a"].seconds
 
 
 def test_a_failed_request_is_raised() -> None:
