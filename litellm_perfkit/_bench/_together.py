@@ -8,9 +8,9 @@ two sides' requests interleave at the scheduler's pace, so each side pays
 for the same neighbours: the ratio of their CPU per request keeps little of
 the machine's noise.
 
-Which side's users are started first in a round moves the ratio: on this
-machine the side sent second read up to a tenth more CPU per request
-(docs/bench.md#the-order-of-a-pair). ``order`` keeps the targets' order
+Which side's users are started first in a round moves the ratio: the side
+sent second costs more per request, 17% on the ratio of 8 pairs of two
+LiteLLM releases (docs/bench.md#the-order-of-a-pair). ``order`` keeps the targets' order
 every round (``"fixed"``: pairs alternate it, and the comparison models it)
 or reverses it every other round (``"alternating"``, for
 ``benchmarks/pair_order.py``).
@@ -46,8 +46,9 @@ def send_together(
     order: SendOrder = "fixed",
 ) -> Turns:
     """``rounds`` bursts of exactly ``requests`` non-streaming requests to every target at once,
-    ``concurrency`` users each, the first target's users started first (``order``); each target's CPU (its process tree, export agents apart) read
-    around every round and around them all plus ``settle_s``. Raises RuntimeError if a request failed."""
+    ``concurrency`` users each, the first target's users started first (``order``); each target's
+    CPU (its process tree, export agents apart) read around every round and around them all plus
+    ``settle_s``. Raises RuntimeError if a request failed."""
     pids = {t.name: t.pid for t in targets}
     if any(pid is None for pid in pids.values()):
         raise ValueError("every target of bursts sent together needs a process to charge")
