@@ -22,24 +22,24 @@ PARTS: tuple[tuple[str, ...], ...] = (("-n", "2", "-m", "not quiet"), ("-m", "qu
 
 def run(options: Sequence[str]) -> int:
     status = 0
+    stopped_by: list[int] = []
     for part in PARTS:
         child = subprocess.Popen([sys.executable, "-m", "pytest", *part, *options])
 
         def stop(signum: int, frame: FrameType | None, child: subprocess.Popen[bytes] = child) -> None:
+            stopped_by.append(signum)
             child.send_signal(signum)
-            raise SystemExit(128 + signum)
 
         previous = signal.signal(signal.SIGTERM, stop)
         try:
             code = child.wait()
         except KeyboardInterrupt:  # the terminal sent SIGINT to the part too
+            stopped_by.append(signal.SIGINT)
             child.wait()
-            return 128 + signal.SIGINT
-        except SystemExit:
-            child.wait()
-            raise
         finally:
             signal.signal(signal.SIGTERM, previous)
+        if stopped_by:
+            return 128 + stopped_by[0]
         status = status or code
     return status
 

@@ -47,7 +47,7 @@ def test_a_sigterm_stops_the_running_part_and_runs_no_other(tmp_path: Path) -> N
     # The parts are a pytest run of one test that sleeps, then notes it was not stopped.
     sleeper = tmp_path / "test_sleeper.py"
     sleeper.write_text(
-        "import time\n"
+        "import pathlib, time\n"
         "def test_sleeps():\n"
         f"    open({str(tmp_path / 'started')!r}, 'a').write('part\\n')\n"
         "    time.sleep(30)\n"

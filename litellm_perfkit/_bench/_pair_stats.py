@@ -10,7 +10,7 @@ resolved at 95% when it exceeds the half-width of its comparison's interval:
 that half-width is the smallest step the comparison could have seen.
 
 The pairs take turns at which side starts, warms and bursts first, and that
-order moves a pair's ratio by itself (LiteLLM pairs: 2-9% between the two
+order moves a pair's ratio by itself (LiteLLM pairs: 2-12% between the two
 orders, its sign the same within a run and not between runs). Once each
 order has two pairs, the order is treated as the period of a two-period
 crossover trial: the ratio is the mean of the two orders' means, which

@@ -91,6 +91,5 @@ def send_together(
 
 
 async def _phases(workloads: Sequence[Workload], plan: LoadPlan, results: list[PhaseResult]) -> None:
-    """One round: each workload's phase a task, created in order (the first created sends first)."""
-    phases = [asyncio.ensure_future(run_phase(workload, plan)) for workload in workloads]
-    results.extend(await asyncio.gather(*phases))
+    """One round: each workload's phase, started in order (gather makes their tasks in turn: the first sends first)."""
+    results.extend(await asyncio.gather(*(run_phase(workload, plan) for workload in workloads)))
