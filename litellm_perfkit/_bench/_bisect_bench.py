@@ -43,8 +43,10 @@ METRICS: dict[PairMetric, tuple[str, str]] = {
 METRIC: PairMetric = "cpu"
 """What perfkit bisect bisects on unless told: the steadiest."""
 
-PROFILED_PAIRS = 2
-"""Profiled pairs per release found: two a side give the function's change an interval."""
+PROFILED_PAIRS = 4
+"""Profiled pairs per release found, whose spread gives a function's change its interval. A
+3%-step's function gets a few dozen samples a side in a pair: with two pairs, their counting
+noise alone put zero inside its interval on a loaded machine."""
 
 
 def prepare_release(package: str, pip_args: list[str], say: Callable[[str], None]) -> Callable[[str], None]:

@@ -42,6 +42,10 @@ REQUESTS_FAMILY = _label(Metric.REQUESTS) + "_total"
 """The counter of every request, as its samples are named on the page."""
 
 
+SNAPSHOT_INTERVAL_S = 1.0
+"""How often, at most, a pipeline writes its snapshot: a page lags the traffic by up to this."""
+
+
 class SnapshotWriter:
     """Writes one pipeline's metrics for the Prometheus server.
 
@@ -50,7 +54,9 @@ class SnapshotWriter:
     snapshot was 6% of the export agent's CPU under load (docs/overhead.md),
     and a scrape every few seconds reads one in many."""
 
-    def __init__(self, directory: str, interval_s: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, directory: str, interval_s: float = SNAPSHOT_INTERVAL_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.path = Path(directory) / f"{os.getpid()}.json"
         self._interval_s, self._clock = interval_s, clock
         self._written_at = -interval_s

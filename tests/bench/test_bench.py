@@ -186,6 +186,9 @@ def test_bench_through_the_azure_provider_path_splits_out_the_upstream() -> None
     waited = stages["upstream"]["mean_self_ms"] + stages["stream.upstream_wait"]["mean_self_ms"]
     assert 70 <= waited <= 90, stages
     # Far below the 80 ms that an upstream leaking into the overhead would add to
-    # every request. The median, not the p95: at this small load the p95 read
-    # 41.7-61.4 ms on a quiet machine, the median 21.7-29.6.
-    assert document["server_overhead_ms"]["p50"] < 45, document["server_overhead_ms"]
+    # every request: the overhead's median is less than what the client waited
+    # less 60 ms (the proxy's own work, which grows on a slower machine, is in
+    # both). The median, not the p95: at this small load the p95 read 41.7-61.4 ms
+    # on a quiet machine, the median 21.7-29.6.
+    waited_p50 = document["nonstream"]["latency_ms"]["p50"]
+    assert document["server_overhead_ms"]["p50"] < waited_p50 - 60, (document["server_overhead_ms"], waited_p50)

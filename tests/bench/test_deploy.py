@@ -201,13 +201,21 @@ def test_virtual_keys_answer_and_their_spend_is_logged(
         assert rows == REQUESTS
         spend = eventually(lambda: key_spend(database, key), lambda s: s >= cost * (1 - 1e-6))
         assert spend == pytest.approx(cost, rel=1e-6)
-        spans: list[Any] = receiver.take()
+        # Every request's server span, the last ones exported after the spend log's rows are in.
+        sent = {t for pair in traces for t in pair}
+        spans: list[Any] = []
+
+        def servers_arrived() -> float:
+            spans.extend(receiver.take())
+            return len(sent & {s["trace_id"] for s in spans if s["kind"] == 2})
+
+        assert eventually(servers_arrived, lambda n: n >= len(sent)) == len(sent)
         # perfkit's fast-path attributes name LiteLLM's spend logger among the proxy's callbacks.
         servers = [s for s in spans if s["kind"] == 2 and "perfkit.litellm.callbacks" in s["attrs"]]
         assert servers, "no server span with the fast-path attributes arrived"
         assert "_ProxyDBLogger" in str(servers[-1]["attrs"]["perfkit.litellm.callbacks"]).split(",")
         # The bench's comparison by key: auth's own CPU with each, from the requests each key sent.
-        keys = compare_keys([by_key(spans, {t for pair in traces for t in pair})])
+        keys = compare_keys([by_key(spans, sent)])
         assert keys["requests"] == {"master": REQUESTS, "virtual": REQUESTS}
         auth = keys["stages"][0]
         assert auth["stage"] == "auth" and auth["master_ms"] > 0 and auth["virtual_ms"] > 0, auth

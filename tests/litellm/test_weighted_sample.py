@@ -11,18 +11,21 @@ match. The record choice is the same code at any rate:
 
 - perfkit_requests_total per status code equals the requests sent, exactly;
 - the auth stage's weighted count is the requests that reached auth, within 5%;
-- the request duration's p50 and p95 fall in the bucket of the driver's, on
-  /metrics and through PromQL, whose request rate is the driver's within 2%;
+- the request duration's p50 and p95 fall in the bucket of the driver's on
+  /metrics; through PromQL, over a 30 s window of the run, in a bucket that
+  the driver's latencies meet at ranks near q (the window's requests are a
+  part of the run's); PromQL's request rate is the driver's within a
+  snapshot interval's traffic over the window (3.3%);
 - every request with a sampled traceparent has its server span, every one with
   the secret has Server-Timing, and LiteLLM never saw the secret's header
   (a custom provider reports the headers LiteLLM handed it);
-- auth's p50 from the weighted sample (over the spans, each its adjusted
-  count times) is within 10% of a ``--record-rate all`` proxy's p50 over
-  every request, and the weighted stage histogram's p50 is in the bucket of
-  that proxy's. That proxy is up at the same time and gets the same drivers
-  at the same moments: two proxies run one after the other differ by 10-15%
-  here (other work shares the 2 cores); taken together they meet the same
-  neighbours.
+- a ``--record-rate all`` proxy's p50 of auth over every request stands
+  within 3.3 standard errors of rank of the weighted sample's p50 (over the
+  spans, each its adjusted count times), and its histogram's p50 bucket
+  among the weighted histogram's at those ranks. That proxy is up at the
+  same time and gets the same drivers at the same moments: two proxies run
+  one after the other differ by 10-15% here (other work shares the 2
+  cores); taken together they meet the same neighbours.
 
 The mock fails a few requests with 500 and LiteLLM is told not to retry: a
 retry costs the proxy a request's work, and the proxy must keep up for its
@@ -32,6 +35,7 @@ client's."""
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import subprocess
 import sys
@@ -50,6 +54,7 @@ import pytest
 from litellm_perfkit._bench._launch import free_port
 from litellm_perfkit._core._layouts import BOUNDARIES_NS
 from litellm_perfkit._core._sampling import weighted_quantile
+from litellm_perfkit._export._prometheus import SNAPSHOT_INTERVAL_S
 from tests.support.mock_server import mock_process
 from tests.support.prometheus import scrape, serving_metrics
 from tests.support.proxy import litellm_proxy
@@ -59,10 +64,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.litellm]
 
 WORKERS, CAP = 2, 1.5  # the record rate, per worker
 GOOD, REFUSED, TRACED, SECRET = 7, 1, 1, 1  # requests a second of each kind, together 3.3x the cap
-SECONDS, WINDOW_S = 40, 30
+SECONDS, WINDOW_S = 50, 30
 KEY, HEADER_SECRET = "sk-1234", "perfkit-test-secret"
 # The driver times the client and its socket too: its quantile may sit a few ms past the server's bucket.
 _SLACK_NS = 3e6
+Z = 3.3  # standard errors: a rank outside them comes once in a thousand runs
 CHAT = 'http_route=~".*/chat/completions"'
 
 REPORTER = """
@@ -297,12 +303,22 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
         for thread in secrets:
             thread.join()
         time.sleep(2)  # a scrape after the last request
-        # The window ends while every driver still sends: each runs SECONDS from its own start, after
-        # its interpreter's (seconds apart on a busy machine), so the last to end says when the first did not.
+        # The window ends while every driver still sends (each runs SECONDS from its own start, after
+        # its interpreter's) and begins SECONDS - WINDOW_S - 2 s after the first was launched: six
+        # interpreters starting at once on a busy machine are seconds apart.
         at = first_started + SECONDS - 2
         promql_rate = float(
             prometheus.query(f"sum(rate(perfkit_requests_total{{{CHAT}}}[{WINDOW_S}s]))", at)[0]["value"][1]
         )
+        # Each 10 s of the run, for the record: how soon every driver was sending.
+        by_ten = [
+            float(
+                prometheus.query(f"sum(rate(perfkit_requests_total{{{CHAT}}}[10s]))", first_started + end)[0]["value"][
+                    1
+                ]
+            )
+            for end in range(10, SECONDS + 1, 10)
+        ]
         promql = {
             q: float(
                 prometheus.query(
@@ -327,7 +343,10 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
         families, all_families = scrape(port), scrape(all_port)
         wait_for_spans(port, spans)
         wait_for_spans(all_port, all_spans)
-    print(f"sent {sent}; auth's weighted count {auth_count(families)}; PromQL {promql_rate:.2f}/s, {promql}")
+    print(
+        f"sent {sent}; auth's weighted count {auth_count(families)}; PromQL {promql_rate:.2f}/s, {promql}; "
+        f"each 10 s {[round(rate, 2) for rate in by_ten]}/s"
+    )
     everything = Pages(all_before, all_families)
     yield Run(sent, main, answers, before, families, promql_rate, promql, spans, started_ns, everything, all_spans)
 
@@ -356,31 +375,45 @@ def test_the_auth_stages_weighted_count_is_the_requests_that_reached_auth(run: R
     assert abs(weighted - reached_auth) <= 0.05 * reached_auth, (weighted, reached_auth, len(recorded))
 
 
+def rank_band(q: float, n: float) -> tuple[float, float]:
+    """The ranks, as fractions, that the q-quantile of n requests drawn from a larger set may stand at
+    in that set: q plus or minus Z standard errors, sqrt(q(1-q)/n) (docs/telemetry.md#the-weighted-sample)."""
+    half = Z * math.sqrt(q * (1 - q) / n)
+    return max(0.0, q - half), min(1.0, q + half)
+
+
 def test_the_request_durations_p50_and_p95_and_rate_are_the_drivers(run: Run) -> None:
     """perfkit's bucket holds the driver's quantile (a few ms of client and socket time aside), on
-    /metrics and through PromQL. It cannot if the proxy fell behind: its requests then wait before
-    the middleware has them (docs/telemetry.md)."""
+    /metrics over the whole run. It cannot if the proxy fell behind: its requests then wait before
+    the middleware has them (docs/telemetry.md). PromQL reads a 30 s window: the requests in it are a
+    part of the run's, whose quantile stands within ``rank_band`` of the run's, so its bucket must
+    meet the driver's latencies between those ranks."""
     lines = run.main["good"] + run.main["traced"]
     latencies = [(line["end_ms"] - line["sent_ms"]) * 1e6 for line in lines if line["status"] == 200]
     assert len(latencies) >= 0.9 * len(lines), "the proxy did not keep up: requests failed or timed out"
     latencies = sorted(latencies + [seconds * 1e9 for status, _, _, seconds in run.answers if status == 200])
+    in_window = len(latencies) * WINDOW_S / SECONDS
     for q in (0.5, 0.95):
         driver_q = latencies[int(q * len(latencies))]
         low, high = bucket_of(run.families, run.before, q)
         assert low - _SLACK_NS <= driver_q <= high + _SLACK_NS, ("metrics", q, driver_q / 1e6, low / 1e6, high / 1e6)
         bucket = bisect_left(BOUNDARIES_NS, run.promql[q])
         low, high = BOUNDARIES_NS[bucket - 1], BOUNDARIES_NS[bucket]
-        assert low - _SLACK_NS <= driver_q <= high + _SLACK_NS, (
+        ranks = rank_band(q, in_window)
+        band = [latencies[min(len(latencies) - 1, int(r * len(latencies)))] for r in ranks]
+        assert band[0] - _SLACK_NS <= high and low <= band[1] + _SLACK_NS, (
             "promql",
             q,
-            driver_q / 1e6,
+            ranks,
+            [b / 1e6 for b in band],
             run.promql[q] / 1e6,
             low / 1e6,
             high / 1e6,
         )
     driver_rate = (sum(len(lines) for name, lines in run.main.items() if name != "warm") + len(run.answers)) / SECONDS
     served = f"the proxy served {run.promql_rate:.1f}/s of {driver_rate:.1f}/s (driver p50 {latencies[len(latencies) // 2] / 1e9:.2f} s)"
-    assert abs(run.promql_rate - driver_rate) <= 0.02 * driver_rate, served
+    # Each worker's snapshot lags its traffic by up to SNAPSHOT_INTERVAL_S, at either end of the window.
+    assert abs(run.promql_rate - driver_rate) <= SNAPSHOT_INTERVAL_S / WINDOW_S * driver_rate, served
 
 
 def test_past_the_cap_a_sampled_parent_has_its_spans_and_the_secret_its_server_timing_never_the_app(
@@ -401,21 +434,22 @@ def auth_bucket_of_histogram(families: dict[str, Any], before: dict[str, Any], q
 
 
 def test_auths_p50_from_the_weighted_sample_is_a_record_all_runs(run: Run) -> None:
-    """The weighted quantile over the spans (each its adjusted count times, as docs/telemetry.md says to
-    read them) within 10% of the record-all proxy's p50 over every request; the weighted stage histogram's
-    p50 (what histogram_quantile reads) in the record-all histogram's bucket, its resolution."""
+    """The record-all proxy's p50 of auth over every request stands within the weighted sample's
+    ``rank_band`` of its p50 (over the spans, each its adjusted count times, as docs/telemetry.md says
+    to read them), n being the sample's effective size; and the record-all histogram's p50 bucket
+    (what histogram_quantile reads) lies among the weighted stage histogram's buckets at those ranks."""
     recorded = [(ms, weight) for start, ms, weight in servers_and_auth(run.spans)[1] if start >= run.started_ns]
-    sample = weighted_quantile(recorded, 0.5)
     everything = sorted(ms for start, ms, _ in servers_and_auth(run.everything_spans)[1] if start >= run.started_ns)
     exact = everything[len(everything) // 2]
     effective = sum(w for _, w in recorded) ** 2 / sum(w * w for _, w in recorded)  # Kish's
-    buckets = [
-        auth_bucket_of_histogram(pages.families, pages.before, 0.5)
-        for pages in (Pages(run.before, run.families), run.everything)
-    ]
+    ranks = rank_band(0.5, effective)
+    sample = [weighted_quantile(recorded, q) for q in (ranks[0], 0.5, ranks[1])]
+    sampled_buckets = [auth_bucket_of_histogram(run.families, run.before, q) for q in ranks]
+    bucket = auth_bucket_of_histogram(run.everything.families, run.everything.before, 0.5)
     print(
-        f"auth p50: weighted sample {sample:.2f} ms ({len(recorded)} spans, effective size {effective:.0f}), "
-        f"every request {exact:.2f} ms ({len(everything)}); histogram buckets to {buckets} ms"
+        f"auth p50: weighted sample {sample[1]:.2f} ms, {sample[0]:.2f}-{sample[2]:.2f} ms at ranks "
+        f"{ranks[0]:.2f}-{ranks[1]:.2f} ({len(recorded)} spans, effective size {effective:.0f}); every request "
+        f"{exact:.2f} ms ({len(everything)}); histogram buckets to {sampled_buckets} and {bucket} ms"
     )
-    assert abs(sample - exact) <= 0.1 * exact, (sample, exact, effective)
-    assert buckets[0] == buckets[1], buckets
+    assert sample[0] <= exact <= sample[2], (sample, exact, effective)
+    assert sampled_buckets[0] <= bucket <= sampled_buckets[1], (sampled_buckets, bucket)

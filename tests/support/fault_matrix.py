@@ -96,6 +96,12 @@ class Usage:
     fds: int
     agents: list[int]
     threads: int
+    sockets: int = 0  # of ``fds``: a proxy's connection pools keep as many as it had requests in flight
+
+    @property
+    def own_fds(self) -> int:
+        """Descriptors other than sockets: files, pipes, event fds (perfkit's to its agent among them)."""
+        return self.fds - self.sockets
 
 
 @dataclass
@@ -133,9 +139,12 @@ class Row:
 def usage(pid: int) -> Usage:
     status = Path(f"/proc/{pid}/status").read_text()
     fields = {line.split(":")[0]: line.split()[1] for line in status.splitlines() if line.split()[1:]}
-    return Usage(
-        int(fields["VmRSS"]) / 1024, len(os.listdir(f"/proc/{pid}/fd")), agents_of(pid), int(fields["Threads"])
-    )
+    links = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):  # closed while it was read
+            links.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+    sockets = sum(link.startswith("socket:") for link in links)
+    return Usage(int(fields["VmRSS"]) / 1024, len(links), agents_of(pid), int(fields["Threads"]), sockets)
 
 
 def load(url: str, shape: Shape, *, seconds: float | None = None, requests: int | None = None) -> dict[str, Any]:
