@@ -307,25 +307,17 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
         # its interpreter's) and begins SECONDS - WINDOW_S - 2 s after the first was launched: six
         # interpreters starting at once on a busy machine are seconds apart.
         at = first_started + SECONDS - 2
-        promql_rate = float(
-            prometheus.query(f"sum(rate(perfkit_requests_total{{{CHAT}}}[{WINDOW_S}s]))", at)[0]["value"][1]
-        )
-        # Each 10 s of the run, for the record: how soon every driver was sending.
-        by_ten = [
-            float(
-                prometheus.query(f"sum(rate(perfkit_requests_total{{{CHAT}}}[10s]))", first_started + end)[0]["value"][
-                    1
-                ]
-            )
-            for end in range(10, SECONDS + 1, 10)
-        ]
+
+        def rate(window_s: int, ending: float) -> float:
+            return prometheus.value(f"sum(rate(perfkit_requests_total{{{CHAT}}}[{window_s}s]))", ending)
+
+        promql_rate = rate(WINDOW_S, at)
+        by_ten = [rate(10, first_started + end) for end in range(10, SECONDS + 1, 10)]  # how soon all were sending
         promql = {
-            q: float(
-                prometheus.query(
-                    f"histogram_quantile({q}, sum by (le) (rate(perfkit_request_duration_seconds_bucket"
-                    f'{{{CHAT},http_response_status_code="200"}}[{WINDOW_S}s])))',
-                    at,
-                )[0]["value"][1]
+            q: prometheus.value(
+                f"histogram_quantile({q}, sum by (le) (rate(perfkit_request_duration_seconds_bucket"
+                f'{{{CHAT},http_response_status_code="200"}}[{WINDOW_S}s])))',
+                at,
             )
             * 1e9
             for q in (0.5, 0.95)

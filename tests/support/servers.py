@@ -169,6 +169,10 @@ class Prometheus:
             raise RuntimeError(f"{promql}: {response.status_code} {body}")
         return body["data"]["result"]  # type: ignore[no-any-return]
 
+    def value(self, promql: str, at: float | None = None) -> float:
+        """The value of an instant query whose result is one sample."""
+        return float(self.query(promql, at)[0]["value"][1])
+
     def scraped(self, job: str) -> int:
         """How many scrapes of ``job`` it has stored so far (``up``'s samples)."""
         found = self.query(f'count_over_time(up{{job="{job}"}}[1h])')
