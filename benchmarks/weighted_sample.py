@@ -27,7 +27,7 @@ import statistics
 import sys
 from collections.abc import Callable
 
-from litellm_perfkit._core._sampling import RecordChoice, weighted_quantile
+from litellm_perfkit._core._sampling import RecordChoice, effective_size, rank_standard_error, weighted_quantile
 
 Arrivals = list[tuple[float, float]]  # (seconds, latency ms)
 
@@ -99,11 +99,11 @@ def main() -> int:
             sizes.append(len(arrivals))
             kept.append(len(sample))
             counts.append(abs(sum(w for _, w in sample) - len(arrivals)) / len(arrivals) * 100)
-            n_eff = sum(w for _, w in sample) ** 2 / sum(w * w for _, w in sample)
+            n_eff = effective_size(sample)
             for q, found in errors.items():
                 weighted = rank(latencies, weighted_quantile(sample, q)) - q
                 unweighted = rank(latencies, weighted_quantile([(v, 1) for v, _ in sample], q)) - q
-                found.append((weighted, weighted / math.sqrt(q * (1 - q) / n_eff), unweighted))
+                found.append((weighted, weighted / rank_standard_error(q, n_eff), unweighted))
         for q, found in errors.items():
             weighted = [w for w, _, _ in found]
             spread = sorted(abs(w) for w in weighted)[int(0.95 * len(weighted)) - 1]

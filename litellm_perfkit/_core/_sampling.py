@@ -26,6 +26,7 @@ route, status and times (``_traffic``: ``perfkit.requests{perfkit.recorded="fals
 
 from __future__ import annotations
 
+import math
 import os
 import random
 from collections.abc import Callable, Iterable
@@ -45,11 +46,13 @@ __all__ = [
     "RecordChoice",
     "UNRECORDED",
     "draw",
+    "effective_size",
     "pace_for",
     "record_ratio_from_env",
     "record_rate_from_env",
     "sampled_parent",
     "scan_headers",
+    "rank_standard_error",
     "traced_rate_from_env",
     "weighted_quantile",
 ]
@@ -143,6 +146,17 @@ def weighted_quantile(sample: list[tuple[float, int]], q: float) -> float:
         if running >= q * total:
             return value
     return ordered[-1][0]
+
+
+def effective_size(sample: list[tuple[float, int]]) -> float:
+    """Kish's effective sample size of (value, weight): (sum w)^2 / sum w^2."""
+    return sum(weight for _, weight in sample) ** 2 / sum(weight * weight for _, weight in sample)
+
+
+def rank_standard_error(q: float, n: float) -> float:
+    """How far, as a share of ranks, a weighted q-quantile of effective size n stands from the
+    population's, one standard error: sqrt(q(1-q)/n) (docs/telemetry.md#the-weighted-sample)."""
+    return math.sqrt(q * (1 - q) / n)
 
 
 def record_ratio_from_env() -> float:

@@ -3,7 +3,6 @@ the weights (on a fake clock), sampled traceparents, and their settings."""
 
 from __future__ import annotations
 
-import math
 import random
 
 import pytest
@@ -15,6 +14,8 @@ from litellm_perfkit._core._sampling import (
     HeadersFound,
     Pace,
     RecordChoice,
+    effective_size,
+    rank_standard_error,
     record_rate_from_env,
     sampled_parent,
     traced_rate_from_env,
@@ -115,11 +116,6 @@ def share_at_most(arrivals: list[Arrival], value: float) -> float:
     return sum(latency <= value for _, latency in arrivals) / len(arrivals)
 
 
-def effective_size(sample: list[tuple[float, int]]) -> float:
-    """Kish's effective sample size, (sum w)^2 / sum w^2 (docs/telemetry.md#the-weighted-sample)."""
-    return sum(w for _, w in sample) ** 2 / sum(w * w for _, w in sample)
-
-
 def test_bursts_bias_the_paced_samples_percentiles_and_the_weights_remove_it() -> None:
     arrivals = bursty(120, random.Random(31))
     clock = FakeClock()
@@ -133,7 +129,7 @@ def test_bursts_bias_the_paced_samples_percentiles_and_the_weights_remove_it() -
     n = effective_size(sample)
     for q in (0.5, 0.9, 0.95):
         estimate = weighted_quantile(sample, q)
-        bound = 3 * math.sqrt(q * (1 - q) / n)  # three standard errors of the rank
+        bound = 3 * rank_standard_error(q, n)
         assert abs(share_at_most(arrivals, estimate) - q) <= bound, (q, estimate, n)
     assert 40 <= weighted_quantile(sample, 0.5) <= 60
 

@@ -35,7 +35,6 @@ client's."""
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import subprocess
 import sys
@@ -53,7 +52,7 @@ import pytest
 
 from litellm_perfkit._bench._launch import free_port
 from litellm_perfkit._core._layouts import BOUNDARIES_NS
-from litellm_perfkit._core._sampling import weighted_quantile
+from litellm_perfkit._core._sampling import effective_size, rank_standard_error, weighted_quantile
 from litellm_perfkit._export._prometheus import SNAPSHOT_INTERVAL_S
 from tests.support.mock_server import mock_process
 from tests.support.prometheus import scrape, serving_metrics
@@ -370,7 +369,7 @@ def test_the_auth_stages_weighted_count_is_the_requests_that_reached_auth(run: R
 def rank_band(q: float, n: float) -> tuple[float, float]:
     """The ranks, as fractions, that the q-quantile of n requests drawn from a larger set may stand at
     in that set: q plus or minus Z standard errors, sqrt(q(1-q)/n) (docs/telemetry.md#the-weighted-sample)."""
-    half = Z * math.sqrt(q * (1 - q) / n)
+    half = Z * rank_standard_error(q, n)
     return max(0.0, q - half), min(1.0, q + half)
 
 
@@ -433,7 +432,7 @@ def test_auths_p50_from_the_weighted_sample_is_a_record_all_runs(run: Run) -> No
     recorded = [(ms, weight) for start, ms, weight in servers_and_auth(run.spans)[1] if start >= run.started_ns]
     everything = sorted(ms for start, ms, _ in servers_and_auth(run.everything_spans)[1] if start >= run.started_ns)
     exact = everything[len(everything) // 2]
-    effective = sum(w for _, w in recorded) ** 2 / sum(w * w for _, w in recorded)  # Kish's
+    effective = effective_size(recorded)
     ranks = rank_band(0.5, effective)
     sample = [weighted_quantile(recorded, q) for q in (ranks[0], 0.5, ranks[1])]
     sampled_buckets = [auth_bucket_of_histogram(run.families, run.before, q) for q in ranks]
