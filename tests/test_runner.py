@@ -67,3 +67,12 @@ def test_a_sigterm_stops_the_running_part_and_runs_no_other(tmp_path: Path) -> N
     time.sleep(0.5)
     assert not (tmp_path / "not stopped").exists()
     assert (tmp_path / "started").read_text() == "part\n"  # the second part never started
+
+
+def test_ci_runs_the_readmes_test_command() -> None:
+    """.ci/run's last line is the command under the README's "Run every test", byte for byte."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("**Run every test**", 1)[1].split("```bash\n", 1)[1].split("\n```", 1)[0]
+    ci = (ROOT / ".ci" / "run").read_text().rstrip("\n").splitlines()
+    assert block.splitlines() == [ci[-1]], (block, ci[-1])
+    assert block.endswith("python -m tests")

@@ -96,7 +96,7 @@ class Usage:
     fds: int
     agents: list[int]
     threads: int
-    sockets: int = 0  # of ``fds``: a proxy's connection pools keep as many as it had requests in flight
+    sockets: int  # of ``fds``: a proxy's connection pools keep as many as it had requests in flight
 
     @property
     def own_fds(self) -> int:

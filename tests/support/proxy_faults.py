@@ -54,7 +54,7 @@ from tests.support.probes import HOSTILE, Answer, Probe, send, send_past_refusal
 from tests.support.procfs import agents_of, state, workers_of, zombies_of
 from tests.support.proxy import launched_proxy
 
-__all__ = ["ROWS", "MatrixRun", "ProxyFault", "RowResult", "matrix_run", "table", "workers_of"]
+__all__ = ["ROWS", "MatrixRun", "ProxyFault", "ProxyPass", "RowResult", "matrix_run", "table", "workers_of"]
 
 # Each upstream fault is a model routed to its own mock: (mock flags, extra litellm_params lines).
 UPSTREAMS: dict[str, tuple[tuple[str, ...], str]] = {
