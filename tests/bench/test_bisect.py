@@ -251,7 +251,11 @@ def test_bisect_names_the_release_its_stage_and_its_function(tmp_path: Path, mon
     lower_ms = statistics.fmean(p["lower"]["cpu_ms"] for p in document["pairs"]["1.0.0..1.0.1"])
     truth = 1 + STEP * hashing_ms_per_byte() / lower_ms
     assert change["interval"][0] > 1.0 and abs(change["ratio"] - truth) <= 0.015, (truth, change)
-    assert change["functions"] and change["functions"][0]["function"].startswith("check_quota ("), change["functions"]
+    assert change["functions"] and change["functions"][0]["function"].startswith("check_quota ("), (
+        change["stages"],  # the stages profiled are these, or every stage seen when none moved
+        change["functions"],
+        result.stderr[-3000:],
+    )
     assert change["functions"][0]["stage"] == "auth"
     assert answer["resolution"]["after"] < 0.015, answer["resolution"]
     assert "changed in fakegw 1.0.1 (after 1.0.0)" in result.stdout and "function check_quota" in result.stdout
