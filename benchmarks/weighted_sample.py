@@ -13,6 +13,9 @@ Kish's (sum w)^2 / sum w^2.
 - ``bursty``: 5 s at 5 a second (4-6 ms) then 1 s at 400 a second
   (40-60 ms), for 120 s: the paced sample keeps every quiet request.
 - ``ramp``: from 5 to 100 a second over 60 s, latency growing with the rate (queueing).
+- ``offsets``: two steady drivers, as a load test or a health check sends, for 60 s:
+  27 a second (lognormal, median 20 ms) and 3 a second (4-6 ms) at a random
+  offset from the first. A choice by arrival time alone can lock onto the offsets.
 
     python -m benchmarks.weighted_sample [--seeds 200]
 """
@@ -58,13 +61,25 @@ def ramp(rng: random.Random) -> Arrivals:
     return out
 
 
-SCENARIOS: dict[str, Callable[[random.Random], Arrivals]] = {"steady": steady, "bursty": bursty, "ramp": ramp}
+def offsets(rng: random.Random) -> Arrivals:
+    offset = rng.random() / 3
+    often = [(n / 27, rng.lognormvariate(math.log(20), 0.5)) for n in range(60 * 27)]
+    seldom = [(offset + n / 3, rng.uniform(4, 6)) for n in range(60 * 3)]
+    return sorted(often + seldom)
 
 
-def recorded(arrivals: Arrivals) -> list[tuple[float, int]]:
+SCENARIOS: dict[str, Callable[[random.Random], Arrivals]] = {
+    "steady": steady,
+    "bursty": bursty,
+    "ramp": ramp,
+    "offsets": offsets,
+}
+
+
+def recorded(arrivals: Arrivals, rng: random.Random) -> list[tuple[float, int]]:
     """(latency, weight) of each request the record choice keeps."""
     now = [0]
-    choice = RecordChoice(1.0, 10.0, lambda: now[0])
+    choice = RecordChoice(1.0, 10.0, lambda: now[0], rng.random)
     sample = []
     for at, latency in arrivals:
         now[0] = 10**9 + int(at * 1e9)
@@ -93,8 +108,9 @@ def main() -> int:
         sizes, kept, counts = [], [], []
         errors: dict[float, list[tuple[float, float, float]]] = {0.5: [], 0.95: []}
         for seed in range(args.seeds):
-            arrivals = scenario(random.Random(seed))
-            sample = recorded(arrivals)
+            rng = random.Random(seed)
+            arrivals = scenario(rng)
+            sample = recorded(arrivals, rng)
             latencies = sorted(latency for _, latency in arrivals)
             sizes.append(len(arrivals))
             kept.append(len(sample))

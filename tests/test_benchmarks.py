@@ -242,7 +242,7 @@ def sigterm_from_shell(tmp_path: Path) -> None:
 def weighted_sample(tmp_path: Path) -> None:
     rows = table(run("weighted_sample", "--seeds", "2"), "| scenario |")
     assert [(row[0], row[4]) for row in rows] == [
-        (scenario, q) for scenario in ("steady", "bursty", "ramp") for q in ("p50", "p95")
+        (scenario, q) for scenario in ("steady", "bursty", "ramp", "offsets") for q in ("p50", "p95")
     ]
 
 

@@ -77,8 +77,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--record-rate",
         type=record_rate,
         metavar="N|all",
-        help=f"record at most N requests a second per worker (PERFKIT_RECORD_RATE, default {DEFAULT_RECORD_RATE:g}: every request "
-        "of a lightly used proxy, a paced sample of a saturated one), or all; the others pass through "
+        help=f"record about N requests a second per worker, drawn at random (PERFKIT_RECORD_RATE, default {DEFAULT_RECORD_RATE:g}: every request "
+        "of a lightly used proxy, a random sample of a saturated one), or all; the others pass through "
         "with only their count, status and times tallied (the request metrics cover every request); "
         "what each costs: docs/overhead.md",
     )

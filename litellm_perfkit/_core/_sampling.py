@@ -8,12 +8,18 @@ with no timeline, stages or step accounting, so perfkit's cost falls in
 proportion (docs/overhead.md). The traffic tally still counts each with its
 route, status and times (``_traffic``: ``perfkit.requests{perfkit.recorded="false"}``).
 
-- The ratio is drawn at random per request, not tied to a trace id.
-- The rate caps recorded requests per second per process (``Pace``).
-  By default it is 10: an idle or lightly used proxy has every request
-  recorded, and a saturated one pays for ten a second, about 1% of a core
-  (a recorded LiteLLM request costs 0.5-1.5 ms of CPU with its export;
-  docs/overhead.md). ``all`` lifts the cap.
+- Each request is drawn at random, not tied to a trace id, nor to when it
+  came: its chance is the ratio, or less where the rate needs it (the rate
+  over the arrivals of the second before), so that no kind of request is
+  left out for coming at a steady offset from another (a pace that took the
+  first request after each due time did that).
+- The rate caps recorded requests per second per process: the draw aims at
+  it, and a ``Pace`` holds it, with two seconds' worth allowed at once so
+  that the draw's own ups and downs rarely meet it. By default it is 10: an
+  idle or lightly used proxy has every request recorded, and a saturated
+  one pays for about ten a second, about 1% of a core (a recorded LiteLLM
+  request costs 0.5-1.5 ms of CPU with its export; docs/overhead.md).
+  ``all`` lifts the cap.
 - Each recorded request carries its weight, the requests it stands for:
   itself and those passed by since the previous one recorded
   (``RecordChoice``; the estimator and its error: docs/telemetry.md).
@@ -75,19 +81,20 @@ UNRECORDED = _Unrecorded()
 
 class Pace:
     """At most ``rate`` a second: a generic cell rate algorithm, at an even
-    pace with one second's worth allowed at once."""
+    pace with ``burst_s`` seconds' worth (at least one) allowed at once."""
 
     __slots__ = ("_clock", "_interval_ns", "_tolerance_ns", "_due_ns")
 
-    def __init__(self, rate: float, clock: Callable[[], int] = perf_counter_ns) -> None:
+    def __init__(self, rate: float, clock: Callable[[], int] = perf_counter_ns, burst_s: float = 1.0) -> None:
         self._clock = clock
         self._interval_ns = max(1, round(1e9 / rate))
-        self._tolerance_ns = (max(1, int(rate)) - 1) * self._interval_ns
+        self._tolerance_ns = (max(1, int(rate * burst_s)) - 1) * self._interval_ns
         self._due_ns = 0  # when the next one is due at the even pace
 
-    def allows(self) -> bool:
-        """Whether one more may go now (and if so, it is taken)."""
-        now = self._clock()
+    def allows(self, now: int | None = None) -> bool:
+        """Whether one more may go at ``now`` (default: the clock's now); if so, it is taken."""
+        if now is None:
+            now = self._clock()
         due = self._due_ns
         if due < now:
             due = now
@@ -102,8 +109,14 @@ def pace_for(rate: RecordRate, clock: Callable[[], int] = perf_counter_ns) -> Pa
     return None if rate == "all" else Pace(rate, clock)
 
 
+_WINDOW_NS: Final = 1_000_000_000  # the arrivals the rate's chance is read from
+_CEILING_BURST_S: Final = 2.0  # the pace's allowance over the draw's aim
+
+
 class RecordChoice:
-    """Records a request if a draw falls below ``ratio`` and the rate allows one more.
+    """Records a request with a chance of ``ratio``, or less above ``rate``:
+    ``rate`` over the arrivals of the window before (at least a second).
+    A ``Pace`` at ``rate`` holds the cap where the draw overshoots.
 
     ``record()`` returns the recorded request's weight: itself and every
     request this choice passed by since the one it recorded before
@@ -112,13 +125,36 @@ class RecordChoice:
     secret holders and sampled parents) neither takes its pace nor ends its
     count, so the weights it gives still add up to the requests it saw."""
 
-    __slots__ = ("ratio", "rate", "_pace", "_passed")
+    __slots__ = (
+        "ratio",
+        "rate",
+        "_clock",
+        "_draw",
+        "_pace",
+        "_passed",
+        "_per_s",
+        "_chance",
+        "_window_start_ns",
+        "_arrivals",
+    )
 
-    def __init__(self, ratio: float, rate: RecordRate, clock: Callable[[], int] = perf_counter_ns) -> None:
+    def __init__(
+        self,
+        ratio: float,
+        rate: RecordRate,
+        clock: Callable[[], int] = perf_counter_ns,
+        random_draw: Callable[[], float] | None = None,
+    ) -> None:
         self.ratio = ratio
         self.rate = rate
-        self._pace = pace_for(rate, clock)
+        self._clock = clock
+        self._draw = draw if random_draw is None else random_draw
+        self._per_s = math.inf if rate == "all" else rate
+        self._pace = None if rate == "all" else Pace(rate, clock, _CEILING_BURST_S)
         self._passed = 0  # requests passed by since the last one recorded
+        self._chance = ratio  # the chance of the window under way
+        self._window_start_ns = -_WINDOW_NS
+        self._arrivals = 0  # requests seen in the window under way
 
     @property
     def every_request(self) -> bool:
@@ -126,7 +162,21 @@ class RecordChoice:
 
     def record(self) -> int:
         """The weight of the request that starts now if it is recorded, else 0 (and it is counted)."""
-        if (self.ratio < 1.0 and draw() >= self.ratio) or (self._pace is not None and not self._pace.allows()):
+        pace = self._pace
+        if pace is None:
+            chance, now = self.ratio, 0
+        else:
+            now = self._clock()
+            elapsed = now - self._window_start_ns
+            if elapsed >= _WINDOW_NS:
+                # The rate over the window that ended (longer than a second when the proxy idled).
+                seen_per_s = self._arrivals * 1e9 / elapsed
+                per_s = self._per_s
+                self._chance = self.ratio if seen_per_s <= per_s else min(self.ratio, per_s / seen_per_s)
+                self._window_start_ns, self._arrivals = now, 0
+            self._arrivals += 1
+            chance = self._chance
+        if (chance < 1.0 and self._draw() >= chance) or (pace is not None and not pace.allows(now)):
             UNRECORDED.count += 1
             self._passed += 1
             return 0

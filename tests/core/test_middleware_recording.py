@@ -36,11 +36,12 @@ class Served:
 
         self.middleware: PerfkitMiddleware = backend.middleware(app, **options)
 
-    def pace_at(self, now_ns: list[int]) -> None:
-        """The record choice's pace reads ``now_ns[0]``."""
+    def clock_at(self, now_ns: list[int]) -> None:
+        """The record choice reads ``now_ns[0]``, and every draw falls in: its pace alone decides."""
         choice = self.middleware._record_choice
-        assert choice is not None and choice._pace is not None
-        choice._pace._clock = lambda: now_ns[0]
+        assert choice is not None
+        choice._clock = lambda: now_ns[0]
+        choice._draw = lambda: 0.0
 
     def get(self, *headers: tuple[bytes, bytes], client: str = "10.1.2.3") -> dict[bytes, bytes]:
         """One request; the response's headers."""
@@ -102,7 +103,7 @@ def test_requests_recorded_always_take_nothing_from_the_pace_and_the_weights_add
     as they were: every request is counted once."""
     served = Served(backend, header_secret="s3cret", record_rate=1.0)
     now = [10**9]
-    served.pace_at(now)
+    served.clock_at(now)
     sequence: list[tuple[tuple[bytes, bytes], ...]] = [(), (), (SECRET,), (SAMPLED,), (), (UNSAMPLED,), (SECRET,)]
     with capture_records() as records:
         for headers in sequence:
@@ -110,21 +111,22 @@ def test_requests_recorded_always_take_nothing_from_the_pace_and_the_weights_add
         now[0] += 10**9  # the pace allows one more
         served.get()
     weights = [record.weight for record in records]
-    # The first; the two secrets and the sampled parent; a second later one standing for the three passed by and itself.
-    assert weights == [1, 1, 1, 1, 4]
+    # The pace's first two (two seconds' worth); the two secrets and the sampled parent;
+    # a second later one standing for the two passed by and itself.
+    assert weights == [1, 1, 1, 1, 1, 3]
     assert sum(weights) == len(sequence) + 1
 
 
 def test_the_weight_is_on_the_record_for_every_backend(backend: Backend) -> None:
     served = Served(backend, record_rate=1.0)
     now = [10**9]
-    served.pace_at(now)
+    served.clock_at(now)
     with capture_records() as records:
         for _ in range(6):
             served.get()
         now[0] += 10**9
         served.get()
-    assert [(record.passed_by, record.weight) for record in records] == [(0, 1), (5, 6)]
+    assert [(record.passed_by, record.weight) for record in records] == [(0, 1), (0, 1), (4, 5)]
 
 
 def test_headers_as_lists_are_read_too(backend: Backend) -> None:

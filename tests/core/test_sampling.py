@@ -35,25 +35,36 @@ def recorded_over(choice: RecordChoice, clock: FakeClock, seconds: float, per_se
     return recorded
 
 
-def test_the_rate_allows_one_seconds_worth_at_once_then_an_even_pace() -> None:
+def test_the_cap_allows_two_seconds_worth_at_once_then_aims_the_draw_at_the_rate(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_sampling, "draw", random.Random(5).random)
     clock = FakeClock()
     choice = RecordChoice(1.0, 10.0, clock)
-    assert [choice.record() for _ in range(12)] == [1] * 10 + [0] * 2
-    clock.advance_ms(100)  # a tenth of a second: one more, standing for the two passed by and itself
-    assert [choice.record() for _ in range(3)] == [3, 0, 0]
-    # Saturated for 20 s at 500 a second: ten a second, not more.
-    assert recorded_over(choice, clock, 20.0, 500) in range(199, 202)
+    assert [choice.record() for _ in range(25)] == [1] * 20 + [0] * 5
+    # Saturated for 20 s at 500 a second: each request drawn at 10 in 500, about
+    # ten a second (a binomial count), and never past the pace's ceiling.
+    recorded_at = []
+    for n in range(20 * 500):
+        clock.now = 10**9 + n * 2_000_000
+        if choice.record():
+            recorded_at.append(clock.now)
+    expected = 19 * 10  # the first second's chance was the burst's: 25 in no time
+    assert abs(len(recorded_at) - expected) <= 3.3 * expected**0.5, len(recorded_at)
+    for i, at in enumerate(recorded_at):  # at most 10 a second and 20 at once, over any stretch
+        assert sum(1 for later in recorded_at[i:] if later - at < 3 * 10**9) <= 10 * 3 + 20
 
 
-def test_below_the_rate_every_request_is_recorded_and_idle_time_refills_only_one_second() -> None:
+def test_below_the_rate_every_request_is_recorded_and_idle_time_refills_two_seconds() -> None:
     clock = FakeClock()
     choice = RecordChoice(1.0, 10.0, clock)
     assert recorded_over(choice, clock, 30.0, 8) == 240
-    clock.now += 3600 * 10**9  # an idle hour buys no more than ten at once
-    assert sum(choice.record() > 0 for _ in range(50)) == 10
+    clock.now += 3600 * 10**9  # an idle hour buys no more than twenty at once
+    assert sum(choice.record() > 0 for _ in range(50)) == 20
 
 
-def test_a_rate_below_one_a_second_records_one_at_a_time() -> None:
+def test_a_rate_below_one_a_second_records_one_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_sampling, "draw", lambda: 0.0)  # every draw in: the pace alone decides
     clock = FakeClock()
     choice = RecordChoice(1.0, 0.5, clock)
     assert [choice.record() for _ in range(3)] == [1, 0, 0]
@@ -61,27 +72,56 @@ def test_a_rate_below_one_a_second_records_one_at_a_time() -> None:
     assert choice.record() == 3
 
 
-def test_the_ratio_draws_first_and_the_unrecorded_are_counted(monkeypatch: pytest.MonkeyPatch) -> None:
-    draws = iter([0.1, 0.9, 0.2, 0.3, 0.4])
+def test_the_chance_is_the_ratio_or_the_rate_over_the_last_windows_arrivals(monkeypatch: pytest.MonkeyPatch) -> None:
+    draws = iter([0.1, 0.9, 0.2, 0.3, 0.6, 0.1])
     monkeypatch.setattr(_sampling, "draw", lambda: next(draws))
     clock = FakeClock()
     choice = RecordChoice(0.5, 1.0, clock)
     before = UNRECORDED.count
-    # Drawn in, drawn out, drawn in but over the rate; a second later drawn in:
-    # it stands for the two passed by, whichever of the two passed them by.
-    assert [choice.record(), choice.record(), choice.record()] == [1, 0, 0]
+    # Drawn in at the ratio, drawn out, drawn in (standing for itself and the one
+    # passed by), drawn in but past the pace's two at once.
+    assert [choice.record() for _ in range(4)] == [1, 0, 2, 0]
+    # A second later: four came in the second before, so the chance is 1 in 4.
     clock.now += 10**9
-    assert choice.record() == 3
-    assert UNRECORDED.count - before == 2
+    assert [choice.record(), choice.record()] == [0, 3]
+    assert UNRECORDED.count - before == 3
     assert not choice.every_request and RecordChoice(1.0, "all").every_request
 
 
-def test_a_pace_alone_takes_one_seconds_worth_then_its_rate() -> None:
+def test_a_steady_offset_between_two_kinds_of_request_leaves_neither_out() -> None:
+    """Two drivers at a steady rate (7 and 1 a second, one offset from the other), as a load
+    test sends: each recorded kind's weights add up to its share of the requests. A pace that
+    took the first request after each due time kept the same offsets and never the second kind."""
+    shares = []
+    for seed in range(20):
+        rng = random.Random(seed)
+        offset = rng.random()
+        arrivals = sorted([(n / 7, "often") for n in range(350)] + [(offset + n, "seldom") for n in range(50)])
+        clock = FakeClock()
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(_sampling, "draw", rng.random)
+            choice = RecordChoice(1.0, 1.5, clock)
+            weights = {"often": 0, "seldom": 0}
+            for at, kind in arrivals:
+                clock.now = 10**9 + int(at * 1e9)
+                weights[kind] += choice.record()
+        shares.append(weights["seldom"] / sum(weights.values()))
+    mean = sum(shares) / len(shares)
+    # 1 in 8 come seldom; about 70 recorded a run, so a run's share is off by
+    # about sqrt(0.11 / 70) = 4 points, and the mean of 20 runs by about 1.
+    assert abs(mean - 1 / 8) <= 0.033, shares
+    assert min(shares) > 0, shares
+
+
+def test_a_pace_alone_takes_its_bursts_worth_then_its_rate() -> None:
     clock = FakeClock()
     pace = Pace(4.0, clock)
     assert [pace.allows() for _ in range(5)] == [True] * 4 + [False]
     clock.advance_ms(250)
     assert [pace.allows(), pace.allows()] == [True, False]
+    two_seconds = Pace(4.0, clock, burst_s=2.0)
+    assert [two_seconds.allows() for _ in range(9)] == [True] * 8 + [False]
+    assert not two_seconds.allows(clock.now + 200_000_000) and two_seconds.allows(clock.now + 250_000_000)
 
 
 # -- the weighted sample ----------------------------------------------------------
@@ -121,11 +161,12 @@ def test_bursts_bias_the_paced_samples_percentiles_and_the_weights_remove_it() -
     clock = FakeClock()
     sample = sampled(arrivals, RecordChoice(1.0, 10.0, clock), clock)
     unweighted = [(latency, 1) for latency, _ in sample]
-    # 94% of the requests come in bursts and take 40-60 ms; the pace records
-    # every quiet request but only ~20 of each burst's 400.
+    # 94% of the requests come in bursts and take 40-60 ms; the cap records
+    # most quiet requests but only ~20-40 of each burst's 400.
     assert share_at_most(arrivals, 6.0) < 0.07
-    assert len(sample) < len(arrivals) / 8
-    assert weighted_quantile(unweighted, 0.5) < 6.0  # the paced sample's median is a quiet request's
+    assert len(sample) < len(arrivals) / 6
+    # The sample's own median sits near the population's 20th percentile (quiet requests are most of it).
+    assert share_at_most(arrivals, weighted_quantile(unweighted, 0.5)) < 0.3
     n = effective_size(sample)
     for q in (0.5, 0.9, 0.95):
         estimate = weighted_quantile(sample, q)
