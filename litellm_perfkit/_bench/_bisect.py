@@ -86,7 +86,8 @@ def bisect(
     ``known``: pairs measured earlier with the same settings (pair_key -> pairs),
     reused for the same two releases and pooled into the noise. ``prepare``
     installs a release (raising Unavailable) before it is chosen as a middle.
-    ``profile``: for each release named, the functions that moved in the stages that did.
+    ``profile``: for each release named, the functions that moved in the stages that did (in every
+    stage when none there did), the largest growth first.
     A journal that holds a complete answer is that answer: nothing is measured."""
     stored = journal.load_result()
     if stored is not None and stored["complete"]:
@@ -314,8 +315,8 @@ class _Search:
 
     def stages_seen(self, change: Change) -> list[str]:
         """Every stage of a change's pairs: a step below the spread of the spans' stage costs
-        (the steps' wall time, which holds the partner's turns on the shared CPU) moves none
-        beyond its interval, and the profiles then look in all of them."""
+        (the steps' wall time, which holds the partner's turns on the shared CPU) may move
+        none beyond its interval, or only a stage of noise, and the profiles then look in all."""
         readings = self.journal.pairs.get(pair_key(change["lower"], change["upper"]), [])
         return sorted({name for r in readings for name in r["upper"]["stages"]} - {OUTSIDE_STAGES})
 
@@ -327,12 +328,17 @@ class _Search:
                 if self.deadline is not None and self.deadline.left_s() <= 0:
                     self.say(f"not profiling {change['upper']}: the budget is spent; rerun to profile it")
                     continue
-                stages = [name for name, _, _ in change["stages"]] or self.stages_seen(change)
+                moved = [name for name, _, _ in change["stages"]]
+                stages = moved + [name for name in self.stages_seen(change) if name not in moved]
                 self.say(f"profiling {change['lower']} against {change['upper']}, stages {', '.join(stages) or '-'}")
                 try:
-                    self.journal.functions[key] = profile(change["lower"], change["upper"], stages)
+                    moves = profile(change["lower"], change["upper"], stages)
                 except (RuntimeError, OSError) as exc:  # the release is named all the same; a rerun profiles it
                     self.say(f"could not profile {change['upper']}: {exc}")
                     continue
+                # The stages that moved first; where their functions moved no more than the pairs'
+                # spread (a stage of noise can move beside the one that grew), every stage's.
+                inside = [move for move in moves if move["stage"] in moved]
+                self.journal.functions[key] = sorted(inside or moves, key=lambda move: -move["change_ms"])
                 self.journal.save()
             change["functions"] = self.journal.functions.get(key, [])

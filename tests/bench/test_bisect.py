@@ -18,7 +18,7 @@ import orjson
 import pytest
 
 from litellm_perfkit._bench._bisect import bisect, releases_between
-from litellm_perfkit._bench._bisect_journal import Journal
+from litellm_perfkit._bench._bisect_journal import FunctionMove, Journal
 from litellm_perfkit._bench._pairs import PairReading, SideReading, Sides, Unavailable
 from tests.support.bisect_pairs import side_reading
 from tests.support.documents import validate
@@ -73,6 +73,44 @@ def test_one_step_of_three_percent_is_found_with_its_size_and_stage() -> None:
     assert curve[0]["lower"] == "1.0.0" and curve[-1]["upper"] == "1.0.15"
     assert all(a["upper"] == b["lower"] for a, b in zip(curve, curve[1:]))
     assert math.prod(s["ratio"] for s in curve) == pytest.approx(1.03, abs=0.02)
+
+
+def move(stage: str, function: str, change_ms: float) -> FunctionMove:
+    return {
+        "stage": stage,
+        "function": function,
+        "before_ms": 1.0,
+        "after_ms": 1.0 + change_ms,
+        "change_ms": change_ms,
+        "interval": (change_ms / 2, change_ms * 2),
+    }
+
+
+@pytest.mark.parametrize(
+    ("found", "named"),
+    [
+        # A function of the stage that moved is named, the largest growth first; one elsewhere is not.
+        (
+            [move("auth", "small", 0.1), move("route", "noise", 0.5), move("auth", "large", 0.3)],
+            ["large", "small"],
+        ),
+        # None moved inside it (a stage of noise moved beside the one that grew): every stage's.
+        ([move("route", "other", 0.1), move("parse", "grew", 0.4)], ["grew", "other"]),
+    ],
+)
+def test_the_functions_named_are_the_moved_stages_else_every_stages(
+    found: list[FunctionMove], named: list[str]
+) -> None:
+    measure, _ = paired({"1.0.9": 0.03})
+    asked: list[list[str]] = []
+
+    def profile(lower: str, upper: str, stages: list[str]) -> list[FunctionMove]:
+        asked.append(stages)
+        return found
+
+    result = bisect(VERSIONS, measure, Journal(None, {}), profile=profile)
+    assert asked == [["auth", "route"]]  # the stage that moved first, then every other stage seen
+    assert [m["function"] for m in result["changes"][0]["functions"]] == named
 
 
 def test_two_steps_are_both_found() -> None:
