@@ -116,9 +116,10 @@ def test_above_the_rate_traced_and_secret_requests_are_recorded_and_the_secret_n
     assert [exported[trace_id] for trace_id in trace_ids] == [1] * len(trace_ids)
     assert secret["server_timing"]["auth"]["count"] == secret["summary"]["requests"] > 0
 
-    # The plain load was far above the rate: a paced sample of it was recorded,
+    # The plain load was far above the rate: a random sample of it was recorded,
     # and the adjusted counts of every span add up to the requests sent, but
-    # for those passed by after the last one recorded (a gap of the pace).
+    # for those passed by after the last one recorded: a geometric count of mean
+    # PLAIN_RATE / RECORD_RATE (each drawn at that chance), past 7 means once in a thousand.
     recorded = sum(exported.values())
     assert recorded < plain_requests / 5
-    assert sent - PLAIN_RATE / RECORD_RATE * 2 <= sum(map(adjusted_count, server_spans(spans))) <= sent
+    assert sent - PLAIN_RATE / RECORD_RATE * 7 <= sum(map(adjusted_count, server_spans(spans))) <= sent
