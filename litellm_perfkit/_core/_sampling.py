@@ -10,9 +10,9 @@ route, status and times (``_traffic``: ``perfkit.requests{perfkit.recorded="fals
 
 - Each request is drawn at random, not tied to a trace id, nor to when it
   came: its chance is the ratio, or less where the rate needs it (the rate
-  over the arrivals of the second before), so that no kind of request is
-  left out for coming at a steady offset from another (a pace that took the
-  first request after each due time did that).
+  over the arrivals of the second before). A choice by arrival time alone
+  (the first request after each due time of a pace) locks onto steady
+  offsets between kinds of traffic, and can leave a kind out.
 - The rate caps recorded requests per second per process: the draw aims at
   it, and a ``Pace`` holds it, with two seconds' worth allowed at once so
   that the draw's own ups and downs rarely meet it. By default it is 10: an
