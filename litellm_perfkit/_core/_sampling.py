@@ -115,8 +115,9 @@ _CEILING_BURST_S: Final = 2.0  # the pace's allowance over the draw's aim
 
 class RecordChoice:
     """Records a request with a chance of ``ratio``, or less above ``rate``:
-    ``rate`` over the arrivals of the window before (at least a second).
-    A ``Pace`` at ``rate`` holds the cap where the draw overshoots.
+    ``min(ratio, rate / arrivals a second)``, the arrivals those of the
+    window before (at least a second). A ``Pace`` at ``rate`` holds the cap
+    where the draws overshoot.
 
     ``record()`` returns the recorded request's weight: itself and every
     request this choice passed by since the one it recorded before
@@ -152,9 +153,9 @@ class RecordChoice:
         self._per_s = math.inf if rate == "all" else rate
         self._pace = None if rate == "all" else Pace(rate, clock, _CEILING_BURST_S)
         self._passed = 0  # requests passed by since the last one recorded
-        self._chance = ratio  # the chance of the window under way
+        self._chance = 1.0  # the rate's chance in the window under way
         self._window_start_ns = -_WINDOW_NS
-        self._arrivals = 0  # requests seen in the window under way
+        self._arrivals = 0  # requests the ratio let through in the window under way
 
     @property
     def every_request(self) -> bool:
@@ -162,24 +163,29 @@ class RecordChoice:
 
     def record(self) -> int:
         """The weight of the request that starts now if it is recorded, else 0 (and it is counted)."""
-        pace = self._pace
-        if pace is None:
-            chance, now = self.ratio, 0
-        else:
-            now = self._clock()
-            elapsed = now - self._window_start_ns
-            if elapsed >= _WINDOW_NS:
-                # The rate over the window that ended (longer than a second when the proxy idled).
-                seen_per_s = self._arrivals * 1e9 / elapsed
-                per_s = self._per_s
-                self._chance = self.ratio if seen_per_s <= per_s else min(self.ratio, per_s / seen_per_s)
-                self._window_start_ns, self._arrivals = now, 0
-            self._arrivals += 1
-            chance = self._chance
-        if (chance < 1.0 and self._draw() >= chance) or (pace is not None and not pace.allows(now)):
+        ratio = self.ratio
+        # The ratio's draw first, so that a request it passes by costs no clock; the rate's chance
+        # is then over the requests the ratio let through, the two together min(ratio, rate / seen).
+        if ratio < 1.0 and self._draw() >= ratio:
             UNRECORDED.count += 1
             self._passed += 1
             return 0
+        pace = self._pace
+        if pace is not None:
+            now = self._clock()
+            elapsed = now - self._window_start_ns
+            if elapsed >= _WINDOW_NS:
+                # Over the window that ended (longer than a second when the proxy idled).
+                seen_per_s = self._arrivals * 1e9 / elapsed
+                per_s = self._per_s
+                self._chance = 1.0 if seen_per_s <= per_s else per_s / seen_per_s
+                self._window_start_ns, self._arrivals = now, 0
+            self._arrivals += 1
+            chance = self._chance
+            if (chance < 1.0 and self._draw() >= chance) or not pace.allows(now):
+                UNRECORDED.count += 1
+                self._passed += 1
+                return 0
         weight = self._passed + 1
         self._passed = 0
         return weight

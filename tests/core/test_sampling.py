@@ -73,7 +73,7 @@ def test_a_rate_below_one_a_second_records_one_at_a_time(monkeypatch: pytest.Mon
 
 
 def test_the_chance_is_the_ratio_or_the_rate_over_the_last_windows_arrivals(monkeypatch: pytest.MonkeyPatch) -> None:
-    draws = iter([0.1, 0.9, 0.2, 0.3, 0.6, 0.1])
+    draws = iter([0.1, 0.9, 0.2, 0.3, 0.6, 0.1, 0.2])
     monkeypatch.setattr(_sampling, "draw", lambda: next(draws))
     clock = FakeClock()
     choice = RecordChoice(0.5, 1.0, clock)
@@ -81,7 +81,8 @@ def test_the_chance_is_the_ratio_or_the_rate_over_the_last_windows_arrivals(monk
     # Drawn in at the ratio, drawn out, drawn in (standing for itself and the one
     # passed by), drawn in but past the pace's two at once.
     assert [choice.record() for _ in range(4)] == [1, 0, 2, 0]
-    # A second later: four came in the second before, so the chance is 1 in 4.
+    # A second later: three the ratio let through came in the second before, so the
+    # rate's chance is 1 in 3: drawn out by the ratio, then drawn in by both.
     clock.now += 10**9
     assert [choice.record(), choice.record()] == [0, 3]
     assert UNRECORDED.count - before == 3
