@@ -23,7 +23,10 @@ Measure = Callable[[str, str, int], PairReading]
 """One pair of (baseline, version), the number of pairs measured so far."""
 
 SWEEP_RESOLUTION = 0.03
-MAX_SWEEP_PAIRS = 8
+# Three of each order at least: the noise then has 4 degrees of freedom before a narrow interval
+# can end the comparison (with 2 of each, its 2 let one quiet pair's spread stop it at ±0.5%).
+MIN_SWEEP_PAIRS = 6
+MAX_SWEEP_PAIRS = 12
 
 
 def pair_options(options: BenchOptions) -> BenchOptions:
@@ -71,7 +74,7 @@ def sweep_pairs(
                 if key not in (pair_key(baseline, version), pair_key(version, baseline))
             ]
             noise = pooled_noise([*others, log_ratios(readings, "cpu")])
-            wanted = pairs_for(target, noise, 2, most)
+            wanted = pairs_for(target, noise, min(MIN_SWEEP_PAIRS, most), most)
             if len(readings) >= wanted and (
                 len(readings) >= most or ratio(readings, "cpu", noise)["resolution"] <= target
             ):

@@ -61,6 +61,18 @@ def test_each_version_gets_a_ratio_within_three_percent_and_pairs_are_reused(
     assert len(calls) == first and again == [measured]  # every pair reused from the store
 
 
+def test_a_quiet_comparison_still_takes_three_pairs_of_each_order_and_a_noisy_one_stops_at_twelve(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_sweep_pairs, "CACHE", tmp_path)
+    options = BenchOptions(log=open("/dev/null", "w"))  # noqa: SIM115
+    for noise, (name, pairs) in ((0.001, ("quiet", 6)), (0.2, ("noisy", 12))):
+        calls: list[tuple[str, str]] = []
+        measure = fake({"1.0.0": 10.0, name: 10.0}, noise, calls)
+        (measured,) = _sweep_pairs.sweep_pairs(options, ("1.0.0", name), measure=measure)
+        assert len(calls) == len(measured["cpu_ms"]) == pairs, (name, measured)
+
+
 # -- the estimator against a known cost, on real pairs of a small gateway ------
 HASHED = {"check_key": 4_000_000, "pick_route": 1_000_000}
 """The releases' work: 5 MB hashed per request (as tests/bench/test_bisect.py's)."""
