@@ -11,7 +11,8 @@ Kish's (sum w)^2 / sum w^2.
 
 - ``steady``: 30 a second (3x the cap) for 60 s, latencies lognormal (median 20 ms).
 - ``bursty``: 5 s at 5 a second (4-6 ms) then 1 s at 400 a second
-  (40-60 ms), for 120 s: the paced sample keeps every quiet request.
+  (40-60 ms), for 120 s: the sample keeps most quiet requests (not those of the
+  second after a burst, drawn at the burst's chance).
 - ``ramp``: from 5 to 100 a second over 60 s, latency growing with the rate (queueing).
 - ``offsets``: two steady drivers, as a load test or a health check sends, for 60 s:
   27 a second (lognormal, median 20 ms) and 3 a second (4-6 ms) at a random

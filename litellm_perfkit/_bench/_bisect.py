@@ -87,7 +87,7 @@ def bisect(
     reused for the same two releases and pooled into the noise. ``prepare``
     installs a release (raising Unavailable) before it is chosen as a middle.
     ``profile``: for each release named, the functions that moved in the stages that did (in every
-    stage when none there did), the largest growth first.
+    stage when none there did), the largest move in the change's direction first.
     A journal that holds a complete answer is that answer: nothing is measured."""
     stored = journal.load_result()
     if stored is not None and stored["complete"]:
@@ -337,8 +337,10 @@ class _Search:
                     self.say(f"could not profile {change['upper']}: {exc}")
                     continue
                 # The stages that moved first; where their functions moved no more than the pairs'
-                # spread (a stage of noise can move beside the one that grew), every stage's.
+                # spread (a stage of noise can move beside the one that grew), every stage's. The
+                # largest move in the change's direction first: growth for a regression.
                 inside = [move for move in moves if move["stage"] in moved]
-                self.journal.functions[key] = sorted(inside or moves, key=lambda move: -move["change_ms"])
+                direction = 1.0 if change["ratio"] >= 1.0 else -1.0
+                self.journal.functions[key] = sorted(inside or moves, key=lambda move: -direction * move["change_ms"])
                 self.journal.save()
             change["functions"] = self.journal.functions.get(key, [])

@@ -105,7 +105,7 @@ def profile_functions(
     options: BenchOptions, package: str, pip_args: list[str], pairs: int = PROFILED_PAIRS
 ) -> Callable[[str, str, list[str]], list[FunctionMove]]:
     """For a release found: ``pairs`` pairs of it and the release before with the per-stage
-    profiler on, then per stage that moved, the functions whose self CPU per request moved
+    profiler on, then per stage asked, the functions whose self CPU per request moved
     beyond the spread of the pairs (``perfkit flamegraph --diff``'s statistics)."""
 
     def profile(lower: str, upper: str, stages: list[str]) -> list[FunctionMove]:

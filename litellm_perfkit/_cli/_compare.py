@@ -26,7 +26,7 @@ than F (a fraction: 0.05 or 5%) and the interval excludes zero: for CI.
 With --live the arguments are LiteLLM versions: each against the first, CPU
 per non-streaming request measured in pairs (both proxies up together,
 sent bursts at once; perfkit bisect's pairs, reused from and kept in
-$PERFKIT_CACHE_DIR/pairs.jsonl) until the ratio is within ±3%.
+$PERFKIT_CACHE_DIR/pairs.jsonl) until the ratio is within ±3% (6 to 12 pairs).
 
 examples:
   perfkit compare --live 1.83.14 1.103.0

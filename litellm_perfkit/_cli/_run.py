@@ -22,7 +22,7 @@ moment litellm.proxy.proxy_server is imported, and each worker exports its own
 spans and metrics. Export follows the OTEL_* variables; the options below set
 them for you. Nothing is changed in the proxy's configuration.
 
-Each worker records at most 10 requests a second by default (--record-rate):
+Each worker records about 10 requests a second by default (--record-rate):
 all of them while the proxy is lightly used, a sample once it is busy, so
 that a saturated proxy pays for ten a second, not for every request. The
 others pass through untouched and are counted. What the default and
@@ -192,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
         rate = record_rate_in(env) or DEFAULT_RECORD_RATE  # a bad value: the workers warn, and use the default
         if rate != "all":  # fewer spans than requests should surprise nobody
             print(
-                f"perfkit run: recording at most {rate:g} requests a second per worker, every request below that "
+                f"perfkit run: recording about {rate:g} requests a second per worker, every request below that "
                 "(--record-rate all: every request, at a cost: docs/overhead.md)",
                 file=sys.stderr,
                 flush=True,

@@ -82,8 +82,8 @@ class PerfkitMiddleware:
     default ``$PERFKIT_STEPS``, else on; ``cpu``: each step's CPU from the
     thread's CPU clock). ``record_ratio``: the share of
     requests recorded at all, drawn at random when each starts (default
-    ``$PERFKIT_RECORD_RATIO``, else 1); ``record_rate``: at most this many
-    recorded per second (default ``$PERFKIT_RECORD_RATE``, else 10; ``"all"``:
+    ``$PERFKIT_RECORD_RATIO``, else 1); ``record_rate``: about this many
+    recorded per second (drawn at random; two seconds' worth at once at most) (default ``$PERFKIT_RECORD_RATE``, else 10; ``"all"``:
     no cap). The others pass through and are only counted (``_traffic``:
     method, route, status, error type, duration, TTFT), so perfkit's cost per
     request falls in proportion; the request metrics cover every request, and

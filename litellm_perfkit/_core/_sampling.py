@@ -63,7 +63,10 @@ __all__ = [
     "weighted_quantile",
 ]
 
-draw = random.Random().random
+_random = random.Random()
+draw = _random.random
+# A worker forked from a process that drew (gunicorn --preload) would draw the same numbers.
+os.register_at_fork(after_in_child=_random.seed)
 
 
 class _Unrecorded:
@@ -238,7 +241,7 @@ def record_rate_from_env() -> RecordRate:
     if rate is None:
         warn_once(
             "record_rate",
-            "perfkit: %s=%r is neither 'all' nor a positive number; recording at most %g requests a second",
+            "perfkit: %s=%r is neither 'all' nor a positive number; recording about %g requests a second",
             PERFKIT_RECORD_RATE,
             os.environ[PERFKIT_RECORD_RATE].strip(),
             DEFAULT_RECORD_RATE,

@@ -92,9 +92,9 @@ def test_perfkit_run_a_script_whose_interpreter_is_gone_is_one_line(tmp_path: pa
 @pytest.mark.parametrize(
     ("flags", "env", "says"),
     [
-        ((), "", "recording at most 10 requests a second per worker"),
-        (("--record-rate", "2.5"), "", "recording at most 2.5 requests a second per worker"),
-        ((), "bad", "recording at most 10 requests a second per worker"),  # the workers warn, and use the default
+        ((), "", "recording about 10 requests a second per worker"),
+        (("--record-rate", "2.5"), "", "recording about 2.5 requests a second per worker"),
+        ((), "bad", "recording about 10 requests a second per worker"),  # the workers warn, and use the default
         (("--record-rate", "ALL"), "", None),
         ((), "all", None),
     ],

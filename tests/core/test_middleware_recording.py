@@ -98,7 +98,7 @@ def test_the_traced_rate_bounds_the_sampled_parents_recorded_beyond_the_choice(b
 
 
 def test_requests_recorded_always_take_nothing_from_the_pace_and_the_weights_add_up(backend: Backend) -> None:
-    """Between two paced records, secret holders and sampled parents are
+    """Between two records of the choice, secret holders and sampled parents are
     recorded with weight 1 and leave the pace and the count of the passed by
     as they were: every request is counted once."""
     served = Served(backend, header_secret="s3cret", record_rate=1.0)

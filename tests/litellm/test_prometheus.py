@@ -114,11 +114,13 @@ def test_by_default_a_busy_worker_records_ten_requests_a_second_and_counts_the_r
             started = time.monotonic()
             # Four at a time: one at a time passes ten a second only on a machine fast enough.
             with ThreadPoolExecutor(4) as senders:
-                list(senders.map(lambda _: chat(client), range(requests - 1)))
-            # The last one after a pause long enough that the second before it held fewer than ten: it is
-            # recorded (its chance is one again), and its weight takes in every request passed by since
-            # the one before.
-            time.sleep(3.5)
+                list(senders.map(lambda _: chat(client), range(requests - 2)))
+            # After a pause, one request closes the load's window of arrivals; a second later the last
+            # one's window holds that one alone, so its chance is one and the pace has refilled: it is
+            # recorded, and its weight takes in every request passed by since the one before.
+            time.sleep(1.1)
+            chat(client)
+            time.sleep(1.1)
             chat(client)
             elapsed = time.monotonic() - started
         # The records (the weighted families) come through the export agent, after the tally.
