@@ -83,8 +83,8 @@ class PerfkitMiddleware:
     thread's CPU clock). ``record_ratio``: the share of
     requests recorded at all, drawn at random when each starts (default
     ``$PERFKIT_RECORD_RATIO``, else 1); ``record_rate``: about this many
-    recorded per second (drawn at random; two seconds' worth at once at most) (default ``$PERFKIT_RECORD_RATE``, else 10; ``"all"``:
-    no cap). The others pass through and are only counted (``_traffic``:
+    recorded per second, drawn at random, at most two seconds' worth at once
+    (default ``$PERFKIT_RECORD_RATE``, else 10; ``"all"``: no cap). The others pass through and are only counted (``_traffic``:
     method, route, status, error type, duration, TTFT), so perfkit's cost per
     request falls in proportion; the request metrics cover every request, and
     spans, stage metrics and headers the recorded sample, each recorded

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from litellm_perfkit._core import _guard, _sampling
+from litellm_perfkit._core import _guard
 from litellm_perfkit._core._backend import Backend
 from litellm_perfkit._core._sampling import (
     UNRECORDED,
@@ -35,12 +35,9 @@ def recorded_over(choice: RecordChoice, clock: FakeClock, seconds: float, per_se
     return recorded
 
 
-def test_the_cap_allows_two_seconds_worth_at_once_then_aims_the_draw_at_the_rate(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(_sampling, "draw", random.Random(5).random)
+def test_the_cap_allows_two_seconds_worth_at_once_then_aims_the_draw_at_the_rate() -> None:
     clock = FakeClock()
-    choice = RecordChoice(1.0, 10.0, clock)
+    choice = RecordChoice(1.0, 10.0, clock, random.Random(5).random)
     assert [choice.record() for _ in range(25)] == [1] * 20 + [0] * 5
     # Saturated for 20 s at 500 a second: each request drawn at 10 in 500, about
     # ten a second (a binomial count), and never past the pace's ceiling.
@@ -65,20 +62,18 @@ def test_below_the_rate_every_request_is_recorded_and_idle_time_refills_two_seco
     assert sum(choice.record() > 0 for _ in range(50)) == 20
 
 
-def test_a_rate_below_one_a_second_records_one_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_sampling, "draw", lambda: 0.0)  # every draw in: the pace alone decides
+def test_a_rate_below_one_a_second_records_one_at_a_time() -> None:
     clock = FakeClock()
-    choice = RecordChoice(1.0, 0.5, clock)
+    choice = RecordChoice(1.0, 0.5, clock, lambda: 0.0)  # every draw in: the pace alone decides
     assert [choice.record() for _ in range(3)] == [1, 0, 0]
     clock.now += 2 * 10**9
     assert choice.record() == 3
 
 
-def test_the_chance_is_the_ratio_or_the_rate_over_the_last_windows_arrivals(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_chance_is_the_ratio_or_the_rate_over_the_last_windows_arrivals() -> None:
     draws = iter([0.1, 0.9, 0.2, 0.3, 0.6, 0.1, 0.2])
-    monkeypatch.setattr(_sampling, "draw", lambda: next(draws))
     clock = FakeClock()
-    choice = RecordChoice(0.5, 1.0, clock)
+    choice = RecordChoice(0.5, 1.0, clock, lambda: next(draws))
     before = UNRECORDED.count
     # Drawn in at the ratio, drawn out, drawn in (standing for itself and the one
     # passed by), drawn in but past the pace's two at once.
@@ -101,13 +96,11 @@ def test_a_steady_offset_between_two_kinds_of_request_leaves_neither_out() -> No
         offset = rng.random()
         arrivals = sorted([(n / 7, "often") for n in range(350)] + [(offset + n, "seldom") for n in range(50)])
         clock = FakeClock()
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(_sampling, "draw", rng.random)
-            choice = RecordChoice(1.0, 1.5, clock)
-            weights = {"often": 0, "seldom": 0}
-            for at, kind in arrivals:
-                clock.now = 10**9 + int(at * 1e9)
-                weights[kind] += choice.record()
+        choice = RecordChoice(1.0, 1.5, clock, rng.random)
+        weights = {"often": 0, "seldom": 0}
+        for at, kind in arrivals:
+            clock.now = 10**9 + int(at * 1e9)
+            weights[kind] += choice.record()
         shares.append(weights["seldom"] / sum(weights.values()))
     mean = sum(shares) / len(shares)
     # 1 in 8 come seldom; about 70 recorded a run, so a run's share is off by
@@ -192,11 +185,10 @@ def test_the_weights_add_up_to_every_request_but_those_after_the_last_recorded()
     assert passed_after_last <= 7 / choice._chance + 400 * 0.1
 
 
-def test_with_a_ratio_too_the_weights_count_every_request(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_with_a_ratio_too_the_weights_count_every_request() -> None:
     rng = random.Random(3)
-    monkeypatch.setattr(_sampling, "draw", rng.random)
     clock = FakeClock()
-    choice = RecordChoice(0.3, 10.0, clock)
+    choice = RecordChoice(0.3, 10.0, clock, rng.random)
     arrivals = bursty(60, rng)
     sample = sampled(arrivals, choice, clock)
     assert sum(w for _, w in sample) + choice._passed == len(arrivals)
