@@ -3,8 +3,9 @@ success callbacks, which run after the response in tasks the request started.
 
 The task factory clocks every task started in a request's context into the
 request's steps (``_steps``); steps recorded after the request was handed to
-the exporter would go nowhere, so each clocked task holds its request until
-it ends: a request whose tasks are still running is
+the exporter would go nowhere, so each clocked task holds its request from
+before the task is made until its coroutine finishes (returns, raises or is
+closed), which releases it after recording its last step: a request whose tasks are still running is
 handed off when the last one ends, or ``WAIT_S`` after its response,
 whichever comes first, with one more stage, ``after_response``, from the
 response's end to then (its CPU, queueing and I/O from the steps that ran
@@ -13,9 +14,11 @@ queue) holds the request from when it is queued: ``expect``, called by the
 LiteLLM instrumentation; the task started for that coroutine takes the hold
 over.
 
-What a held request allocates is kept to one callback, shared by its tasks,
-and no timer of its own: one sweep per loop hands off whatever is past its
-deadline. Under load most requests are held for a while, and whatever they
+A held request allocates one record and no timer of its own: one sweep per
+loop hands off whatever is past its deadline; a task adds no done callback,
+so its end queues nothing on the loop. A task that never finishes (or, on
+the pure-Python path, is cancelled before its first step, which its native
+coroutine wrapper never sees) holds its request until the deadline. Under load most requests are held for a while, and whatever they
 hold lives through the host's young collections into its oldest generation,
 bringing the host's next full collection nearer (docs/overhead.md).
 
@@ -40,7 +43,7 @@ if TYPE_CHECKING:
     from ._sink import Sink
     from ._timeline import Timeline
 
-__all__ = ["WAIT_S", "TaskDone", "claim", "deferring", "expect", "hold", "release"]
+__all__ = ["WAIT_S", "claim", "deferring", "expect", "hold", "release", "tasks_ended"]
 
 WAIT_S = 2.0
 """The longest a request's hand-off waits for its tasks after the response.
@@ -48,37 +51,21 @@ A task that runs for longer (a worker loop started by the first request)
 then adds nothing more to it."""
 
 
-class TaskDone:
-    """A task's done callback: ``release(timeline)``. One per held request, shared by its tasks."""
-
-    __slots__ = ("timeline",)
-
-    def __init__(self, timeline: Timeline) -> None:
-        self.timeline = timeline
-
-    def __call__(self, task: object) -> None:
-        try:
-            release(self.timeline)
-        except Exception as exc:  # perfkit's bug must never become the app's
-            internal_error("after.release", exc)
-
-
 class _Held:
-    __slots__ = ("timeline", "count", "ended", "steps_at_end", "loop", "deadline", "expected", "done")
+    """A request handed off while some of its tasks still run (``Timeline.waiting``)."""
 
-    def __init__(self, timeline: Timeline) -> None:
+    __slots__ = ("timeline", "steps_at_end", "loop", "deadline")
+
+    def __init__(self, timeline: Timeline, loop: asyncio.AbstractEventLoop | None) -> None:
         self.timeline = timeline
-        self.count = 0  # tasks (and queued coroutines) not yet ended
-        self.ended = False  # the response has ended: hand off when count is 0
-        self.steps_at_end = 0
-        self.loop: asyncio.AbstractEventLoop | None = None  # the loop it ended on, and its time then plus WAIT_S
-        self.deadline = 0.0
-        self.expected: list[int] = []  # ids of its coroutines still queued
-        self.done = TaskDone(timeline)
+        self.steps_at_end = len(timeline.steps)
+        self.loop = loop  # the loop it ended on, and its time then plus WAIT_S
+        self.deadline = 0.0 if loop is None else loop.time() + WAIT_S
 
 
 _CALL_PARENT = THREAD_CALL.index("parent")
 
+# id(timeline) -> the request, from its hand-off while held until its last task ends or its deadline
 _held: dict[int, _Held] = {}
 # id(coroutine) -> (the coroutine, the request that queued it); the C task
 # factory holds this very dict (setup() in _backend), so it is never rebound.
@@ -88,33 +75,32 @@ _exporter: Sink | None = None
 _sweeps: dict[int, asyncio.AbstractEventLoop] = {}
 
 
-def hold(timeline: Timeline) -> TaskDone:
-    """A task of this request started: its hand-off waits for ``release``. The done callback that releases it."""
-    held = _held.get(id(timeline))
-    if held is None or held.timeline is not timeline:
-        held = _held[id(timeline)] = _Held(timeline)
-    held.count += 1
-    return held.done
+def hold(timeline: Timeline) -> None:
+    """A task of this request is about to start: its hand-off waits for ``release``. A count in the
+    timeline (the C task factory and clock keep it themselves, csrc/steps.c): nothing is allocated."""
+    timeline.held_tasks += 1
 
 
 def release(timeline: Timeline) -> None:
     """A task of this request ended."""
+    timeline.held_tasks -= 1
+    if timeline.held_tasks <= 0:
+        timeline.held_tasks = 0
+        if timeline.waiting:
+            tasks_ended(timeline)
+
+
+def tasks_ended(timeline: Timeline) -> None:
+    """The last task of a request handed off while held ended: it goes to the exporter now."""
     held = _held.get(id(timeline))
-    if held is None or held.timeline is not timeline:
-        return  # handed off at its deadline already
-    held.count -= 1
-    if held.count <= 0:
-        if held.ended:
-            _finish(held)
-        else:  # nothing to wait for (again): a request never handed off (abandoned) leaves nothing behind
-            del _held[id(timeline)]
+    if held is not None and held.timeline is timeline:  # (else handed off at its deadline already)
+        _finish(held)
 
 
 def expect(timeline: Timeline, coroutine: Coroutine[Any, Any, Any]) -> None:
     """The request queued ``coroutine`` for another task to run: it holds the request until its task starts."""
     hold(timeline)
     _expected[id(coroutine)] = (coroutine, timeline)
-    _held[id(timeline)].expected.append(id(coroutine))
 
 
 def claim(coroutine: object) -> Timeline | None:
@@ -134,19 +120,18 @@ def deferring(exporter: Sink) -> Sink:
     _exporter = exporter
 
     def hand_off(timeline: Timeline) -> None:
-        held = _held.get(id(timeline)) if _held else None
-        if held is None or held.timeline is not timeline:  # (release drops a request once nothing holds it)
+        if timeline.held_tasks <= 0:
             exporter(timeline)
             return
-        held.ended = True
-        held.steps_at_end = len(timeline.steps)
+        timeline.waiting = True
         try:
-            loop = asyncio.get_running_loop()
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:  # no loop: nothing can end later
+            loop = None
+        held = _held[id(timeline)] = _Held(timeline, loop)
+        if loop is None:
             _finish(held)
             return
-        held.loop = loop
-        held.deadline = loop.time() + WAIT_S
         _sweep_at(loop, held.deadline)
 
     return hand_off
@@ -191,9 +176,9 @@ def _held_on(loop: asyncio.AbstractEventLoop) -> list[_Held]:
 def _finish(held: _Held) -> None:
     timeline = held.timeline
     del _held[id(timeline)]
-    for key in held.expected:
-        entry = _expected.get(key)
-        if entry is not None and entry[1] is timeline:
+    timeline.waiting = False
+    if _expected:  # its coroutines still queued are no longer waited for
+        for key in [key for key, entry in _expected.items() if entry[1] is timeline]:
             del _expected[key]
     try:
         threads = timeline.generators.get(AFTER_RESPONSE_THREAD_STAGE)
@@ -211,5 +196,5 @@ def _finish(held: _Held) -> None:
     if _exporter is not None:
         try:
             _exporter(timeline)
-        except Exception as exc:  # from a done callback or a timer: nobody else would catch it
+        except Exception as exc:  # from a task's last step or a timer: nobody else would catch it
             internal_error("after.hand_off", exc)

@@ -93,8 +93,7 @@ def _load_speedups() -> ModuleType | None:
         iscoroutine=asyncio.iscoroutine,
         expected=_after._expected,
         claim=_after.claim,
-        hold=_after.hold,
-        release=_after.release,
+        tasks_ended=_after.tasks_ended,
         span_type=Span,
     )
     # The C task factory makes a StepClock the task's coroutine (no native

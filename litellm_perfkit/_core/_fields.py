@@ -2,8 +2,8 @@
 
 ``types.RequestRecord`` declares them: every field of the record except the
 derived ``stages`` is also a field of the request's timeline, recorded on the
-hot path in that shape. Three fields only the timeline has (the stages as the
-hot path keeps them, and a counter) are declared here. From both come the
+hot path in that shape. The fields only the timeline has (the stages as the
+hot path keeps them, counters, a flag) are declared here (``INTERNAL``). From both come the
 Python timeline's slots and constructor, the hand-off encoding's field order,
 the decoding into ``RequestRecord``, and the C accelerator's struct, member
 table, constructor, traverse and clear (``c_header``, written by setup.py at
@@ -48,11 +48,15 @@ class Field:
 
 
 # The timeline's own fields: the stages as the hot path keeps them (decoded
-# into RequestRecord.stages), and the next stage index.
+# into RequestRecord.stages), the next stage index, and its hand-off's hold
+# (_after): the tasks not yet finished, and whether it was handed off while
+# some ran.
 INTERNAL = (
     Field("finished", "object", list, factory=True),
     Field("generators", "object", dict, factory=True),
     Field("next_index", "ssize", encoded=False),
+    Field("held_tasks", "ssize", encoded=False),
+    Field("waiting", "bool", False, encoded=False),
 )
 
 CONSTRUCTOR = ("start_ns", "method", "path")

@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from types import ModuleType
 
     from ..types import AttributeValue
-    from ._after import TaskDone
     from ._gcwatch import GcWatch
     from ._stage import _PyStage
     from ._timeline import Timeline
@@ -152,8 +151,7 @@ class Hooks(TypedDict):
     iscoroutine: Callable[[object], bool]  # for what is not a native coroutine
     expected: dict[int, tuple[Coroutine[Any, Any, Any], Timeline]]  # _after's: non-empty while coroutines wait
     claim: Callable[[object], Timeline | None]
-    hold: Callable[[Timeline], TaskDone]
-    release: Callable[[Timeline], None]
+    tasks_ended: Callable[[Timeline], None]  # _after's: the last task of a request handed off while held ended
     span_type: type[Span]  # what stage_spans builds
 
 

@@ -49,7 +49,9 @@ between steps (docs/telemetry.md).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextvars
+import functools
 import os
 from asyncio.events import _get_running_loop  # None outside a running loop
 from collections.abc import Awaitable, Callable, Coroutine, Generator
@@ -116,6 +118,7 @@ class _Batches:
         "cpu_end_ns",
         "claimed_ns",
         "running",
+        "queue",
     )
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -135,22 +138,42 @@ class _Batches:
         # the CPU a stage named since then (the server's parsing), and the steps running now (one, or one inside another).
         self.claimed_ns = 0
         self.running = 0
+        self.queue: Callable[[], object] | None = None  # instead of call_soon: marker_queue
 
     def arm(self, now: int) -> None:
         """A step ran while no marker was queued: a busy period begins, in a batch that started about now."""
         self.armed = True
         self.start_ns = self.previous_ns = now
         self.steps = 0
-        self.loop.call_soon(self.mark, context=self.context)
+        self._queue_mark()
 
     def mark(self) -> None:
         if self.steps:
             self.previous_ns = self.start_ns
             self.start_ns = perf_counter_ns()
             self.steps = 0
-            self.loop.call_soon(self.mark, context=self.context)
+            self._queue_mark()
         else:
             self.armed = False
+
+    def _queue_mark(self) -> None:
+        if self.queue is not None:
+            self.queue()
+        else:
+            self.loop.call_soon(self.mark, context=self.context)
+
+
+def marker_queue(loop: asyncio.AbstractEventLoop, batches: Any) -> Callable[[], object] | None:
+    """On asyncio's own event loop, whose ``call_soon`` is Python: the marker's handle, made once, put
+    straight on the loop's ready queue, as ``call_soon`` puts a new one (the marker is queued from the
+    loop's thread, once at a time: ``armed``). That saves about 5,000 instructions a batch, two or three
+    batches a request when requests come one at a time (docs/overhead.md). None on other loops (uvloop's
+    ``call_soon`` is C) and in asyncio's debug mode, whose checks ``call_soon`` runs."""
+    ready = getattr(loop, "_ready", None)
+    if not isinstance(loop, asyncio.BaseEventLoop) or not isinstance(ready, collections.deque) or loop.get_debug():
+        return None
+    handle = asyncio.Handle(batches.mark, (), loop, batches.context)
+    return functools.partial(ready.append, handle)
 
 
 FINISHED: Final = object()
@@ -325,6 +348,7 @@ class StepAccounting:
         batches = self._by_loop.get(id(loop))
         if batches is None or batches.loop is not loop:
             batches = self._by_loop[id(loop)] = self._batches_class(loop)
+            batches.queue = marker_queue(loop, batches)
             loop.set_task_factory(self._factory_class(loop.get_task_factory(), batches, self.clock_class))
         return batches
 
@@ -333,23 +357,29 @@ class StepAccounting:
     ) -> Awaitable[Any]:
         """``awaitable``, clocked step by step into ``steps`` (``thread_cpu``: and by the thread's CPU clock,
         with the tasks it starts)."""
-        batches = self.batches_for(loop)
+        batches = self._by_loop.get(id(loop))  # batches_for's common case without its call, once a request
+        if batches is None or batches.loop is not loop:
+            batches = self.batches_for(loop)
         batches.thread_cpu = thread_cpu
         return self.clock_class(awaitable, steps, batches)  # type: ignore[no-any-return]
 
 
 async def _clocked(
-    clock_class: type[Any], coroutine: Awaitable[Any], steps: list[int], batches: Any, created_ns: int
+    clock_class: type[Any], coroutine: Awaitable[Any], timeline: Timeline, batches: Any, created_ns: int
 ) -> Any:
     # A native coroutine around the clock, a task's coroutine: code that
     # inspects it (anyio reads cr_frame) finds one. The C task factory needs
-    # none: its StepClock is a coroutine itself (csrc/steps.c).
-    return await clock_class(coroutine, steps, batches, created_ns)
+    # none: its StepClock is a coroutine itself (csrc/steps.c), which also
+    # releases a task cancelled before its first step (this body never runs then).
+    try:
+        return await clock_class(coroutine, timeline.steps, batches, created_ns)
+    finally:  # after the clock recorded the last step
+        release(timeline)
 
 
 class TaskFactory:
     """The event loop's task factory: a task started in a request's context is clocked into its steps, and
-    holds its hand-off until it ends (``_after``)."""
+    holds its hand-off until its coroutine finishes (``_after``)."""
 
     __slots__ = ("_previous", "_batches", "_clock_class")
 
@@ -363,30 +393,34 @@ class TaskFactory:
     ) -> asyncio.Future[Any]:
         context = kwargs.get("context")
         timeline = queued_by = None
+        wrapped: Coroutine[Any, Any, Any] | None = None
         try:
             queued_by = claim(coroutine)
             timeline = TIMELINE.get() if context is None else context.get(TIMELINE)
             if timeline is not None and asyncio.iscoroutine(coroutine):
-                coroutine = _clocked(self._clock_class, coroutine, timeline.steps, self._batches, perf_counter_ns())
-            else:
-                timeline = None
+                # Held before the task is made: an eager task may finish inside its making.
+                hold(timeline)
+                wrapped = _clocked(self._clock_class, coroutine, timeline, self._batches, perf_counter_ns())
         except Exception as exc:  # perfkit's bug must never become the app's
             internal_error("steps.task_factory", exc)
         previous = self._previous
-        task = (
-            previous(loop, coroutine, **kwargs)
-            if previous is not None
-            else asyncio.Task(coroutine, loop=loop, **kwargs)
-        )
+        started = coroutine if wrapped is None else wrapped
         try:
-            # The request's hand-off waits for the task (_after); a task
-            # started for a coroutine the request queued takes its hold over.
-            if timeline is not None:
-                task.add_done_callback(hold(timeline), context=self._batches.context)
-            if queued_by is not None:
+            task = (
+                previous(loop, started, **kwargs)
+                if previous is not None
+                else asyncio.Task(started, loop=loop, **kwargs)
+            )
+        except BaseException:
+            if wrapped is not None and timeline is not None:  # no task will run it
+                wrapped.close()
+                release(timeline)
+            raise
+        if queued_by is not None:  # a task started for a coroutine the request queued takes its hold over
+            try:
                 release(queued_by)
-        except Exception as exc:
-            internal_error("steps.task_factory", exc)
+            except Exception as exc:
+                internal_error("steps.task_factory", exc)
         return task
 
 

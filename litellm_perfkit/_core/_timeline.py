@@ -64,6 +64,8 @@ if TYPE_CHECKING:
         finished: list[Finished]
         generators: dict[str, list[Any]]
         next_index: int
+        held_tasks: int
+        waiting: bool
 
 else:
     _TimelineFields = object

@@ -5,6 +5,7 @@ hand-off waits for the tasks, and their time after the response is the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -101,8 +102,7 @@ def test_a_task_that_outlives_the_response_holds_the_hand_off_and_is_the_after_r
 
     async def then() -> None:
         assert records == []  # held while the task runs
-        await done.wait()
-        await asyncio.sleep(0)  # its done callback
+        await done.wait()  # the task's last step released it
 
     _served(backend, app, then)
     [record] = records
@@ -189,34 +189,51 @@ def test_a_coroutine_queued_for_a_worker_holds_the_request_until_its_task_ends(
     assert split is not None and split.stages[record.stages.index(after)].cpu_ns == 2_000_000
 
 
-def test_a_requests_tasks_share_one_done_callback_run_outside_its_context(
-    backend: Backend, records: Captured, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A copied context or a callback per task would live as long as the task, through the host's young
-    collections into its oldest generation (docs/overhead.md): the tasks share one, in the loop's empty context."""
-    seen: list[object] = []
-    release = _after.release
-
-    def spying(timeline: Any) -> None:
-        seen.append(current_timeline())
-        release(timeline)
-
-    monkeypatch.setattr(_after, "release", spying)
-    callbacks: list[object] = []
+def test_a_requests_tasks_queue_no_callback_and_release_it_as_they_finish(backend: Backend, records: Captured) -> None:
+    """A callback per task would be one more object living as long as the task, and its run one more
+    turn of the loop (docs/overhead.md): each task's coroutine releases its request as it finishes."""
+    tasks: list[asyncio.Task[None]] = []
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         loop = asyncio.get_running_loop()
-        tasks = [loop.create_task(asyncio.sleep(0)) for _ in range(3)]
+        tasks.extend(loop.create_task(asyncio.sleep(0)) for _ in range(3))
+        assert all(not task._callbacks for task in tasks)  # type: ignore[attr-defined]
         timeline = current_timeline()
-        callbacks.extend({_after._held[id(timeline)].done} | {_after.hold(timeline)})
-        release(timeline)  # the hold just taken to look (not through the spy: this runs in the request)
+        assert timeline is not None and timeline.held_tasks == 3
         await asyncio.gather(*tasks)
+        assert timeline.held_tasks == 0  # all three released before the response ends
         await _respond(send)
 
     _served(backend, app)
-    assert len(callbacks) == 1  # the one callback the request's tasks were given
-    assert seen and all(timeline is None for timeline in seen)  # run in an empty context, not a copy of the request's
-    assert len(records) == 1
+    assert len(records) == 1 and _after_response(records[0]) == 0
+
+
+@pytest.mark.parametrize("how", ["cancel", "close"])
+@pytest.mark.filterwarnings("ignore:coroutine 'sleep' was never awaited")  # the Python path's close leaves it
+def test_a_task_that_never_takes_a_step_releases_its_request(
+    backend: Backend, records: Captured, held: tuple[asyncio.Event, App], how: str
+) -> None:
+    """Cancelled (or its coroutine closed) before its first step: the C clock, the task's coroutine,
+    sees it and releases at once; the pure-Python path's native wrapper never runs, so its request
+    waits for the deadline (``WAIT_S``, 0.05 s here)."""
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        task = asyncio.get_running_loop().create_task(asyncio.sleep(10))
+        if how == "cancel":
+            task.cancel()
+        else:
+            task.get_coro().close()
+        with contextlib.suppress(BaseException):
+            await task
+        await _respond(send)
+
+    async def then() -> None:
+        if backend.name == "c":
+            assert len(records) == 1  # handed off with the response
+        await _until(lambda: len(records) == 1)
+
+    _served(backend, app, then)
+    assert len(records) == 1 and not _after._held
 
 
 def test_held_requests_share_one_sweep_per_loop(

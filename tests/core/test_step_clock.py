@@ -382,3 +382,46 @@ def test_a_clocked_tasks_coroutine_answers_inspection_as_the_one_it_drives(
     _, values = _run(backend, loop, parent)
     assert states == [inspect.CORO_CREATED, inspect.CORO_RUNNING, inspect.CORO_SUSPENDED, inspect.CORO_CLOSED]
     assert len(_steps(values)) >= 4  # the child was clocked
+
+
+def test_on_asyncios_own_loop_the_marker_is_one_handle_put_on_the_ready_queue(backend: Backend) -> None:
+    """Where ``call_soon`` is Python (asyncio's loop, not in debug mode) the marker's handle is made once and
+    queued as ``call_soon`` would; the batches still begin where the loop's iterations do. Elsewhere
+    (uvloop, debug mode) the batches keep ``call_soon``."""
+    import uvloop
+
+    from litellm_perfkit._core._steps import marker_queue
+
+    accounting = backend.middleware._step_accounting
+    loop = asyncio.new_event_loop()
+    try:
+        batches = accounting.batches_for(loop)
+        assert batches.queue is not None
+        starts: list[int] = []
+
+        async def busy() -> None:
+            for _ in range(3):
+                if not batches.armed:  # as a request's step does
+                    batches.arm(time.perf_counter_ns())
+                    handles.update(id(item) for item in loop._ready)  # type: ignore[attr-defined]
+                batches.steps += 1
+                starts.append(batches.start_ns)
+                await asyncio.sleep(0)
+
+        handles: set[int] = set()
+        loop.run_until_complete(busy())
+        assert len(set(starts)) == 3  # a new batch at each of the three iterations
+        loop.run_until_complete(asyncio.sleep(0))  # a batch with no step: the marker stops
+        assert not batches.armed
+        loop.run_until_complete(busy())
+        assert len(handles) == 1  # armed twice, the same handle each time
+        loop.set_debug(True)
+        assert marker_queue(loop, batches) is None
+    finally:
+        loop.close()
+    other = uvloop.new_event_loop()
+    try:
+        uv_batches = accounting.batches_for(other)
+        assert uv_batches.queue is None
+    finally:
+        other.close()

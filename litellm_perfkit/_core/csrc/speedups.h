@@ -111,6 +111,11 @@ extern Py_ssize_t pk_step_values;
 extern int64_t pk_loop_idle_ns;
 /* Step accounting's types ready (steps.c; its names are in pk_names); -1 with an exception set. */
 int pk_steps_ready(void);
+/* A request's hand-off held for its tasks (_after.hold, release), and a task clock's hold ending, if it
+ * still holds one (steps.c). */
+int pk_hold(PyObject *timeline);
+void pk_release(PyObject *timeline);
+void pk_clock_release(PyObject *clock);
 extern PyTypeObject PkTaskFactory_Type;
 /* The task factory's types ready (tasks.c); -1 with an exception set. */
 int pk_tasks_ready(void);

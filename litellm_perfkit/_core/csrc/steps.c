@@ -22,6 +22,7 @@ typedef struct {
     PyObject *call_soon; /* loop.call_soon, bound once */
     PyObject *mark;      /* self.mark, bound once (a cycle the collector sees) */
     PyObject *context;   /* empty: the context perfkit's callbacks on this loop run in (_steps._Batches) */
+    PyObject *queue;     /* queues the marker without call_soon, or NULL (_steps.marker_queue) */
     int64_t start_ns;    /* when the current batch of ready callbacks began */
     int64_t previous_ns; /* when the batch before it began */
     int64_t steps;       /* request steps since the marker was queued */
@@ -37,12 +38,16 @@ int64_t pk_loop_idle_ns;
 
 static PyObject *one;
 
-/* loop.call_soon(self.mark, context=self.context): no copy of the current context per batch */
+/* loop.call_soon(self.mark, context=self.context): no copy of the current context per batch; or the queue
+ * StepAccounting gave, which puts one handle made once on asyncio's ready queue */
 static PyObject *
 queue_mark(BatchesObject *self)
 {
     if (pk_initialised(self->call_soon, (PyObject *)self) < 0) {
         return NULL;
+    }
+    if (self->queue != NULL && self->queue != Py_None) { /* a member set to None holds None */
+        return PyObject_CallNoArgs(self->queue);
     }
     PyObject *args[2] = {self->mark, self->context};
     return PyObject_Vectorcall(self->call_soon, args, 1, pk_names.context_kwnames);
@@ -134,12 +139,14 @@ batches_traverse(BatchesObject *self, visitproc visit, void *arg)
     Py_VISIT(self->call_soon);
     Py_VISIT(self->mark);
     Py_VISIT(self->context);
+    Py_VISIT(self->queue);
     return 0;
 }
 
 static int
 batches_clear(BatchesObject *self)
 {
+    Py_CLEAR(self->queue);
     Py_CLEAR(self->loop);
     Py_CLEAR(self->call_soon);
     Py_CLEAR(self->mark);
@@ -164,6 +171,7 @@ static PyMethodDef batches_methods[] = {
 static PyMemberDef batches_members[] = {
     {"loop", T_OBJECT, offsetof(BatchesObject, loop), READONLY, "the event loop"},
     {"context", T_OBJECT, offsetof(BatchesObject, context), READONLY, "the empty context perfkit's callbacks on the loop run in"},
+    {"queue", T_OBJECT, offsetof(BatchesObject, queue), 0, "queues the marker instead of loop.call_soon, or None"},
     {"start_ns", T_LONGLONG, offsetof(BatchesObject, start_ns), 0, "when the current batch began"},
     {"previous_ns", T_LONGLONG, offsetof(BatchesObject, previous_ns), 0, "when the batch before began"},
     {"steps", T_LONGLONG, offsetof(BatchesObject, steps), 0, "request steps since the marker was queued"},
@@ -200,6 +208,7 @@ typedef struct {
     BatchesObject *batches;
     int64_t previous;        /* when the last step ended, or the first became ready */
     int64_t created;         /* when the first step became ready, if known; 0 after it */
+    PyObject *held;          /* a task's: the request it holds (_after.hold) until it finishes, then releases */
     char running;            /* inside a step: driving it again is refused, as a running coroutine refuses it */
 } StepClockObject;
 
@@ -217,13 +226,14 @@ refuse_reentry(StepClockObject *self)
 static int
 clock_init(StepClockObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"awaitable", "steps", "batches", "ready_ns", NULL};
-    PyObject *awaitable, *steps, *batches;
+    static char *keywords[] = {"awaitable", "steps", "batches", "ready_ns", "held", NULL};
+    PyObject *awaitable, *steps, *batches, *held = Py_None;
     long long ready = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO!O!|L:StepClock", keywords, &awaitable, &PyList_Type, &steps,
-                                     &PkBatches_Type, &batches, &ready)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO!O!|LO:StepClock", keywords, &awaitable, &PyList_Type, &steps,
+                                     &PkBatches_Type, &batches, &ready, &held)) {
         return -1;
     }
+    Py_XSETREF(self->held, held == Py_None ? NULL : Py_NewRef(held));
     Py_XSETREF(self->awaitable, Py_NewRef(awaitable));
     Py_XSETREF(self->inner, Py_NewRef(awaitable));
     Py_CLEAR(self->iterator);
@@ -426,6 +436,56 @@ throw_into(PyObject *iterator, PyObject *exc, PyObject **result)
     return *result == NULL ? PYGEN_ERROR : PYGEN_RETURN;
 }
 
+/* A task of the request is about to start: its hand-off waits (_after.hold). 0, or -1 with an exception set. */
+int
+pk_hold(PyObject *timeline)
+{
+    PkTimelineObject *fields = pk_timeline(timeline);
+    if (fields == NULL) {
+        return -1;
+    }
+    fields->held_tasks++;
+    return 0;
+}
+
+/* A task of the request ended (_after.release): Python runs only for the last one of a request handed off
+ * while held. Keeps any exception being raised; perfkit's own failure is reported, never raised. */
+void
+pk_release(PyObject *timeline)
+{
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PkTimelineObject *fields = pk_timeline(timeline);
+    if (fields == NULL) {
+        pk_report("steps.release");
+    }
+    else if (--fields->held_tasks <= 0) {
+        fields->held_tasks = 0;
+        if (fields->waiting) {
+            PyObject *ended = PyObject_CallOneArg(pk_hooks.tasks_ended, timeline);
+            if (ended == NULL) {
+                pk_report("steps.release"); /* perfkit's bug must never become the app's */
+            }
+            Py_XDECREF(ended);
+        }
+    }
+    PyErr_Restore(type, value, traceback);
+}
+
+/* The task's coroutine has finished (returned, raised, or closed): its request's hold ends here, once, after
+ * its last step is recorded. No done callback per task, and nothing queued on the loop. */
+void
+pk_clock_release(PyObject *clock)
+{
+    StepClockObject *self = (StepClockObject *)clock;
+    PyObject *held = self->held;
+    if (held != NULL) {
+        self->held = NULL;
+        pk_release(held);
+        Py_DECREF(held);
+    }
+}
+
 /* One step: send value (or throw exc) into the awaitable, clocked. */
 static PySendResult
 clock_step(StepClockObject *self, PyObject *value, PyObject *exc, PyObject **result)
@@ -495,6 +555,7 @@ clock_step(StepClockObject *self, PyObject *value, PyObject *exc, PyObject **res
     }
     if (status != PYGEN_NEXT) {
         Py_CLEAR(self->iterator);
+        pk_clock_release((PyObject *)self);
     }
     return status;
 }
@@ -618,6 +679,7 @@ clock_throw(StepClockObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (close_inner(self) == 0) {
             PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
         }
+        pk_clock_release((PyObject *)self);
     }
     else {
         PySendResult status = clock_step(self, NULL, exc, &result);
@@ -630,7 +692,9 @@ clock_throw(StepClockObject *self, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 clock_close(StepClockObject *self, PyObject *Py_UNUSED(ignored))
 {
-    if (close_inner(self) < 0) {
+    int closed = close_inner(self);
+    pk_clock_release((PyObject *)self);
+    if (closed < 0) {
         return NULL;
     }
     Py_RETURN_NONE;
@@ -650,9 +714,12 @@ clock_traverse(StepClockObject *self, visitproc visit, void *arg)
     Py_VISIT(self->iterator);
     Py_VISIT(self->steps);
     Py_VISIT(self->batches);
+    Py_VISIT(self->held);
     return 0;
 }
 
+/* A clock freed while it holds a request (a task never run to its end) releases nothing: the hand-off's
+ * deadline sweep ends that hold (_after.WAIT_S), as for a task that never ends. */
 static int
 clock_clear(StepClockObject *self)
 {
@@ -661,6 +728,7 @@ clock_clear(StepClockObject *self)
     Py_CLEAR(self->iterator);
     Py_CLEAR(self->steps);
     Py_CLEAR(self->batches);
+    Py_CLEAR(self->held);
     return 0;
 }
 

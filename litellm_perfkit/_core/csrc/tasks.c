@@ -1,10 +1,10 @@
 /* TaskFactory: the event loop's task factory that clocks the tasks a request
  * starts, the C counterpart of _steps.TaskFactory (the specification and
  * the fallback). A LiteLLM request starts 20-30 tasks, so the factory runs
- * that often per request: here it costs no Python frame. A task's end
- * releases its request through the request's one done callback (_after.hold
- * returns it), queued in the loop's empty context (Batches.context): neither
- * a callback nor a context copy per task. */
+ * that often per request: here it costs no Python frame. The task holds its
+ * request's hand-off (_after.hold) from before it is made (an eager task may
+ * finish inside its making) until its coroutine, the StepClock, finishes and
+ * releases it (steps.c): no done callback, no loop callback per task. */
 #include "speedups.h"
 
 #include <stddef.h>
@@ -17,7 +17,6 @@ typedef struct {
     PyObject *previous; /* the factory the host had set, or NULL */
     PyObject *batches;
     PyObject *clock_class;
-    PyObject *context; /* batches.context */
 } TaskFactoryObject;
 
 /* The request whose context the task runs in (a new reference), or NULL
@@ -59,25 +58,27 @@ is_coroutine(PyObject *object)
     return result;
 }
 
-/* The coroutine clocked into the timeline's steps (a new reference), or NULL with an exception set. */
+/* The coroutine clocked into the timeline's steps, holding the request until it finishes (a new
+ * reference), or NULL with an exception set (and no hold taken). */
 static PyObject *
 clocked(TaskFactoryObject *self, PyObject *coroutine, PyObject *timeline)
 {
+    if (pk_hold(timeline) < 0) {
+        return NULL;
+    }
     int64_t now;
-    if (pk_now(&now) < 0) {
-        return NULL;
+    PyObject *steps = NULL, *ready = NULL, *result = NULL;
+    if (pk_now(&now) == 0 && (steps = PyObject_GetAttr(timeline, pk_names.steps)) != NULL
+        && (ready = PyLong_FromLongLong(now)) != NULL) {
+        /* The StepClock itself is the task's coroutine (steps.c): no native coroutine around it */
+        PyObject *args[5] = {coroutine, steps, self->batches, ready, timeline};
+        result = PyObject_Vectorcall(self->clock_class, args, 5, NULL);
     }
-    PyObject *steps = PyObject_GetAttr(timeline, pk_names.steps);
-    PyObject *ready = steps == NULL ? NULL : PyLong_FromLongLong(now);
-    if (ready == NULL) {
-        Py_XDECREF(steps);
-        return NULL;
+    Py_XDECREF(steps);
+    Py_XDECREF(ready);
+    if (result == NULL) { /* no clock to release it: the hold just taken ends */
+        pk_release(timeline);
     }
-    /* The StepClock itself is the task's coroutine (steps.c): no native coroutine around it */
-    PyObject *args[4] = {coroutine, steps, self->batches, ready};
-    PyObject *result = PyObject_Vectorcall(self->clock_class, args, 4, NULL);
-    Py_DECREF(steps);
-    Py_DECREF(ready);
     return result;
 }
 
@@ -110,21 +111,6 @@ make_task(TaskFactoryObject *self, PyObject *loop, PyObject *coroutine, PyObject
     PyObject *task = PyObject_Vectorcall(pk_hooks.task_type, stack, 1, names);
     Py_DECREF(names);
     return task;
-}
-
-/* The task holds its request's hand-off until it ends: task.add_done_callback(_after.hold(timeline), context=...). */
-static int
-hold_until_done(TaskFactoryObject *self, PyObject *task, PyObject *timeline)
-{
-    PyObject *done = PyObject_CallOneArg(pk_hooks.hold, timeline);
-    if (done == NULL) {
-        return -1;
-    }
-    PyObject *args[3] = {task, done, self->context};
-    PyObject *added = PyObject_VectorcallMethod(pk_names.add_done_callback, args, 2, pk_names.context_kwnames);
-    Py_DECREF(done);
-    Py_XDECREF(added);
-    return added == NULL ? -1 : 0;
 }
 
 static PyObject *
@@ -164,17 +150,13 @@ factory_vectorcall(TaskFactoryObject *self, PyObject *const *args, size_t nargsf
         Py_CLEAR(timeline);
     }
     PyObject *task = make_task(self, loop, wrapped != NULL ? wrapped : coroutine, args + 2, kwnames);
+    if (task == NULL && wrapped != NULL) {
+        pk_clock_release(wrapped); /* no task will run it */
+    }
     Py_XDECREF(wrapped);
     if (task != NULL) {
-        if (timeline != NULL && hold_until_done(self, task, timeline) < 0) {
-            pk_report("steps.task_factory");
-        }
         if (queued_by != NULL) {
-            PyObject *released = PyObject_CallOneArg(pk_hooks.release, queued_by);
-            if (released == NULL) {
-                pk_report("steps.task_factory");
-            }
-            Py_XDECREF(released);
+            pk_release(queued_by);
         }
     }
     Py_XDECREF(timeline);
@@ -198,11 +180,6 @@ factory_init(TaskFactoryObject *self, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_RuntimeError, "TaskFactory: setup() has not run");
         return -1;
     }
-    PyObject *context = PyObject_GetAttr(batches, pk_names.context);
-    if (context == NULL) {
-        return -1;
-    }
-    Py_XSETREF(self->context, context);
     Py_XSETREF(self->previous, previous == Py_None ? NULL : Py_NewRef(previous));
     Py_XSETREF(self->batches, Py_NewRef(batches));
     Py_XSETREF(self->clock_class, Py_NewRef(clock_class));
@@ -216,7 +193,6 @@ factory_traverse(TaskFactoryObject *self, visitproc visit, void *arg)
     Py_VISIT(self->previous);
     Py_VISIT(self->batches);
     Py_VISIT(self->clock_class);
-    Py_VISIT(self->context);
     return 0;
 }
 
@@ -226,7 +202,6 @@ factory_clear(TaskFactoryObject *self)
     Py_CLEAR(self->previous);
     Py_CLEAR(self->batches);
     Py_CLEAR(self->clock_class);
-    Py_CLEAR(self->context);
     return 0;
 }
 
