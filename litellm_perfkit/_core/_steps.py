@@ -53,6 +53,7 @@ import collections
 import contextvars
 import functools
 import os
+import sys
 from asyncio.events import _get_running_loop  # None outside a running loop
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from time import perf_counter_ns, thread_time_ns
@@ -62,6 +63,7 @@ from .._wire._environment_variables import PERFKIT_STEPS
 from .._wire._names import EVENT_LOOP_STAGE
 from ..types import StepMode
 from ._after import claim, hold, release
+from ._collector import closed_by_collector
 from ._context import TIMELINE
 from ._fields import GeneratorEntry
 from ._guard import internal_error, warn_once
@@ -373,8 +375,9 @@ async def _clocked(
     # releases a task cancelled before its first step (this body never runs then).
     try:
         return await clock_class(coroutine, timeline.steps, batches, created_ns)
-    finally:  # after the clock recorded the last step
-        release(timeline)
+    finally:  # after the clock recorded the last step; garbage being collected touches nothing (_collector)
+        if not closed_by_collector(sys.exc_info()[0]):
+            release(timeline)
 
 
 class TaskFactory:
