@@ -5,22 +5,24 @@ The task factory clocks every task started in a request's context into the
 request's steps (``_steps``); steps recorded after the request was handed to
 the exporter would go nowhere, so each clocked task holds its request from
 before the task is made until its coroutine finishes (returns, raises or is
-closed), which releases it after recording its last step: a request whose tasks are still running is
-handed off when the last one ends, or ``WAIT_S`` after its response,
-whichever comes first, with one more stage, ``after_response``, from the
-response's end to then (its CPU, queueing and I/O from the steps that ran
-in it). Work queued for a worker task to start later (LiteLLM's logging
-queue) holds the request from when it is queued: ``expect``, called by the
-LiteLLM instrumentation; the task started for that coroutine takes the hold
-over.
+closed), which releases it after its last step is recorded. A request whose
+tasks are still running when it ends is handed off when the last one ends,
+or ``WAIT_S`` after its response, whichever comes first, with one more
+stage, ``after_response``, from the response's end to then (its CPU,
+queueing and I/O from the steps that ran in it). Work queued for a worker
+task to start later (LiteLLM's logging queue) holds the request from when
+it is queued: ``expect``, called by the LiteLLM instrumentation; the task
+started for that coroutine takes the hold over.
 
-A held request allocates one record and no timer of its own: one sweep per
-loop hands off whatever is past its deadline; a task adds no done callback,
-so its end queues nothing on the loop. A task that never finishes (or, on
-the pure-Python path, is cancelled before its first step, which its native
-coroutine wrapper never sees) holds its request until the deadline. Under load most requests are held for a while, and whatever they
-hold lives through the host's young collections into its oldest generation,
-bringing the host's next full collection nearer (docs/overhead.md).
+The hold is a count in the timeline (``held_tasks``): a task allocates
+nothing for it and queues nothing on the loop as it ends. Only a request
+handed off while held gets a record (``_Held``) and, per loop, one sweep
+that hands off whatever is past its deadline. Under load most requests are
+held for a while, and whatever they hold lives through the host's young
+collections into its oldest generation, bringing the host's next full
+collection nearer (docs/overhead.md). A task that never finishes (or, on the
+pure-Python path, is cancelled before its first step, which its native
+coroutine wrapper never sees) holds its request until the deadline.
 
 ``after_response`` lies outside the request's wall time: it is not part of
 its duration, overhead or unattributed time (_export/_spans.reconcile), only
