@@ -38,6 +38,7 @@ from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
 from .._wire._names import AFTER_RESPONSE_STAGE, AFTER_RESPONSE_THREAD_STAGE
+from . import _collector
 from ._fields import THREAD_CALL, GeneratorEntry
 from ._guard import internal_error
 
@@ -93,7 +94,10 @@ def release(timeline: Timeline) -> None:
 
 
 def tasks_ended(timeline: Timeline) -> None:
-    """The last task of a request handed off while held ended: it goes to the exporter now."""
+    """The last task of a request handed off while held ended: it goes to the exporter now. Not from
+    inside a collection (a clock freed as garbage): that touches nothing, and the sweep hands it off."""
+    if _collector.COLLECTING:
+        return
     held = _held.get(id(timeline))
     if held is not None and held.timeline is timeline:  # (else handed off at its deadline already)
         _finish(held)
@@ -179,7 +183,7 @@ def _finish(held: _Held) -> None:
     timeline = held.timeline
     del _held[id(timeline)]
     timeline.waiting = False
-    if _expected:  # its coroutines still queued are no longer waited for
+    if _expected and timeline.held_tasks:  # its coroutines still queued (each holds it) are no longer waited for
         for key in [key for key, entry in _expected.items() if entry[1] is timeline]:
             del _expected[key]
     try:

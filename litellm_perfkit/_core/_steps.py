@@ -52,6 +52,7 @@ import asyncio
 import collections
 import contextvars
 import functools
+import inspect
 import os
 import sys
 from asyncio.events import _get_running_loop  # None outside a running loop
@@ -126,7 +127,7 @@ class _Batches:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         # perfkit's callbacks on this loop run in this empty context: without
-        # one, each call_soon and add_done_callback copies the current context,
+        # one, each call_soon copies the current context,
         # an object that lives as long as the callback waits (docs/overhead.md).
         self.context = contextvars.Context()
         self.start_ns = 0
@@ -172,7 +173,12 @@ def marker_queue(loop: asyncio.AbstractEventLoop, batches: Any) -> Callable[[], 
     batches a request when requests come one at a time (docs/overhead.md). None on other loops (uvloop's
     ``call_soon`` is C) and in asyncio's debug mode, whose checks ``call_soon`` runs."""
     ready = getattr(loop, "_ready", None)
-    if not isinstance(loop, asyncio.BaseEventLoop) or not isinstance(ready, collections.deque) or loop.get_debug():
+    if (
+        not isinstance(loop, asyncio.BaseEventLoop)
+        or type(loop).call_soon is not asyncio.BaseEventLoop.call_soon  # a loop of its own kind: its call_soon
+        or not isinstance(ready, collections.deque)
+        or loop.get_debug()
+    ):
         return None
     handle = asyncio.Handle(batches.mark, (), loop, batches.context)
     return functools.partial(ready.append, handle)
@@ -377,7 +383,10 @@ async def _clocked(
         return await clock_class(coroutine, timeline.steps, batches, created_ns)
     finally:  # after the clock recorded the last step; garbage being collected touches nothing (_collector)
         if not closed_by_collector(sys.exc_info()[0]):
-            release(timeline)
+            try:
+                release(timeline)
+            except Exception as exc:  # perfkit's bug must never become the app's
+                internal_error("steps.release", exc)
 
 
 class TaskFactory:
@@ -416,8 +425,10 @@ class TaskFactory:
             )
         except BaseException:
             if wrapped is not None and timeline is not None:  # no task will run it
-                wrapped.close()
-                release(timeline)
+                never_started = inspect.getcoroutinestate(wrapped) == inspect.CORO_CREATED
+                wrapped.close()  # (one the host's factory started releases in its finally)
+                if never_started:
+                    release(timeline)
             raise
         if queued_by is not None:  # a task started for a coroutine the request queued takes its hold over
             try:

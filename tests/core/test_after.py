@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
+import sys
 import time
+import warnings
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -274,3 +277,95 @@ def test_a_request_held_on_a_loop_that_closed_is_handed_off_with_the_next_sweep(
     _serve(backend, _held_until(ends), second, then)
     second.close()
     assert len(records) == 2 and not _after._held
+
+
+def test_a_task_of_a_host_factory_that_wraps_it_never_stepped_releases_its_request(
+    backend: Backend, records: Captured, held: tuple[asyncio.Event, App]
+) -> None:
+    """The host's own task factory (set before perfkit's, which then sits outside it) wraps each coroutine
+    in one of its own; a task cancelled before its first step never reaches perfkit's clock. The C clock,
+    freed unfinished, releases its request; the pure-Python path's waits for the deadline."""
+
+    def host_factory(loop: asyncio.AbstractEventLoop, coroutine: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        async def wrapper() -> Any:
+            return await coroutine
+
+        return asyncio.Task(wrapper(), loop=loop, **kwargs)
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        task = asyncio.get_running_loop().create_task(asyncio.sleep(10))
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        del task
+        for _ in range(2):  # the loop lets go of the task
+            await asyncio.sleep(0)
+        gc.collect()  # the task, its coroutines and the exception's traceback hold each other
+        await _respond(send)
+
+    async def then() -> None:
+        if backend.name == "c":
+            assert len(records) == 1  # handed off with the response
+        await _until(lambda: len(records) == 1)
+
+    loop = asyncio.new_event_loop()
+    loop.set_task_factory(host_factory)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the wrapper's coroutine never awaited its own
+        _serve(backend, app, loop, then)
+    loop.close()
+    assert len(records) == 1 and not _after._held
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="asyncio takes a generator as a coroutine up to 3.11")
+def test_a_task_whose_coroutine_cannot_be_awaited_releases_its_request(
+    backend: Backend, records: Captured, held: tuple[asyncio.Event, App]
+) -> None:
+    """A plain generator passes asyncio.iscoroutine on 3.11; its task fails at its first step."""
+
+    def generator() -> Any:
+        yield
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        task = asyncio.get_running_loop().create_task(generator())  # type: ignore[arg-type]
+        with contextlib.suppress(Exception):
+            await task
+        await _respond(send)
+
+    async def then() -> None:
+        if backend.name == "c":
+            assert len(records) == 1  # handed off with the response
+        await _until(lambda: len(records) == 1)
+
+    _served(backend, app, then)
+    assert len(records) == 1 and not _after._held
+
+
+def test_a_task_closing_its_own_coroutine_keeps_its_hold_until_it_ends(
+    backend: Backend, records: Captured, clock: FakeClock
+) -> None:
+    """Refused (the coroutine is running): the task goes on, and its later steps still hold the request."""
+    refused: list[str] = []
+
+    async def log() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        try:
+            task.get_coro().close()
+        except (RuntimeError, ValueError) as exc:
+            refused.append(type(exc).__name__)
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # the response ends meanwhile
+        clock.advance_ms(3)
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        asyncio.get_running_loop().create_task(log())
+        await _respond(send)
+
+    async def then() -> None:
+        assert records == []  # still held
+        await _until(lambda: len(records) == 1)
+
+    _served(backend, app, then)
+    [record] = records
+    assert refused and _after_response(record) == 1

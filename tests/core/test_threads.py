@@ -93,7 +93,7 @@ def test_a_thread_handed_over_after_the_response_is_after_response_work(
 
     async def then() -> None:
         await done.wait()
-        await _until(lambda: len(records) == 1)  # handed off once the task's done callback has run
+        await _until(lambda: len(records) == 1)  # handed off once the task has ended
 
     _served(backend, app, then)
     [record] = records

@@ -38,7 +38,7 @@ typedef struct {
     PyObject *client_disconnected, *incomplete_response, *gc;
     PyObject *server_timing_header, *overhead_header_name;
     PyObject *mark, *call_soon, *throw_, *close, *steps_dropped; /* steps.c */
-    PyObject *steps, *loop, *context, *add_done_callback;        /* tasks.c */
+    PyObject *steps, *loop, *context;                            /* tasks.c */
     PyObject *name, *kind, *parent, *start_ns, *end_ns, *items, *block, *empty; /* spans.c: a StageRecord's fields, "block", "" */
     PyObject *context_kwnames; /* ("context",): callbacks queued with perfkit's empty context */
 } PkNames;

@@ -507,7 +507,8 @@ clock_step(StepClockObject *self, PyObject *value, PyObject *exc, PyObject **res
         Py_DECREF(awaitable);
         Py_CLEAR(self->awaitable);
         Py_XSETREF(self->iterator, iterator);
-        if (iterator == NULL) {
+        if (iterator == NULL) { /* it can never run: finished */
+            pk_clock_release((PyObject *)self);
             return PYGEN_ERROR;
         }
     }
@@ -676,10 +677,13 @@ clock_throw(StepClockObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *result = NULL;
     if (self->iterator == NULL || PyErr_GivenExceptionMatches(exc, PyExc_GeneratorExit)) {
         /* Not started (a generator raises at once) or closing: close what it drives, then raise. */
+        int running = self->running; /* refused: it goes on */
         if (close_inner(self) == 0) {
             PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
         }
-        pk_clock_release((PyObject *)self);
+        if (!running) {
+            pk_clock_release((PyObject *)self);
+        }
     }
     else {
         PySendResult status = clock_step(self, NULL, exc, &result);
@@ -692,8 +696,11 @@ clock_throw(StepClockObject *self, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 clock_close(StepClockObject *self, PyObject *Py_UNUSED(ignored))
 {
+    int running = self->running; /* refused: it goes on */
     int closed = close_inner(self);
-    pk_clock_release((PyObject *)self);
+    if (!running) {
+        pk_clock_release((PyObject *)self);
+    }
     if (closed < 0) {
         return NULL;
     }
@@ -718,8 +725,16 @@ clock_traverse(StepClockObject *self, visitproc visit, void *arg)
     return 0;
 }
 
-/* A clock freed while it holds a request (a task never run to its end) releases nothing: the hand-off's
- * deadline sweep ends that hold (_after.WAIT_S), as for a task that never ends. */
+/* A clock freed while it still holds a request was never run to its end by its task: a host's task
+ * factory that wraps it in a coroutine of its own, cancelled before its first step, never reaches it.
+ * The hold ends here; during a collection, only the count (_after.tasks_ended touches nothing then, and
+ * the deadline sweep hands the request off). */
+static void
+clock_finalize(StepClockObject *self)
+{
+    pk_clock_release((PyObject *)self);
+}
+
 static int
 clock_clear(StepClockObject *self)
 {
@@ -746,6 +761,9 @@ clock_forward(StepClockObject *self, void *closure)
 static void
 clock_dealloc(StepClockObject *self)
 {
+    if (self->held != NULL && PyObject_CallFinalizerFromDealloc((PyObject *)self) < 0) {
+        return; /* resurrected */
+    }
     PyObject_GC_UnTrack(self);
     clock_clear(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -779,6 +797,7 @@ PyTypeObject PkStepClock_Type = {
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)clock_init,
     .tp_dealloc = (destructor)clock_dealloc,
+    .tp_finalize = (destructor)clock_finalize,
     .tp_traverse = (traverseproc)clock_traverse,
     .tp_clear = (inquiry)clock_clear,
     .tp_as_async = &clock_async,

@@ -4,7 +4,8 @@
  * that often per request: here it costs no Python frame. The task holds its
  * request's hand-off (_after.hold) from before it is made (an eager task may
  * finish inside its making) until its coroutine, the StepClock, finishes and
- * releases it (steps.c): no done callback, no loop callback per task. */
+ * releases it, or is freed unfinished (steps.c): no done callback, no loop
+ * callback per task. */
 #include "speedups.h"
 
 #include <stddef.h>
