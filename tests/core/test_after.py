@@ -211,6 +211,38 @@ def test_a_requests_tasks_queue_no_callback_and_release_it_as_they_finish(backen
     assert len(records) == 1 and _after_response(records[0]) == 0
 
 
+def _serve_with_a_task_that_never_ends_a_step(
+    backend: Backend,
+    records: Captured,
+    start: Callable[[asyncio.AbstractEventLoop], asyncio.Task[Any]],
+    loop: asyncio.AbstractEventLoop | None = None,
+) -> None:
+    """One request that starts a task (``start``) whose coroutine never runs to its end, awaits it and
+    responds. The C clock releases the request: it is handed off with its response; the pure-Python
+    path's waits for the deadline (the ``held`` fixture's 0.05 s)."""
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        task = start(asyncio.get_running_loop())
+        with contextlib.suppress(BaseException):
+            await task
+        del task
+        for _ in range(2):  # the loop lets go of the task
+            await asyncio.sleep(0)
+        gc.collect()  # the task, its coroutines and the exception's traceback hold each other
+        await _respond(send)
+
+    async def then() -> None:
+        if backend.name == "c":
+            assert len(records) == 1
+        await _until(lambda: len(records) == 1)
+
+    if loop is None:
+        _served(backend, app, then)
+    else:
+        _serve(backend, app, loop, then)
+    assert len(records) == 1 and not _after._held
+
+
 @pytest.mark.parametrize("how", ["cancel", "close"])
 @pytest.mark.filterwarnings("ignore:coroutine 'sleep' was never awaited")  # the Python path's close leaves it
 def test_a_task_that_never_takes_a_step_releases_its_request(
@@ -220,23 +252,15 @@ def test_a_task_that_never_takes_a_step_releases_its_request(
     sees it and releases at once; the pure-Python path's native wrapper never runs, so its request
     waits for the deadline (``WAIT_S``, 0.05 s here)."""
 
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        task = asyncio.get_running_loop().create_task(asyncio.sleep(10))
+    def start(loop: asyncio.AbstractEventLoop) -> asyncio.Task[Any]:
+        task = loop.create_task(asyncio.sleep(10))
         if how == "cancel":
             task.cancel()
         else:
             task.get_coro().close()
-        with contextlib.suppress(BaseException):
-            await task
-        await _respond(send)
+        return task
 
-    async def then() -> None:
-        if backend.name == "c":
-            assert len(records) == 1  # handed off with the response
-        await _until(lambda: len(records) == 1)
-
-    _served(backend, app, then)
-    assert len(records) == 1 and not _after._held
+    _serve_with_a_task_that_never_ends_a_step(backend, records, start)
 
 
 def test_held_requests_share_one_sweep_per_loop(
@@ -292,29 +316,17 @@ def test_a_task_of_a_host_factory_that_wraps_it_never_stepped_releases_its_reque
 
         return asyncio.Task(wrapper(), loop=loop, **kwargs)
 
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        task = asyncio.get_running_loop().create_task(asyncio.sleep(10))
+    def start(loop: asyncio.AbstractEventLoop) -> asyncio.Task[Any]:
+        task = loop.create_task(asyncio.sleep(10))
         task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        del task
-        for _ in range(2):  # the loop lets go of the task
-            await asyncio.sleep(0)
-        gc.collect()  # the task, its coroutines and the exception's traceback hold each other
-        await _respond(send)
-
-    async def then() -> None:
-        if backend.name == "c":
-            assert len(records) == 1  # handed off with the response
-        await _until(lambda: len(records) == 1)
+        return task
 
     loop = asyncio.new_event_loop()
     loop.set_task_factory(host_factory)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # the wrapper's coroutine never awaited its own
-        _serve(backend, app, loop, then)
+        _serve_with_a_task_that_never_ends_a_step(backend, records, start, loop)
     loop.close()
-    assert len(records) == 1 and not _after._held
 
 
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="asyncio takes a generator as a coroutine up to 3.11")
@@ -326,19 +338,11 @@ def test_a_task_whose_coroutine_cannot_be_awaited_releases_its_request(
     def generator() -> Any:
         yield
 
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        task = asyncio.get_running_loop().create_task(generator())  # type: ignore[arg-type]
-        with contextlib.suppress(Exception):
-            await task
-        await _respond(send)
-
-    async def then() -> None:
-        if backend.name == "c":
-            assert len(records) == 1  # handed off with the response
-        await _until(lambda: len(records) == 1)
-
-    _served(backend, app, then)
-    assert len(records) == 1 and not _after._held
+    _serve_with_a_task_that_never_ends_a_step(
+        backend,
+        records,
+        lambda loop: loop.create_task(generator()),  # type: ignore[arg-type]
+    )
 
 
 def test_a_task_closing_its_own_coroutine_keeps_its_hold_until_it_ends(
