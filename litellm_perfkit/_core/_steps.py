@@ -169,7 +169,7 @@ class _Batches:
 def marker_queue(loop: asyncio.AbstractEventLoop, batches: Any) -> Callable[[], object] | None:
     """On asyncio's own event loop, whose ``call_soon`` is Python: the marker's handle, made once, put
     straight on the loop's ready queue, as ``call_soon`` puts a new one (the marker is queued from the
-    loop's thread, once at a time: ``armed``). That saves about 5,000 instructions a batch, two or three
+    loop's thread, once at a time: ``armed``). That saves about 4,000 instructions a batch, two or three
     batches a request when requests come one at a time (docs/overhead.md). None on other loops (uvloop's
     ``call_soon`` is C) and in asyncio's debug mode, whose checks ``call_soon`` runs."""
     ready = getattr(loop, "_ready", None)
