@@ -68,6 +68,7 @@ from ._collector import closed_by_collector
 from ._context import TIMELINE
 from ._fields import GeneratorEntry
 from ._guard import internal_error, warn_once
+from ._timeline import _PyTimelineFields
 
 if TYPE_CHECKING:
     from ._timeline import Timeline
@@ -389,6 +390,11 @@ async def _clocked(
                 internal_error("steps.release", exc)
 
 
+def _python_fields(timeline: object) -> bool:
+    """Whether ``timeline`` is the pure-Python path's (its fields in Python, not the C ``Timeline``'s)."""
+    return isinstance(timeline, _PyTimelineFields)
+
+
 class TaskFactory:
     """The event loop's task factory: a task started in a request's context is clocked into its steps, and
     holds its hand-off until its coroutine finishes (``_after``)."""
@@ -409,7 +415,9 @@ class TaskFactory:
         try:
             queued_by = claim(coroutine)
             timeline = TIMELINE.get() if context is None else context.get(TIMELINE)
-            if timeline is not None and asyncio.iscoroutine(coroutine):
+            # The pure-Python path's requests only: where both backends run (the benchmarks), the C
+            # factory, chained with this one, clocks its own.
+            if timeline is not None and _python_fields(timeline) and asyncio.iscoroutine(coroutine):
                 # Held before the task is made: an eager task may finish inside its making.
                 hold(timeline)
                 wrapped = _clocked(self._clock_class, coroutine, timeline, self._batches, perf_counter_ns())

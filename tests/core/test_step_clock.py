@@ -425,3 +425,33 @@ def test_on_asyncios_own_loop_the_marker_is_one_handle_put_on_the_ready_queue(ba
         assert uv_batches.queue is None
     finally:
         other.close()
+
+
+def test_with_both_backends_on_one_loop_each_factory_clocks_its_own_requests_tasks(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    """A process that runs both backends (the benchmarks): their task factories chain on one loop, and a
+    request's task is clocked and held once, by its own backend's factory, with no internal error."""
+    from litellm_perfkit._core._guard import internal_error_counts
+    from tests.support import backends
+
+    python, c = backends.load("python"), backends.load("c")
+    errors = dict(internal_error_counts())
+
+    async def child() -> None:
+        await asyncio.sleep(0)
+
+    async def main() -> None:
+        for backend in (c, python):
+            backend.middleware._step_accounting.batches_for(loop)  # the Python factory over the C one
+        for backend in (python, c):
+            timeline = backend.timeline(0, "POST", "/x")
+            TIMELINE.set(timeline)
+            task = loop.create_task(child())
+            assert timeline.held_tasks == 1  # one hold, not one per factory
+            await task
+            TIMELINE.set(None)
+            assert timeline.held_tasks == 0 and len(timeline.steps) == 2 * STEP_SIZE  # clocked once
+
+    loop.run_until_complete(main())
+    assert internal_error_counts() == errors

@@ -37,7 +37,9 @@ request_of(PyObject *context)
             PyErr_Clear();
         }
     }
-    if (timeline == Py_None) {
+    if (timeline == Py_None || (timeline != NULL && !PyObject_TypeCheck(timeline, &PkTimeline_Type))) {
+        /* none, or a request of the pure-Python path (a process that runs both, as the benchmarks do): the
+         * Python task factory clocks its tasks */
         Py_CLEAR(timeline);
     }
     return timeline;
