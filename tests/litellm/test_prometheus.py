@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -16,8 +15,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from litellm_perfkit._bench import CONFIG_TEMPLATE
 from litellm_perfkit._bench._launch import free_port
+from litellm_perfkit._wire._environment_variables import PERFKIT_PROMETHEUS_DIR
 from tests.support.litellm_env import with_packages
 from tests.support.mock_server import mock_process
+from tests.support.procfs import environment
 from tests.support.prometheus import metric_families, metrics_url, serving_metrics
 from tests.support.proxy import litellm_proxy
 
@@ -74,15 +75,21 @@ def scraped(page: str, enough: Callable[[str], bool], **get: Any) -> str:
 
 
 def test_the_auth_stage_count_over_both_workers_is_the_request_count(tmp_path: Path, upstream: str) -> None:
-    port, requests = free_port(), 40
+    port, pids = free_port(), []
     args = serving_metrics(port)
-    with litellm_proxy("1.103.0", upstream, tmp_path, workers=2, perfkit_args=args) as url:
-        chat_each_on_its_own_connection(url, requests)
+    with litellm_proxy("1.103.0", upstream, tmp_path, workers=2, perfkit_args=args, pids=pids) as url:
+        # perfkit run made a fresh snapshot directory for this proxy (PERFKIT_PROMETHEUS_DIR, in its environment).
+        directory = Path(environment(pids[0], PERFKIT_PROMETHEUS_DIR) or "no snapshot directory")
+        # Requests until both workers wrote their counts: which worker accepts a connection is the kernel's choice.
+        requests = 0
+        while requests < 20 or (len(list(directory.glob("*.json"))) < 2 and requests < 200):
+            chat_each_on_its_own_connection(url, 10)
+            requests += 10
+            time.sleep(0 if requests < 20 else 1.2)  # a worker writes its counts within a second
         text = scraped(metrics_url(port), lambda page: auth_count(page) >= requests)
         missing = httpx.get(f"http://127.0.0.1:{port}/other", timeout=5)
-        # perfkit run made a fresh snapshot directory (PERFKIT_PROMETHEUS_DIR); the newest is this proxy's.
-        directory = max(Path(tempfile.gettempdir()).glob("perfkit-prometheus-*"), key=lambda p: p.stat().st_mtime)
         writers = sorted(p.name for p in directory.glob("*.json"))
+    assert len(writers) >= 2, writers  # both workers' counts are in the sum
     assert auth_count(text) == requests, text[:3000]
     families = metric_families(text)
     assert families["perfkit_stage_duration_seconds"].type == "histogram"
@@ -91,7 +98,6 @@ def test_the_auth_stage_count_over_both_workers_is_the_request_count(tmp_path: P
     assert "perfkit_requests_upstream_unmeasured" in families  # the counters, as Prometheus counters
     assert missing.status_code == 404
     assert "perfkit_time_to_first_token_seconds" not in families  # no stream was sent
-    assert len(writers) >= 2, writers  # both workers' counts are in the sum
 
 
 def overhead_count(page: str) -> float:

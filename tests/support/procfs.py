@@ -55,6 +55,15 @@ def marked(mark: bytes) -> set[int]:
     return found
 
 
+def environment(pid: int, name: str) -> str | None:
+    """The value of ``name`` in the environment ``pid`` started with; None when it has none."""
+    for entry in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+        key, _, value = entry.partition(b"=")
+        if key.decode(errors="replace") == name:
+            return value.decode()
+    return None
+
+
 def command(pid: int) -> bytes:
     """Its command line, NUL-separated; empty when there is no such process."""
     try:

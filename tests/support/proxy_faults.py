@@ -51,7 +51,7 @@ from tests.support.fault_matrix import usage as usage_of
 from tests.support.otlp_faults import FaultyReceiver, faulty_receiver
 from tests.support.polling import wait_until
 from tests.support.probes import HOSTILE, Answer, Probe, send, send_past_refusals
-from tests.support.procfs import agents_of, state, workers_of, zombies_of
+from tests.support.procfs import agents_of, environment, state, workers_of, zombies_of
 from tests.support.proxy import launched_proxy
 
 __all__ = ["ROWS", "MatrixRun", "ProxyFault", "ProxyPass", "RowResult", "matrix_run", "table", "workers_of"]
@@ -198,11 +198,8 @@ def _answers(host: str, port: int, fault: ProxyFault) -> list[Answer]:
 
 
 def _snapshot_dir(pid: int) -> Path | None:
-    for entry in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
-        name, _, value = entry.partition(b"=")
-        if name.decode() == PERFKIT_PROMETHEUS_DIR:
-            return Path(value.decode())
-    return None
+    directory = environment(pid, PERFKIT_PROMETHEUS_DIR)
+    return None if directory is None else Path(directory)
 
 
 def _config(ports: dict[str, int]) -> str:
