@@ -1,7 +1,7 @@
 """The whole suite, as the README's test command and ``.ci/run`` run it:
 ``python -m tests [pytest options]``.
 
-Two parts: every test but the quiet ones two files at a time (pytest-xdist),
+Two parts: every test but the quiet ones three files at a time (pytest-xdist),
 then the tests marked ``quiet`` alone (a measured time or CPU held to a bound
 that a test beside them would move). The second part runs whatever the
 first's outcome, so one run reports every failure; the exit status is the
@@ -17,7 +17,9 @@ import sys
 from collections.abc import Sequence
 from types import FrameType
 
-PARTS: tuple[tuple[str, ...], ...] = (("-n", "2", "-m", "not quiet"), ("-m", "quiet"))
+# Three files at a time on 2 cores: the first part's tests wait on proxies, loads and timeouts
+# for much of their time, and two at a time left part of the cores idle (README).
+PARTS: tuple[tuple[str, ...], ...] = (("-n", "3", "-m", "not quiet"), ("-m", "quiet"))
 
 
 def run(options: Sequence[str]) -> int:

@@ -40,7 +40,7 @@ def test_both_parts_run_and_the_first_failure_is_the_status(
     ran: list[list[str]] = []
     monkeypatch.setattr(subprocess, "Popen", FakePart(codes, ran))
     assert runner.run(["-x"]) == status
-    assert ran == [["-n", "2", "-m", "not quiet", "-x"], ["-m", "quiet", "-x"]]
+    assert ran == [["-n", "3", "-m", "not quiet", "-x"], ["-m", "quiet", "-x"]]
 
 
 def test_a_sigterm_stops_the_running_part_and_runs_no_other(tmp_path: Path) -> None:
