@@ -33,8 +33,25 @@ def validate_speedscope() -> Callable[[dict[str, Any]], None]:
     return speedscope_validator()
 
 
+# The first part's longest files (minutes each, in a run of .ci/run), started first: one of them
+# started last finishes alone while the other workers idle. pytest-xdist hands out files in this
+# order with --no-loadscope-reorder (pyproject.toml), the rest in collection order.
+LONGEST_FIRST = (
+    "tests/litellm/test_fault_matrix.py",
+    "tests/test_benchmarks.py",
+    "tests/test_pythons.py",
+    "tests/litellm/test_proxy.py",
+    "tests/bench/test_stop_moments.py",
+    "tests/export/test_fault_matrix.py",
+    "tests/litellm/test_prometheus.py",
+)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """A test that asks for Jaeger without the integration marker fails at collection (tests/support/markers.py)."""
+    """The longest files first; a test that asks for Jaeger without the integration marker fails
+    at collection (tests/support/markers.py)."""
+    rank = {path: n for n, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
     unmarked = [item.nodeid for item in items if "jaeger" in getattr(item, "fixturenames", ()) and not _marked(item)]
     if unmarked:
         raise pytest.UsageError("these use the jaeger fixture without @pytest.mark.integration: " + ", ".join(unmarked))
