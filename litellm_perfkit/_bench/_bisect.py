@@ -39,6 +39,15 @@ RESOLUTION = 0.03  # the relative step a comparison should resolve at 95%
 MIN_CHANGE = 0.0  # the smallest change worth naming, relative, beyond its interval excluding zero
 
 
+def _surely_moved(move: FunctionMove, direction: float) -> float:
+    """How much a function's self CPU per request moved in ``direction`` at least, at 95%: the end
+    of its interval nearest zero (its point move when it has none)."""
+    interval = move["interval"]
+    if interval is None:
+        return direction * move["change_ms"]
+    return min(direction * interval[0], direction * interval[1])
+
+
 def releases_between(available: Iterable[str], good: str, bad: str, pre: bool = False) -> list[str]:
     """The releases from ``good`` to ``bad`` (both included), in order; pre-releases only if asked."""
     from packaging.version import InvalidVersion, Version
@@ -338,9 +347,10 @@ class _Search:
                     continue
                 # The stages that moved first; where their functions moved no more than the pairs'
                 # spread (a stage of noise can move beside the one that grew), every stage's. The
-                # largest move in the change's direction first: growth for a regression.
+                # largest move certain at 95% in the change's direction first (its interval's end
+                # nearest zero): a noisy function of a busy stage can move more, less surely.
                 inside = [move for move in moves if move["stage"] in moved]
                 direction = 1.0 if change["ratio"] >= 1.0 else -1.0
-                self.journal.functions[key] = sorted(inside or moves, key=lambda move: -direction * move["change_ms"])
+                self.journal.functions[key] = sorted(inside or moves, key=lambda move: -_surely_moved(move, direction))
                 self.journal.save()
             change["functions"] = self.journal.functions.get(key, [])

@@ -75,14 +75,14 @@ def test_one_step_of_three_percent_is_found_with_its_size_and_stage() -> None:
     assert math.prod(s["ratio"] for s in curve) == pytest.approx(1.03, abs=0.02)
 
 
-def move(stage: str, function: str, change_ms: float) -> FunctionMove:
+def move(stage: str, function: str, change_ms: float, interval: tuple[float, float] | None = None) -> FunctionMove:
     return {
         "stage": stage,
         "function": function,
         "before_ms": 1.0,
         "after_ms": 1.0 + change_ms,
         "change_ms": change_ms,
-        "interval": (change_ms / 2, change_ms * 2),
+        "interval": interval or (change_ms / 2, change_ms * 2),
     }
 
 
@@ -93,6 +93,12 @@ def move(stage: str, function: str, change_ms: float) -> FunctionMove:
         (
             [move("auth", "small", 0.1), move("route", "noise", 0.5), move("auth", "large", 0.3)],
             ["large", "small"],
+        ),
+        # The surest growth first: a noisy function's larger move whose interval nearly reaches zero
+        # comes after one certain to have grown more (CI: pick_route +0.20 ms before check_quota +0.165).
+        (
+            [move("auth", "noisy", 0.2, (0.01, 0.39)), move("auth", "sure", 0.16, (0.14, 0.18))],
+            ["sure", "noisy"],
         ),
         # None moved inside it (a stage of noise moved beside the one that grew): every stage's.
         ([move("route", "other", 0.1), move("parse", "grew", 0.4)], ["grew", "other"]),
