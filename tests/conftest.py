@@ -44,9 +44,6 @@ LONGEST_FIRST = (
     "tests/bench/test_stop_moments.py",
     "tests/export/test_fault_matrix.py",
     "tests/litellm/test_prometheus.py",
-    "tests/litellm/test_workers.py",
-    "tests/bench/test_instances.py",
-    "tests/bench/test_deploy.py",
 )
 
 
