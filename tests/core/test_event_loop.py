@@ -7,7 +7,6 @@ not charged again, and the default mode records none."""
 from __future__ import annotations
 
 import asyncio
-import gc
 import time
 from collections.abc import Callable
 from typing import Any
@@ -24,6 +23,7 @@ from tests.core.test_after import _respond
 from tests.support.asgi import discard, http_scope, one_body
 from tests.support.capture import Captured
 from tests.support.clock import FakeClock
+from tests.support.no_collections import no_collections
 
 MS = 1_000_000
 BURNS = 4
@@ -160,11 +160,8 @@ def test_a_gap_is_charged_to_the_request_whose_step_follows(
 
     # Without collections: one of the test process's heap between the steps is loop CPU the gap charges
     # too (6.57 ms against a 5 ms burn once, in a suite run).
-    gc.disable()
-    try:
+    with no_collections():
         loop.run_until_complete(both())
-    finally:
-        gc.enable()
     by_path = {record.path: _event_loop(record) for record in records}
     paid, spared = by_path["/second"], by_path["/first"]
     assert paid is not None and 0.9 * burns.burned[0] <= paid.self_ns <= 1.1 * burns.burned[0] + MS, paid

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from litellm_perfkit._core._gcwatch import WATCH, GcWatch, install
+from tests.support.no_collections import no_collections
 
 
 class FakeClock:
@@ -31,11 +32,8 @@ def test_pauses_add_up_and_a_stop_without_a_start_is_ignored() -> None:
 
 @pytest.fixture
 def automatic_gc_off() -> Iterator[None]:
-    gc.disable()
-    try:
+    with no_collections():
         yield
-    finally:
-        gc.enable()
 
 
 def test_install_once_and_a_real_collection_is_timed(automatic_gc_off: None) -> None:

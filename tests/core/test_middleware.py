@@ -17,6 +17,7 @@ from litellm_perfkit._wire._headers import parse_server_timing
 from tests.support import apps
 from tests.support.asgi import discard, http_scope, keeping, no_body
 from tests.support.capture import capture_records
+from tests.support.no_collections import no_collections
 from tests.support.servers import uvicorn_server
 
 
@@ -283,12 +284,8 @@ def test_a_collector_pause_inside_a_request_is_recorded_and_named_in_server_timi
         for path in ("/collect", "/quiet"):
             await middleware(http_scope("GET", path), no_body, keep)
 
-    gc.disable()
-    try:
-        with capture_records() as records:
-            asyncio.run(drive())
-    finally:
-        gc.enable()
+    with no_collections(), capture_records() as records:
+        asyncio.run(drive())
     collected, quiet = records
     assert 0.8 * pauses[0] <= collected.gc_pause_ns <= pauses[0]
     timing = parse_server_timing(dict(sent[0]["headers"])[b"server-timing"].decode())

@@ -3,7 +3,6 @@ C token reader against their Python references."""
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import random
@@ -21,6 +20,7 @@ from litellm_perfkit._core._timeline import Timeline
 from litellm_perfkit._wire._events import data_has_token
 from tests.support import backends
 from tests.support.clock import installed
+from tests.support.no_collections import no_collections
 from tests.support.speedups import STAGE_NAMES, TickClock, speedups
 from tests.support.timelines import observable
 
@@ -31,11 +31,10 @@ ROOT = Path(__file__).resolve().parents[2]
 def collected() -> Iterator[list[Timeline]]:
     timelines: list[Timeline] = []
     _sink.set_sink(timelines.append)
-    gc.disable()  # the collector watch's total must not move between the two runs
     try:
-        yield timelines
+        with no_collections():  # the collector watch's total must not move between the two runs
+            yield timelines
     finally:
-        gc.enable()
         _sink.set_sink(None)
 
 

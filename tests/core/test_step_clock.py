@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import collections.abc
 import contextvars
-import gc
 import sys
 import time
 from collections.abc import Callable, Coroutine
@@ -20,6 +19,7 @@ from litellm_perfkit._core._context import TIMELINE
 from litellm_perfkit._core._steps import MAX_STEPS, STEP_SIZE
 from litellm_perfkit._export._split import Split, split_windows
 from tests.support.clock import FakeClock
+from tests.support.no_collections import no_collections
 
 
 def _steps(values: list[int]) -> list[tuple[int, ...]]:
@@ -198,11 +198,8 @@ def test_with_the_thread_cpu_clock_a_step_records_its_cpu_and_the_split_counts_o
 
     # Without collections: a full one of the test process's heap (several ms late in a
     # suite run) inside a step is that step's CPU too, and read 15.7 ms once.
-    gc.disable()
-    try:
+    with no_collections():
         loop.run_until_complete(request())
-    finally:
-        gc.enable()
     burning = [step for step in _steps(steps) if step[3] - step[2] >= 50 * ms]
     assert len(burning) == 2  # the parent's first step and the child's
     for _, _, start, end, cpu in burning:

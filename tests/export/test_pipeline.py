@@ -23,6 +23,7 @@ from litellm_perfkit._export._metrics import MetricStore
 from litellm_perfkit._export._spans import Span
 from tests.support import apps
 from tests.support.hung_server import hung_server
+from tests.support.no_collections import no_collections
 from tests.support.procfs import agents_of
 from tests.support.receiver import otlp_receiver, spans_of
 from tests.support.servers import free_port, uvicorn_server
@@ -182,14 +183,11 @@ def test_process_mode_queues_bytes_so_waiting_requests_give_the_collector_nothin
     queues their encoded bytes instead."""
     settings = read_settings({"OTEL_TRACES_EXPORTER": "none", "OTEL_BSP_SCHEDULE_DELAY": "60000"})
     pipeline = Pipeline(settings, mode=mode).start()  # type: ignore[arg-type]
-    gc.disable()
-    try:
+    with no_collections():
         before = gc.get_count()[0]
         for _ in range(100):
             pipeline.submit(finished_timeline())
         waiting = gc.get_count()[0] - before
-    finally:
-        gc.enable()
         pipeline.shutdown()
     if mode == "process":
         assert waiting < 10
