@@ -93,7 +93,7 @@ def portable_tests(version: str, basetemp: Path) -> subprocess.CompletedProcess[
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future[subprocess.CompletedProcess[str]]]]:
     """Every other version's run, all at once; each test waits for its own."""
-    with ThreadPoolExecutor(max(1, len(OTHERS))) as pool:
+    with ThreadPoolExecutor(len(OTHERS)) as pool:
         yield {v: pool.submit(portable_tests, v, tmp_path_factory.mktemp(f"py{v}")) for v in OTHERS}
 
 
