@@ -20,6 +20,7 @@ from setuptools.command.build_ext import build_ext
 SOURCES = (
     "module",
     "timeline",
+    "int64list",
     "stage",
     "sse",
     "token",

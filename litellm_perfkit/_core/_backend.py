@@ -82,7 +82,11 @@ def _load_speedups() -> ModuleType | None:
         chat_output_keys=CHAT_OUTPUT_KEYS,
         sink_module=_sink,
         default_clock=perf_counter_ns,
-        timeline_defaults=tuple((f.factory, f.default) for f in layout(RequestRecord).fields if f.kind == "object"),
+        timeline_defaults=tuple(
+            (f.factory, module.Int64List if f.int64_items else f.default)
+            for f in layout(RequestRecord).fields
+            if f.kind == "object"
+        ),
         host_stage_enter=HOST_TRACING.enter_stage,
         host_stage_exit=HOST_TRACING.exit_stage,
         step_values=STEP_SIZE * MAX_STEPS,

@@ -45,6 +45,7 @@ class Field:
     factory: bool = False
     nullable: bool = False  # an object field that may be None
     encoded: bool = True  # handed to the export side
+    int64_items: bool = False  # a list of ints, which the C timeline keeps raw (its Int64List)
 
 
 # The timeline's own fields: the stages as the hot path keeps them (decoded
@@ -121,15 +122,16 @@ THREAD_CALL = ("start_ns", "end_ns", "cpu_ns", "parent")
 """One call a request handed to a thread (_threads.py), flat in its stage's ``intervals``."""
 
 
-def _kind(annotation: str) -> tuple[Kind, bool]:
+def _kind(annotation: str) -> tuple[Kind, bool, bool]:
     """The storage of a RequestRecord field from its annotation (a string:
-    types.py has ``from __future__ import annotations``)."""
+    types.py has ``from __future__ import annotations``): its kind, whether
+    it may be None, and whether it is a list of ints."""
     text = annotation.replace(" ", "")
     if text == "int":
-        return "int64", False
+        return "int64", False, False
     if text == "bool":
-        return "bool", False
-    return "object", "|None" in text or "None|" in text
+        return "bool", False, False
+    return "object", "|None" in text or "None|" in text, text == "list[int]"
 
 
 @dataclass(frozen=True)
@@ -157,13 +159,24 @@ def layout(record: type) -> Layout:
     for declared in dataclasses.fields(record):
         if declared.metadata.get("derived"):
             continue
-        kind, nullable = _kind(str(declared.type))
+        kind, nullable, int64_items = _kind(str(declared.type))
         if declared.default_factory is not dataclasses.MISSING:
-            fields.append(Field(declared.name, kind, declared.default_factory, factory=True, nullable=nullable))
+            fields.append(
+                Field(
+                    declared.name,
+                    kind,
+                    declared.default_factory,
+                    factory=True,
+                    nullable=nullable,
+                    int64_items=int64_items,
+                )
+            )
             continue
         default = None if declared.default is dataclasses.MISSING else declared.default
         if kind != "object" and default not in (None, 0, False):
             raise ValueError(f"{record.__name__}.{declared.name}: a number or flag starts at 0 (or False)")
+        if int64_items:
+            raise ValueError(f"{record.__name__}.{declared.name}: a list of ints starts empty (default_factory=list)")
         fields.append(Field(declared.name, kind, default, nullable=nullable))
     return Layout((*fields, *INTERNAL))
 

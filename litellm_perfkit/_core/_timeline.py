@@ -31,7 +31,17 @@ LAYOUT = layout(RequestRecord)
 # A finished block stage (_fields.FINISHED): (index, name, start_ns, end_ns, parent index).
 Finished = tuple[int, str, int, int, int]
 # What ``encode`` writes and ``decode`` reads, in this order.
-ENCODED_FIELDS = operator.attrgetter(*LAYOUT.encoded)
+_ENCODED = operator.attrgetter(*LAYOUT.encoded)
+# Lists of ints, which the C timeline keeps as an Int64List: their positions in the encoding.
+_INT64_LISTS = tuple(i for i, f in enumerate(f for f in LAYOUT.fields if f.encoded) if f.int64_items)
+
+
+def _encoded_values(timeline: Any) -> tuple[Any, ...]:
+    """The encoded fields' values, in order, each a plain Python value (an Int64List as a list)."""
+    values = _ENCODED(timeline)
+    if any(type(values[i]) is not list for i in _INT64_LISTS):
+        values = tuple(list(value) if i in _INT64_LISTS else value for i, value in enumerate(values))
+    return values  # type: ignore[no-any-return]
 
 
 def _python_fields() -> type:
@@ -128,12 +138,12 @@ class Timeline(_TimelineFields):
         runs this same interpreter. The C encoder (csrc/encode.c) writes the same
         format without building the tuple."""
         return marshal.dumps(
-            ENCODED_FIELDS(self), 2
+            _encoded_values(self), 2
         )  # version 2: no back-references, the same bytes for the same values
 
     def freeze(self) -> RequestRecord:
         """The public record of this timeline (export side only)."""
-        values = dict(zip(LAYOUT.encoded, ENCODED_FIELDS(self)))
+        values = dict(zip(LAYOUT.encoded, _encoded_values(self)))
         values["marks"], values["attributes"] = dict(self.marks), dict(self.attributes)
         return _record(values)
 

@@ -173,3 +173,41 @@ def test_an_object_used_before_init_raises_not_crashes(use: str) -> None:
         timeout=120,
     )
     assert result.returncode == 0 and result.stdout.startswith("raised"), (result.returncode, result.stderr[-2000:])
+
+
+def test_the_c_timelines_steps_are_an_int64_list_that_reads_as_the_list_of_its_values() -> None:
+    steps = C.timeline(0).steps
+    assert type(steps).__name__ == "Int64List" and steps == [] and len(steps) == 0
+    values = [0, -1, 2**40, 2**63 - 1, -(2**63)]
+    for value in values:
+        steps.append(value)
+    assert steps == values and not (steps != values) and steps.tolist() == values and list(steps) == values
+    assert (steps[0], steps[-1], len(steps)) == (0, -(2**63), 5)
+    assert repr(steps) == f"Int64List({values!r})"
+    for bad, error in [(2**63, OverflowError), ("1", TypeError)]:
+        with pytest.raises(error):
+            steps.append(bad)
+    with pytest.raises(IndexError):
+        steps[5]
+    assert steps == values  # a refused value leaves the list as it was
+
+
+def test_the_c_encoder_writes_an_int64_list_as_the_list_it_stands_for() -> None:
+    from litellm_perfkit._core._timeline import decode
+
+    timeline = C.timeline(0)
+    for value in [1, 2**40, -1]:
+        timeline.steps.append(value)
+    encoded = C.speedups.encode_record(timeline)  # type: ignore[union-attr]
+    assert encoded is not None
+    assert decode(encoded).steps == decode(timeline.encode()).steps == [1, 2**40, -1]
+    assert type(decode(encoded).steps) is list
+
+
+def test_a_freed_int64_list_is_kept_and_given_out_again_empty() -> None:
+    steps = C.timeline(0).steps
+    steps.append(7)
+    kept = id(steps)
+    del steps
+    again = C.timeline(0).steps
+    assert id(again) == kept and again == []

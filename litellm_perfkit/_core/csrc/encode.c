@@ -7,7 +7,7 @@
  *
  * The type codes used (N T F i l g z a u ) ( [ { 0) are marshal's since
  * Python 3.4; the app and its agent run the same interpreter anyway. It
- * writes None, bool, int (64-bit), float, str, tuple, list and dict. Anything
+ * writes None, bool, int (64-bit), float, str, tuple, list, dict and Int64List (as a list). Anything
  * else (a bigger int, a lone surrogate, another type, deep nesting, no room)
  * makes it decline: the caller then uses Timeline.encode() (orjson, or
  * marshal.dumps), and the agent decodes the same either way
@@ -188,6 +188,22 @@ put_value(Writer *w, PyObject *value, int depth)
     }
     if (PyDict_CheckExact(value)) {
         return put_dict(w, value, depth);
+    }
+    if (Py_IS_TYPE(value, &PkInt64List_Type)) { /* written as the list it stands for */
+        Py_ssize_t size;
+        const int64_t *values = pk_int64list_values(value, &size);
+        if (!room(w, 5) || size > INT32_MAX) {
+            return DECLINED;
+        }
+        *w->p++ = '[';
+        put_u32(w, (uint32_t)size);
+        for (Py_ssize_t i = 0; i < size; i++) {
+            int result = put_int(w, values[i]);
+            if (result != WRITTEN) {
+                return result;
+            }
+        }
+        return WRITTEN;
     }
     return DECLINED; /* a subclass or another type: marshal.dumps decides */
 }

@@ -102,6 +102,12 @@ PyObject *pk_field(PyObject *value, const char *name);
 int pk_encode_timeline(PkTimelineObject *timeline, char *out, Py_ssize_t room, Py_ssize_t *len);
 
 extern PyTypeObject PkStage_Type;
+extern PyTypeObject PkInt64List_Type;
+
+/* Append count values to an Int64List (int64list.c); -1 with an exception set. */
+int pk_int64list_append(PyObject *list, const int64_t *values, Py_ssize_t count);
+/* An Int64List's values and their number (*size), borrowed until it changes. */
+const int64_t *pk_int64list_values(PyObject *list, Py_ssize_t *size);
 extern PyTypeObject PkBatches_Type;
 extern PyTypeObject PkStepClock_Type;
 

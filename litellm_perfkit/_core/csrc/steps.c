@@ -204,7 +204,7 @@ typedef struct {
     PyObject *awaitable;     /* until the first step */
     PyObject *inner;         /* the awaitable, kept for the attributes it answers for */
     PyObject *iterator;      /* its iterator, from the first step until it finishes */
-    PyObject *steps;         /* the timeline's list */
+    PyObject *steps;         /* the timeline's steps: an Int64List (the C timeline's) or a list */
     BatchesObject *batches;
     int64_t previous;        /* when the last step ended, or the first became ready */
     int64_t created;         /* when the first step became ready, if known; 0 after it */
@@ -229,8 +229,13 @@ clock_init(StepClockObject *self, PyObject *args, PyObject *kwargs)
     static char *keywords[] = {"awaitable", "steps", "batches", "ready_ns", "held", NULL};
     PyObject *awaitable, *steps, *batches, *held = Py_None;
     long long ready = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO!O!|LO:StepClock", keywords, &awaitable, &PyList_Type, &steps,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO!|LO:StepClock", keywords, &awaitable, &steps,
                                      &PkBatches_Type, &batches, &ready, &held)) {
+        return -1;
+    }
+    if (!PyList_Check(steps) && !Py_IS_TYPE(steps, &PkInt64List_Type)) {
+        PyErr_Format(PyExc_TypeError, "StepClock: steps must be a list or an Int64List, not %.100s",
+                     Py_TYPE(steps)->tp_name);
         return -1;
     }
     Py_XSETREF(self->held, held == Py_None ? NULL : Py_NewRef(held));
@@ -371,9 +376,23 @@ record_step(StepClockObject *self, int64_t early, int64_t late, int64_t start, i
         goto done;
     }
     self->previous = end;
-    if (PyList_GET_SIZE(self->steps) < pk_step_values) {
-        /* -1 (CPU not read: the step's wall time) is a small int: no object per step */
+    int raw = Py_IS_TYPE(self->steps, &PkInt64List_Type);
+    Py_ssize_t held;
+    if (raw) {
+        pk_int64list_values(self->steps, &held);
+    }
+    else {
+        held = PyList_GET_SIZE(self->steps);
+    }
+    if (held < pk_step_values) {
         int64_t values[5] = {early, late, start, end, cpu_end < 0 ? -1 : cpu_end - cpu_start};
+        if (raw) {
+            if (pk_int64list_append(self->steps, values, 5) < 0) {
+                pk_report("steps.record");
+            }
+            goto done;
+        }
+        /* -1 (CPU not read: the step's wall time) is a small int: no object per step */
         for (int i = 0; i < 5; i++) {
             PyObject *number = PyLong_FromLongLong(values[i]);
             if (number == NULL || PyList_Append(self->steps, number) < 0) {

@@ -1,0 +1,203 @@
+/* Int64List: a list of int64s kept raw in one C array, the C timeline's
+ * ``steps`` (a Python list in the reference timeline). A step appends five
+ * values; as ints in a list, four of them were new objects each step, which
+ * on a LiteLLM request (about thirty steps) was most of what perfkit
+ * allocated on the request path (docs/overhead.md#allocations).
+ *
+ * Read from Python as a sequence of ints (len, index, iteration, == with a
+ * list); the hand-off encoder writes it as a list (encode.c). It holds no
+ * objects, so the collector never tracks it, and freed lists wait in a free
+ * list with their arrays for the next requests: a worker serving requests
+ * allocates none after its first few. */
+#include "speedups.h"
+
+#include <string.h>
+
+#define FIRST_CAPACITY 160   /* values: 32 steps, a LiteLLM request's */
+#define KEPT_CAPACITY 4096   /* a longer array is given back before its list is kept for reuse */
+#define FREE_LISTS 64
+
+typedef struct {
+    PyObject_HEAD
+    int64_t *values;
+    Py_ssize_t size, capacity;
+} Int64ListObject;
+
+static Int64ListObject *free_lists[FREE_LISTS];
+static int free_count;
+
+static PyObject *
+int64list_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    if (PyTuple_GET_SIZE(args) != 0 || (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0)) {
+        PyErr_SetString(PyExc_TypeError, "Int64List() takes no arguments");
+        return NULL;
+    }
+    if (type == &PkInt64List_Type && free_count > 0) {
+        Int64ListObject *self = free_lists[--free_count];
+        PyObject_Init((PyObject *)self, type);
+        self->size = 0;
+        return (PyObject *)self;
+    }
+    Int64ListObject *self = (Int64ListObject *)type->tp_alloc(type, 0);
+    if (self != NULL) {
+        self->values = NULL;
+        self->size = self->capacity = 0;
+    }
+    return (PyObject *)self;
+}
+
+static void
+int64list_dealloc(Int64ListObject *self)
+{
+    if (self->capacity > KEPT_CAPACITY) {
+        PyMem_Free(self->values);
+        self->values = NULL;
+        self->capacity = 0;
+    }
+    if (Py_IS_TYPE(self, &PkInt64List_Type) && free_count < FREE_LISTS) {
+        free_lists[free_count++] = self;
+        return;
+    }
+    PyMem_Free(self->values);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int
+reserve(Int64ListObject *self, Py_ssize_t needed)
+{
+    if (needed <= self->capacity) {
+        return 0;
+    }
+    Py_ssize_t capacity = self->capacity ? self->capacity : FIRST_CAPACITY;
+    while (capacity < needed) {
+        capacity *= 2;
+    }
+    int64_t *values = PyMem_Realloc(self->values, (size_t)capacity * sizeof(int64_t));
+    if (values == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    self->values = values;
+    self->capacity = capacity;
+    return 0;
+}
+
+int
+pk_int64list_append(PyObject *list, const int64_t *values, Py_ssize_t count)
+{
+    Int64ListObject *self = (Int64ListObject *)list;
+    if (reserve(self, self->size + count) < 0) {
+        return -1;
+    }
+    memcpy(self->values + self->size, values, (size_t)count * sizeof(int64_t));
+    self->size += count;
+    return 0;
+}
+
+const int64_t *
+pk_int64list_values(PyObject *list, Py_ssize_t *size)
+{
+    *size = ((Int64ListObject *)list)->size;
+    return ((Int64ListObject *)list)->values;
+}
+
+static PyObject *
+int64list_append(Int64ListObject *self, PyObject *value)
+{
+    int64_t number;
+    if (pk_as_int64(value, &number) < 0 || pk_int64list_append((PyObject *)self, &number, 1) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static Py_ssize_t
+int64list_length(Int64ListObject *self)
+{
+    return self->size;
+}
+
+static PyObject *
+int64list_item(Int64ListObject *self, Py_ssize_t index)
+{
+    if (index < 0 || index >= self->size) {
+        PyErr_SetString(PyExc_IndexError, "Int64List index out of range");
+        return NULL;
+    }
+    return PyLong_FromLongLong(self->values[index]);
+}
+
+/* The values as a new list (read off the request path). */
+static PyObject *
+as_list(Int64ListObject *self)
+{
+    PyObject *list = PyList_New(self->size);
+    for (Py_ssize_t i = 0; list != NULL && i < self->size; i++) {
+        PyObject *number = PyLong_FromLongLong(self->values[i]);
+        if (number == NULL) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, i, number);
+    }
+    return list;
+}
+
+static PyObject *
+int64list_tolist(Int64ListObject *self, PyObject *Py_UNUSED(ignored))
+{
+    return as_list(self);
+}
+
+/* Equal to a list or another Int64List of the same values, as a list would be. */
+static PyObject *
+int64list_richcompare(Int64ListObject *self, PyObject *other, int op)
+{
+    if ((op != Py_EQ && op != Py_NE) || !(PyList_Check(other) || Py_IS_TYPE(other, &PkInt64List_Type))) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    PyObject *mine = as_list(self);
+    PyObject *theirs = mine == NULL ? NULL
+                       : PyList_Check(other) ? Py_NewRef(other)
+                                             : as_list((Int64ListObject *)other);
+    PyObject *result = theirs == NULL ? NULL : PyObject_RichCompare(mine, theirs, op);
+    Py_XDECREF(mine);
+    Py_XDECREF(theirs);
+    return result;
+}
+
+static PyObject *
+int64list_repr(Int64ListObject *self)
+{
+    PyObject *list = as_list(self);
+    PyObject *text = list == NULL ? NULL : PyUnicode_FromFormat("Int64List(%R)", list);
+    Py_XDECREF(list);
+    return text;
+}
+
+static PySequenceMethods int64list_sequence = {
+    .sq_length = (lenfunc)int64list_length,
+    .sq_item = (ssizeargfunc)int64list_item,
+};
+
+static PyMethodDef int64list_methods[] = {
+    {"append", (PyCFunction)int64list_append, METH_O, "Append one int (64-bit)."},
+    {"tolist", (PyCFunction)int64list_tolist, METH_NOARGS, "The values as a list."},
+    {NULL, NULL, 0, NULL},
+};
+
+PyTypeObject PkInt64List_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "litellm_perfkit._core._speedups.Int64List",
+    .tp_basicsize = sizeof(Int64ListObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Int64List(): a list of 64-bit ints kept raw, the C timeline's steps.",
+    .tp_new = int64list_new,
+    .tp_dealloc = (destructor)int64list_dealloc,
+    .tp_as_sequence = &int64list_sequence,
+    .tp_richcompare = (richcmpfunc)int64list_richcompare,
+    .tp_repr = (reprfunc)int64list_repr,
+    .tp_hash = PyObject_HashNotImplemented,
+    .tp_methods = int64list_methods,
+};
