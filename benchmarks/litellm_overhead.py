@@ -33,6 +33,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
@@ -119,6 +120,20 @@ def probe_log(log_prefix: Path) -> Iterator[tuple[int, int, int, int, list[int]]
             yield ended, pause, generation, collected, counts
 
 
+def young_types(log_prefix: Path, start_ns: int, end_ns: int) -> dict[str, float]:
+    """The tracked objects of each type in the young generations as a generation-1 collection started,
+    averaged over the collections in the window (the probe's ``-young`` log, ``--young``)."""
+    total: Counter[str] = Counter()
+    snapshots = 0
+    for log in log_prefix.parent.glob(log_prefix.name + "-young.*"):
+        for line in log.read_text().splitlines():
+            at, *counts = line.split()
+            if start_ns <= int(at) <= end_ns:
+                snapshots += 1
+                total.update({name: int(n) for name, n in (c.rsplit("=", 1) for c in counts)})
+    return {name: n / snapshots for name, n in total.items()} if snapshots else {}
+
+
 def full_collections(log_prefix: Path, start_ns: int, end_ns: int) -> tuple[int, float]:
     """Full collections the probe logged in the window, and their pause in seconds."""
     found = [
@@ -144,6 +159,7 @@ class Measured(NamedTuple):
     rps: float  # requests over the bursts' wall time
     full_per_1000: float  # full collections per 1000 requests (--collector)
     full_pause_ms: float  # their pause per request
+    young: dict[str, float]  # tracked objects per type in the young generations (--young)
 
     @property
     def cpu_ms(self) -> float:
@@ -164,7 +180,12 @@ def measure_group(proxies: list[Proxy], stream: bool, args: argparse.Namespace, 
         cpu_ms, agent_ms = measured.cpu_ms or 0.0, measured.agent_ms or 0.0
         full, pause_s = full_collections(proxy.gc_log, start_ns, end_ns) if args.collector else (0, 0.0)
         result[proxy.label] = Measured(
-            cpu_ms - agent_ms, agent_ms, measured.rps, full / measured.requests * 1e3, pause_s / measured.requests * 1e3
+            cpu_ms - agent_ms,
+            agent_ms,
+            measured.rps,
+            full / measured.requests * 1e3,
+            pause_s / measured.requests * 1e3,
+            young_types(proxy.gc_log, start_ns, end_ns) if args.young else {},
         )
     return result
 
@@ -210,11 +231,12 @@ def run(args: argparse.Namespace) -> tuple[list[str], list[dict[str, Measured]],
                     workdir = Path(tmp) / f"{number}-{i}"
                     workdir.mkdir()
                     gc_log = workdir / "gc"
-                    if args.collector:
+                    if args.collector or args.young:
                         env = {
                             **env,
                             "PYTHONPATH": os.pathsep.join(filter(None, (env.get("PYTHONPATH"), str(GC_PROBE)))),
                             "PERFKIT_BENCH_GC_LOG": str(gc_log),
+                            **({"PERFKIT_BENCH_GC_YOUNG": "1"} if args.young else {}),
                         }
                     pids: list[int] = []
                     url = stack.enter_context(
@@ -286,6 +308,24 @@ def report(args: argparse.Namespace, names: list[str], groups: list[dict[str, Me
             )
 
 
+def report_young(names: list[str], groups: list[dict[str, Measured]], top: int = 12) -> None:
+    """The types each mode adds to the young generations, against the first: the median over the pairs."""
+    base = names[0]
+    for name in names[1:]:
+        types = {t for g in groups for t in (*g[name].young, *g[base].young)}
+        added = {
+            t: statistics.median(g[name].young.get(t, 0.0) - g[base].young.get(t, 0.0) for g in groups) for t in types
+        }
+        total = statistics.median(sum(g[name].young.values()) - sum(g[base].young.values()) for g in groups)
+        print(
+            f"\nTracked objects {name} adds to the young generations as a generation-1 collection starts "
+            f"(benchmarks/_gcprobe, mean over the collections, median of pairs): {total:+.0f} in all"
+        )
+        print("\n| type | added | " + base + " |\n|---|---:|---:|")
+        for t, n in sorted(added.items(), key=lambda item: -abs(item[1]))[:top]:
+            print(f"| {t} | {n:+.1f} | {statistics.median(g[base].young.get(t, 0.0) for g in groups):.1f} |")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", default=VERSIONS[-1], choices=VERSIONS)
@@ -309,10 +349,18 @@ def main() -> int:
         action="store_true",
         help="load the collector probe into every proxy: full collections and their pause per request",
     )
+    parser.add_argument(
+        "--young",
+        action="store_true",
+        help="the collector probe's census: the tracked objects each mode adds to the young generations "
+        "as they are collected (what a collection promotes), by type; it costs the proxies CPU",
+    )
     args = parser.parse_args()
     with stop_signals():  # SIGTERM too stops every proxy, Jaeger and the mock on its way out
         names, groups, spans = run(args)
     report(args, names, groups, spans)
+    if args.young:
+        report_young(names, groups)
     return 0
 
 

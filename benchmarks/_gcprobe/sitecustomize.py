@@ -18,6 +18,10 @@ With ``PERFKIT_BENCH_GC_TYPES=1`` (diagnosis too, and slower still) each full
 collection also writes, to ``<log>-types.<pid>``, the types whose count in the
 oldest generation grew most since the previous full collection ended: what
 was promoted there in between (garbage and survivors alike).
+With ``PERFKIT_BENCH_GC_YOUNG=1`` each generation-1 collection, as it starts,
+writes to ``<log>-young.<pid>`` how many objects of each type the two young
+generations hold: the objects alive then are what it promotes (a few
+thousand, so cheap enough to run under load, though not free).
 With ``PERFKIT_BENCH_CAPTURE=FILE``, in the export agent: the batches it reads, appended to FILE.PID.
 Under ``perfkit run`` perfkit's own sitecustomize runs first and hands over here.
 """
@@ -25,6 +29,17 @@ Under ``perfkit run`` perfkit's own sitecustomize runs first and hands over here
 import gc
 import os
 import time
+from collections import Counter
+
+
+def _types_of(*generations):
+    """How many tracked objects of each type the generations hold."""
+    return Counter(type(o).__module__ + "." + type(o).__qualname__ for g in generations for o in gc.get_objects(g))
+
+
+def _type_line(counts):
+    return f"{time.monotonic_ns()} " + " ".join(f"{name}={n}" for name, n in counts) + "\n"
+
 
 _LOG = os.environ.get("PERFKIT_BENCH_GC_LOG")
 if _LOG and os.environ.get("PERFKIT_ROLE") != "agent":
@@ -53,25 +68,28 @@ if _LOG and os.environ.get("PERFKIT_ROLE") != "agent":
     gc.callbacks.append(_log_collection)
 
     if os.environ.get("PERFKIT_BENCH_GC_TYPES") == "1":
-        from collections import Counter
-
         _types = open(f"{_LOG}-types.{os.getpid()}", "a", buffering=1)  # noqa: SIM115
         _after = [None]
-
-        def _census():
-            return Counter(type(o).__module__ + "." + type(o).__qualname__ for o in gc.get_objects(2))
 
         def _log_types(phase, info):
             if info["generation"] != 2:
                 return
             if phase == "start":
                 if _after[0] is not None:
-                    grown = (_census() - _after[0]).most_common(40)
-                    _types.write(f"{time.monotonic_ns()} " + " ".join(f"{name}={n}" for name, n in grown) + "\n")
+                    _types.write(_type_line((_types_of(2) - _after[0]).most_common(40)))
             else:
-                _after[0] = _census()
+                _after[0] = _types_of(2)
 
         gc.callbacks.append(_log_types)
+
+    if os.environ.get("PERFKIT_BENCH_GC_YOUNG") == "1":
+        _young = open(f"{_LOG}-young.{os.getpid()}", "a", buffering=1)  # noqa: SIM115
+
+        def _log_young(phase, info):
+            if phase == "start" and info["generation"] == 1:
+                _young.write(_type_line(_types_of(0, 1).items()))
+
+        gc.callbacks.append(_log_young)
 
 # In the export agent, with PERFKIT_BENCH_CAPTURE=FILE: every batch frame it
 # reads is appended to FILE (records as a served proxy made them, for

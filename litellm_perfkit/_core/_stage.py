@@ -16,13 +16,12 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import AsyncGenerator, Callable
-from contextvars import Token
 from time import perf_counter_ns
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .._wire._names import Attr
-from ._collector import closed_by_collector, reset_outside_collection, set_outside_collection
+from ._collector import closed_by_collector, set_outside_collection
 from ._guard import internal_error
 from ._hosttrace import HOST_TRACING
 from ._steps import FINISHED, StepDriver
@@ -37,7 +36,7 @@ _S = TypeVar("_S", bound="_PyStage")
 class _PyStage:
     """``Stage``'s recording core in Python: the reference for the C one."""
 
-    __slots__ = ("name", "index", "start_ns", "_timeline", "_parent", "_token", "_host")
+    __slots__ = ("name", "index", "start_ns", "_timeline", "_parent", "_enclosing", "_host")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -52,7 +51,9 @@ class _PyStage:
                 timeline.next_index = index + 1
                 enclosing = OPEN_STAGE.get()
                 self._parent = -1 if enclosing is None else enclosing.index
-                self._token = set_outside_collection(OPEN_STAGE, self)
+                self._enclosing = enclosing
+                # No token kept: exit sets the enclosing stage back (csrc/stage.c says why).
+                set_outside_collection(OPEN_STAGE, self)
                 self.index = index
                 self.start_ns = perf_counter_ns()
                 self._timeline = timeline
@@ -71,9 +72,8 @@ class _PyStage:
         timeline = self._timeline
         if timeline is not None:
             if exc_type is not None and closed_by_collector(exc_type):
-                self._timeline = None
+                self._timeline = self._enclosing = None
                 return  # garbage being closed, in another context: touch nothing (see _collector)
-            token = self._token
             try:  # a finished stage is _fields.FINISHED
                 timeline.finished.append((self.index, self.name, self.start_ns, perf_counter_ns(), self._parent))
             except Exception as exc:
@@ -82,11 +82,10 @@ class _PyStage:
             if host is not None:
                 HOST_TRACING.exit_stage(host)
                 self._host = None
-            try:  # the enclosing stage is open again, recorded or not
-                reset_outside_collection(OPEN_STAGE, token)
-            except ValueError:  # exited in another context (a generator moved between tasks)
-                set_outside_collection(OPEN_STAGE, None if token.old_value is Token.MISSING else token.old_value)
-            self._timeline = None
+            # The enclosing stage is open again, recorded or not, in the context the stage exits in (another
+            # than it entered in when a generator moved between tasks).
+            set_outside_collection(OPEN_STAGE, self._enclosing)
+            self._timeline = self._enclosing = None
 
 
 if TYPE_CHECKING:
@@ -134,13 +133,22 @@ class Stage(_StageCore):
         if inspect.isasyncgenfunction(func):
             return cast(F, _wrap_async_generator(name, func))
         if inspect.iscoroutinefunction(func):
-
+            # __enter__ and __exit__ called as methods, not by `with`: `with` binds __exit__ to the stage and
+            # holds it while the call runs, a tracked object per open stage that a served proxy's collections
+            # promoted (docs/overhead.md#allocations).
             @functools.wraps(func)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
                 if TIMELINE.get() is None:
                     return await func(*args, **kwargs)
-                with new(name):
-                    return await func(*args, **kwargs)
+                block = new(name)
+                block.__enter__()
+                try:
+                    result = await func(*args, **kwargs)
+                except BaseException as exc:
+                    block.__exit__(type(exc), exc, exc.__traceback__)
+                    raise
+                block.__exit__(None, None, None)
+                return result
 
             return cast(F, async_wrapper)
 
@@ -148,8 +156,15 @@ class Stage(_StageCore):
         def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
             if TIMELINE.get() is None:
                 return func(*args, **kwargs)
-            with new(name):
-                return func(*args, **kwargs)
+            block = new(name)
+            block.__enter__()
+            try:
+                result = func(*args, **kwargs)
+            except BaseException as exc:
+                block.__exit__(type(exc), exc, exc.__traceback__)
+                raise
+            block.__exit__(None, None, None)
+            return result
 
         return cast(F, sync_wrapper)
 

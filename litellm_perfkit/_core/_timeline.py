@@ -36,12 +36,9 @@ _ENCODED = operator.attrgetter(*LAYOUT.encoded)
 _INT64_LISTS = tuple(i for i, f in enumerate(f for f in LAYOUT.fields if f.encoded) if f.int64_items)
 
 
-def _encoded_values(timeline: Any) -> tuple[Any, ...]:
-    """The encoded fields' values, in order, each a plain Python value (an Int64List as a list)."""
-    values = _ENCODED(timeline)
-    if any(type(values[i]) is not list for i in _INT64_LISTS):
-        values = tuple(list(value) if i in _INT64_LISTS else value for i, value in enumerate(values))
-    return values  # type: ignore[no-any-return]
+def _plain(values: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The encoded fields' values with each Int64List as a list."""
+    return tuple(list(value) if i in _INT64_LISTS else value for i, value in enumerate(values))
 
 
 def _python_fields() -> type:
@@ -137,13 +134,15 @@ class Timeline(_TimelineFields):
         turn NaN and infinities into null, and refuses big ints); the agent
         runs this same interpreter. The C encoder (csrc/encode.c) writes the same
         format without building the tuple."""
-        return marshal.dumps(
-            _encoded_values(self), 2
-        )  # version 2: no back-references, the same bytes for the same values
+        values = _ENCODED(self)
+        try:  # version 2: no back-references, the same bytes for the same values
+            return marshal.dumps(values, 2)
+        except ValueError:  # an Int64List, which marshal does not know: the C timeline's
+            return marshal.dumps(_plain(values), 2)
 
     def freeze(self) -> RequestRecord:
         """The public record of this timeline (export side only)."""
-        values = dict(zip(LAYOUT.encoded, _encoded_values(self)))
+        values = dict(zip(LAYOUT.encoded, _plain(_ENCODED(self))))
         values["marks"], values["attributes"] = dict(self.marks), dict(self.attributes)
         return _record(values)
 

@@ -71,8 +71,16 @@ def outbound(original: Callable[..., Any]) -> Callable[..., Any]:
                 return await original(*args, **kwargs)
             token = set_outside_collection(_MEASURING, True)
             try:
-                with Stage(_block_name(timeline)):
-                    return await original(*args, **kwargs)
+                # Not `with`, which holds a bound __exit__ while the request is in flight (_stage.Stage.__call__).
+                block = Stage(_block_name(timeline))
+                block.__enter__()
+                try:
+                    result = await original(*args, **kwargs)
+                except BaseException as exc:
+                    block.__exit__(type(exc), exc, exc.__traceback__)
+                    raise
+                block.__exit__(None, None, None)
+                return result
             finally:
                 reset_unless_collected(_MEASURING, token)
 
@@ -176,8 +184,14 @@ async def _llm_call(call: Awaitable[T], timeline: Timeline) -> T:
     first = timeline.next_index
     token = set_outside_collection(_IN_LLM_CALL, True)
     try:
-        with Stage(LLM_CALL):
+        block = Stage(LLM_CALL)  # not `with`, as in outbound()
+        block.__enter__()
+        try:
             result = await call
+        except BaseException as exc:
+            block.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        block.__exit__(None, None, None)
     finally:
         reset_unless_collected(_IN_LLM_CALL, token)
     try:

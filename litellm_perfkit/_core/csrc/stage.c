@@ -8,7 +8,6 @@ typedef struct {
     PyObject_HEAD
     PyObject *name;
     PyObject *timeline;  /* the request's timeline while the stage is open, else NULL */
-    PyObject *token;     /* OPEN_STAGE's token while open */
     PyObject *index;     /* -1 until recorded; kept after, so tasks started inside nest under it */
     PyObject *parent;    /* the enclosing stage's index, -1 for none */
     PyObject *enclosing; /* the enclosing stage (OPEN_STAGE's value before), while open */
@@ -37,12 +36,17 @@ stage_init(StageObject *self, PyObject *args, PyObject *kwargs)
     return 0;
 }
 
-/* OPEN_STAGE set and reset with the collector off: a collection that starts
- * inside a ContextVar.set, and whose finalizers set a ContextVar of the same
- * context, crashes CPython < 3.12 (gh-148891, _collector.py). perfkit sets
- * one at every stage, which made that window common; a collection due then
- * starts at the next allocation instead. No Python code runs meanwhile. */
-static PyObject *
+/* OPEN_STAGE set with the collector off: a collection that starts inside a
+ * ContextVar.set, and whose finalizers set a ContextVar of the same context,
+ * crashes CPython < 3.12 (gh-148891, _collector.py). perfkit sets one at
+ * every stage, which made that window common; a collection due then starts
+ * at the next allocation instead. No Python code runs meanwhile.
+ *
+ * The token is dropped at once: exit sets the enclosing stage back, which
+ * is what a reset would restore. A token kept for as long as the stage was
+ * open was one more tracked object per open stage that a served proxy's
+ * collections promoted (docs/overhead.md#allocations). */
+static int
 set_open_stage(PyObject *value)
 {
     int enabled = PyGC_Disable();
@@ -50,25 +54,14 @@ set_open_stage(PyObject *value)
     if (enabled) {
         PyGC_Enable();
     }
-    return token;
-}
-
-static int
-reset_open_stage(PyObject *token)
-{
-    int enabled = PyGC_Disable();
-    int result = PyContextVar_Reset(pk_hooks.open_stage_var, token);
-    if (enabled) {
-        PyGC_Enable();
-    }
-    return result;
+    Py_XDECREF(token);
+    return token == NULL ? -1 : 0;
 }
 
 static void
 stage_close(StageObject *self)
 {
     Py_CLEAR(self->timeline);
-    Py_CLEAR(self->token);
     Py_CLEAR(self->parent);
     Py_CLEAR(self->enclosing);
     Py_CLEAR(self->host);
@@ -77,7 +70,7 @@ stage_close(StageObject *self)
 static PyObject *
 stage_enter(StageObject *self, PyObject *Py_UNUSED(ignored))
 {
-    PyObject *timeline = NULL, *index = NULL, *parent = NULL, *enclosing = NULL, *token = NULL;
+    PyObject *timeline = NULL, *index = NULL, *parent = NULL, *enclosing = NULL;
     if (pk_initialised(self->name, (PyObject *)self) < 0) {
         return NULL;
     }
@@ -108,15 +101,13 @@ stage_enter(StageObject *self, PyObject *Py_UNUSED(ignored))
     }
     self->start = start;
     /* Last, so that a failure above leaves the context as it was. */
-    token = set_open_stage((PyObject *)self);
-    if (token == NULL) {
+    if (set_open_stage((PyObject *)self) < 0) {
         goto fail;
     }
     Py_XSETREF(self->timeline, timeline);
     Py_XSETREF(self->index, index);
     Py_XSETREF(self->parent, parent);
     Py_XSETREF(self->enclosing, enclosing != NULL ? enclosing : Py_NewRef(Py_None));
-    Py_XSETREF(self->token, token);
     if (fields->span_context != NULL && fields->span_context != Py_None) {
         /* The host traces this request: the stage is its current span while open. */
         PyObject *host = PyObject_CallOneArg(pk_hooks.host_stage_enter, (PyObject *)self);
@@ -199,17 +190,10 @@ stage_exit(StageObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
         Py_XDECREF(result);
     }
-    /* The enclosing stage is open again, recorded or not. */
-    if (reset_open_stage(self->token) < 0) {
-        if (PyErr_ExceptionMatches(PyExc_ValueError)) {
-            /* Exited in another context (a generator moved between tasks). */
-            PyErr_Clear();
-            PyObject *token = set_open_stage(self->enclosing);
-            Py_XDECREF(token);
-        }
-        if (PyErr_Occurred()) {
-            pk_report("stage.exit");
-        }
+    /* The enclosing stage is open again, recorded or not; in the context the stage exits in, which is
+     * another than it entered in when a generator moved between tasks. */
+    if (set_open_stage(self->enclosing) < 0) {
+        pk_report("stage.exit");
     }
     stage_close(self);
     Py_RETURN_NONE;
@@ -220,7 +204,6 @@ stage_traverse(StageObject *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->name);
     Py_VISIT(self->timeline);
-    Py_VISIT(self->token);
     Py_VISIT(self->index);
     Py_VISIT(self->parent);
     Py_VISIT(self->enclosing);
