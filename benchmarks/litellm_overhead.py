@@ -308,22 +308,31 @@ def report(args: argparse.Namespace, names: list[str], groups: list[dict[str, Me
             )
 
 
+TIMELINE_TYPE = "litellm_perfkit._core._timeline.Timeline"
+
+
 def report_young(names: list[str], groups: list[dict[str, Measured]], top: int = 12) -> None:
-    """The types each mode adds to the young generations, against the first: the median over the pairs."""
+    """The types each mode adds to the young generations, against the first: the median over the pairs,
+    and per recorded request there (a timeline each), which does not depend on how many were in flight."""
     base = names[0]
     for name in names[1:]:
         types = {t for g in groups for t in (*g[name].young, *g[base].young)}
         added = {
             t: statistics.median(g[name].young.get(t, 0.0) - g[base].young.get(t, 0.0) for g in groups) for t in types
         }
+        timelines = statistics.median(g[name].young.get(TIMELINE_TYPE, 0.0) for g in groups) or float("nan")
         total = statistics.median(sum(g[name].young.values()) - sum(g[base].young.values()) for g in groups)
         print(
             f"\nTracked objects {name} adds to the young generations as a generation-1 collection starts "
-            f"(benchmarks/_gcprobe, mean over the collections, median of pairs): {total:+.0f} in all"
+            f"(benchmarks/_gcprobe, mean over the collections, median of pairs): {total:+.0f} in all, "
+            f"{timelines:.1f} timelines (recorded requests) among them"
         )
-        print("\n| type | added | " + base + " |\n|---|---:|---:|")
+        print(f"\n| type | added | per timeline | {base} |\n|---|---:|---:|---:|")
         for t, n in sorted(added.items(), key=lambda item: -abs(item[1]))[:top]:
-            print(f"| {t} | {n:+.1f} | {statistics.median(g[base].young.get(t, 0.0) for g in groups):.1f} |")
+            print(
+                f"| {t} | {n:+.1f} | {n / timelines:+.2f} | "
+                f"{statistics.median(g[base].young.get(t, 0.0) for g in groups):.1f} |"
+            )
 
 
 def main() -> int:
