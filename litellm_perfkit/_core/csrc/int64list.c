@@ -66,20 +66,13 @@ int64list_dealloc(Int64ListObject *self)
 static int
 reserve(Int64ListObject *self, Py_ssize_t needed)
 {
-    if (needed <= self->capacity) {
-        return 0;
-    }
-    Py_ssize_t capacity = self->capacity ? self->capacity : FIRST_CAPACITY;
-    while (capacity < needed) {
-        capacity *= 2;
-    }
-    int64_t *values = PyMem_Realloc(self->values, (size_t)capacity * sizeof(int64_t));
-    if (values == NULL) {
-        PyErr_NoMemory();
+    size_t bytes = (size_t)self->capacity * sizeof(int64_t);
+    void *values = self->values;
+    if (pk_reserve(&values, &bytes, (size_t)needed * sizeof(int64_t), FIRST_CAPACITY * sizeof(int64_t)) < 0) {
         return -1;
     }
     self->values = values;
-    self->capacity = capacity;
+    self->capacity = (Py_ssize_t)(bytes / sizeof(int64_t));
     return 0;
 }
 

@@ -34,6 +34,26 @@ pk_now(int64_t *out)
 }
 
 int
+pk_reserve(void **data, size_t *capacity, size_t needed, size_t first)
+{
+    if (needed <= *capacity) {
+        return 0;
+    }
+    size_t size = *capacity ? *capacity : first;
+    while (size < needed) {
+        size *= 2;
+    }
+    void *grown = PyMem_Realloc(*data, size);
+    if (grown == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *data = grown;
+    *capacity = size;
+    return 0;
+}
+
+int
 pk_as_int64(PyObject *value, int64_t *out)
 {
     int overflow;

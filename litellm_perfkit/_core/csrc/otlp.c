@@ -17,21 +17,10 @@ typedef struct {
 static int
 reserve(Buffer *buffer, size_t more)
 {
-    if (buffer->len + more <= buffer->cap) {
-        return 0;
-    }
-    size_t cap = buffer->cap ? buffer->cap : 4096;
-    while (cap < buffer->len + more) {
-        cap *= 2;
-    }
-    char *data = PyMem_Realloc(buffer->data, cap);
-    if (data == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
+    void *data = buffer->data;
+    int result = pk_reserve(&data, &buffer->cap, buffer->len + more, 4096);
     buffer->data = data;
-    buffer->cap = cap;
-    return 0;
+    return result;
 }
 
 static size_t

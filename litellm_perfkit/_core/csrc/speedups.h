@@ -52,6 +52,9 @@ int pk_now(int64_t *out);
 /* An int as int64 without PyLong_AsLongLong's slow path for big ints.
  * -1 with OverflowError or TypeError set. */
 int pk_as_int64(PyObject *value, int64_t *out);
+/* Room for at least `needed` bytes in *data (PyMem), its size doubled from `first` as often as that
+ * takes; *capacity is its size. 0, or -1 with MemoryError set (*data unchanged). */
+int pk_reserve(void **data, size_t *capacity, size_t needed, size_t first);
 
 /* split_windows(steps, windows[, calls[, cls]]) -> [cls(cpu, queue, io, uncertain)] per window (split.c). */
 PyObject *pk_split_windows(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
