@@ -108,7 +108,13 @@ def start_instances(count: int, start: Callable[[int], T]) -> list[T]:
         threading.Thread(target=run, args=(index,), name=f"perfkit-start-{index}", daemon=True).start()
     started: dict[int, T] = {}
     while len(started) < count:
-        index, instance, error = outcomes.get()
+        try:
+            # Woken often: the kernel may give a stop signal to a start thread, and its handler runs only
+            # when this (the main) thread next runs Python code; a wait for the next outcome waited a
+            # whole start (CI: SIGTERM acted on 12 s late, when the first proxy was up).
+            index, instance, error = outcomes.get(timeout=0.1)
+        except queue.Empty:
+            continue
         if error is not None:
             raise error
         started[index] = cast(T, instance)

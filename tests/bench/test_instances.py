@@ -66,7 +66,7 @@ def test_a_failed_start_is_raised_without_waiting_for_the_others() -> None:
 # A bench stopped while its proxies start: one start blocked for good (on a venv's lock, in a pip).
 _BLOCKED_START = textwrap.dedent(
     """
-    import sys, threading
+    import signal, sys, threading
     from litellm_perfkit._bench._instances import start_instances
     from litellm_perfkit._stop import Stopped, stop_signals
 
@@ -76,6 +76,8 @@ _BLOCKED_START = textwrap.dedent(
         both.wait()
         if index == 0:
             print("blocked", flush=True)
+            if sys.argv[1] == "start thread":  # as the kernel may: the signal to a thread that is not the main one
+                signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
         threading.Event().wait()
 
     with stop_signals():
@@ -87,12 +89,15 @@ _BLOCKED_START = textwrap.dedent(
 )
 
 
-def test_a_stopped_bench_exits_without_waiting_for_a_blocked_start() -> None:
-    # A pool's worker threads are joined at exit: a start blocked in a pip kept the bench alive.
-    process = subprocess.Popen([sys.executable, "-c", _BLOCKED_START], stdout=subprocess.PIPE, text=True)
+@pytest.mark.parametrize("signalled", ["process", "start thread"])
+def test_a_stopped_bench_exits_without_waiting_for_a_blocked_start(signalled: str) -> None:
+    # A pool's worker threads are joined at exit: a start blocked in a pip kept the bench alive. And a
+    # signal the kernel gave a start thread waited, in CI, until a start ended.
+    process = subprocess.Popen([sys.executable, "-c", _BLOCKED_START, signalled], stdout=subprocess.PIPE, text=True)
     try:
         assert process.stdout is not None and process.stdout.readline() == "blocked\n"
-        process.send_signal(signal.SIGTERM)
+        if signalled == "process":
+            process.send_signal(signal.SIGTERM)
         started = time.monotonic()
         assert process.wait(timeout=10) == 143
         assert time.monotonic() - started < 5
