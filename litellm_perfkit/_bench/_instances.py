@@ -110,8 +110,8 @@ def start_instances(count: int, start: Callable[[int], T]) -> list[T]:
     while len(started) < count:
         try:
             # Woken often: the kernel may give a stop signal to a start thread, and its handler runs only
-            # when this (the main) thread next runs Python code; a wait for the next outcome waited a
-            # whole start (CI: SIGTERM acted on 12 s late, when the first proxy was up).
+            # when this (the main) thread next runs Python code, which a wait with no timeout puts off
+            # until a start ends.
             index, instance, error = outcomes.get(timeout=0.1)
         except queue.Empty:
             continue
