@@ -134,8 +134,8 @@ class Stage(_StageCore):
             return cast(F, _wrap_async_generator(name, func))
         if inspect.iscoroutinefunction(func):
             # __enter__ and __exit__ called as methods, not by `with`: `with` binds __exit__ to the stage and
-            # holds it while the call runs, a tracked object per open stage that a served proxy's collections
-            # promoted (docs/overhead.md#allocations).
+            # holds it while the call runs, a tracked object per open stage for a served proxy's collections
+            # to promote (docs/overhead.md#allocations).
             @functools.wraps(func)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
                 if TIMELINE.get() is None:

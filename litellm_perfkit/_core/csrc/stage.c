@@ -43,9 +43,9 @@ stage_init(StageObject *self, PyObject *args, PyObject *kwargs)
  * at the next allocation instead. No Python code runs meanwhile.
  *
  * The token is dropped at once: exit sets the enclosing stage back, which
- * is what a reset would restore. A token kept for as long as the stage was
- * open was one more tracked object per open stage that a served proxy's
- * collections promoted (docs/overhead.md#allocations). */
+ * is what a reset would restore. Kept while the stage is open, it would be
+ * one more tracked object per open stage for a served proxy's collections
+ * to promote (docs/overhead.md#allocations). */
 static int
 set_open_stage(PyObject *value)
 {
