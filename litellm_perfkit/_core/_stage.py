@@ -134,8 +134,8 @@ class Stage(_StageCore):
             return cast(F, _wrap_async_generator(name, func))
         if inspect.iscoroutinefunction(func):
             # __enter__ and __exit__ called as methods, not by `with`: `with` binds __exit__ to the stage and
-            # holds it while the call runs, a tracked object per open stage for a served proxy's collections
-            # to promote (docs/overhead.md#allocations).
+            # holds it across the call's awaits, a tracked object per open stage for a served proxy's
+            # collections to promote (docs/overhead.md#allocations).
             @functools.wraps(func)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
                 if TIMELINE.get() is None:
@@ -156,15 +156,8 @@ class Stage(_StageCore):
         def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
             if TIMELINE.get() is None:
                 return func(*args, **kwargs)
-            block = new(name)
-            block.__enter__()
-            try:
-                result = func(*args, **kwargs)
-            except BaseException as exc:
-                block.__exit__(type(exc), exc, exc.__traceback__)
-                raise
-            block.__exit__(None, None, None)
-            return result
+            with new(name):  # a sync call holds the bound __exit__ only while it runs, with no await
+                return func(*args, **kwargs)
 
         return cast(F, sync_wrapper)
 

@@ -33,7 +33,7 @@ int64list_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_TypeError, "Int64List() takes no arguments");
         return NULL;
     }
-    if (type == &PkInt64List_Type && free_count > 0) {
+    if (free_count > 0) { /* not a base type: every instance is an Int64List */
         Int64ListObject *self = free_lists[--free_count];
         PyObject_Init((PyObject *)self, type);
         self->size = 0;
@@ -55,7 +55,7 @@ int64list_dealloc(Int64ListObject *self)
         self->values = NULL;
         self->capacity = 0;
     }
-    if (Py_IS_TYPE(self, &PkInt64List_Type) && free_count < FREE_LISTS) {
+    if (free_count < FREE_LISTS) {
         free_lists[free_count++] = self;
         return;
     }
