@@ -28,7 +28,7 @@ from .._wire._names import EVENT_LOOP_STAGE
 from ..types import RequestRecord, SpeedupsMode
 from . import _after, _sink
 from ._collector import closed_by_collector
-from ._context import OPEN_STAGE, TIMELINE
+from ._context import OPEN_STAGE, TIMELINE, use_speedups
 from ._fields import layout
 from ._gcwatch import WATCH
 from ._guard import internal_error, warn_once
@@ -103,6 +103,7 @@ def _load_speedups() -> ModuleType | None:
     # The C task factory makes a StepClock the task's coroutine (no native
     # coroutine around it): asyncio.Task takes a registered Coroutine.
     collections.abc.Coroutine.register(module.StepClock)
+    use_speedups(module)
     _speedups = module
     return _speedups
 

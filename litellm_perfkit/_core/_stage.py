@@ -6,9 +6,10 @@ object. ``__init__``, ``__enter__`` and ``__exit__`` come from the C
 accelerator when it runs, or from ``_PyStage``, their reference; ``_backend``
 puts the methods here on top of either.
 
-While a stage is open, ``OPEN_STAGE`` (per task context) holds it: its
-``index`` is the parent of what opens inside it, and ``open_stage()`` gives a
-profiler the stage the running task is in.
+While a stage is open, it is its task's open stage (``OPEN_STAGE``, per
+task context; the task's StepClock in C): its ``index`` is the parent of what
+opens inside it, and ``open_stage()`` gives a profiler the stage the running
+task is in.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .._wire._names import Attr
 from ._collector import closed_by_collector, set_outside_collection
+from ._context import open_stage as _open_stage
 from ._guard import internal_error
 from ._hosttrace import HOST_TRACING
 from ._steps import FINISHED, StepDriver
@@ -95,10 +97,10 @@ else:
 
 
 def open_stage() -> _PyStage | None:
-    """The innermost block stage open in this context (the running task's, in a
-    signal handler), or None. Generator and sum stages are not "open": they
-    are folded in as they run."""
-    return OPEN_STAGE.get()
+    """The innermost block stage open in the running task (in a signal handler
+    too), or None. Generator and sum stages are not "open": they are folded in
+    as they run."""
+    return _open_stage()
 
 
 class Stage(_StageCore):

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._wire._names import AFTER_RESPONSE_THREAD_STAGE, THREAD_STAGE
 from ._after import hold, release
-from ._context import OPEN_STAGE, TIMELINE
+from ._context import TIMELINE, open_stage, run_under_stage
 from ._fields import GeneratorEntry
 from ._guard import internal_error
 
@@ -44,7 +44,7 @@ def in_thread(function: Callable[..., Any]) -> Callable[..., Any]:
     except RuntimeError:  # handed over from another thread: no loop to record on
         return function
     try:
-        stage = OPEN_STAGE.get()
+        stage = open_stage()
         parent: int = -1 if stage is None else stage.index
         name = AFTER_RESPONSE_THREAD_STAGE if timeline.end_ns else THREAD_STAGE
         hold(timeline)
@@ -54,8 +54,8 @@ def in_thread(function: Callable[..., Any]) -> Callable[..., Any]:
 
     def timed(*args: Any, **kwargs: Any) -> Any:
         start, cpu_start = perf_counter_ns(), thread_time_ns()
-        try:
-            return function(*args, **kwargs)
+        try:  # stages opened in the thread nest under the one open at hand-over
+            return run_under_stage(stage, function, *args, **kwargs)
         finally:
             cpu, end = thread_time_ns() - cpu_start, perf_counter_ns()
             try:

@@ -22,7 +22,7 @@ from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
 from ..types import RequestRecord, StageKind, StageRecord
-from ._context import OPEN_STAGE, TIMELINE
+from ._context import OPEN_STAGE, TIMELINE, open_stage
 from ._fields import CONSTRUCTOR, SUM_CALL, THREAD_CALL, GeneratorEntry, layout
 
 __all__ = ["LAYOUT", "Timeline", "current_timeline", "decode", "stage_records", "OPEN_STAGE", "TIMELINE"]
@@ -97,7 +97,7 @@ class Timeline(_TimelineFields):
         """Fold one run of an async generator's own time (or one call of a
         ``sum`` stage) into its stage (a list, by GeneratorEntry's positions)."""
         now = perf_counter_ns()
-        enclosing = OPEN_STAGE.get()
+        enclosing = open_stage()
         parent = -1 if enclosing is None else enclosing.index
         entry = self.generators.get(name)
         if entry is None:

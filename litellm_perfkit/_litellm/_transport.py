@@ -30,8 +30,9 @@ from typing import Any, TypeVar
 
 from .._core import Stage
 from .._core._collector import reset_outside_collection, reset_unless_collected, set_outside_collection
+from .._core._context import open_stage
 from .._core._guard import internal_error
-from .._core._timeline import OPEN_STAGE, TIMELINE, Timeline
+from .._core._timeline import TIMELINE, Timeline
 from .._wire._names import STREAM_WAIT_STAGE, UPSTREAM_STAGE, Attr, SemConv
 from ._points import AUTH, FRAMEWORK_STAGES, LLM_CALL, OUTBOUND
 
@@ -47,7 +48,7 @@ _IN_LLM_CALL: ContextVar[bool] = ContextVar("perfkit_in_llm_call", default=False
 
 def _in_hook_stage() -> bool:
     """Inside one of LiteLLM's own stages (an auth hook, a guardrail), not only the framework's around them."""
-    stage = OPEN_STAGE.get()
+    stage = open_stage()
     return stage is not None and stage.name not in FRAMEWORK_STAGES
 
 

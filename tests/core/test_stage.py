@@ -1,13 +1,21 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
 from litellm_perfkit import current_timeline
+from litellm_perfkit._core import open_stage
 from litellm_perfkit._core._backend import Backend
+from litellm_perfkit._core._threads import in_thread
 from litellm_perfkit._core._timeline import OPEN_STAGE, TIMELINE, Timeline
+from tests.core.test_after import _respond, _served
+from tests.support import backends
+from tests.support.capture import Captured
 from tests.support.clock import FakeClock
 
 
@@ -195,3 +203,83 @@ def test_reconciliation_uses_exclusive_time(clock: FakeClock, timeline: Timeline
     timeline.end_ns = clock()
     total, upstream, attributed, unattributed = reconcile(timeline.freeze())
     assert (total, upstream, attributed, unattributed) == (60_000_000, 50_000_000, 6_000_000, 4_000_000)
+
+
+def _served_nesting(backend: Backend, records: Captured) -> tuple[dict[str, str | None], dict[str, str | None]]:
+    """A request with step accounting on (the C stage keeps the open stage on the running task's
+    StepClock, csrc/steps.c): what ``open_stage()`` reads at each point, and each stage's parent."""
+    seen: dict[str, str | None] = {}
+
+    def where(at: str) -> None:
+        stage = open_stage()
+        seen[at] = None if stage is None else stage.name
+
+    async def child(name: str) -> None:
+        where(f"{name}: before its stage")
+        with backend.stage(name):
+            await asyncio.sleep(0)
+            where(f"{name}: inside")
+
+    async def generator() -> AsyncIterator[None]:
+        with backend.stage("generator"):
+            yield
+            where("generator: resumed by another task")
+            yield
+
+    async def resume(iterator: AsyncIterator[None]) -> None:
+        await iterator.__anext__()
+
+    def in_a_thread() -> None:
+        where("thread: at its start")
+        with backend.stage("in a thread"):
+            where("thread: inside its stage")
+        where("thread: after its stage")
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        with backend.stage("outer"):
+            late = asyncio.create_task(child("late"))  # its first step comes after "outer" closed
+        await late
+        with backend.stage("outer 2"):
+            with backend.stage("sibling"):
+                early = asyncio.create_task(child("early"))
+                await asyncio.sleep(0)
+                where("sibling: after the task's first step")
+                await early
+            where("outer 2: after sibling")
+            context = contextvars.copy_context()  # as LiteLLM hands a call to a thread
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(None, in_thread(functools.partial(context.run, in_a_thread)))
+            where("outer 2: after the thread")
+            iterator = generator()
+            await iterator.__anext__()
+            where("outer 2: the generator's stage open")
+            await asyncio.create_task(resume(iterator))
+            where("outer 2: after the generator moved")
+            with pytest.raises(StopAsyncIteration):
+                await asyncio.create_task(resume(iterator))  # its stage exits in that task
+            where("outer 2: after the generator ended in another task")
+        where("app: at the end")
+        await _respond(send)
+
+    _served(backend, app)
+    [record] = records
+    parents = {s.name: None if s.parent < 0 else record.stages[s.parent].name for s in record.stages}
+    return seen, parents
+
+
+def test_with_steps_on_stages_nest_by_task_alike_on_both_backends(records: Captured) -> None:
+    """Tasks started inside a stage (one whose first step comes after the stage closed), a generator
+    resumed and ended by other tasks, and a thread given a context copied inside a clocked step: the C
+    backend, which keeps the open stage on the task's clock, nests them as the Python one, which keeps
+    it in the context."""
+    python = _served_nesting(backends.load("python"), records)
+    records.clear()
+    c = _served_nesting(backends.load("c"), records)
+    assert c == python
+    seen, parents = c
+    assert parents["late"] == "outer" and parents["early"] == "sibling" and parents["in a thread"] == "outer 2"
+    assert seen["late: before its stage"] == "outer" and seen["early: inside"] == "early"
+    assert seen["sibling: after the task's first step"] == "sibling"
+    assert seen["generator: resumed by another task"] == "generator"
+    assert seen["thread: at its start"] == "outer 2" and seen["thread: inside its stage"] == "in a thread"
+    assert seen["app: at the end"] is None

@@ -125,6 +125,12 @@ int pk_steps_ready(void);
 int pk_hold(PyObject *timeline);
 void pk_release(PyObject *timeline);
 void pk_clock_release(PyObject *clock);
+/* The stage open in the running task, a new reference (None for none; NULL with an exception set), and
+ * setting it: the running StepClock's inside a clocked step, else OPEN_STAGE (steps.c). */
+PyObject *pk_open_stage(void);
+int pk_set_open_stage(PyObject *stage);
+PyObject *pk_open_stage_function(PyObject *module, PyObject *ignored);
+PyObject *pk_run_under_stage(PyObject *module, PyObject *const *args, size_t nargsf, PyObject *kwnames);
 extern PyTypeObject PkTaskFactory_Type;
 /* The task factory's types ready (tasks.c); -1 with an exception set. */
 int pk_tasks_ready(void);

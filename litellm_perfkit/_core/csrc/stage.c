@@ -10,7 +10,7 @@ typedef struct {
     PyObject *timeline;  /* the request's timeline while the stage is open, else NULL */
     PyObject *index;     /* -1 until recorded; kept after, so tasks started inside nest under it */
     PyObject *parent;    /* the enclosing stage's index, -1 for none */
-    PyObject *enclosing; /* the enclosing stage (OPEN_STAGE's value before), while open */
+    PyObject *enclosing; /* the enclosing stage (pk_open_stage's before), while open */
     PyObject *host;      /* while open in a request the host traces: host_stage_enter's token */
     long long start;
 } StageObject;
@@ -34,28 +34,6 @@ stage_init(StageObject *self, PyObject *args, PyObject *kwargs)
     Py_XSETREF(self->index, unset);
     Py_CLEAR(self->timeline);
     return 0;
-}
-
-/* OPEN_STAGE set with the collector off: a collection that starts inside a
- * ContextVar.set, and whose finalizers set a ContextVar of the same context,
- * crashes CPython < 3.12 (gh-148891, _collector.py). perfkit sets one at
- * every stage, which made that window common; a collection due then starts
- * at the next allocation instead. No Python code runs meanwhile.
- *
- * The token is dropped at once: exit sets the enclosing stage back, which
- * is what a reset would restore. Kept while the stage is open, it would be
- * one more tracked object per open stage for a served proxy's collections
- * to promote (docs/overhead.md#allocations). */
-static int
-set_open_stage(PyObject *value)
-{
-    int enabled = PyGC_Disable();
-    PyObject *token = PyContextVar_Set(pk_hooks.open_stage_var, value);
-    if (enabled) {
-        PyGC_Enable();
-    }
-    Py_XDECREF(token);
-    return token == NULL ? -1 : 0;
 }
 
 static void
@@ -86,10 +64,10 @@ stage_enter(StageObject *self, PyObject *Py_UNUSED(ignored))
         goto fail;
     }
     fields->next_index++;
-    if (PyContextVar_Get(pk_hooks.open_stage_var, NULL, &enclosing) < 0) {
+    if ((enclosing = pk_open_stage()) == NULL) {
         goto fail;
     }
-    if (enclosing != NULL && PyObject_TypeCheck(enclosing, &PkStage_Type) && ((StageObject *)enclosing)->index != NULL) {
+    if (PyObject_TypeCheck(enclosing, &PkStage_Type) && ((StageObject *)enclosing)->index != NULL) {
         parent = Py_NewRef(((StageObject *)enclosing)->index);
     }
     else {
@@ -101,13 +79,13 @@ stage_enter(StageObject *self, PyObject *Py_UNUSED(ignored))
     }
     self->start = start;
     /* Last, so that a failure above leaves the context as it was. */
-    if (set_open_stage((PyObject *)self) < 0) {
+    if (pk_set_open_stage((PyObject *)self) < 0) {
         goto fail;
     }
     Py_XSETREF(self->timeline, timeline);
     Py_XSETREF(self->index, index);
     Py_XSETREF(self->parent, parent);
-    Py_XSETREF(self->enclosing, enclosing != NULL ? enclosing : Py_NewRef(Py_None));
+    Py_XSETREF(self->enclosing, enclosing);
     if (fields->span_context != NULL && fields->span_context != Py_None) {
         /* The host traces this request: the stage is its current span while open. */
         PyObject *host = PyObject_CallOneArg(pk_hooks.host_stage_enter, (PyObject *)self);
@@ -190,9 +168,9 @@ stage_exit(StageObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
         Py_XDECREF(result);
     }
-    /* The enclosing stage is open again, recorded or not; in the context the stage exits in, which is
+    /* The enclosing stage is open again, recorded or not; in the task the stage exits in, which is
      * another than it entered in when a generator moved between tasks. */
-    if (set_open_stage(self->enclosing) < 0) {
+    if (pk_set_open_stage(self->enclosing) < 0) {
         pk_report("stage.exit");
     }
     stage_close(self);

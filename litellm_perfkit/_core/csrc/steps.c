@@ -209,8 +209,76 @@ typedef struct {
     int64_t previous;        /* when the last step ended, or the first became ready */
     int64_t created;         /* when the first step became ready, if known; 0 after it */
     PyObject *held;          /* a task's: the request it holds (_after.hold) until it finishes, then releases */
+    PyObject *open_stage;    /* the stage open in the task it drives (pk_open_stage), None for none */
     char running;            /* inside a step: driving it again is refused, as a running coroutine refuses it */
 } StepClockObject;
+
+/* Where the code this thread runs keeps its open stage: the running StepClock's field during its step,
+ * a thread call's (pk_run_under_stage), or NULL: OPEN_STAGE then. */
+static _Thread_local PyObject **open_slot;
+
+/* Inside a clocked step the open stage is the clock's: entering and leaving a stage swaps one pointer.
+ * A ContextVar set allocates a HAMT node and a token, twice per stage, which a served proxy's collections
+ * promote (docs/overhead.md#allocations). A clock starts with the stage open where it was made, as a
+ * task's context copy would hold it; code outside every clock keeps OPEN_STAGE. */
+PyObject *
+pk_open_stage(void)
+{
+    if (open_slot != NULL) {
+        return Py_NewRef(*open_slot != NULL ? *open_slot : Py_None);
+    }
+    PyObject *value = NULL;
+    return PyContextVar_Get(pk_hooks.open_stage_var, Py_None, &value) < 0 ? NULL : value;
+}
+
+/* OPEN_STAGE set with the collector off: a collection that starts inside a ContextVar.set, and whose
+ * finalizers set a ContextVar of the same context, crashes CPython < 3.12 (gh-148891, _collector.py).
+ * A collection due then starts at the next allocation instead. No Python code runs meanwhile. The token
+ * is dropped at once: exit sets the enclosing stage back, which is what a reset would restore. */
+int
+pk_set_open_stage(PyObject *stage)
+{
+    if (open_slot != NULL) {
+        Py_XSETREF(*open_slot, Py_NewRef(stage));
+        return 0;
+    }
+    int enabled = PyGC_Disable();
+    PyObject *token = PyContextVar_Set(pk_hooks.open_stage_var, stage);
+    if (enabled) {
+        PyGC_Enable();
+    }
+    Py_XDECREF(token);
+    return token == NULL ? -1 : 0;
+}
+
+/* run_under_stage(stage, function, *args, **kwargs): a thread's call of work a request handed over
+ * (_threads.in_thread), with that C stage open in it. The thread's context may be a copy made inside a
+ * clocked step, whose OPEN_STAGE is not the stage. */
+PyObject *
+pk_run_under_stage(PyObject *Py_UNUSED(module), PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs < 2) {
+        PyErr_SetString(PyExc_TypeError, "run_under_stage(stage, function, *args, **kwargs)");
+        return NULL;
+    }
+    if (!PyObject_TypeCheck(args[0], &PkStage_Type)) { /* none, or a Python stage: its context holds it */
+        return PyObject_Vectorcall(args[1], args + 2, nargs - 2, kwnames);
+    }
+    PyObject *stage = Py_NewRef(args[0]);
+    PyObject **outer = open_slot;
+    open_slot = &stage;
+    PyObject *result = PyObject_Vectorcall(args[1], args + 2, nargs - 2, kwnames);
+    open_slot = outer;
+    Py_XDECREF(stage);
+    return result;
+}
+
+PyObject *
+pk_open_stage_function(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(ignored))
+{
+    return pk_open_stage();
+}
 
 /* ValueError, as CPython's for a coroutine driven from inside its own step; 1 if raised. */
 static int
@@ -245,7 +313,9 @@ clock_init(StepClockObject *self, PyObject *args, PyObject *kwargs)
     Py_XSETREF(self->steps, Py_NewRef(steps));
     Py_XSETREF(self->batches, (BatchesObject *)Py_NewRef(batches));
     self->previous = self->created = ready;
-    return 0;
+    PyObject *open_stage = pk_open_stage();
+    Py_XSETREF(self->open_stage, open_stage);
+    return open_stage == NULL ? -1 : 0;
 }
 
 /* The awaitable's iterator, as `await` finds it. */
@@ -520,9 +590,12 @@ clock_step(StepClockObject *self, PyObject *value, PyObject *exc, PyObject **res
         }
         /* __await__ runs Python: driving the clock from there is refused too. */
         PyObject *awaitable = Py_NewRef(self->awaitable);
+        PyObject **outer = open_slot;
+        open_slot = &self->open_stage;
         self->running = 1;
         PyObject *iterator = awaitable_iterator(awaitable);
         self->running = 0;
+        open_slot = outer;
         Py_DECREF(awaitable);
         Py_CLEAR(self->awaitable);
         Py_XSETREF(self->iterator, iterator);
@@ -566,9 +639,12 @@ clock_step(StepClockObject *self, PyObject *value, PyObject *exc, PyObject **res
     }
     /* The iterator is held for the step: nothing it runs can free it under itself. */
     PyObject *iterator = Py_NewRef(self->iterator);
+    PyObject **outer = open_slot; /* an eager task's first step runs inside its maker's */
+    open_slot = &self->open_stage;
     self->running = 1;
     PySendResult status = exc == NULL ? PyIter_Send(iterator, value, result) : throw_into(iterator, exc, result);
     self->running = 0;
+    open_slot = outer;
     Py_DECREF(iterator);
     if (clocked) {
         record_step(self, early, late, start, cpu_start);
@@ -650,7 +726,10 @@ close_inner(StepClockObject *self)
         }
         return -1;
     }
+    PyObject **outer = open_slot; /* the stages it leaves are its task's */
+    open_slot = &self->open_stage;
     PyObject *result = PyObject_CallNoArgs(close);
+    open_slot = outer;
     Py_DECREF(close);
     Py_XDECREF(result);
     return result == NULL ? -1 : 0;
@@ -741,6 +820,7 @@ clock_traverse(StepClockObject *self, visitproc visit, void *arg)
     Py_VISIT(self->steps);
     Py_VISIT(self->batches);
     Py_VISIT(self->held);
+    Py_VISIT(self->open_stage);
     return 0;
 }
 
@@ -763,6 +843,7 @@ clock_clear(StepClockObject *self)
     Py_CLEAR(self->steps);
     Py_CLEAR(self->batches);
     Py_CLEAR(self->held);
+    Py_CLEAR(self->open_stage);
     return 0;
 }
 
