@@ -2,9 +2,9 @@
 to the stage of the asyncio task that was running when it was taken.
 
 Thread tags cannot do this under asyncio: every request shares one thread.
-Task context can: a ``SIGPROF`` handler runs on the main thread between two
-bytecodes, inside the context of whatever task is running, so the recorder's
-``open_stage()`` read there is that task's stage. The profiler adds nothing
+The running task can: a ``SIGPROF`` handler runs on the main thread between
+two bytecodes, inside whatever task is running (its context, its step's
+clock), so the recorder's ``open_stage()`` read there is that task's stage. The profiler adds nothing
 to the request path: stages cost the same with it on or off.
 
 Async-generator stages (``stream.iterate``) are found on the sampled stack
