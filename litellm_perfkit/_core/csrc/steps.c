@@ -651,6 +651,7 @@ clock_step(StepClockObject *self, PyObject *value, PyObject *exc, PyObject **res
     }
     if (status != PYGEN_NEXT) {
         Py_CLEAR(self->iterator);
+        Py_CLEAR(self->open_stage); /* a done task kept by its app holds no stage, nor its request */
         pk_clock_release((PyObject *)self);
     }
     return status;
