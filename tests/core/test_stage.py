@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -13,7 +14,7 @@ from litellm_perfkit._core import open_stage
 from litellm_perfkit._core._backend import Backend
 from litellm_perfkit._core._threads import in_thread
 from litellm_perfkit._core._timeline import OPEN_STAGE, TIMELINE, Timeline
-from tests.core.test_after import _respond, _served
+from tests.core.test_after import _respond, _serve
 from tests.support import backends
 from tests.support.capture import Captured
 from tests.support.clock import FakeClock
@@ -205,7 +206,13 @@ def test_reconciliation_uses_exclusive_time(clock: FakeClock, timeline: Timeline
     assert (total, upstream, attributed, unattributed) == (60_000_000, 50_000_000, 6_000_000, 4_000_000)
 
 
-def _served_nesting(backend: Backend, records: Captured) -> tuple[dict[str, str | None], dict[str, str | None]]:
+# Python 3.12's eager tasks run their first step inside the step that creates them.
+EAGER = [False, True] if sys.version_info >= (3, 12) else [False]
+
+
+def _served_nesting(
+    backend: Backend, records: Captured, eager: bool
+) -> tuple[dict[str, str | None], dict[str, str | None]]:
     """A request with step accounting on (the C stage keeps the open stage on the running task's
     StepClock, csrc/steps.c): what ``open_stage()`` reads at each point, and each stage's parent."""
     seen: dict[str, str | None] = {}
@@ -250,6 +257,11 @@ def _served_nesting(backend: Backend, records: Captured) -> tuple[dict[str, str 
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(None, in_thread(functools.partial(context.run, in_a_thread)))
             where("outer 2: after the thread")
+            if eager:
+                with backend.stage("around an eager task"):
+                    task = asyncio.create_task(child("eager"))  # its first step runs here
+                    where("around an eager task: after the task's first step")
+                    await task
             iterator = generator()
             await iterator.__anext__()
             where("outer 2: the generator's stage open")
@@ -261,20 +273,25 @@ def _served_nesting(backend: Backend, records: Captured) -> tuple[dict[str, str 
         where("app: at the end")
         await _respond(send)
 
-    _served(backend, app)
+    loop = asyncio.new_event_loop()
+    if eager:
+        loop.set_task_factory(asyncio.eager_task_factory)  # type: ignore[attr-defined,unused-ignore]
+    _serve(backend, app, loop)
+    loop.close()
     [record] = records
     parents = {s.name: None if s.parent < 0 else record.stages[s.parent].name for s in record.stages}
     return seen, parents
 
 
-def test_with_steps_on_stages_nest_by_task_alike_on_both_backends(records: Captured) -> None:
-    """Tasks started inside a stage (one whose first step comes after the stage closed), a generator
-    resumed and ended by other tasks, and a thread given a context copied inside a clocked step: the C
-    backend, which keeps the open stage on the task's clock, nests them as the Python one, which keeps
-    it in the context."""
-    python = _served_nesting(backends.load("python"), records)
+@pytest.mark.parametrize("eager", EAGER, ids=lambda eager: "eager tasks" if eager else "tasks")
+def test_with_steps_on_stages_nest_by_task_alike_on_both_backends(records: Captured, eager: bool) -> None:
+    """Tasks started inside a stage (one whose first step comes after the stage closed; an eager one
+    whose first step runs inside its maker's), a generator resumed and ended by other tasks, and a
+    thread given a context copied inside a clocked step: the C backend, which keeps the open stage on
+    the task's clock, nests them as the Python one, which keeps it in the context."""
+    python = _served_nesting(backends.load("python"), records, eager)
     records.clear()
-    c = _served_nesting(backends.load("c"), records)
+    c = _served_nesting(backends.load("c"), records, eager)
     assert c == python
     seen, parents = c
     assert parents["late"] == "outer" and parents["early"] == "sibling" and parents["in a thread"] == "outer 2"
@@ -283,3 +300,7 @@ def test_with_steps_on_stages_nest_by_task_alike_on_both_backends(records: Captu
     assert seen["generator: resumed by another task"] == "generator"
     assert seen["thread: at its start"] == "outer 2" and seen["thread: inside its stage"] == "in a thread"
     assert seen["app: at the end"] is None
+    if eager:
+        assert parents["eager"] == "around an eager task"
+        assert seen["eager: before its stage"] == "around an eager task"
+        assert seen["around an eager task: after the task's first step"] == "around an eager task"
