@@ -3,8 +3,8 @@
 The same trivial Starlette app with PerfkitMiddleware and 4 stages as
 ``middleware_overhead`` (JSON and a 20-chunk stream), driven through ASGI in
 one process; export is off so only the profiler differs. "off again" is a
-profiler that was started and stopped: the original ``Stage`` methods must be
-back, costing exactly "off". Variants interleave, ``--repeats`` times; medians.
+profiler that was started and stopped: nothing of it may remain, costing
+exactly "off". Variants interleave, ``--repeats`` times; medians.
 
     python -m benchmarks.stage_profile_overhead [--requests 3000] [--repeats 5]
 """
