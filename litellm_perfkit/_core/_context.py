@@ -39,7 +39,9 @@ _run_under_stage: Callable[..., Any] = _call
 
 
 def open_stage() -> _PyStage | None:
-    """The innermost block stage open in the running task, or None."""
+    """The innermost block stage open in the running task (in a signal handler
+    too), or None. Generator and sum stages are not "open": they are folded in
+    as they run."""
     return _read_open_stage()
 
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .._wire._names import Attr
 from ._collector import closed_by_collector, set_outside_collection
-from ._context import open_stage as _open_stage
+from ._context import open_stage
 from ._guard import internal_error
 from ._hosttrace import HOST_TRACING
 from ._steps import FINISHED, StepDriver
@@ -94,13 +94,6 @@ if TYPE_CHECKING:
     _StageCore = _PyStage
 else:
     _StageCore = object
-
-
-def open_stage() -> _PyStage | None:
-    """The innermost block stage open in the running task (in a signal handler
-    too), or None. Generator and sum stages are not "open": they are folded in
-    as they run."""
-    return _open_stage()
 
 
 class Stage(_StageCore):

@@ -198,6 +198,12 @@ def _bucket_since(
     return (bounds[at - 1] if at else 0.0), bounds[at]
 
 
+def bucket_bounds_ns(value_ns: float) -> tuple[int, int]:
+    """The (low, high] bounds in ns of the histogram bucket (``BOUNDARIES_NS``, every histogram's) holding a value."""
+    bucket = bisect_left(BOUNDARIES_NS, value_ns)
+    return BOUNDARIES_NS[bucket - 1], BOUNDARIES_NS[bucket]
+
+
 def bucket_of(families: dict[str, Any], before: dict[str, Any], q: float) -> tuple[float, float]:
     """The (low, high] bound in ns of the duration bucket holding quantile q of the chat route's 200s
     since ``before`` (a page read earlier)."""
@@ -393,8 +399,7 @@ def test_the_request_durations_p50_and_p95_and_rate_are_the_drivers(run: Run) ->
         driver_q = latencies[int(q * len(latencies))]
         low, high = bucket_of(run.families, run.before, q)
         assert low - _SLACK_NS <= driver_q <= high + _SLACK_NS, ("metrics", q, driver_q / 1e6, low / 1e6, high / 1e6)
-        bucket = bisect_left(BOUNDARIES_NS, run.promql[q])
-        low, high = BOUNDARIES_NS[bucket - 1], BOUNDARIES_NS[bucket]
+        low, high = bucket_bounds_ns(run.promql[q])
         ranks = rank_band(q, in_window)
         band = [latencies[min(len(latencies) - 1, int(r * len(latencies)))] for r in ranks]
         assert band[0] - _SLACK_NS <= high and low <= band[1] + _SLACK_NS, (
@@ -429,12 +434,6 @@ def auth_bucket_of_histogram(families: dict[str, Any], before: dict[str, Any], q
     return _bucket_since(families, before, "perfkit_stage_duration_seconds", ("stage", "auth"), q)[1] * 1e3
 
 
-def auth_bucket_range(low_ms: float, high_ms: float) -> tuple[float, float]:
-    """The upper bounds, ms, of the histogram buckets (``BOUNDARIES_NS``, the stages' too) holding two values."""
-    low, high = (BOUNDARIES_NS[bisect_left(BOUNDARIES_NS, ms * 1e6)] / 1e6 for ms in (low_ms, high_ms))
-    return low, high
-
-
 def test_auths_p50_from_the_weighted_sample_is_a_record_all_runs(run: Run) -> None:
     """The record-all proxy's p50 of auth over every request stands within the weighted sample's
     ``rank_band`` of its p50 (over the spans, each its adjusted count times, as docs/telemetry.md says
@@ -455,5 +454,7 @@ def test_auths_p50_from_the_weighted_sample_is_a_record_all_runs(run: Run) -> No
         f"{exact:.2f} ms ({len(everything)}); histogram buckets to {sampled_buckets} and {bucket} ms"
     )
     assert sample[0] / BETWEEN_PROXIES <= exact <= sample[2] * BETWEEN_PROXIES, (sample, exact, effective)
-    low, high = auth_bucket_range(sample[0] / BETWEEN_PROXIES, sample[2] * BETWEEN_PROXIES)
+    low, high = (
+        bucket_bounds_ns(ms * 1e6)[1] / 1e6 for ms in (sample[0] / BETWEEN_PROXIES, sample[2] * BETWEEN_PROXIES)
+    )
     assert min(low, sampled_buckets[0]) <= bucket <= max(high, sampled_buckets[1]), (sampled_buckets, bucket)
