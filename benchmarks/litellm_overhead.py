@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import statistics
 import sys
@@ -157,9 +158,14 @@ class Measured(NamedTuple):
     worker_ms: float  # worker CPU per request
     agent_ms: float  # export agent CPU per request
     rps: float  # requests over the bursts' wall time
-    full_per_1000: float  # full collections per 1000 requests (--collector)
+    requests: int  # served in the measured bursts
+    full: int  # full collections in them (--collector)
     full_pause_ms: float  # their pause per request
     young: dict[str, float]  # tracked objects per type in the young generations (--young)
+
+    @property
+    def full_per_10000(self) -> float:
+        return self.full / self.requests * 1e4
 
     @property
     def cpu_ms(self) -> float:
@@ -183,7 +189,8 @@ def measure_group(proxies: list[Proxy], stream: bool, args: argparse.Namespace, 
             cpu_ms - agent_ms,
             agent_ms,
             measured.rps,
-            full / measured.requests * 1e3,
+            measured.requests,
+            full,
             pause_s / measured.requests * 1e3,
             young_types(proxy.gc_log, start_ns, end_ns) if args.young else {},
         )
@@ -300,12 +307,62 @@ def report(args: argparse.Namespace, names: list[str], groups: list[dict[str, Me
     for name in names[1:]:
         print(f"- {name}: " + " ".join(f"{r:.3f}" for r in sorted(g[name].cpu_ms / g[base].cpu_ms for g in groups)))
     if args.collector:
-        print("\nFull collections (benchmarks/_gcprobe), median of pairs:")
-        for name in names:
-            print(
-                f"- {name}: {statistics.median(g[name].full_per_1000 for g in groups):.2f} per 1000 requests, "
-                f"their pause {statistics.median(g[name].full_pause_ms for g in groups):.3f} ms per request"
-            )
+        report_collections(names, groups)
+
+
+def report_collections(names: list[str], groups: list[dict[str, Measured]]) -> None:
+    """Full collections per 10,000 requests: each pair's, and each mode's count over all pairs against the
+    baseline's as a rate ratio with its exact 95% interval (an interval that holds 1: within the noise)."""
+    base = names[0]
+    print("\nFull collections per 10,000 requests (benchmarks/_gcprobe), each pair's, sorted:")
+    for name in names:
+        per_pair = " ".join(
+            f"{g[name].full_per_10000:.1f}" for g in sorted(groups, key=lambda g: g[name].full_per_10000)
+        )
+        pause = statistics.median(g[name].full_pause_ms for g in groups)
+        print(f"- {name}: {per_pair} (their pause, median of pairs: {pause:.3f} ms per request)")
+    base_full, base_requests = (sum(getattr(g[base], f) for g in groups) for f in ("full", "requests"))
+    for name in names[1:]:
+        full, requests = (sum(getattr(g[name], f) for g in groups) for f in ("full", "requests"))
+        ratio, low, high = rate_ratio(full, requests, base_full, base_requests)
+        print(
+            f"- {name} against {base}, all pairs: {full} in {requests} requests against {base_full} in "
+            f"{base_requests}; rate ratio {ratio:.3f} [{low:.3f}, {high:.3f}]"
+        )
+
+
+def rate_ratio(count: int, exposure: int, base_count: int, base_exposure: int) -> tuple[float, float, float]:
+    """Two Poisson rates' ratio and its exact 95% interval: given both counts' sum, the first is binomial,
+    so the Clopper-Pearson interval of its share maps onto the ratio."""
+    total = count + base_count
+    scale = base_exposure / exposure
+    if total == 0:
+        return math.nan, 0.0, math.inf
+
+    log_comb = [math.lgamma(total + 1) - math.lgamma(k + 1) - math.lgamma(total - k + 1) for k in range(total + 1)]
+
+    def tail(p: float, at_least: bool) -> float:
+        ks = range(count, total + 1) if at_least else range(count + 1)
+        log_p, log_q = math.log(p), math.log1p(-p)
+        return sum(math.exp(log_comb[k] + k * log_p + (total - k) * log_q) for k in ks)
+
+    def solve(at_least: bool) -> float:
+        low, high = 0.0, 1.0  # the tail grows with p when at_least, else shrinks
+        for _ in range(60):
+            mid = (low + high) / 2
+            if (tail(mid, at_least) < 0.025) == at_least:
+                low = mid
+            else:
+                high = mid
+        return (low + high) / 2
+
+    def odds(p: float) -> float:
+        return p / (1 - p) * scale if p < 1 else math.inf
+
+    share_low = 0.0 if count == 0 else solve(at_least=True)
+    share_high = 1.0 if count == total else solve(at_least=False)
+    ratio = count / base_count * scale if base_count else math.inf
+    return ratio, odds(share_low), odds(share_high)
 
 
 TIMELINE_TYPE = "litellm_perfkit._core._timeline.Timeline"
