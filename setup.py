@@ -21,6 +21,7 @@ SOURCES = (
     "module",
     "timeline",
     "int64list",
+    "stagelist",
     "stage",
     "sse",
     "token",

@@ -83,7 +83,7 @@ def _load_speedups() -> ModuleType | None:
         sink_module=_sink,
         default_clock=perf_counter_ns,
         timeline_defaults=tuple(
-            (f.factory, module.Int64List if f.int64_items else f.default)
+            (f.factory, f.default if f.c_list == "list" else getattr(module, f.c_list))
             for f in layout(RequestRecord).fields
             if f.kind == "object"
         ),

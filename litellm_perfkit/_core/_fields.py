@@ -35,6 +35,9 @@ __all__ = [
 ]
 
 Kind = Literal["int64", "bool", "ssize", "object"]
+CList = Literal["list", "Int64List", "StageList"]
+"""A list field's container in the C timeline: a list, or the accelerator's raw list of ints or of
+finished stages (csrc/int64list.c, csrc/stagelist.c), read from Python as the list it stands for."""
 
 
 @dataclass(frozen=True)
@@ -45,7 +48,7 @@ class Field:
     factory: bool = False
     nullable: bool = False  # an object field that may be None
     encoded: bool = True  # handed to the export side
-    int64_items: bool = False  # a list of ints, which the C timeline keeps raw (its Int64List)
+    c_list: CList = "list"  # the container the C timeline keeps this list in, raw
 
 
 # The timeline's own fields: the stages as the hot path keeps them (decoded
@@ -53,7 +56,7 @@ class Field:
 # (_after): the tasks not yet finished, and whether it was handed off while
 # some ran.
 INTERNAL = (
-    Field("finished", "object", list, factory=True),
+    Field("finished", "object", list, factory=True, c_list="StageList"),
     Field("generators", "object", dict, factory=True),
     Field("next_index", "ssize", encoded=False),
     Field("held_tasks", "ssize", encoded=False),
@@ -64,7 +67,8 @@ CONSTRUCTOR = ("start_ns", "method", "path")
 """``Timeline(start_ns, method="", path="")``: the fields a new timeline is given."""
 
 FINISHED = ("index", "name", "start_ns", "end_ns", "parent")
-"""A finished block stage in ``Timeline.finished``: a tuple of these."""
+"""A finished block stage in ``Timeline.finished``: a tuple of these (the C timeline's StageList keeps
+them raw and reads them as these tuples)."""
 
 
 class GeneratorEntry:
@@ -122,16 +126,16 @@ THREAD_CALL = ("start_ns", "end_ns", "cpu_ns", "parent")
 """One call a request handed to a thread (_threads.py), flat in its stage's ``intervals``."""
 
 
-def _kind(annotation: str) -> tuple[Kind, bool, bool]:
+def _kind(annotation: str) -> tuple[Kind, bool, CList]:
     """The storage of a RequestRecord field from its annotation (a string:
     types.py has ``from __future__ import annotations``): its kind, whether
-    it may be None, and whether it is a list of ints."""
+    it may be None, and its C container (a list of ints: an Int64List)."""
     text = annotation.replace(" ", "")
     if text == "int":
-        return "int64", False, False
+        return "int64", False, "list"
     if text == "bool":
-        return "bool", False, False
-    return "object", "|None" in text or "None|" in text, text == "list[int]"
+        return "bool", False, "list"
+    return "object", "|None" in text or "None|" in text, "Int64List" if text == "list[int]" else "list"
 
 
 @dataclass(frozen=True)
@@ -159,7 +163,7 @@ def layout(record: type) -> Layout:
     for declared in dataclasses.fields(record):
         if declared.metadata.get("derived"):
             continue
-        kind, nullable, int64_items = _kind(str(declared.type))
+        kind, nullable, c_list = _kind(str(declared.type))
         if declared.default_factory is not dataclasses.MISSING:
             fields.append(
                 Field(
@@ -168,14 +172,14 @@ def layout(record: type) -> Layout:
                     declared.default_factory,
                     factory=True,
                     nullable=nullable,
-                    int64_items=int64_items,
+                    c_list=c_list,
                 )
             )
             continue
         default = None if declared.default is dataclasses.MISSING else declared.default
         if kind != "object" and default not in (None, 0, False):
             raise ValueError(f"{record.__name__}.{declared.name}: a number or flag starts at 0 (or False)")
-        if int64_items:
+        if c_list != "list":
             raise ValueError(f"{record.__name__}.{declared.name}: a list of ints starts empty (default_factory=list)")
         fields.append(Field(declared.name, kind, default, nullable=nullable))
     return Layout((*fields, *INTERNAL))

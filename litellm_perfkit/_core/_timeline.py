@@ -32,13 +32,13 @@ LAYOUT = layout(RequestRecord)
 Finished = tuple[int, str, int, int, int]
 # What ``encode`` writes and ``decode`` reads, in this order.
 _ENCODED = operator.attrgetter(*LAYOUT.encoded)
-# Lists of ints, which the C timeline keeps as an Int64List: their positions in the encoding.
-_INT64_LISTS = tuple(i for i, f in enumerate(f for f in LAYOUT.fields if f.encoded) if f.int64_items)
+# The lists the C timeline keeps raw (an Int64List, a StageList): their positions in the encoding.
+_RAW_LISTS = tuple(i for i, f in enumerate(f for f in LAYOUT.fields if f.encoded) if f.c_list != "list")
 
 
 def _plain(values: tuple[Any, ...]) -> tuple[Any, ...]:
-    """The encoded fields' values with each Int64List as a list."""
-    return tuple(list(value) if i in _INT64_LISTS else value for i, value in enumerate(values))
+    """The encoded fields' values with each raw list as the list it stands for."""
+    return tuple(list(value) if i in _RAW_LISTS else value for i, value in enumerate(values))
 
 
 def _python_fields() -> type:
@@ -137,7 +137,7 @@ class Timeline(_TimelineFields):
         values = _ENCODED(self)
         try:  # version 2: no back-references, the same bytes for the same values
             return marshal.dumps(values, 2)
-        except ValueError:  # an Int64List, which marshal does not know: the C timeline's
+        except ValueError:  # a raw list (Int64List, StageList), which marshal does not know: the C timeline's
             return marshal.dumps(_plain(values), 2)
 
     def freeze(self) -> RequestRecord:

@@ -8,6 +8,7 @@ tests run each of their cases on both backends).
 from __future__ import annotations
 
 import contextvars
+import gc
 import os
 import subprocess
 import sys
@@ -202,6 +203,47 @@ def test_the_c_encoder_writes_an_int64_list_as_the_list_it_stands_for() -> None:
     assert encoded is not None
     assert decode(encoded).steps == decode(timeline.encode()).steps == [1, 2**40, -1]
     assert type(decode(encoded).steps) is list
+
+
+def test_the_c_timelines_finished_stages_are_a_stage_list_that_reads_as_its_tuples() -> None:
+    finished = C.timeline(0).finished
+    assert type(finished).__name__ == "StageList" and finished == [] and len(finished) == 0
+    stages = [(0, "auth", 10, 20, -1), (1, "routing", -(2**63), 2**63 - 1, 0), (2, "auth", 30, 31, 1)]
+    for stage in stages:
+        finished.append(stage)
+    assert finished == stages and not (finished != stages) and finished.tolist() == stages
+    assert list(finished) == stages and (finished[0], finished[-1]) == (stages[0], stages[-1])
+    assert repr(finished) == f"StageList({stages!r})"
+    for bad, error in [
+        ((0, "x", 2**63, 0, -1), OverflowError),
+        ((0, "x", "1", 0, -1), TypeError),
+        ((0, "x"), TypeError),
+    ]:
+        with pytest.raises(error):
+            finished.append(bad)
+    with pytest.raises(IndexError):
+        finished[3]
+    assert finished == stages  # a refused stage leaves the list as it was
+
+
+def test_the_c_encoder_writes_a_stage_list_as_the_list_of_tuples_it_stands_for() -> None:
+    from litellm_perfkit._core._timeline import decode
+
+    timeline = C.timeline(0)
+    timeline.finished.append((0, "auth", 1, 2**40, -1))
+    timeline.finished.append((1, "é", 3, 4, 0))
+    encoded = C.speedups.encode_record(timeline)  # type: ignore[union-attr]
+    assert encoded is not None and decode(encoded) == decode(timeline.encode())
+    assert [(s.name, s.start_ns, s.end_ns) for s in decode(encoded).stages] == [("auth", 1, 2**40), ("é", 3, 4)]
+
+
+def test_a_freed_stage_list_is_kept_and_given_out_again_empty_and_tracked() -> None:
+    finished = C.timeline(0).finished
+    finished.append((0, "auth", 1, 2, -1))
+    kept = id(finished)
+    del finished
+    again = C.timeline(0).finished
+    assert id(again) == kept and again == [] and gc.is_tracked(again)
 
 
 def test_a_freed_int64_list_is_kept_and_given_out_again_empty() -> None:

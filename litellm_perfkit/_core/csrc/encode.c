@@ -7,7 +7,8 @@
  *
  * The type codes used (N T F i l g z a u ) ( [ { 0) are marshal's since
  * Python 3.4; the app and its agent run the same interpreter anyway. It
- * writes None, bool, int (64-bit), float, str, tuple, list, dict and Int64List (as a list). Anything
+ * writes None, bool, int (64-bit), float, str, tuple, list, dict, Int64List (as a list) and
+ * StageList (as a list of tuples). Anything
  * else (a bigger int, a lone surrogate, another type, deep nesting, no room)
  * makes it decline: the caller then uses Timeline.encode() (orjson, or
  * marshal.dumps), and the agent decodes the same either way
@@ -150,6 +151,34 @@ put_dict(Writer *w, PyObject *dict, int depth)
     return WRITTEN;
 }
 
+/* A StageList, written as the list of tuples it stands for (_fields.FINISHED). */
+static int
+put_stages(Writer *w, PyObject *list, int depth)
+{
+    Py_ssize_t size;
+    const PkFinishedStage *stages = pk_stagelist_stages(list, &size);
+    if (!room(w, 5) || size > INT32_MAX) {
+        return DECLINED;
+    }
+    *w->p++ = '[';
+    put_u32(w, (uint32_t)size);
+    for (Py_ssize_t i = 0; i < size; i++) {
+        if (!room(w, 2)) {
+            return DECLINED;
+        }
+        *w->p++ = ')'; /* TYPE_SMALL_TUPLE */
+        *w->p++ = PK_FINISHED_SIZE;
+        for (int position = 0; position < PK_FINISHED_SIZE; position++) {
+            int result = position == PK_FINISHED_NAME ? put_value(w, stages[i].name, depth + 2)
+                                                      : put_int(w, stages[i].numbers[position]);
+            if (result != WRITTEN) {
+                return result;
+            }
+        }
+    }
+    return WRITTEN;
+}
+
 static int
 put_value(Writer *w, PyObject *value, int depth)
 {
@@ -204,6 +233,9 @@ put_value(Writer *w, PyObject *value, int depth)
             }
         }
         return WRITTEN;
+    }
+    if (Py_IS_TYPE(value, &PkStageList_Type)) {
+        return put_stages(w, value, depth);
     }
     return DECLINED; /* a subclass or another type: marshal.dumps decides */
 }

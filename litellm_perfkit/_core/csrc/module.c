@@ -386,7 +386,7 @@ PyMODINIT_FUNC
 PyInit__speedups(void)
 {
     if (intern_names() < 0 || PyType_Ready(&PkTimeline_Type) < 0 || PyType_Ready(&PkStage_Type) < 0 ||
-        PyType_Ready(&PkInt64List_Type) < 0 ||
+        PyType_Ready(&PkInt64List_Type) < 0 || PyType_Ready(&PkStageList_Type) < 0 ||
         PyType_Ready(&PkExchange_Type) < 0 ||
         PyType_Ready(&PkHandoff_Type) < 0 || pk_steps_ready() < 0 || pk_tasks_ready() < 0 ||
         pk_traffic_ready() < 0) {
@@ -399,6 +399,7 @@ PyInit__speedups(void)
     if (PyModule_AddObjectRef(module, "Timeline", (PyObject *)&PkTimeline_Type) < 0 ||
         PyModule_AddObjectRef(module, "Stage", (PyObject *)&PkStage_Type) < 0 ||
         PyModule_AddObjectRef(module, "Int64List", (PyObject *)&PkInt64List_Type) < 0 ||
+        PyModule_AddObjectRef(module, "StageList", (PyObject *)&PkStageList_Type) < 0 ||
         PyModule_AddObjectRef(module, "Exchange", (PyObject *)&PkExchange_Type) < 0 ||
         PyModule_AddObjectRef(module, "Handoff", (PyObject *)&PkHandoff_Type) < 0 ||
         PyModule_AddObjectRef(module, "Batches", (PyObject *)&PkBatches_Type) < 0 ||

@@ -78,8 +78,8 @@ void pk_report(const char *where);
 int pk_format_ms(char *out, int64_t duration_ns);
 
 /* The timeline's fields, as perfkit_fields.h declares them (the Python
- * subclass _timeline.Timeline adds the methods). ``finished`` holds tuples
- * of PK_FINISHED_SIZE, ``generators`` maps a name to a list of PK_GENERATOR_SIZE. */
+ * subclass _timeline.Timeline adds the methods). ``finished`` is a StageList
+ * (or a list of tuples of PK_FINISHED_SIZE, when set so), ``generators`` maps a name to a list of PK_GENERATOR_SIZE. */
 typedef struct {
     PyObject_HEAD
 #define PK_SCALAR_MEMBER(name, ctype, member) ctype name;
@@ -111,6 +111,24 @@ extern PyTypeObject PkInt64List_Type;
 int pk_int64list_append(PyObject *list, const int64_t *values, Py_ssize_t count);
 /* An Int64List's values and their number (*size), borrowed until it changes. */
 const int64_t *pk_int64list_values(PyObject *list, Py_ssize_t *size);
+
+/* A finished block stage as a StageList keeps it (stagelist.c): its name, and
+ * its ints at their PK_FINISHED_* positions (numbers[PK_FINISHED_NAME] unused). */
+typedef struct {
+    PyObject *name;
+    int64_t numbers[PK_FINISHED_SIZE];
+} PkFinishedStage;
+
+extern PyTypeObject PkStageList_Type;
+
+/* Append a copy of stage, taking a reference to its name; -1 with an exception set. */
+int pk_stagelist_append(PyObject *list, const PkFinishedStage *stage);
+/* A StageList's stages and their number (*size), borrowed until it changes. */
+const PkFinishedStage *pk_stagelist_stages(PyObject *list, Py_ssize_t *size);
+/* The stage as the tuple the reference timeline keeps (_fields.FINISHED). */
+PyObject *pk_finished_tuple(const PkFinishedStage *stage);
+/* The stage from such a tuple, its name borrowed from it; -1 with a TypeError or OverflowError set. */
+int pk_finished_from_tuple(PyObject *tuple, PkFinishedStage *stage);
 extern PyTypeObject PkBatches_Type;
 extern PyTypeObject PkStepClock_Type;
 

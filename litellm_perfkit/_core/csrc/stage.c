@@ -106,34 +106,29 @@ fail:
     return Py_NewRef(self);
 }
 
-/* Append a finished stage (PK_FINISHED_*: index, name, start, end, parent) to the timeline. */
+/* Append a finished stage (PK_FINISHED_*: index, name, start, end, parent) to the timeline's
+ * StageList, raw; or, when the timeline's ``finished`` was set to a list, as a tuple. */
 static int
 record_stage(StageObject *self)
 {
-    int64_t end;
-    if (pk_now(&end) < 0) {
+    PkFinishedStage stage = {.name = self->name};
+    stage.numbers[PK_FINISHED_START_NS] = self->start;
+    if (pk_now(&stage.numbers[PK_FINISHED_END_NS]) < 0 ||
+        pk_as_int64(self->index, &stage.numbers[PK_FINISHED_INDEX]) < 0 ||
+        pk_as_int64(self->parent, &stage.numbers[PK_FINISHED_PARENT]) < 0) {
         return -1;
     }
-    PyObject *start = PyLong_FromLongLong(self->start);
-    PyObject *stop = PyLong_FromLongLong(end);
-    PyObject *record = start == NULL || stop == NULL ? NULL : PyTuple_New(PK_FINISHED_SIZE);
-    if (record == NULL) {
-        Py_XDECREF(start);
-        Py_XDECREF(stop);
-        return -1;
-    }
-    PyTuple_SET_ITEM(record, PK_FINISHED_INDEX, Py_NewRef(self->index));
-    PyTuple_SET_ITEM(record, PK_FINISHED_NAME, Py_NewRef(self->name));
-    PyTuple_SET_ITEM(record, PK_FINISHED_START_NS, start);
-    PyTuple_SET_ITEM(record, PK_FINISHED_END_NS, stop);
-    PyTuple_SET_ITEM(record, PK_FINISHED_PARENT, Py_NewRef(self->parent));
     PyObject *finished = ((PkTimelineObject *)self->timeline)->finished; /* checked at enter */
-    int result = finished != NULL && PyList_Check(finished) ? PyList_Append(finished, record) : -2;
-    if (result == -2) {
-        PyErr_SetString(PyExc_TypeError, "timeline.finished is not a list");
-        result = -1;
+    if (finished != NULL && Py_IS_TYPE(finished, &PkStageList_Type)) {
+        return pk_stagelist_append(finished, &stage);
     }
-    Py_DECREF(record);
+    if (finished == NULL || !PyList_Check(finished)) {
+        PyErr_SetString(PyExc_TypeError, "timeline.finished is not a StageList or a list");
+        return -1;
+    }
+    PyObject *record = pk_finished_tuple(&stage);
+    int result = record == NULL ? -1 : PyList_Append(finished, record);
+    Py_XDECREF(record);
     return result;
 }
 

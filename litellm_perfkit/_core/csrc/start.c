@@ -72,6 +72,40 @@ int64_item(PyObject *sequence, Py_ssize_t index, int64_t *out)
     return result;
 }
 
+/* One named stage's entry, its time added to *upstream when it waited on the upstream. */
+static int
+add_stage(Buffer *buffer, PyObject *upstream_names, PyObject *name, int64_t duration_ns, int64_t *upstream)
+{
+    int upstream_stage = PySet_Contains(upstream_names, name);
+    if (upstream_stage < 0 || add_entry(buffer, name, duration_ns) < 0) {
+        return -1;
+    }
+    if (upstream_stage) {
+        *upstream += duration_ns;
+    }
+    return 0;
+}
+
+/* The i-th finished stage, from a StageList or a list of tuples; 1 past the end, -1 with an exception set. */
+static int
+finished_stage(PyObject *finished, Py_ssize_t i, PkFinishedStage *stage)
+{
+    if (Py_IS_TYPE(finished, &PkStageList_Type)) {
+        Py_ssize_t size; /* read again each time: the list may have changed while an entry was written */
+        const PkFinishedStage *stages = pk_stagelist_stages(finished, &size);
+        if (i >= size) {
+            return 1;
+        }
+        *stage = stages[i];
+        return 0;
+    }
+    if (!PyList_Check(finished)) {
+        PyErr_SetString(PyExc_TypeError, "timeline.finished is not a StageList or a list");
+        return -1;
+    }
+    return i >= PyList_GET_SIZE(finished) ? 1 : pk_finished_from_tuple(PyList_GET_ITEM(finished, i), stage);
+}
+
 static int
 server_timing(ExchangeObject *self, PyObject *upstream_names, Buffer *buffer, int64_t *upstream)
 {
@@ -79,32 +113,21 @@ server_timing(ExchangeObject *self, PyObject *upstream_names, Buffer *buffer, in
     if (finished == NULL) {
         return -1;
     }
-    if (!PyList_Check(finished)) {
-        Py_DECREF(finished);
-        PyErr_SetString(PyExc_TypeError, "timeline.finished is not a list");
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(finished); i++) {
-        PyObject *stage = PyList_GET_ITEM(finished, i);
-        int64_t start, end;
-        if (!PyTuple_Check(stage) || PyTuple_GET_SIZE(stage) != PK_FINISHED_SIZE) {
-            PyErr_SetString(PyExc_TypeError, "a finished stage is not a tuple of PK_FINISHED_SIZE");
-            Py_DECREF(finished);
-            return -1;
-        }
-        PyObject *name = PyTuple_GET_ITEM(stage, PK_FINISHED_NAME);
-        int upstream_stage = int64_item(stage, PK_FINISHED_START_NS, &start) < 0 || int64_item(stage, PK_FINISHED_END_NS, &end) < 0
-                                 ? -1
-                                 : PySet_Contains(upstream_names, name);
-        if (upstream_stage < 0 || add_entry(buffer, name, end - start) < 0) {
-            Py_DECREF(finished);
-            return -1;
-        }
-        if (upstream_stage) {
-            *upstream += end - start;
+    PkFinishedStage stage;
+    int found;
+    for (Py_ssize_t i = 0; (found = finished_stage(finished, i, &stage)) == 0; i++) {
+        Py_INCREF(stage.name); /* borrowed from the list, which writing the entry may change */
+        found = add_stage(buffer, upstream_names, stage.name,
+                          stage.numbers[PK_FINISHED_END_NS] - stage.numbers[PK_FINISHED_START_NS], upstream);
+        Py_DECREF(stage.name);
+        if (found < 0) {
+            break;
         }
     }
     Py_DECREF(finished);
+    if (found < 0) {
+        return -1;
+    }
 
     PyObject *generators = pk_field(FIELDS(self)->generators, "generators");
     if (generators == NULL) {
@@ -119,13 +142,9 @@ server_timing(ExchangeObject *self, PyObject *upstream_names, Buffer *buffer, in
     Py_ssize_t position = 0;
     while (PyDict_Next(generators, &position, &name, &entry)) {
         int64_t own;
-        int upstream_stage = int64_item(entry, PK_GENERATOR_SELF_NS, &own) < 0 ? -1 : PySet_Contains(upstream_names, name);
-        if (upstream_stage < 0 || add_entry(buffer, name, own) < 0) {
+        if (int64_item(entry, PK_GENERATOR_SELF_NS, &own) < 0 || add_stage(buffer, upstream_names, name, own, upstream) < 0) {
             Py_DECREF(generators);
             return -1;
-        }
-        if (upstream_stage) {
-            *upstream += own;
         }
     }
     Py_DECREF(generators);
