@@ -149,6 +149,28 @@ class _PyTally:
             _observe(counts, 4, _HEAD + _BUCKETS, ttft_ns)
         self.requests += 1
 
+    def add_recorded(self, timeline: Timeline, scope: Scope) -> None:
+        """A recorded request, once its exchange has finished the timeline. A
+        client that went away is ``incomplete_response``, as an unrecorded
+        request's would be (its passage does not watch ``receive``)."""
+        error = timeline.error
+        if error is None:
+            error = ""
+        elif error == "client_disconnected":
+            error = INCOMPLETE_RESPONSE
+        first = timeline.marks.get("first_token")
+        start = timeline.start_ns
+        self.add(
+            timeline.method,
+            route_of(scope),
+            timeline.status,
+            error,
+            timeline.streaming,
+            True,
+            timeline.end_ns - start,
+            -1 if first is None else first - start,
+        )
+
     def passage(self, method: str, send: Send) -> _PyPassage:
         """The ``send`` of an unrecorded request that starts now."""
         return _PyPassage(self, method, send)
@@ -284,26 +306,8 @@ class _PyPassage:
 
 
 def tally_recorded(tally: Tally, timeline: Timeline, scope: Scope) -> None:
-    """Add a recorded request, once its exchange has finished the timeline.
-    A client that went away is ``incomplete_response``, as an unrecorded
-    request's would be (its passage does not watch ``receive``)."""
+    """Add a recorded request (``Tally.add_recorded``), perfkit's failure counted, never raised."""
     try:
-        error = timeline.error
-        if error is None:
-            error = ""
-        elif error == "client_disconnected":
-            error = INCOMPLETE_RESPONSE
-        first = timeline.marks.get("first_token")
-        start = timeline.start_ns
-        tally.add(
-            timeline.method,
-            route_of(scope),
-            timeline.status,
-            error,
-            timeline.streaming,
-            True,
-            timeline.end_ns - start,
-            -1 if first is None else first - start,
-        )
+        tally.add_recorded(timeline, scope)
     except Exception as exc:
         internal_error("middleware.tally", exc)

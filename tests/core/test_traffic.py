@@ -73,6 +73,32 @@ def test_c_tally_adds_as_the_python_reference(max_series: int) -> None:
     assert len(python.series()) <= max_series + 4  # the cap, plus one folded series per (streaming, recorded)
 
 
+def test_c_tally_adds_a_recorded_timeline_as_the_python_reference() -> None:
+    """``add_recorded`` reads the timeline's fields (C's straight from the C timeline's struct): the
+    route's template from the scope, a client that went away as an incomplete response, the first
+    token's mark as TTFT."""
+    python, c = _PyTally(), c_tally()
+    route = type("Route", (), {"path": "/v1/chat/completions"})()
+    cases = [
+        ("POST", 200, None, False, None, {"route": route}),
+        ("POST", 200, "client_disconnected", True, 7_000, {"route": route}),
+        ("BREW", 500, "ValueError", True, None, {}),
+        ("GET", 401, None, False, None, {"route": None}),
+    ]
+    for method, status, error, streaming, first_token, scope in cases:
+        for tally, name in [(python, "python"), (c, "c")]:
+            timeline = backends.load(name).timeline(1_000, method, "/raw/path")
+            timeline.status, timeline.error, timeline.streaming, timeline.end_ns = status, error, streaming, 51_000
+            if first_token is not None:
+                timeline.marks["first_token"] = 1_000 + first_token
+            tally.add_recorded(timeline, scope)
+    assert c.series() == python.series() and c.requests == python.requests == 4
+    keys = [key for key, _ in c.series()]
+    assert keys[1] == ("POST", "/v1/chat/completions", 200, INCOMPLETE_RESPONSE, True, True)
+    assert keys[2][:4] == (OTHER, UNMATCHED_ROUTE, 500, "ValueError")
+    assert c.series()[1][1][:8] == (1, 50_000, 50_000, 50_000, 1, 7_000, 7_000, 7_000)
+
+
 def test_a_series_holds_count_sum_min_max_and_buckets_of_duration_and_ttft() -> None:
     tally = _PyTally()
     tally.add("POST", "/v1/chat/completions", 200, "", True, False, 30_000_000, 8_000_000)

@@ -283,6 +283,88 @@ tally_add(TallyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+/* message[key] or scope[key] (a new reference), None when missing. */
+static PyObject *
+get(PyObject *message, PyObject *key)
+{
+    PyObject *value;
+    return pk_get_item(message, key, &value) < 0 ? NULL : value != NULL ? value : Py_NewRef(Py_None);
+}
+
+/* The matched route's template (a new reference), or the unmatched route's label. */
+static PyObject *
+route_of(TallyObject *tally, PyObject *scope)
+{
+    PyObject *route = get(scope, route_name);
+    if (route == NULL) {
+        return NULL;
+    }
+    PyObject *path = route == Py_None ? NULL : PyObject_GetAttr(route, path_name);
+    Py_DECREF(route);
+    if (path == NULL) {
+        if (PyErr_Occurred()) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+                return NULL;
+            }
+            PyErr_Clear();
+        }
+    }
+    else if (PyUnicode_Check(path) && PyUnicode_GET_LENGTH(path) > 0) {
+        return path;
+    }
+    Py_XDECREF(path);
+    return Py_NewRef(tally->unmatched_route);
+}
+
+/* A recorded request, once its exchange has finished the timeline (tally_recorded's reference,
+ * _PyTally.add_recorded): read from the C timeline's fields, no int made. */
+static PyObject *
+tally_add_recorded(TallyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (pk_initialised(self->index, (PyObject *)self) < 0) {
+        return NULL;
+    }
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "add_recorded(timeline, scope) takes 2 arguments");
+        return NULL;
+    }
+    PkTimelineObject *timeline = pk_timeline(args[0]);
+    if (timeline == NULL) {
+        return NULL;
+    }
+    PyObject *error = timeline->error, *method = timeline->method, *marks = timeline->marks;
+    if (error == NULL || method == NULL || marks == NULL || !PyDict_Check(marks)) {
+        PyErr_SetString(PyExc_TypeError, "add_recorded: the timeline's error, method or marks is missing");
+        return NULL;
+    }
+    if (error == Py_None) {
+        error = empty_text;
+    }
+    else if (PyUnicode_Check(error) && PyUnicode_Compare(error, pk_names.client_disconnected) == 0) {
+        error = self->incomplete; /* as an unrecorded request's would be: its passage does not watch receive */
+    }
+    int64_t ttft = -1;
+    PyObject *first = PyDict_GetItemWithError(marks, pk_names.first_token);
+    if (first == NULL ? PyErr_Occurred() != NULL : pk_as_int64(first, &ttft) < 0) {
+        return NULL;
+    }
+    if (first != NULL) {
+        ttft -= timeline->start_ns;
+    }
+    if (!PyUnicode_Check(method) || !PyUnicode_Check(error)) {
+        PyErr_SetString(PyExc_TypeError, "add_recorded: the timeline's method and error must be str");
+        return NULL;
+    }
+    PyObject *route = route_of(self, args[1]);
+    int failed = route == NULL || tally_add_values(self, method, route, timeline->status, error, timeline->streaming, 1,
+                                                   timeline->end_ns - timeline->start_ns, ttft) < 0;
+    Py_XDECREF(route);
+    if (failed) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 tally_series(TallyObject *self, PyObject *Py_UNUSED(ignored))
 {
@@ -430,6 +512,8 @@ tally_dealloc(TallyObject *self)
 static PyMethodDef tally_methods[] = {
     {"add", (PyCFunction)(void (*)(void))tally_add, METH_FASTCALL,
      "add(method, route, status, error, streaming, recorded, duration_ns, ttft_ns): one finished request (ttft_ns < 0: none)."},
+    {"add_recorded", (PyCFunction)(void (*)(void))tally_add_recorded, METH_FASTCALL,
+     "add_recorded(timeline, scope): a recorded request, once its exchange has finished the timeline."},
     {"passage", (PyCFunction)(void (*)(void))tally_passage, METH_FASTCALL,
      "passage(method, send) -> Passage: the send of an unrecorded request that starts now."},
     {"series", (PyCFunction)tally_series, METH_NOARGS, "series() -> [(key, counts)]: every series, in the order each began."},
@@ -460,13 +544,6 @@ PyTypeObject PkTally_Type = {
 };
 
 /* --- Passage -------------------------------------------------------------- */
-
-static PyObject *
-get(PyObject *message, PyObject *key)
-{
-    PyObject *value;
-    return pk_get_item(message, key, &value) < 0 ? NULL : value != NULL ? value : Py_NewRef(Py_None);
-}
 
 enum { OTHER_MESSAGE, BODY_MESSAGE, START_MESSAGE, TRAILERS_MESSAGE };
 
@@ -682,31 +759,6 @@ passage_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyO
     return send != NULL ? send(self->send, args, nargsf, NULL) : PyObject_Vectorcall(self->send, args, nargsf, NULL);
 }
 
-/* The matched route's template (a new reference), or the unmatched route's label. */
-static PyObject *
-route_of(PassageObject *self, PyObject *scope)
-{
-    PyObject *route = get(scope, route_name);
-    if (route == NULL) {
-        return NULL;
-    }
-    PyObject *path = route == Py_None ? NULL : PyObject_GetAttr(route, path_name);
-    Py_DECREF(route);
-    if (path == NULL) {
-        if (PyErr_Occurred()) {
-            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
-                return NULL;
-            }
-            PyErr_Clear();
-        }
-    }
-    else if (PyUnicode_Check(path) && PyUnicode_GET_LENGTH(path) > 0) {
-        return path;
-    }
-    Py_XDECREF(path);
-    return Py_NewRef(self->tally->unmatched_route);
-}
-
 static PyObject *
 passage_close(PassageObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -737,7 +789,7 @@ passage_close(PassageObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "close: error must be str or None");
         goto fail;
     }
-    route = route_of(self, args[0]);
+    route = route_of(self->tally, args[0]);
     if (route == NULL || tally_add_values(self->tally, self->method, route, self->status, error, self->streaming, 0,
                                           end - self->start_ns, self->ttft_ns) < 0) {
         goto fail;
