@@ -325,9 +325,13 @@ def report_collections(names: list[str], groups: list[dict[str, Measured]]) -> N
     for name in names[1:]:
         full, requests = (sum(getattr(g[name], f) for g in groups) for f in ("full", "requests"))
         ratio, low, high = rate_ratio(full, requests, base_full, base_requests)
+        differences = sorted(g[name].full_per_10000 - g[base].full_per_10000 for g in groups)
+        above = sum(d > 0 for d in differences)
         print(
             f"- {name} against {base}, all pairs: {full} in {requests} requests against {base_full} in "
-            f"{base_requests}; rate ratio {ratio:.3f} [{low:.3f}, {high:.3f}]"
+            f"{base_requests}; rate ratio {ratio:.3f} [{low:.3f}, {high:.3f}]; each pair's difference, sorted: "
+            + " ".join(f"{d:+.1f}" for d in differences)
+            + f" ({above} of {len(groups)} above)"
         )
 
 
