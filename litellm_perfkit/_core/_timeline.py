@@ -91,6 +91,14 @@ class Timeline(_TimelineFields):
         if name not in self.marks:
             self.marks[name] = perf_counter_ns() if at_ns is None else at_ns
 
+    def has_stage(self, name: str, since_index: int = 0) -> bool:
+        """Whether a finished block stage ``name`` has an index of at least ``since_index``. The C
+        timeline's StageList answers in place: iterating it would build each stage's tuple and times."""
+        finished: Any = self.finished  # a list (the reference timeline's), or the C timeline's StageList
+        if type(finished) is list:
+            return any(index >= since_index and stage == name for index, stage, _, _, _ in finished)
+        return bool(finished.has(name, since_index))
+
     def add_generator_time(
         self, name: str, first_ns: int, self_ns: int, items: int, kind: StageKind = "generator"
     ) -> None:

@@ -238,16 +238,8 @@ def _check_coverage(timeline: Timeline, first_index: int) -> None:
     upstream it saw (a client it does not wrap, or no provider at all: a
     cache hit, a mock response), or a request with no auth stage. A stream
     that sends its request when first read clears the flag then."""
-    measured = auth = False
-    for index, name, _, _, _ in timeline.finished:
-        if name == UPSTREAM_STAGE and index >= first_index:
-            measured = True
-        elif name == AUTH:
-            auth = True
     wait = timeline.generators.get(STREAM_WAIT_STAGE)
-    if wait is not None and wait[0] >= first_index:
-        measured = True
-    if not measured:
+    if not (timeline.has_stage(UPSTREAM_STAGE, first_index) or (wait is not None and wait[0] >= first_index)):
         timeline.attributes[Attr.UPSTREAM_UNMEASURED] = True
-    if not auth:
+    if not timeline.has_stage(AUTH):
         timeline.attributes[Attr.AUTH_UNMEASURED] = True

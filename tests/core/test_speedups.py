@@ -224,6 +224,9 @@ def test_the_c_timelines_finished_stages_are_a_stage_list_that_reads_as_its_tupl
     with pytest.raises(IndexError):
         finished[3]
     assert finished == stages  # a refused stage leaves the list as it was
+    assert finished.has("auth", 2) and not finished.has("routing", 2) and not finished.has("x", 0)
+    with pytest.raises(TypeError):
+        finished.has("auth")
 
 
 def test_the_c_encoder_writes_a_stage_list_as_the_list_of_tuples_it_stands_for() -> None:

@@ -70,3 +70,14 @@ def test_the_c_stage_builder_makes_the_dataclasses_the_python_one_makes() -> Non
         timeline = sample_timeline(random.Random(seed))
         record = decode(timeline.encode())
         assert record.stages == _timeline._python_stages([tuple(vars(stage).values()) for stage in record.stages])
+
+
+def test_has_stage_finds_a_finished_stage_by_name_from_an_index(backend: Backend) -> None:
+    timeline = backend.timeline(0)
+    for stage in [(0, "auth", 1, 2, -1), (1, "llm_call", 3, 9, -1), (2, "upstream", 4, 8, 1)]:
+        timeline.finished.append(stage)
+    assert timeline.has_stage("auth") and timeline.has_stage("upstream", 2) and timeline.has_stage("upstream", 1)
+    assert not timeline.has_stage("upstream", 3) and not timeline.has_stage("auth", 1)
+    assert not timeline.has_stage("routing")
+    timeline.finished = [(0, "auth", 1, 2, -1)]  # a list set in its place: read as the reference does
+    assert timeline.has_stage("auth") and not timeline.has_stage("auth", 1)

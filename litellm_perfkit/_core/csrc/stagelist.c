@@ -167,6 +167,29 @@ stagelist_append(StageListObject *self, PyObject *tuple)
     Py_RETURN_NONE;
 }
 
+/* Whether a stage named name has an index of at least since: read in place, no tuple built. */
+static PyObject *
+stagelist_has(StageListObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    int64_t since;
+    if (nargs != 2 || pk_as_int64(args[1], &since) < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "has(name, since_index) takes 2 arguments");
+        }
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < self->size; i++) {
+        if (self->stages[i].numbers[PK_FINISHED_INDEX] < since) {
+            continue;
+        }
+        int same = PyObject_RichCompareBool(self->stages[i].name, args[0], Py_EQ);
+        if (same != 0) {
+            return same < 0 ? NULL : Py_NewRef(Py_True);
+        }
+    }
+    Py_RETURN_FALSE;
+}
+
 static Py_ssize_t
 stagelist_length(StageListObject *self)
 {
@@ -239,6 +262,8 @@ static PySequenceMethods stagelist_sequence = {
 static PyMethodDef stagelist_methods[] = {
     {"append", (PyCFunction)stagelist_append, METH_O, "Append one finished stage: (index, name, start_ns, end_ns, parent)."},
     {"tolist", (PyCFunction)stagelist_tolist, METH_NOARGS, "The stages as a list of tuples."},
+    {"has", (PyCFunction)(void (*)(void))stagelist_has, METH_FASTCALL,
+     "has(name, since_index): whether a stage of that name has an index of at least since_index."},
     {NULL, NULL, 0, NULL},
 };
 
