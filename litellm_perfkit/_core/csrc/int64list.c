@@ -121,54 +121,6 @@ int64list_item(Int64ListObject *self, Py_ssize_t index)
     return PyLong_FromLongLong(self->values[index]);
 }
 
-/* The values as a new list (read off the request path). */
-static PyObject *
-as_list(Int64ListObject *self)
-{
-    PyObject *list = PyList_New(self->size);
-    for (Py_ssize_t i = 0; list != NULL && i < self->size; i++) {
-        PyObject *number = PyLong_FromLongLong(self->values[i]);
-        if (number == NULL) {
-            Py_CLEAR(list);
-            break;
-        }
-        PyList_SET_ITEM(list, i, number);
-    }
-    return list;
-}
-
-static PyObject *
-int64list_tolist(Int64ListObject *self, PyObject *Py_UNUSED(ignored))
-{
-    return as_list(self);
-}
-
-/* Equal to a list or another Int64List of the same values, as a list would be. */
-static PyObject *
-int64list_richcompare(Int64ListObject *self, PyObject *other, int op)
-{
-    if ((op != Py_EQ && op != Py_NE) || !(PyList_Check(other) || Py_IS_TYPE(other, &PkInt64List_Type))) {
-        Py_RETURN_NOTIMPLEMENTED;
-    }
-    PyObject *mine = as_list(self);
-    PyObject *theirs = mine == NULL ? NULL
-                       : PyList_Check(other) ? Py_NewRef(other)
-                                             : as_list((Int64ListObject *)other);
-    PyObject *result = theirs == NULL ? NULL : PyObject_RichCompare(mine, theirs, op);
-    Py_XDECREF(mine);
-    Py_XDECREF(theirs);
-    return result;
-}
-
-static PyObject *
-int64list_repr(Int64ListObject *self)
-{
-    PyObject *list = as_list(self);
-    PyObject *text = list == NULL ? NULL : PyUnicode_FromFormat("Int64List(%R)", list);
-    Py_XDECREF(list);
-    return text;
-}
-
 static PySequenceMethods int64list_sequence = {
     .sq_length = (lenfunc)int64list_length,
     .sq_item = (ssizeargfunc)int64list_item,
@@ -176,7 +128,7 @@ static PySequenceMethods int64list_sequence = {
 
 static PyMethodDef int64list_methods[] = {
     {"append", (PyCFunction)int64list_append, METH_O, "Append one int (64-bit)."},
-    {"tolist", (PyCFunction)int64list_tolist, METH_NOARGS, "The values as a list."},
+    {"tolist", (PyCFunction)pk_raw_list_tolist, METH_NOARGS, "The values as a list."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -189,8 +141,8 @@ PyTypeObject PkInt64List_Type = {
     .tp_new = int64list_new,
     .tp_dealloc = (destructor)int64list_dealloc,
     .tp_as_sequence = &int64list_sequence,
-    .tp_richcompare = (richcmpfunc)int64list_richcompare,
-    .tp_repr = (reprfunc)int64list_repr,
+    .tp_richcompare = pk_raw_list_compare,
+    .tp_repr = pk_raw_list_repr,
     .tp_hash = PyObject_HashNotImplemented,
     .tp_methods = int64list_methods,
 };

@@ -1,6 +1,8 @@
 /* The module: setup(), the clock, error reporting, number formatting. */
 #include "speedups.h"
 
+#include <string.h>
+
 #include <time.h>
 
 PkHooks pk_hooks;
@@ -51,6 +53,37 @@ pk_reserve(void **data, size_t *capacity, size_t needed, size_t first)
     *data = grown;
     *capacity = size;
     return 0;
+}
+
+PyObject *
+pk_raw_list_tolist(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    return PySequence_List(self);
+}
+
+PyObject *
+pk_raw_list_compare(PyObject *self, PyObject *other, int op)
+{
+    if ((op != Py_EQ && op != Py_NE) || !(PyList_Check(other) || Py_IS_TYPE(other, Py_TYPE(self)))) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    PyObject *mine = PySequence_List(self);
+    PyObject *theirs = mine == NULL ? NULL : PyList_Check(other) ? Py_NewRef(other) : PySequence_List(other);
+    PyObject *result = theirs == NULL ? NULL : PyObject_RichCompare(mine, theirs, op);
+    Py_XDECREF(mine);
+    Py_XDECREF(theirs);
+    return result;
+}
+
+PyObject *
+pk_raw_list_repr(PyObject *self)
+{
+    const char *name = strrchr(Py_TYPE(self)->tp_name, '.');
+    PyObject *list = PySequence_List(self);
+    PyObject *text = list == NULL ? NULL
+                                  : PyUnicode_FromFormat("%s(%R)", name ? name + 1 : Py_TYPE(self)->tp_name, list);
+    Py_XDECREF(list);
+    return text;
 }
 
 int

@@ -107,6 +107,12 @@ int pk_encode_timeline(PkTimelineObject *timeline, char *out, Py_ssize_t room, P
 extern PyTypeObject PkStage_Type;
 extern PyTypeObject PkInt64List_Type;
 
+/* A raw list (Int64List, StageList) read as the list of its items (module.c; off the request path):
+ * tolist(); == and != with a list or another raw list of its type; its repr, "Type([...])". */
+PyObject *pk_raw_list_tolist(PyObject *self, PyObject *ignored);
+PyObject *pk_raw_list_compare(PyObject *self, PyObject *other, int op);
+PyObject *pk_raw_list_repr(PyObject *self);
+
 /* Append count values to an Int64List (int64list.c); -1 with an exception set. */
 int pk_int64list_append(PyObject *list, const int64_t *values, Py_ssize_t count);
 /* An Int64List's values and their number (*size), borrowed until it changes. */

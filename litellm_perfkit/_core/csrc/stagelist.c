@@ -206,54 +206,6 @@ stagelist_item(StageListObject *self, Py_ssize_t index)
     return pk_finished_tuple(&self->stages[index]);
 }
 
-/* The stages as a new list of tuples (read off the request path). */
-static PyObject *
-as_list(StageListObject *self)
-{
-    PyObject *list = PyList_New(self->size);
-    for (Py_ssize_t i = 0; list != NULL && i < self->size; i++) {
-        PyObject *tuple = pk_finished_tuple(&self->stages[i]);
-        if (tuple == NULL) {
-            Py_CLEAR(list);
-            break;
-        }
-        PyList_SET_ITEM(list, i, tuple);
-    }
-    return list;
-}
-
-static PyObject *
-stagelist_tolist(StageListObject *self, PyObject *Py_UNUSED(ignored))
-{
-    return as_list(self);
-}
-
-/* Equal to a list of the same tuples, or another StageList of them, as a list would be. */
-static PyObject *
-stagelist_richcompare(StageListObject *self, PyObject *other, int op)
-{
-    if ((op != Py_EQ && op != Py_NE) || !(PyList_Check(other) || Py_IS_TYPE(other, &PkStageList_Type))) {
-        Py_RETURN_NOTIMPLEMENTED;
-    }
-    PyObject *mine = as_list(self);
-    PyObject *theirs = mine == NULL ? NULL
-                       : PyList_Check(other) ? Py_NewRef(other)
-                                             : as_list((StageListObject *)other);
-    PyObject *result = theirs == NULL ? NULL : PyObject_RichCompare(mine, theirs, op);
-    Py_XDECREF(mine);
-    Py_XDECREF(theirs);
-    return result;
-}
-
-static PyObject *
-stagelist_repr(StageListObject *self)
-{
-    PyObject *list = as_list(self);
-    PyObject *text = list == NULL ? NULL : PyUnicode_FromFormat("StageList(%R)", list);
-    Py_XDECREF(list);
-    return text;
-}
-
 static PySequenceMethods stagelist_sequence = {
     .sq_length = (lenfunc)stagelist_length,
     .sq_item = (ssizeargfunc)stagelist_item,
@@ -261,7 +213,7 @@ static PySequenceMethods stagelist_sequence = {
 
 static PyMethodDef stagelist_methods[] = {
     {"append", (PyCFunction)stagelist_append, METH_O, "Append one finished stage: (index, name, start_ns, end_ns, parent)."},
-    {"tolist", (PyCFunction)stagelist_tolist, METH_NOARGS, "The stages as a list of tuples."},
+    {"tolist", (PyCFunction)pk_raw_list_tolist, METH_NOARGS, "The stages as a list of tuples."},
     {"has", (PyCFunction)(void (*)(void))stagelist_has, METH_FASTCALL,
      "has(name, since_index): whether a stage of that name has an index of at least since_index."},
     {NULL, NULL, 0, NULL},
@@ -278,8 +230,8 @@ PyTypeObject PkStageList_Type = {
     .tp_traverse = (traverseproc)stagelist_traverse,
     .tp_clear = (inquiry)stagelist_clear,
     .tp_as_sequence = &stagelist_sequence,
-    .tp_richcompare = (richcmpfunc)stagelist_richcompare,
-    .tp_repr = (reprfunc)stagelist_repr,
+    .tp_richcompare = pk_raw_list_compare,
+    .tp_repr = pk_raw_list_repr,
     .tp_hash = PyObject_HashNotImplemented,
     .tp_methods = stagelist_methods,
 };
