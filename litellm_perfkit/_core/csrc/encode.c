@@ -151,17 +151,27 @@ put_dict(Writer *w, PyObject *dict, int depth)
     return WRITTEN;
 }
 
+/* A list's header, '[' and its size: 0 when there is no room or it is too long for marshal. */
+static int
+list_header(Writer *w, Py_ssize_t size)
+{
+    if (!room(w, 5) || size > INT32_MAX) {
+        return 0;
+    }
+    *w->p++ = '[';
+    put_u32(w, (uint32_t)size);
+    return 1;
+}
+
 /* A StageList, written as the list of tuples it stands for (_fields.FINISHED). */
 static int
 put_stages(Writer *w, PyObject *list, int depth)
 {
     Py_ssize_t size;
     const PkFinishedStage *stages = pk_stagelist_stages(list, &size);
-    if (!room(w, 5) || size > INT32_MAX) {
+    if (!list_header(w, size)) {
         return DECLINED;
     }
-    *w->p++ = '[';
-    put_u32(w, (uint32_t)size);
     for (Py_ssize_t i = 0; i < size; i++) {
         if (!room(w, 2)) {
             return DECLINED;
@@ -221,11 +231,9 @@ put_value(Writer *w, PyObject *value, int depth)
     if (Py_IS_TYPE(value, &PkInt64List_Type)) { /* written as the list it stands for */
         Py_ssize_t size;
         const int64_t *values = pk_int64list_values(value, &size);
-        if (!room(w, 5) || size > INT32_MAX) {
+        if (!list_header(w, size)) {
             return DECLINED;
         }
-        *w->p++ = '[';
-        put_u32(w, (uint32_t)size);
         for (Py_ssize_t i = 0; i < size; i++) {
             int result = put_int(w, values[i]);
             if (result != WRITTEN) {
