@@ -161,7 +161,8 @@ def litellm_overhead(tmp_path: Path) -> None:
     assert all(number(r[3]) > 0 and number(r[4]) > 0 for r in rows), out
     assert rows[1][5] and rows[1][6], out  # the ratios to plain
     line(out, r"^- perfkit-default: [\d.]+$")
-    line(out, r"^- plain: [\d.]+ per 1000 requests, their pause [\d.]+ ms per request$")
+    line(out, r"^- plain: [\d.]+ \(their pause, median of pairs: [\d.]+ ms per request\)$")
+    line(out, r"^- perfkit-default against plain, all pairs: \d+ in \d+ requests against \d+ in \d+; rate ratio ")
     # The records the agent read, replayed by agent_cost (its second documented source).
     captured = sorted(tmp_path.glob("served.*"))
     assert captured and all(f.stat().st_size > 0 for f in captured), captured
