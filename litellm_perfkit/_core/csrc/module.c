@@ -2,7 +2,6 @@
 #include "speedups.h"
 
 #include <string.h>
-
 #include <time.h>
 
 PkHooks pk_hooks;

@@ -79,7 +79,8 @@ int pk_format_ms(char *out, int64_t duration_ns);
 
 /* The timeline's fields, as perfkit_fields.h declares them (the Python
  * subclass _timeline.Timeline adds the methods). ``finished`` is a StageList
- * (or a list of tuples of PK_FINISHED_SIZE, when set so), ``generators`` maps a name to a list of PK_GENERATOR_SIZE. */
+ * (or a list of tuples of PK_FINISHED_SIZE, when set so), ``generators``
+ * maps a name to a list of PK_GENERATOR_SIZE. */
 typedef struct {
     PyObject_HEAD
 #define PK_SCALAR_MEMBER(name, ctype, member) ctype name;
@@ -135,6 +136,7 @@ const PkFinishedStage *pk_stagelist_stages(PyObject *list, Py_ssize_t *size);
 PyObject *pk_finished_tuple(const PkFinishedStage *stage);
 /* The stage from such a tuple, its name borrowed from it; -1 with a TypeError or OverflowError set. */
 int pk_finished_from_tuple(PyObject *tuple, PkFinishedStage *stage);
+
 extern PyTypeObject PkBatches_Type;
 extern PyTypeObject PkStepClock_Type;
 
