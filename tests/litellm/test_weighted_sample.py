@@ -201,7 +201,7 @@ def _bucket_since(
 def bucket_bounds_ns(value_ns: float) -> tuple[int, int]:
     """The (low, high] bounds in ns of the histogram bucket (``BOUNDARIES_NS``, every histogram's) holding a value."""
     bucket = bisect_left(BOUNDARIES_NS, value_ns)
-    return BOUNDARIES_NS[bucket - 1], BOUNDARIES_NS[bucket]
+    return (BOUNDARIES_NS[bucket - 1] if bucket else 0), BOUNDARIES_NS[bucket]  # the first bucket's low is 0
 
 
 def bucket_of(families: dict[str, Any], before: dict[str, Any], q: float) -> tuple[float, float]:
