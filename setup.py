@@ -72,6 +72,7 @@ setup(
             sources=[f"litellm_perfkit/_core/csrc/{name}.c" for name in SOURCES],
             depends=[
                 "litellm_perfkit/_core/csrc/speedups.h",
+                "litellm_perfkit/_core/csrc/protobuf.h",
                 "litellm_perfkit/types.py",
                 "litellm_perfkit/_core/_fields.py",
                 "litellm_perfkit/_core/_layouts.py",

@@ -37,8 +37,9 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast, get_args
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -49,17 +50,21 @@ from litellm_perfkit._export._otlp import spans_protobuf  # noqa: E402
 from litellm_perfkit._export._processor import Processor  # noqa: E402
 from litellm_perfkit._export._prometheus import SnapshotWriter  # noqa: E402
 from litellm_perfkit._export._settings import ExportSettings  # noqa: E402
-from litellm_perfkit._export._spans import Span  # noqa: E402
+from litellm_perfkit._export._spans import Span, SpanForm  # noqa: E402
 from litellm_perfkit.types import RequestRecord  # noqa: E402
 
 
 class _Encoding:
-    """The OTLP/HTTP exporter without its post: spans encoded, then dropped."""
+    """The OTLP/HTTP exporter without its post: spans encoded, then dropped. Its
+    span form is the protobuf exporter's (stage spans handed over already
+    encoded), or with ``--span-form tuples`` the JSON and SDK exporters' (a
+    Span per stage, encoded here)."""
 
-    def __init__(self, settings: ExportSettings) -> None:
+    def __init__(self, settings: ExportSettings, span_form: SpanForm) -> None:
         self._settings = settings
+        self.span_form = span_form
 
-    def export_spans(self, spans: list[Span]) -> bool:
+    def export_spans(self, spans: Sequence[Span | bytes]) -> bool:
         spans_protobuf(spans, self._settings.service_name, self._settings.resource_attributes)
         return True
 
@@ -70,10 +75,12 @@ class _Encoding:
         pass
 
 
-def _one_pass(batches: list[list[bytes]], without_steps: bool, snapshot_dir: str) -> dict[str, float]:
+def _one_pass(
+    batches: list[list[bytes]], without_steps: bool, snapshot_dir: str, span_form: SpanForm
+) -> dict[str, float]:
     """CPU seconds of each part over all batches."""
     settings = ExportSettings(prometheus_dir=snapshot_dir)
-    processor = Processor(settings, exporter=_Encoding(settings))
+    processor = Processor(settings, exporter=_Encoding(settings, span_form))
     # Batches come every schedule_delay_s (200 ms) under load: the snapshot's clock says so.
     drains = [0]
     processor._prometheus = SnapshotWriter(snapshot_dir, clock=lambda: drains[0] * settings.schedule_delay_s)
@@ -122,25 +129,51 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--without-steps", action="store_true", help="drop each record's steps (step accounting off)")
     parser.add_argument("--profile", action="store_true", help="print cProfile's top functions of one pass")
+    parser.add_argument(
+        "--span-forms",
+        default="protobuf",
+        help="what the exporter is handed, comma-separated: protobuf (OTLP protobuf's exporters: stage spans already "
+        "encoded) and tuples (the JSON and SDK exporters': a Span each); with both, passes alternate and the ratio "
+        "of each pair is printed",
+    )
     args = parser.parse_args()
+    forms: list[SpanForm] = []
+    for form in args.span_forms.split(","):
+        if form not in get_args(SpanForm):
+            parser.error(f"--span-forms: {form!r} is not one of {', '.join(get_args(SpanForm))}")
+        forms.append(cast(SpanForm, form))
     records = _records(args.records.read_bytes())
     batches = [records[i : i + args.batch] for i in range(0, len(records), args.batch)]
+    passes: dict[SpanForm, list[dict[str, float]]] = {form: [] for form in forms}
     with tempfile.TemporaryDirectory() as snapshot_dir:
         if args.profile:
             profile = cProfile.Profile()
             profile.enable()
-            _one_pass(batches, args.without_steps, snapshot_dir)
+            _one_pass(batches, args.without_steps, snapshot_dir, forms[0])
             profile.disable()
             pstats.Stats(profile).sort_stats("tottime").print_stats(25)
-        _one_pass(batches, args.without_steps, snapshot_dir)  # warm-up
-        passes = [_one_pass(batches, args.without_steps, snapshot_dir) for _ in range(args.repeats)]
-    per_record = {part: statistics.median(p[part] for p in passes) / len(records) * 1e6 for part in passes[0]}
-    total = statistics.median(sum(p.values()) for p in passes) / len(records) * 1e6
-    parts = ", ".join(f"{part} {us:.1f}" for part, us in per_record.items())
+        for form in forms:
+            _one_pass(batches, args.without_steps, snapshot_dir, form)  # warm-up
+        for _ in range(args.repeats):
+            for form in forms:
+                passes[form].append(_one_pass(batches, args.without_steps, snapshot_dir, form))
     print(
         f"{args.records.name}: {len(records)} records in batches of {args.batch}, median of {args.repeats} passes"
-        f"{' without steps' if args.without_steps else ''}: {total:.1f} us CPU per record ({parts})"
+        f"{' without steps' if args.without_steps else ''}:"
     )
+    for form in forms:
+        per_record = {
+            part: statistics.median(p[part] for p in passes[form]) / len(records) * 1e6 for part in passes[form][0]
+        }
+        total = statistics.median(sum(p.values()) for p in passes[form]) / len(records) * 1e6
+        parts = ", ".join(f"{part} {us:.1f}" for part, us in per_record.items())
+        print(f"  span form {form}: {total:.1f} us CPU per record ({parts})")
+    if len(forms) == 2:
+        first, second = (passes[form] for form in forms)
+        ratios = sorted(sum(b.values()) / sum(a.values()) for a, b in zip(first, second))
+        print(
+            f"  {forms[1]} / {forms[0]}, median of the {len(ratios)} pairs: {statistics.median(ratios):.3f} (range {ratios[0]:.3f}-{ratios[-1]:.3f})"
+        )
     return 0
 
 

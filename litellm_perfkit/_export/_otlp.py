@@ -15,7 +15,7 @@ import math
 import os
 import struct
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -25,13 +25,14 @@ from .._version import __version__
 from .._wire._environment_variables import PERFKIT_APP_PID
 from .._wire._names import INSTRUMENTATION_SCOPE, SemConv
 from .._wire._protobuf import varint as _varint
-from ..types import AttributeValue
+from ..types import AttributeValue, StageRecord
 from ._metrics import BOUNDARIES_NS, DESCRIPTIONS, MetricStore
 from ._metrics_protobuf import encode_metrics_request
-from ._spans import Attributes, Span
+from ._spans import STAGE_KEYS, Attributes, Span, StageSpans, _stage_spans_python
+from ._split import Split
 from ._traffic import requests_sum_json
 
-__all__ = ["spans_json", "spans_protobuf", "span_json", "metrics_json", "metrics_protobuf"]
+__all__ = ["encode_stage_spans", "spans_json", "spans_protobuf", "span_json", "metrics_json", "metrics_protobuf"]
 
 # The app's process, not the export agent's (the agent is its child).
 _PARENT_PID = int(os.environ.get(PERFKIT_APP_PID, os.getpid()))
@@ -96,12 +97,18 @@ def _resource_attributes(service_name: str, extra: dict[str, str]) -> Attributes
     return list(attributes.items())
 
 
-def spans_json(spans: list[Span], service_name: str, resource: dict[str, str]) -> bytes:
+def _json_span(span: Span | bytes) -> str:
+    if isinstance(span, bytes):  # only an exporter whose span_form is "protobuf" is handed these
+        raise TypeError("spans already encoded as protobuf cannot be written as OTLP/JSON")
+    return span_json(span)
+
+
+def spans_json(spans: Sequence[Span | bytes], service_name: str, resource: dict[str, str]) -> bytes:
     head = (
         f'{{"resourceSpans":[{{"resource":{{"attributes":[{_jattributes(_resource_attributes(service_name, resource))}]}},'
         f'"scopeSpans":[{{"scope":{{"name":"{INSTRUMENTATION_SCOPE}","version":"{__version__}"}},"spans":['
     )
-    return (head + ",".join(map(span_json, spans)) + "]}]}]}").encode()
+    return (head + ",".join(map(_json_span, spans)) + "]}]}]}").encode()
 
 
 # -- protobuf ----------------------------------------------------------------
@@ -206,19 +213,19 @@ def _span_protobuf(span: Span) -> bytes:
     return _field(2, body)  # ScopeSpans.spans
 
 
-def _spans_protobuf_python(spans: list[Span]) -> bytes:
-    return b"".join(map(_span_protobuf, spans))
+def _spans_protobuf_python(spans: Sequence[Span | bytes]) -> bytes:
+    return b"".join(span if isinstance(span, bytes) else _span_protobuf(span) for span in spans)
 
 
-def _spans_encoder() -> Callable[[list[Span]], bytes]:
+def _spans_encoder() -> Callable[[Sequence[Span | bytes]], bytes]:
     """The C encoder when the accelerator is built (the Python one where it declines), else Python's."""
     speedups = ACTIVE.speedups
     if speedups is None:
         return _spans_protobuf_python
     encode = speedups.encode_spans
 
-    def encode_spans(spans: list[Span]) -> bytes:
-        encoded: bytes | None = encode(spans)
+    def encode_spans(spans: Sequence[Span | bytes]) -> bytes:
+        encoded: bytes | None = encode(spans if isinstance(spans, list) else list(spans))
         return _spans_protobuf_python(spans) if encoded is None else encoded
 
     return encode_spans
@@ -227,8 +234,45 @@ def _spans_encoder() -> Callable[[list[Span]], bytes]:
 _encode_spans = _spans_encoder()
 
 
-def spans_protobuf(spans: list[Span], service_name: str, resource: dict[str, str]) -> bytes:
-    """A serialized ExportTraceServiceRequest."""
+def _stage_spans_protobuf_python(
+    stages: tuple[StageRecord, ...],
+    durations: list[int],
+    own: list[int],
+    splits: list[Split] | None,
+    ids: list[str],
+    trace_id: str,
+    server_id: str,
+    anchor_ns: int,
+    end_ns: int,
+    keys: tuple[str, ...],
+) -> bytes | None:
+    """The stage spans as ScopeSpans.spans fields: the reference for the C accelerator's
+    ``stage_spans_protobuf``, which writes them with no span built."""
+    return _spans_protobuf_python(
+        _stage_spans_python(stages, durations, own, splits, ids, trace_id, server_id, anchor_ns, end_ns, keys)
+    )
+
+
+def _stage_spans_encoder() -> Callable[[StageSpans], bytes]:
+    """The C writer when the accelerator is built (the reference where it declines), else the reference."""
+    speedups = ACTIVE.speedups
+    write = _stage_spans_protobuf_python if speedups is None else speedups.stage_spans_protobuf
+
+    def encode_stage_spans(stages: StageSpans) -> bytes:
+        encoded = write(*stages, STAGE_KEYS)
+        return _spans_protobuf_python(_stage_spans_python(*stages, STAGE_KEYS)) if encoded is None else encoded
+
+    return encode_stage_spans
+
+
+encode_stage_spans = _stage_spans_encoder()
+"""A request's stage spans (``request_spans``) as OTLP protobuf ScopeSpans.spans fields,
+the bytes ``spans_protobuf`` copies as they are: an exporter whose span_form is
+"protobuf" is handed these instead of a Span per stage."""
+
+
+def spans_protobuf(spans: Sequence[Span | bytes], service_name: str, resource: dict[str, str]) -> bytes:
+    """A serialized ExportTraceServiceRequest; a bytes item is spans already encoded (``encode_stage_spans``)."""
     scope = _field(1, _field(1, INSTRUMENTATION_SCOPE.encode()) + _field(2, __version__.encode()))
     scope_spans = _field(2, scope + _encode_spans(spans))
     resource_msg = _field(1, _pattributes(_resource_attributes(service_name, resource), field_number=1))

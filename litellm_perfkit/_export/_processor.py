@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import cast
 
 from .._core._guard import internal_error, internal_error_counts, logger
 from .._wire._names import Metric
 from ..types import RequestRecord
 from ._metrics import MetricStore
+from ._otlp import encode_stage_spans
 from ._prometheus import SnapshotWriter
 from ._settings import ExportSettings
-from ._spans import Sampler, Span, record_to_spans, trace_context
-from ._transport import Exporter, make_exporter
+from ._spans import Sampler, Span, record_to_spans, request_spans, trace_context
+from ._transport import Exporter, ProtobufExporter, make_exporter
 
 __all__ = ["Processor", "RecordListener"]
 
@@ -30,7 +32,15 @@ class Processor:
         self._sampler = Sampler(settings.sampler, settings.sampler_ratio)
         self.metrics = MetricStore()
         self.listeners: list[RecordListener] = []
-        self._pending: list[Span] = []
+        # An exporter that posts protobuf is handed each request's stage spans
+        # already encoded, with no Python object built per span.
+        self._encoded = (
+            cast(ProtobufExporter, self._exporter)
+            if self._exporter is not None and self._exporter.span_form == "protobuf"
+            else None
+        )
+        self._pending: list[Span | bytes] = []  # bytes only for an exporter that posts protobuf
+        self._pending_spans = 0
         self._start_unix_ns = time.time_ns()
         self._last_metrics = time.monotonic()
         self.exported_spans = 0
@@ -52,21 +62,35 @@ class Processor:
             for listener in self.listeners:
                 listener(record, trace_id)
             if self._exporter is not None and self._sampler.should_sample(trace_id, flags):
-                self._pending.extend(record_to_spans(record, trace_id, parent_span_id, anchor_ns))
+                if self._encoded is not None:
+                    server, stages = request_spans(record, trace_id, parent_span_id, anchor_ns)
+                    encoded = encode_stage_spans(stages)
+                    self._pending += (server, encoded)
+                    self._pending_spans += 1 + len(stages.stages)
+                else:
+                    spans = record_to_spans(record, trace_id, parent_span_id, anchor_ns)
+                    self._pending += spans
+                    self._pending_spans += len(spans)
         except Exception as exc:
             internal_error("export.record", exc)
-        if len(self._pending) >= self.settings.max_batch:
+        if self._pending_spans >= self.settings.max_batch:
             self.flush_spans()
 
     def flush_spans(self) -> None:
-        if not self._pending or self._exporter is None:
-            self._pending.clear()
+        batch, count = self._pending, self._pending_spans
+        self._pending, self._pending_spans = [], 0
+        if not batch or self._exporter is None:
             return
-        batch, self._pending = self._pending, []
-        if not self.gave_up and self._exporter.export_spans(batch):
-            self.exported_spans += len(batch)
+        if self.gave_up:
+            exported = False
+        elif self._encoded is not None:
+            exported = self._encoded.export_spans(batch)
+        else:  # spans only: bytes are made for an exporter that posts protobuf
+            exported = self._exporter.export_spans(cast("list[Span]", batch))
+        if exported:
+            self.exported_spans += count
         else:
-            self.metrics.counters[Metric.SPANS_DROPPED] += len(batch)
+            self.metrics.counters[Metric.SPANS_DROPPED] += count
 
     def export_metrics(self, force: bool = False) -> None:
         if self._prometheus is not None:

@@ -21,7 +21,7 @@ from .._core._guard import warn_once
 from .._version import __version__
 from .._wire._names import INSTRUMENTATION_SCOPE
 from ._metrics import MetricStore
-from ._spans import SPAN_KIND_SERVER, STATUS_ERROR, Span
+from ._spans import SPAN_KIND_SERVER, STATUS_ERROR, Span, SpanForm
 
 __all__ = ["SDK_MISSING", "SdkExporter", "host_provider", "sdk_installed"]
 
@@ -51,6 +51,8 @@ def host_provider() -> Any | None:
 
 
 class SdkExporter:
+    span_form: SpanForm = "tuples"  # the host's SDK takes its own span objects, made from the tuples
+
     def __init__(self, provider: Any) -> None:
         from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from typing import Literal, NamedTuple
 
 from .._core._layouts import Span
 from .._wire._headers import parse_traceparent, stage_span_id
@@ -20,9 +21,13 @@ from ._split import Split, time_split
 __all__ = [
     "Attributes",
     "Span",
+    "SpanForm",
     "Sampler",
     "reconcile",
     "record_to_spans",
+    "request_spans",
+    "StageSpans",
+    "STAGE_KEYS",
     "SPAN_KIND_SERVER",
     "SPAN_KIND_INTERNAL",
 ]
@@ -33,6 +38,11 @@ STATUS_UNSET = 0
 STATUS_ERROR = 2
 
 Attributes = list[tuple[str, AttributeValue]]
+
+SpanForm = Literal["tuples", "protobuf"]
+"""What an exporter's ``export_spans`` is handed: Span tuples, or ("protobuf")
+also bytes, spans already encoded as OTLP protobuf (``_otlp.encode_stage_spans``):
+the processor then builds no Python object per stage span."""
 
 _bits = random.Random().getrandbits
 
@@ -186,8 +196,23 @@ def trace_context(record: RequestRecord) -> tuple[str, str, int | None]:
     return parent
 
 
-def record_to_spans(record: RequestRecord, trace_id: str, parent_span_id: str, anchor_ns: int) -> list[Span]:
-    """The spans of one request; ``anchor_ns`` turns perf_counter_ns into Unix ns."""
+class StageSpans(NamedTuple):
+    """What a request's stage spans are made of: the arguments of ``stage_spans``
+    and ``stage_spans_protobuf`` (with ``STAGE_KEYS``), by position in the record's stages."""
+
+    stages: tuple[StageRecord, ...]
+    durations: list[int]
+    own: list[int]
+    splits: list[Split] | None
+    ids: list[str]
+    trace_id: str
+    server_id: str
+    anchor_ns: int
+    end_ns: int
+
+
+def request_spans(record: RequestRecord, trace_id: str, parent_span_id: str, anchor_ns: int) -> tuple[Span, StageSpans]:
+    """The request's server span, and what its stages' spans are made of; ``anchor_ns`` turns perf_counter_ns into Unix ns."""
     server_id = record.span_context[1] if record.span_context else f"{_bits(64):016x}"
     durations = [stage.duration_ns for stage in record.stages]
     own = exclusive_ns(record, durations)
@@ -203,20 +228,18 @@ def record_to_spans(record: RequestRecord, trace_id: str, parent_span_id: str, a
         if record.steps_dropped:
             server_attributes.append((Attr.STEPS_DROPPED, record.steps_dropped))
     failed = record.error is not None or record.status >= 500
-    spans = [
-        Span(
-            trace_id=trace_id,
-            span_id=server_id,
-            parent_span_id=parent_span_id,
-            name=span_name(record),
-            kind=SPAN_KIND_SERVER,
-            start_unix_ns=record.start_ns + anchor_ns,
-            end_unix_ns=record.end_ns + anchor_ns,
-            attributes=server_attributes,
-            status_code=STATUS_ERROR if failed else STATUS_UNSET,
-            status_message=record.error or "",
-        )
-    ]
+    server = Span(
+        trace_id=trace_id,
+        span_id=server_id,
+        parent_span_id=parent_span_id,
+        name=span_name(record),
+        kind=SPAN_KIND_SERVER,
+        start_unix_ns=record.start_ns + anchor_ns,
+        end_unix_ns=record.end_ns + anchor_ns,
+        attributes=server_attributes,
+        status_code=STATUS_ERROR if failed else STATUS_UNSET,
+        status_message=record.error or "",
+    )
     # A stage was the current span under its id while it ran (a host that traces).
     chosen_while_running = record.span_context is not None
     ids = _random_ids(len(record.stages))
@@ -226,10 +249,14 @@ def record_to_spans(record: RequestRecord, trace_id: str, parent_span_id: str, a
             for n, stage in enumerate(record.stages)
         ]
     splits = split.stages if split is not None else None
-    spans += _stage_spans(
-        record.stages, durations, own, splits, ids, trace_id, server_id, anchor_ns, record.end_ns, _STAGE_KEYS
-    )
-    return spans
+    stages = StageSpans(record.stages, durations, own, splits, ids, trace_id, server_id, anchor_ns, record.end_ns)
+    return server, stages
+
+
+def record_to_spans(record: RequestRecord, trace_id: str, parent_span_id: str, anchor_ns: int) -> list[Span]:
+    """The spans of one request: its server span, then one per stage."""
+    server, stages = request_spans(record, trace_id, parent_span_id, anchor_ns)
+    return [server, *_stage_spans(*stages, STAGE_KEYS)]
 
 
 def _random_ids(count: int) -> list[str]:
@@ -239,7 +266,7 @@ def _random_ids(count: int) -> list[str]:
 
 
 # In the order _stage_spans reads them: duration, self, the four split parts, kind, items.
-_STAGE_KEYS = (
+STAGE_KEYS = (
     Attr.STAGE_DURATION_MS,
     Attr.STAGE_SELF_MS,
     Attr.STAGE_CPU_MS,

@@ -11,7 +11,7 @@ import gzip
 import http.client
 import ssl
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import IO, Any, Literal, Protocol
 from urllib.parse import urlsplit
@@ -24,15 +24,23 @@ from ._metrics import MetricStore
 from ._otlp import metrics_json, metrics_protobuf, span_json, spans_json, spans_protobuf
 from ._retry import RETRYABLE_HTTP_STATUSES, Busy, RetryPolicy, retry_after_s
 from ._settings import ExportSettings
-from ._spans import Span
+from ._spans import Span, SpanForm
 
-__all__ = ["Exporter", "make_exporter"]
+__all__ = ["Exporter", "ProtobufExporter", "make_exporter"]
 
 
 class Exporter(Protocol):
+    span_form: SpanForm
+
     def export_spans(self, spans: list[Span]) -> bool: ...
     def export_metrics(self, store: MetricStore, start_unix_ns: int, now_unix_ns: int) -> bool: ...
     def close(self) -> None: ...
+
+
+class ProtobufExporter(Exporter, Protocol):
+    """An exporter whose ``span_form`` is "protobuf"."""
+
+    def export_spans(self, spans: Sequence[Span | bytes]) -> bool: ...
 
 
 class _HttpPost:
@@ -156,6 +164,7 @@ class OtlpHttpExporter:
     def __init__(self, settings: ExportSettings, encoding: OtlpProtocol) -> None:
         self._settings = settings
         self._protobuf = encoding == "http/protobuf"
+        self.span_form: SpanForm = "protobuf" if self._protobuf else "tuples"
         content_type = "application/x-protobuf" if self._protobuf else JSON_CONTENT_TYPE
         traces, metrics = Signal.of(settings, "traces"), Signal.of(settings, "metrics")
         self._traces = _HttpPost(settings.traces_endpoint, traces, content_type)
@@ -163,7 +172,7 @@ class OtlpHttpExporter:
         self._retry = RetryPolicy(traces.timeout_s)
         self._metrics_retry = RetryPolicy(metrics.timeout_s)
 
-    def export_spans(self, spans: list[Span]) -> bool:
+    def export_spans(self, spans: Sequence[Span | bytes]) -> bool:
         s = self._settings
         try:
             encode = spans_protobuf if self._protobuf else spans_json
@@ -194,6 +203,7 @@ class OtlpGrpcExporter:
 
     _TRACES = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
     _METRICS = "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export"
+    span_form: SpanForm = "protobuf"
 
     def __init__(self, settings: ExportSettings) -> None:
         import grpc
@@ -252,7 +262,7 @@ class OtlpGrpcExporter:
 
         return target, lambda request: retry.run(lambda left: send_once(request, left))
 
-    def export_spans(self, spans: list[Span]) -> bool:
+    def export_spans(self, spans: Sequence[Span | bytes]) -> bool:
         s = self._settings
         try:
             self._export_traces(spans_protobuf(spans, s.service_name, s.resource_attributes))
@@ -284,6 +294,8 @@ class LineExporter:
     """One OTLP/JSON span object per line, to stdout (console) or a file (jsonl).
     A write that fails (a full disk, a closed pipe) drops the batch, counted
     as any failed export is, and is logged once."""
+
+    span_form: SpanForm = "tuples"
 
     def __init__(
         self, write: Callable[[bytes], Any], close: Callable[[], None] | None = None, where: str = "stdout"

@@ -123,3 +123,61 @@ def test_the_c_span_encoder_declines_what_it_does_not_write() -> None:
     assert encode([("xyz", *span[1:])]) is None  # not a hex trace id
     # And spans_protobuf then encodes them in Python.
     assert ExportTraceServiceRequest.FromString(spans_protobuf([(*span[:7], [("big", 1 << 64)], *span[8:])], "svc", {}))
+
+
+def test_stage_spans_encoded_for_a_protobuf_exporter_are_the_spans_encoded(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """What the processor hands an exporter that posts protobuf (the server span, then its stages'
+    spans already encoded) makes the request the spans themselves make, on random records."""
+    from litellm_perfkit._core._timeline import decode
+    from litellm_perfkit._export import _spans
+    from litellm_perfkit._export._otlp import encode_stage_spans
+    from tests.support.timelines import sample_timeline
+
+    for seed in range(50):
+        record = decode(sample_timeline(random.Random(seed)).encode())
+        monkeypatch.setattr(_spans, "_bits", random.Random(seed).getrandbits)  # the same random ids both ways
+        spans = _spans.record_to_spans(record, "ab" * 16, "", 1_700_000_000_000_000_000)
+        monkeypatch.setattr(_spans, "_bits", random.Random(seed).getrandbits)
+        server, stages = _spans.request_spans(record, "ab" * 16, "", 1_700_000_000_000_000_000)
+        items = [server, encode_stage_spans(stages)]
+        assert spans_protobuf(items, "svc", {}) == spans_protobuf(spans, "svc", {}), seed
+    assert len(
+        ExportTraceServiceRequest.FromString(spans_protobuf(items, "svc", {})).resource_spans[0].scope_spans[0].spans
+    ) == len(spans)
+
+
+def test_the_processor_hands_a_protobuf_exporter_encoded_stage_spans_and_counts_every_span() -> None:
+    from litellm_perfkit._core._timeline import decode
+    from litellm_perfkit._export._processor import Processor
+    from litellm_perfkit._export._settings import ExportSettings
+    from tests.support.timelines import sample_timeline
+
+    class Exporter:
+        def __init__(self, span_form: str) -> None:
+            self.span_form = span_form
+            self.batches: list[list[object]] = []
+
+        def export_spans(self, spans: list[object]) -> bool:
+            self.batches.append(spans)
+            return True
+
+        def export_metrics(self, store: object, start: int, now: int) -> bool:
+            return True
+
+        def close(self) -> None:
+            pass
+
+    records = [decode(sample_timeline(random.Random(seed)).encode()) for seed in range(20)]
+    counts = {}
+    for form in ("tuples", "protobuf"):
+        exporter = Exporter(form)
+        processor = Processor(ExportSettings(max_batch=64), exporter)  # type: ignore[arg-type]
+        for record in records:
+            processor.handle(record, 0)
+        processor.flush_spans()
+        items = [item for batch in exporter.batches for item in batch]
+        assert any(isinstance(item, bytes) for item in items) == (form == "protobuf")
+        decoded = ExportTraceServiceRequest.FromString(spans_protobuf(items, "svc", {}))
+        assert processor.exported_spans == len(decoded.resource_spans[0].scope_spans[0].spans)
+        counts[form] = processor.exported_spans
+    assert counts["tuples"] == counts["protobuf"] == sum(1 + len(record.stages) for record in records)

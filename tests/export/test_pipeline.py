@@ -115,6 +115,8 @@ def test_requests_go_on_while_an_export_hangs_on_a_backend_that_never_answers(
 
 
 class SlowExporter:
+    span_form = "tuples"
+
     def __init__(self) -> None:
         self.exporting = threading.Event()
         self.release = threading.Event()

@@ -65,12 +65,13 @@ def test_the_c_stage_spans_are_the_python_ones() -> None:
     import pytest
 
     from litellm_perfkit._core._timeline import decode
-    from litellm_perfkit._export import _spans
+    from litellm_perfkit._export import _otlp, _spans
     from litellm_perfkit._export._split import time_split
     from tests.support.speedups import speedups
     from tests.support.timelines import sample_timeline
 
     stage_spans = speedups().stage_spans
+    stage_spans_protobuf = speedups().stage_spans_protobuf
     for seed in range(200):
         rng = random.Random(seed)
         record = decode(sample_timeline(rng).encode())
@@ -89,16 +90,24 @@ def test_the_c_stage_spans_are_the_python_ones() -> None:
                 "b" * 16,
                 rng.randrange(-(10**12), 10**12),
                 record.end_ns,
-                _spans._STAGE_KEYS,
+                _spans.STAGE_KEYS,
             )
             built = stage_spans(*args)
             assert built == _spans._stage_spans_python(*args), seed
             assert all(type(span) is Span for span in built)  # the NamedTuple, built by C too
+            # Written straight to protobuf: the bytes the reference encodes (which takes no time before 1970).
+            if all(span.start_unix_ns >= 0 and span.end_unix_ns >= 0 for span in built):
+                assert stage_spans_protobuf(*args) == _otlp._stage_spans_protobuf_python(*args), seed
     stage = StageRecord("auth", 1, 2, -1)
     with pytest.raises(ValueError):
-        stage_spans((stage,), [1], [1], None, [], "a" * 32, "b" * 16, 0, 2, _spans._STAGE_KEYS)
+        stage_spans((stage,), [1], [1], None, [], "a" * 32, "b" * 16, 0, 2, _spans.STAGE_KEYS)
     with pytest.raises(TypeError):
-        stage_spans((stage,), [1], [1], [(1, 2)], ["c" * 16], "a" * 32, "b" * 16, 0, 2, _spans._STAGE_KEYS)
+        stage_spans((stage,), [1], [1], [(1, 2)], ["c" * 16], "a" * 32, "b" * 16, 0, 2, _spans.STAGE_KEYS)
+    for write in (stage_spans_protobuf, stage_spans):
+        with pytest.raises(ValueError):
+            write((stage,), [1], [1], None, [], "a" * 32, "b" * 16, 0, 2, _spans.STAGE_KEYS)
+    # An id that is not hex of its size is declined: Python encodes it (and says what is wrong).
+    assert stage_spans_protobuf((stage,), [1], [1], None, ["xyz"], "a" * 32, "b" * 16, 0, 2, _spans.STAGE_KEYS) is None
 
 
 def test_the_server_span_carries_the_requests_it_stands_for() -> None:

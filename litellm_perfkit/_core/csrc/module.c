@@ -362,10 +362,14 @@ static PyMethodDef methods[] = {
     {"stage_spans", (PyCFunction)(void (*)(void))pk_stage_spans, METH_FASTCALL,
      "stage_spans(stages, durations, own, splits, ids, trace_id, server_id, anchor_ns, end_ns, keys) -> [span]: "
      "_export/_spans.py's span of each stage."},
+    {"stage_spans_protobuf", (PyCFunction)(void (*)(void))pk_stage_spans_protobuf, METH_FASTCALL,
+     "stage_spans_protobuf(stages, durations, own, splits, ids, trace_id, server_id, anchor_ns, end_ns, keys) -> bytes | None: "
+     "encode_spans(stage_spans(...)) with no span built (None: declined)."},
     {"scan_headers", pk_scan_headers, METH_O,
      "scan_headers(headers) -> int: _sampling.scan_headers's answer (HeadersFound bits)."},
     {"encode_spans", pk_encode_spans, METH_O,
-     "encode_spans(spans) -> bytes | None: _export/_otlp.py's protobuf of each span, concatenated (None: declined)."},
+     "encode_spans(spans) -> bytes | None: _export/_otlp.py's protobuf of each span (bytes: spans already encoded), "
+     "concatenated (None: declined)."},
     {NULL, NULL, 0, NULL},
 };
 

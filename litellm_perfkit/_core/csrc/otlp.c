@@ -1,118 +1,11 @@
 /* encode_spans(spans) -> bytes | None: the export agent's OTLP protobuf
  * encoding of spans, the counterpart of _export/_otlp._span_protobuf (the
  * specification, and what runs when this declines). Each span is the
- * _spans.Span tuple; the result is the spans as ScopeSpans.spans fields
- * (field 2), concatenated. None when a value is one this does not write (an
+ * _spans.Span tuple, or bytes: spans already encoded, copied as they are;
+ * the result is the spans as ScopeSpans.spans fields (field 2), concatenated. None when a value is one this does not write (an
  * attribute that is not bool, int, float or str, an int past 64 bits, an id
  * that is not hex of its size): Python then encodes the batch. */
-#include "speedups.h"
-
-#include <string.h>
-
-typedef struct {
-    char *data;
-    size_t len, cap;
-} Buffer;
-
-static int
-reserve(Buffer *buffer, size_t more)
-{
-    void *data = buffer->data;
-    int result = pk_reserve(&data, &buffer->cap, buffer->len + more, 4096);
-    buffer->data = data;
-    return result;
-}
-
-static size_t
-varint_size(uint64_t value)
-{
-    size_t size = 1;
-    while (value > 0x7F) {
-        value >>= 7;
-        size++;
-    }
-    return size;
-}
-
-/* Callers reserve first; these only write. */
-static void
-put_varint(Buffer *buffer, uint64_t value)
-{
-    while (value > 0x7F) {
-        buffer->data[buffer->len++] = (char)((value & 0x7F) | 0x80);
-        value >>= 7;
-    }
-    buffer->data[buffer->len++] = (char)value;
-}
-
-static void
-put_bytes(Buffer *buffer, const char *data, size_t size)
-{
-    memcpy(buffer->data + buffer->len, data, size);
-    buffer->len += size;
-}
-
-static void
-put_fixed64(Buffer *buffer, uint64_t value)
-{
-    for (int i = 0; i < 8; i++) {
-        buffer->data[buffer->len++] = (char)(value >> (8 * i));
-    }
-}
-
-#define DECLINED 1
-
-/* A length-delimited field: tag, length, bytes. */
-static int
-put_field(Buffer *buffer, int number, const char *data, size_t size)
-{
-    if (reserve(buffer, 2 + 10 + size) < 0) {
-        return -1;
-    }
-    put_varint(buffer, (uint64_t)number << 3 | 2);
-    put_varint(buffer, size);
-    put_bytes(buffer, data, size);
-    return 0;
-}
-
-static int
-hex_digit(int c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
-
-/* An id as tag, size and its bytes from hex; DECLINED unless it is `size` bytes of hex. */
-static int
-put_id(Buffer *buffer, char tag, PyObject *hex, size_t size)
-{
-    Py_ssize_t length;
-    const char *text = PyUnicode_Check(hex) ? PyUnicode_AsUTF8AndSize(hex, &length) : NULL;
-    if (text == NULL) {
-        return PyErr_Occurred() ? -1 : DECLINED;
-    }
-    if ((size_t)length != 2 * size || reserve(buffer, 2 + size) < 0) {
-        return PyErr_Occurred() ? -1 : DECLINED;
-    }
-    buffer->data[buffer->len++] = tag;
-    buffer->data[buffer->len++] = (char)size;
-    for (size_t i = 0; i < size; i++) {
-        int high = hex_digit((unsigned char)text[2 * i]), low = hex_digit((unsigned char)text[2 * i + 1]);
-        if (high < 0 || low < 0) {
-            return DECLINED;
-        }
-        buffer->data[buffer->len++] = (char)(high << 4 | low);
-    }
-    return 0;
-}
+#include "protobuf.h"
 
 /* One KeyValue as Span.attributes (field 9). */
 static int
@@ -132,7 +25,6 @@ put_attribute(Buffer *buffer, PyObject *pair)
     size_t scalar_size = 0;
     const char *text = NULL;
     Py_ssize_t text_size = 0;
-    uint64_t bits = 0;
     if (PyBool_Check(value)) {
         scalar[0] = 0x10;
         scalar[1] = value == Py_True;
@@ -147,52 +39,21 @@ put_attribute(Buffer *buffer, PyObject *pair)
         if (number == -1 && PyErr_Occurred()) {
             return -1;
         }
-        Buffer small = {scalar, 1, sizeof(scalar)};
-        scalar[0] = 0x18;
-        put_varint(&small, (uint64_t)number); /* int64 as two's complement */
-        scalar_size = small.len;
+        scalar_size = int_value(scalar, number);
     }
     else if (PyFloat_CheckExact(value)) {
-        double number = PyFloat_AS_DOUBLE(value);
-        memcpy(&bits, &number, 8);
-        scalar[0] = 0x21;
-        for (int i = 0; i < 8; i++) {
-            scalar[1 + i] = (char)(bits >> (8 * i));
-        }
-        scalar_size = 9;
+        scalar_size = double_value(scalar, PyFloat_AS_DOUBLE(value));
     }
     else if (PyUnicode_CheckExact(value)) {
         text = PyUnicode_AsUTF8AndSize(value, &text_size);
         if (text == NULL) {
             return -1;
         }
-        scalar_size = 1 + varint_size((uint64_t)text_size) + (size_t)text_size;
     }
     else {
         return DECLINED;
     }
-    size_t key_field = 1 + varint_size((uint64_t)key_size) + (size_t)key_size;
-    size_t value_field = 1 + varint_size(scalar_size) + scalar_size;
-    size_t pair_size = key_field + value_field;
-    if (reserve(buffer, 1 + 10 + pair_size) < 0) {
-        return -1;
-    }
-    buffer->data[buffer->len++] = 9 << 3 | 2;
-    put_varint(buffer, pair_size);
-    buffer->data[buffer->len++] = 1 << 3 | 2;
-    put_varint(buffer, (uint64_t)key_size);
-    put_bytes(buffer, key, (size_t)key_size);
-    buffer->data[buffer->len++] = 2 << 3 | 2;
-    put_varint(buffer, scalar_size);
-    if (text != NULL) {
-        buffer->data[buffer->len++] = 1 << 3 | 2;
-        put_varint(buffer, (uint64_t)text_size);
-        put_bytes(buffer, text, (size_t)text_size);
-    }
-    else {
-        put_bytes(buffer, scalar, scalar_size);
-    }
-    return 0;
+    return put_key_value(buffer, 9, key, (size_t)key_size, scalar, scalar_size, text, (size_t)text_size);
 }
 
 static int
@@ -289,10 +150,20 @@ pk_encode_spans(PyObject *module, PyObject *spans)
     Buffer out = {0}, body = {0};
     PyObject *result = NULL;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(spans); i++) {
-        body.len = 0;
-        int status = put_span_body(&body, PyList_GET_ITEM(spans, i));
-        if (status == 0) {
-            status = put_field(&out, 2, body.data, body.len);
+        PyObject *span = PyList_GET_ITEM(spans, i);
+        int status;
+        if (PyBytes_Check(span)) { /* spans already encoded (stage_spans_protobuf) */
+            status = reserve(&out, (size_t)PyBytes_GET_SIZE(span));
+            if (status == 0) {
+                put_bytes(&out, PyBytes_AS_STRING(span), (size_t)PyBytes_GET_SIZE(span));
+            }
+        }
+        else {
+            body.len = 0;
+            status = put_span_body(&body, span);
+            if (status == 0) {
+                status = put_field(&out, 2, body.data, body.len);
+            }
         }
         if (status) {
             result = status == DECLINED ? Py_NewRef(Py_None) : NULL;

@@ -2,8 +2,12 @@
  * counterpart of _export/_spans._stage_spans_python (the specification, and
  * what runs without the accelerator). A request has ~22 stages; building
  * their attribute lists and span tuples in Python was about a seventh of
- * the agent's CPU per request, twice what this takes (docs/overhead.md). */
-#include "speedups.h"
+ * the agent's CPU per request, twice what this takes (docs/overhead.md).
+ *
+ * stage_spans_protobuf(...) writes the same spans straight to OTLP protobuf,
+ * the bytes encode_spans (otlp.c) would make of them, with no Python object
+ * per span: what an exporter that posts protobuf takes. */
+#include "protobuf.h"
 
 enum { DURATION, SELF, CPU, QUEUE, IO, UNCERTAIN, KIND, ITEMS, NKEYS };
 
@@ -44,22 +48,75 @@ int64_attr(PyObject *object, PyObject *name, int64_t *out)
     return result;
 }
 
+/* What a stage's span is made of, read once for either form. */
+typedef struct {
+    int64_t duration, own, start, end, parent;
+    PyObject *name, *kind, *items; /* new references; items only when the stage is not a block */
+    PyObject *split;               /* borrowed: a 4-tuple, or None */
+} StageParts;
+
+static void
+release_parts(StageParts *parts)
+{
+    Py_CLEAR(parts->name);
+    Py_CLEAR(parts->kind);
+    Py_CLEAR(parts->items);
+}
+
+/* Stage n's parts; -1 with an exception set (nothing held). */
+static int
+read_stage(PyObject *const *args, Py_ssize_t n, PyObject *stage, int64_t request_end, StageParts *parts)
+{
+    PyObject *durations = args[1], *own = args[2], *splits = args[3], *ids = args[4];
+    *parts = (StageParts){0};
+    if (pk_as_int64(PyList_GET_ITEM(durations, n), &parts->duration) < 0 || pk_as_int64(PyList_GET_ITEM(own, n), &parts->own) < 0 ||
+        int64_attr(stage, pk_names.start_ns, &parts->start) < 0 || int64_attr(stage, pk_names.end_ns, &parts->end) < 0 ||
+        int64_attr(stage, pk_names.parent, &parts->parent) < 0) {
+        return -1;
+    }
+    if (parts->parent >= PyList_GET_SIZE(ids)) {
+        PyErr_SetString(PyExc_ValueError, "stage_spans: a stage's parent is past the stages");
+        return -1;
+    }
+    if (parts->end == 0) { /* still open at the response's end */
+        parts->end = request_end;
+    }
+    parts->split = splits == Py_None ? Py_None : PyList_GET_ITEM(splits, n);
+    if (parts->split != Py_None && (!PyTuple_Check(parts->split) || PyTuple_GET_SIZE(parts->split) != 4)) {
+        PyErr_SetString(PyExc_TypeError, "stage_spans: each split must be a 4-tuple");
+        return -1;
+    }
+    parts->kind = PyObject_GetAttr(stage, pk_names.kind);
+    parts->name = parts->kind == NULL ? NULL : PyObject_GetAttr(stage, pk_names.name);
+    if (parts->name == NULL) {
+        release_parts(parts);
+        return -1;
+    }
+    int is_block = PyUnicode_Compare(parts->kind, pk_names.block);
+    if (is_block == -1 && PyErr_Occurred()) {
+        release_parts(parts);
+        return -1;
+    }
+    if (is_block != 0 && (parts->items = PyObject_GetAttr(stage, pk_names.items)) == NULL) {
+        release_parts(parts);
+        return -1;
+    }
+    return 0;
+}
+
 /* The attributes of one stage's span. */
 static PyObject *
-stage_attributes(PyObject *const *keys, PyObject *stage, PyObject *kind, int64_t duration, int64_t own, PyObject *split)
+stage_attributes(PyObject *const *keys, const StageParts *parts)
 {
     PyObject *attributes = PyList_New(0);
-    if (attributes == NULL || append_ms(attributes, keys[DURATION], duration) < 0 || append_ms(attributes, keys[SELF], own) < 0) {
+    if (attributes == NULL || append_ms(attributes, keys[DURATION], parts->duration) < 0 ||
+        append_ms(attributes, keys[SELF], parts->own) < 0) {
         goto fail;
     }
-    if (split != Py_None) {
-        if (!PyTuple_Check(split) || PyTuple_GET_SIZE(split) != 4) {
-            PyErr_SetString(PyExc_TypeError, "stage_spans: each split must be a 4-tuple");
-            goto fail;
-        }
+    if (parts->split != Py_None) {
         for (int part = 0; part < 4; part++) { /* cpu, queue, io, uncertain: a zero part is left out */
             int64_t ns;
-            if (pk_as_int64(PyTuple_GET_ITEM(split, part), &ns) < 0) {
+            if (pk_as_int64(PyTuple_GET_ITEM(parts->split, part), &ns) < 0) {
                 goto fail;
             }
             if (ns != 0 && append_ms(attributes, keys[CPU + part], ns) < 0) {
@@ -67,17 +124,8 @@ stage_attributes(PyObject *const *keys, PyObject *stage, PyObject *kind, int64_t
             }
         }
     }
-    int is_block = PyUnicode_Compare(kind, pk_names.block);
-    if (is_block == -1 && PyErr_Occurred()) {
+    if (parts->items != NULL && (append_pair(attributes, keys[KIND], parts->kind) < 0 || append_pair(attributes, keys[ITEMS], parts->items) < 0)) {
         goto fail;
-    }
-    if (is_block != 0) {
-        PyObject *items = PyObject_GetAttr(stage, pk_names.items);
-        int failed = items == NULL || append_pair(attributes, keys[KIND], kind) < 0 || append_pair(attributes, keys[ITEMS], items) < 0;
-        Py_XDECREF(items);
-        if (failed) {
-            goto fail;
-        }
     }
     return attributes;
 fail:
@@ -87,37 +135,20 @@ fail:
 
 /* One stage's span tuple (_spans.Span). */
 static PyObject *
-stage_span(PyObject *const *args, PyObject *const *keys, Py_ssize_t n, PyObject *stage, int64_t anchor, int64_t request_end)
+stage_span(PyObject *const *args, PyObject *const *keys, Py_ssize_t n, StageParts *parts, int64_t anchor)
 {
-    PyObject *durations = args[1], *own = args[2], *splits = args[3], *ids = args[4];
-    int64_t duration, own_ns, start, end, parent;
-    if (pk_as_int64(PyList_GET_ITEM(durations, n), &duration) < 0 || pk_as_int64(PyList_GET_ITEM(own, n), &own_ns) < 0 ||
-        int64_attr(stage, pk_names.start_ns, &start) < 0 || int64_attr(stage, pk_names.end_ns, &end) < 0 || int64_attr(stage, pk_names.parent, &parent) < 0) {
-        return NULL;
-    }
-    if (parent >= PyList_GET_SIZE(ids)) {
-        PyErr_SetString(PyExc_ValueError, "stage_spans: a stage's parent is past the stages");
-        return NULL;
-    }
-    PyObject *kind = PyObject_GetAttr(stage, pk_names.kind);
-    if (kind == NULL) {
-        return NULL;
-    }
-    PyObject *split = splits == Py_None ? Py_None : PyList_GET_ITEM(splits, n);
-    PyObject *attributes = stage_attributes(keys, stage, kind, duration, own_ns, split);
-    Py_DECREF(kind);
+    PyObject *ids = args[4];
+    PyObject *attributes = stage_attributes(keys, parts);
     if (attributes == NULL) {
         return NULL;
     }
     PyTypeObject *span_type = (PyTypeObject *)pk_hooks.span_type;
     PyObject *span = span_type->tp_alloc(span_type, PK_SPAN_SIZE);
-    PyObject *name = PyObject_GetAttr(stage, pk_names.name);
-    PyObject *start_at = PyLong_FromLongLong(start + anchor);
-    PyObject *end_at = PyLong_FromLongLong((end != 0 ? end : request_end) + anchor);
+    PyObject *start_at = PyLong_FromLongLong(parts->start + anchor);
+    PyObject *end_at = PyLong_FromLongLong(parts->end + anchor);
     PyObject *internal = PyLong_FromLong(1), *unset = PyLong_FromLong(0); /* SPAN_KIND_INTERNAL, STATUS_UNSET */
-    if (span == NULL || name == NULL || start_at == NULL || end_at == NULL || internal == NULL || unset == NULL) {
+    if (span == NULL || start_at == NULL || end_at == NULL || internal == NULL || unset == NULL) {
         Py_XDECREF(span);
-        Py_XDECREF(name);
         Py_XDECREF(start_at);
         Py_XDECREF(end_at);
         Py_XDECREF(internal);
@@ -125,11 +156,11 @@ stage_span(PyObject *const *args, PyObject *const *keys, Py_ssize_t n, PyObject 
         Py_DECREF(attributes);
         return NULL;
     }
-    PyObject *parent_id = parent >= 0 ? PyList_GET_ITEM(ids, parent) : args[6];
+    PyObject *parent_id = parts->parent >= 0 ? PyList_GET_ITEM(ids, parts->parent) : args[6];
     PyTuple_SET_ITEM(span, PK_SPAN_TRACE_ID, Py_NewRef(args[5]));
     PyTuple_SET_ITEM(span, PK_SPAN_SPAN_ID, Py_NewRef(PyList_GET_ITEM(ids, n)));
     PyTuple_SET_ITEM(span, PK_SPAN_PARENT_SPAN_ID, Py_NewRef(parent_id));
-    PyTuple_SET_ITEM(span, PK_SPAN_NAME, name);
+    PyTuple_SET_ITEM(span, PK_SPAN_NAME, Py_NewRef(parts->name));
     PyTuple_SET_ITEM(span, PK_SPAN_KIND, internal);
     PyTuple_SET_ITEM(span, PK_SPAN_START_UNIX_NS, start_at);
     PyTuple_SET_ITEM(span, PK_SPAN_END_UNIX_NS, end_at);
@@ -139,35 +170,136 @@ stage_span(PyObject *const *args, PyObject *const *keys, Py_ssize_t n, PyObject 
     return span;
 }
 
-/* stage_spans(stages, durations, own, splits, ids, trace_id, server_id, anchor_ns, end_ns, keys) -> [span] */
-PyObject *
-pk_stage_spans(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+/* A span attribute (field 9) of a float value, ns / 1e6, as _otlp._pattributes writes a float. */
+static int
+put_ms(Buffer *buffer, PyObject *key, int64_t ns)
+{
+    Py_ssize_t key_size;
+    const char *key_text = PyUnicode_AsUTF8AndSize(key, &key_size);
+    char scalar[9];
+    if (key_text == NULL) {
+        return -1;
+    }
+    return put_key_value(buffer, 9, key_text, (size_t)key_size, scalar, double_value(scalar, (double)ns / 1e6), NULL, 0);
+}
+
+/* One stage's span body (the Span message's fields), as put_span_body (otlp.c) writes stage_span's tuple;
+ * DECLINED when an id is not hex of its size. */
+static int
+put_stage_span(Buffer *body, PyObject *const *args, PyObject *const *keys, Py_ssize_t n, const StageParts *parts, int64_t anchor)
+{
+    PyObject *ids = args[4];
+    PyObject *parent_id = parts->parent >= 0 ? PyList_GET_ITEM(ids, parts->parent) : args[6];
+    int result;
+    if ((result = put_id(body, 0x0A, args[5], 16)) || (result = put_id(body, 0x12, PyList_GET_ITEM(ids, n), 8))) {
+        return result;
+    }
+    int has_parent = PyObject_IsTrue(parent_id);
+    if (has_parent < 0) {
+        return -1;
+    }
+    if (has_parent && (result = put_id(body, 0x22, parent_id, 8))) {
+        return result;
+    }
+    Py_ssize_t name_size;
+    const char *name = PyUnicode_Check(parts->name) ? PyUnicode_AsUTF8AndSize(parts->name, &name_size) : NULL;
+    if (name == NULL) {
+        return PyErr_Occurred() ? -1 : DECLINED;
+    }
+    if (put_field(body, 5, name, (size_t)name_size) < 0 || reserve(body, 2 + 2 * 9) < 0) {
+        return -1;
+    }
+    body->data[body->len++] = 0x30;
+    body->data[body->len++] = 1; /* SPAN_KIND_INTERNAL */
+    body->data[body->len++] = 0x39;
+    put_fixed64(body, (uint64_t)(parts->start + anchor));
+    body->data[body->len++] = 0x41;
+    put_fixed64(body, (uint64_t)(parts->end + anchor));
+    if (put_ms(body, keys[DURATION], parts->duration) < 0 || put_ms(body, keys[SELF], parts->own) < 0) {
+        return -1;
+    }
+    if (parts->split != Py_None) {
+        for (int part = 0; part < 4; part++) { /* cpu, queue, io, uncertain: a zero part is left out */
+            int64_t ns;
+            if (pk_as_int64(PyTuple_GET_ITEM(parts->split, part), &ns) < 0) {
+                return -1;
+            }
+            if (ns != 0 && put_ms(body, keys[CPU + part], ns) < 0) {
+                return -1;
+            }
+        }
+    }
+    if (parts->items != NULL) {
+        Py_ssize_t key_size, kind_size, items_key_size;
+        const char *key = PyUnicode_AsUTF8AndSize(keys[KIND], &key_size);
+        const char *kind = key == NULL || !PyUnicode_Check(parts->kind) ? NULL : PyUnicode_AsUTF8AndSize(parts->kind, &kind_size);
+        const char *items_key = kind == NULL ? NULL : PyUnicode_AsUTF8AndSize(keys[ITEMS], &items_key_size);
+        if (items_key == NULL) {
+            return PyErr_Occurred() ? -1 : DECLINED;
+        }
+        if (!PyLong_CheckExact(parts->items)) {
+            return DECLINED;
+        }
+        int64_t items;
+        char scalar[11];
+        if (pk_as_int64(parts->items, &items) < 0) {
+            return -1;
+        }
+        if (put_key_value(body, 9, key, (size_t)key_size, NULL, 0, kind, (size_t)kind_size) < 0 ||
+            put_key_value(body, 9, items_key, (size_t)items_key_size, scalar, int_value(scalar, items), NULL, 0) < 0) {
+            return -1;
+        }
+    }
+    if (reserve(body, 2) < 0) {
+        return -1;
+    }
+    body->data[body->len++] = (char)(15 << 3 | 2); /* Status: unset, no message, present and empty */
+    body->data[body->len++] = 0;
+    return 0;
+}
+
+/* The arguments both forms take, checked; their keys; -1 with TypeError or ValueError set. */
+static int
+check_arguments(PyObject *const *args, Py_ssize_t nargs, const char *name, int64_t *anchor, int64_t *request_end)
 {
     if (nargs != 10 || !PyTuple_Check(args[0]) || !PyList_Check(args[1]) || !PyList_Check(args[2]) ||
         !(args[3] == Py_None || PyList_Check(args[3])) || !PyList_Check(args[4]) || !PyTuple_Check(args[9]) ||
         PyTuple_GET_SIZE(args[9]) != NKEYS) {
-        PyErr_SetString(PyExc_TypeError, "stage_spans(stages: tuple, durations: list, own: list, splits: list | None, ids: list, "
-                                         "trace_id, server_id, anchor_ns, end_ns, keys: 8-tuple)");
-        return NULL;
+        PyErr_Format(PyExc_TypeError, "%s(stages: tuple, durations: list, own: list, splits: list | None, ids: list, "
+                                      "trace_id, server_id, anchor_ns, end_ns, keys: 8-tuple)", name);
+        return -1;
     }
-    PyObject *stages = args[0];
-    Py_ssize_t count = PyTuple_GET_SIZE(stages);
+    Py_ssize_t count = PyTuple_GET_SIZE(args[0]);
     if (PyList_GET_SIZE(args[1]) != count || PyList_GET_SIZE(args[2]) != count || PyList_GET_SIZE(args[4]) != count ||
         (args[3] != Py_None && PyList_GET_SIZE(args[3]) != count)) {
         PyErr_SetString(PyExc_ValueError, "stage_spans: durations, own, splits and ids need one entry per stage");
-        return NULL;
+        return -1;
     }
+    return pk_as_int64(args[7], anchor) < 0 || pk_as_int64(args[8], request_end) < 0 ? -1 : 0;
+}
+
+/* stage_spans(stages, durations, own, splits, ids, trace_id, server_id, anchor_ns, end_ns, keys) -> [span] */
+PyObject *
+pk_stage_spans(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
     int64_t anchor, request_end;
-    if (pk_as_int64(args[7], &anchor) < 0 || pk_as_int64(args[8], &request_end) < 0) {
+    if (check_arguments(args, nargs, "stage_spans", &anchor, &request_end) < 0) {
         return NULL;
     }
+    PyObject *stages = args[0];
     PyObject *const *keys = ((PyTupleObject *)args[9])->ob_item;
-    PyObject *spans = PyList_New(count);
+    PyObject *spans = PyList_New(PyTuple_GET_SIZE(stages));
     if (spans == NULL) {
         return NULL;
     }
-    for (Py_ssize_t n = 0; n < count; n++) {
-        PyObject *span = stage_span(args, keys, n, PyTuple_GET_ITEM(stages, n), anchor, request_end);
+    for (Py_ssize_t n = 0; n < PyTuple_GET_SIZE(stages); n++) {
+        StageParts parts;
+        if (read_stage(args, n, PyTuple_GET_ITEM(stages, n), request_end, &parts) < 0) {
+            Py_DECREF(spans);
+            return NULL;
+        }
+        PyObject *span = stage_span(args, keys, n, &parts, anchor);
+        release_parts(&parts);
         if (span == NULL) {
             Py_DECREF(spans);
             return NULL;
@@ -175,4 +307,39 @@ pk_stage_spans(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyList_SET_ITEM(spans, n, span);
     }
     return spans;
+}
+
+/* stage_spans_protobuf(the same) -> bytes | None: encode_spans(stage_spans(...)), with no span built. */
+PyObject *
+pk_stage_spans_protobuf(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    int64_t anchor, request_end;
+    if (check_arguments(args, nargs, "stage_spans_protobuf", &anchor, &request_end) < 0) {
+        return NULL;
+    }
+    PyObject *stages = args[0];
+    PyObject *const *keys = ((PyTupleObject *)args[9])->ob_item;
+    Buffer out = {0}, body = {0};
+    PyObject *result = NULL;
+    for (Py_ssize_t n = 0; n < PyTuple_GET_SIZE(stages); n++) {
+        StageParts parts;
+        if (read_stage(args, n, PyTuple_GET_ITEM(stages, n), request_end, &parts) < 0) {
+            goto done;
+        }
+        body.len = 0;
+        int status = put_stage_span(&body, args, keys, n, &parts, anchor);
+        release_parts(&parts);
+        if (status == 0) {
+            status = put_field(&out, 2, body.data, body.len);
+        }
+        if (status) {
+            result = status == DECLINED ? Py_NewRef(Py_None) : NULL;
+            goto done;
+        }
+    }
+    result = PyBytes_FromStringAndSize(out.data, (Py_ssize_t)out.len);
+done:
+    PyMem_Free(out.data);
+    PyMem_Free(body.data);
+    return result;
 }

@@ -61,8 +61,10 @@ PyObject *pk_split_windows(PyObject *module, PyObject *const *args, Py_ssize_t n
 
 /* stage_spans(stages, durations, own, splits, ids, trace_id, server_id, anchor_ns, end_ns, keys) -> [span] (spans.c). */
 PyObject *pk_stage_spans(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+/* stage_spans_protobuf(the same) -> bytes | None: encode_spans(stage_spans(...)), no span built (spans.c). */
+PyObject *pk_stage_spans_protobuf(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
-/* encode_spans(spans) -> bytes | None: _otlp._span_protobuf of each span, concatenated (otlp.c). */
+/* encode_spans(spans) -> bytes | None: _otlp._span_protobuf of each span (a bytes item as it is), concatenated (otlp.c). */
 PyObject *pk_encode_spans(PyObject *module, PyObject *spans);
 
 /* 0 when field is set; -1 with RuntimeError when it is NULL because the
