@@ -28,7 +28,7 @@ from .._wire._protobuf import varint as _varint
 from ..types import AttributeValue, StageRecord
 from ._metrics import BOUNDARIES_NS, DESCRIPTIONS, MetricStore
 from ._metrics_protobuf import encode_metrics_request
-from ._spans import STAGE_KEYS, Attributes, Span, StageSpans, _stage_spans_python
+from ._spans import STAGE_KEYS, Attributes, Span, StageSpans, _stage_spans_python, hex_ids
 from ._split import Split
 from ._traffic import requests_sum_json
 
@@ -239,7 +239,7 @@ def _stage_spans_protobuf_python(
     durations: list[int],
     own: list[int],
     splits: list[Split] | None,
-    ids: list[str],
+    ids: bytes | list[str],
     trace_id: str,
     server_id: str,
     anchor_ns: int,
@@ -249,7 +249,7 @@ def _stage_spans_protobuf_python(
     """The stage spans as ScopeSpans.spans fields: the reference for the C accelerator's
     ``stage_spans_protobuf``, which writes them with no span built."""
     return _spans_protobuf_python(
-        _stage_spans_python(stages, durations, own, splits, ids, trace_id, server_id, anchor_ns, end_ns, keys)
+        _stage_spans_python(stages, durations, own, splits, hex_ids(ids), trace_id, server_id, anchor_ns, end_ns, keys)
     )
 
 
@@ -260,7 +260,9 @@ def _stage_spans_encoder() -> Callable[[StageSpans], bytes]:
 
     def encode_stage_spans(stages: StageSpans) -> bytes:
         encoded = write(*stages, STAGE_KEYS)
-        return _spans_protobuf_python(_stage_spans_python(*stages, STAGE_KEYS)) if encoded is None else encoded
+        if encoded is None:  # declined: the reference encodes them (and raises what is wrong)
+            encoded = _spans_protobuf_python(_stage_spans_python(*stages._replace(ids=hex_ids(stages.ids)), STAGE_KEYS))
+        return encoded
 
     return encode_stage_spans
 

@@ -69,14 +69,14 @@ class Sampler:
 
 def exclusive_ns(record: RequestRecord, durations: list[int] | None = None) -> list[int]:
     """Each stage's own (exclusive) time, by position: its duration minus its child stages'."""
-    stages = record.stages
     if durations is None:
-        durations = [stage.duration_ns for stage in stages]
-    children = [0] * len(stages)
-    for stage, duration in zip(stages, durations):
-        if stage.parent >= 0:
-            children[stage.parent] += duration
-    return [max(0, duration - below) for duration, below in zip(durations, children)]
+        durations = [stage.duration_ns for stage in record.stages]
+    own = list(durations)
+    for stage, duration in zip(record.stages, durations):
+        parent = stage.parent
+        if parent >= 0:
+            own[parent] -= duration
+    return [ns if ns > 0 else 0 for ns in own]
 
 
 def wall_durations(record: RequestRecord, durations: list[int]) -> list[int]:
@@ -204,7 +204,8 @@ class StageSpans(NamedTuple):
     durations: list[int]
     own: list[int]
     splits: list[Split] | None
-    ids: list[str]
+    ids: bytes | list[str]
+    """8 random bytes a stage, or (ids chosen while the request ran) each stage's id as hex."""
     trace_id: str
     server_id: str
     anchor_ns: int
@@ -242,10 +243,11 @@ def request_spans(record: RequestRecord, trace_id: str, parent_span_id: str, anc
     )
     # A stage was the current span under its id while it ran (a host that traces).
     chosen_while_running = record.span_context is not None
-    ids = _random_ids(len(record.stages))
+    ids: bytes | list[str] = _random_ids(len(record.stages))
     if chosen_while_running:
+        drawn = hex_ids(ids)
         ids = [
-            stage_span_id(server_id, stage.name, stage.start_ns) if stage.kind == "block" else ids[n]
+            stage_span_id(server_id, stage.name, stage.start_ns) if stage.kind == "block" else drawn[n]
             for n, stage in enumerate(record.stages)
         ]
     splits = split.stages if split is not None else None
@@ -256,13 +258,19 @@ def request_spans(record: RequestRecord, trace_id: str, parent_span_id: str, anc
 def record_to_spans(record: RequestRecord, trace_id: str, parent_span_id: str, anchor_ns: int) -> list[Span]:
     """The spans of one request: its server span, then one per stage."""
     server, stages = request_spans(record, trace_id, parent_span_id, anchor_ns)
-    return [server, *_stage_spans(*stages, STAGE_KEYS)]
+    return [server, *_stage_spans(*stages._replace(ids=hex_ids(stages.ids)), STAGE_KEYS)]
 
 
-def _random_ids(count: int) -> list[str]:
-    """``count`` random span ids (hex), from one draw."""
-    text = f"{_bits(64 * count):0{16 * count}x}" if count else ""
-    return [text[i : i + 16] for i in range(0, 16 * count, 16)]
+def _random_ids(count: int) -> bytes:
+    """``count`` random span ids, 8 bytes each, from one draw."""
+    return _bits(64 * count).to_bytes(8 * count, "little") if count else b""
+
+
+def hex_ids(ids: bytes | list[str]) -> list[str]:
+    """Stage span ids as hex, one a stage (``StageSpans.ids``)."""
+    if isinstance(ids, list):
+        return ids
+    return [ids[i : i + 8].hex() for i in range(0, len(ids), 8)]
 
 
 # In the order _stage_spans reads them: duration, self, the four split parts, kind, items.

@@ -78,7 +78,8 @@ def test_the_c_stage_spans_are_the_python_ones() -> None:
         durations = [stage.duration_ns for stage in record.stages]
         own = _spans.exclusive_ns(record, durations)
         split = time_split(record)
-        ids = _spans._random_ids(len(record.stages))
+        raw_ids = _spans._random_ids(len(record.stages))
+        ids = _spans.hex_ids(raw_ids)
         for splits in (None if split is None else split.stages, None):
             args = (
                 record.stages,
@@ -97,7 +98,9 @@ def test_the_c_stage_spans_are_the_python_ones() -> None:
             assert all(type(span) is Span for span in built)  # the NamedTuple, built by C too
             # Written straight to protobuf: the bytes the reference encodes (which takes no time before 1970).
             if all(span.start_unix_ns >= 0 and span.end_unix_ns >= 0 for span in built):
-                assert stage_spans_protobuf(*args) == _otlp._stage_spans_protobuf_python(*args), seed
+                encoded = _otlp._stage_spans_protobuf_python(*args)
+                assert stage_spans_protobuf(*args) == encoded, seed
+                assert stage_spans_protobuf(*args[:4], raw_ids, *args[5:]) == encoded, seed  # the ids as drawn, raw
     stage = StageRecord("auth", 1, 2, -1)
     with pytest.raises(ValueError):
         stage_spans((stage,), [1], [1], None, [], "a" * 32, "b" * 16, 0, 2, _spans.STAGE_KEYS)
@@ -106,6 +109,10 @@ def test_the_c_stage_spans_are_the_python_ones() -> None:
     for write in (stage_spans_protobuf, stage_spans):
         with pytest.raises(ValueError):
             write((stage,), [1], [1], None, [], "a" * 32, "b" * 16, 0, 2, _spans.STAGE_KEYS)
+    with pytest.raises(ValueError):  # raw ids are 8 bytes each
+        stage_spans_protobuf((stage,), [1], [1], None, b"1234567", "a" * 32, "b" * 16, 0, 2, _spans.STAGE_KEYS)
+    with pytest.raises(TypeError):  # and the spans' tuples take them as hex
+        stage_spans((stage,), [1], [1], None, b"12345678", "a" * 32, "b" * 16, 0, 2, _spans.STAGE_KEYS)
     # An id that is not hex of its size is declined: Python encodes it (and says what is wrong).
     assert stage_spans_protobuf((stage,), [1], [1], None, ["xyz"], "a" * 32, "b" * 16, 0, 2, _spans.STAGE_KEYS) is None
 

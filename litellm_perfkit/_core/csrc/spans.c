@@ -6,7 +6,8 @@
  *
  * stage_spans_protobuf(...) writes the same spans straight to OTLP protobuf,
  * the bytes encode_spans (otlp.c) would make of them, with no Python object
- * per span: what an exporter that posts protobuf takes. */
+ * per span: what an exporter that posts protobuf takes. Its ids may also be
+ * bytes, 8 a stage, which it copies as they are. */
 #include "protobuf.h"
 
 enum { DURATION, SELF, CPU, QUEUE, IO, UNCERTAIN, KIND, ITEMS, NKEYS };
@@ -67,14 +68,14 @@ release_parts(StageParts *parts)
 static int
 read_stage(PyObject *const *args, Py_ssize_t n, PyObject *stage, int64_t request_end, StageParts *parts)
 {
-    PyObject *durations = args[1], *own = args[2], *splits = args[3], *ids = args[4];
+    PyObject *durations = args[1], *own = args[2], *splits = args[3];
     *parts = (StageParts){0};
     if (pk_as_int64(PyList_GET_ITEM(durations, n), &parts->duration) < 0 || pk_as_int64(PyList_GET_ITEM(own, n), &parts->own) < 0 ||
         int64_attr(stage, pk_names.start_ns, &parts->start) < 0 || int64_attr(stage, pk_names.end_ns, &parts->end) < 0 ||
         int64_attr(stage, pk_names.parent, &parts->parent) < 0) {
         return -1;
     }
-    if (parts->parent >= PyList_GET_SIZE(ids)) {
+    if (parts->parent >= PyTuple_GET_SIZE(args[0])) {
         PyErr_SetString(PyExc_ValueError, "stage_spans: a stage's parent is past the stages");
         return -1;
     }
@@ -183,23 +184,45 @@ put_ms(Buffer *buffer, PyObject *key, int64_t ns)
     return put_key_value(buffer, 9, key_text, (size_t)key_size, scalar, double_value(scalar, (double)ns / 1e6), NULL, 0);
 }
 
+/* Stage n's id, from ids: 8 raw bytes of a bytes object, or hex in a list. */
+static int
+put_stage_id(Buffer *body, char tag, PyObject *ids, Py_ssize_t n)
+{
+    if (!PyBytes_Check(ids)) {
+        return put_id(body, tag, PyList_GET_ITEM(ids, n), 8);
+    }
+    if (reserve(body, 2 + 8) < 0) {
+        return -1;
+    }
+    body->data[body->len++] = tag;
+    body->data[body->len++] = 8;
+    put_bytes(body, PyBytes_AS_STRING(ids) + 8 * n, 8);
+    return 0;
+}
+
 /* One stage's span body (the Span message's fields), as put_span_body (otlp.c) writes stage_span's tuple;
  * DECLINED when an id is not hex of its size. */
 static int
 put_stage_span(Buffer *body, PyObject *const *args, PyObject *const *keys, Py_ssize_t n, const StageParts *parts, int64_t anchor)
 {
     PyObject *ids = args[4];
-    PyObject *parent_id = parts->parent >= 0 ? PyList_GET_ITEM(ids, parts->parent) : args[6];
     int result;
-    if ((result = put_id(body, 0x0A, args[5], 16)) || (result = put_id(body, 0x12, PyList_GET_ITEM(ids, n), 8))) {
+    if ((result = put_id(body, 0x0A, args[5], 16)) || (result = put_stage_id(body, 0x12, ids, n))) {
         return result;
     }
-    int has_parent = PyObject_IsTrue(parent_id);
-    if (has_parent < 0) {
-        return -1;
+    if (parts->parent >= 0) {
+        if ((result = put_stage_id(body, 0x22, ids, parts->parent))) {
+            return result;
+        }
     }
-    if (has_parent && (result = put_id(body, 0x22, parent_id, 8))) {
-        return result;
+    else {
+        int has_parent = PyObject_IsTrue(args[6]);
+        if (has_parent < 0) {
+            return -1;
+        }
+        if (has_parent && (result = put_id(body, 0x22, args[6], 8))) {
+            return result;
+        }
     }
     Py_ssize_t name_size;
     const char *name = PyUnicode_Check(parts->name) ? PyUnicode_AsUTF8AndSize(parts->name, &name_size) : NULL;
@@ -260,17 +283,19 @@ put_stage_span(Buffer *body, PyObject *const *args, PyObject *const *keys, Py_ss
 
 /* The arguments both forms take, checked; their keys; -1 with TypeError or ValueError set. */
 static int
-check_arguments(PyObject *const *args, Py_ssize_t nargs, const char *name, int64_t *anchor, int64_t *request_end)
+check_arguments(PyObject *const *args, Py_ssize_t nargs, const char *name, int raw_ids, int64_t *anchor, int64_t *request_end)
 {
+    PyObject *ids = nargs == 10 ? args[4] : NULL;
     if (nargs != 10 || !PyTuple_Check(args[0]) || !PyList_Check(args[1]) || !PyList_Check(args[2]) ||
-        !(args[3] == Py_None || PyList_Check(args[3])) || !PyList_Check(args[4]) || !PyTuple_Check(args[9]) ||
-        PyTuple_GET_SIZE(args[9]) != NKEYS) {
-        PyErr_Format(PyExc_TypeError, "%s(stages: tuple, durations: list, own: list, splits: list | None, ids: list, "
-                                      "trace_id, server_id, anchor_ns, end_ns, keys: 8-tuple)", name);
+        !(args[3] == Py_None || PyList_Check(args[3])) || !(PyList_Check(ids) || (raw_ids && PyBytes_Check(ids))) ||
+        !PyTuple_Check(args[9]) || PyTuple_GET_SIZE(args[9]) != NKEYS) {
+        PyErr_Format(PyExc_TypeError, "%s(stages: tuple, durations: list, own: list, splits: list | None, ids: %s, "
+                                      "trace_id, server_id, anchor_ns, end_ns, keys: 8-tuple)", name, raw_ids ? "bytes | list" : "list");
         return -1;
     }
     Py_ssize_t count = PyTuple_GET_SIZE(args[0]);
-    if (PyList_GET_SIZE(args[1]) != count || PyList_GET_SIZE(args[2]) != count || PyList_GET_SIZE(args[4]) != count ||
+    Py_ssize_t id_count = PyBytes_Check(ids) ? (PyBytes_GET_SIZE(ids) % 8 ? -1 : PyBytes_GET_SIZE(ids) / 8) : PyList_GET_SIZE(ids);
+    if (PyList_GET_SIZE(args[1]) != count || PyList_GET_SIZE(args[2]) != count || id_count != count ||
         (args[3] != Py_None && PyList_GET_SIZE(args[3]) != count)) {
         PyErr_SetString(PyExc_ValueError, "stage_spans: durations, own, splits and ids need one entry per stage");
         return -1;
@@ -283,7 +308,7 @@ PyObject *
 pk_stage_spans(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     int64_t anchor, request_end;
-    if (check_arguments(args, nargs, "stage_spans", &anchor, &request_end) < 0) {
+    if (check_arguments(args, nargs, "stage_spans", 0, &anchor, &request_end) < 0) {
         return NULL;
     }
     PyObject *stages = args[0];
@@ -314,7 +339,7 @@ PyObject *
 pk_stage_spans_protobuf(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     int64_t anchor, request_end;
-    if (check_arguments(args, nargs, "stage_spans_protobuf", &anchor, &request_end) < 0) {
+    if (check_arguments(args, nargs, "stage_spans_protobuf", 1, &anchor, &request_end) < 0) {
         return NULL;
     }
     PyObject *stages = args[0];
