@@ -30,6 +30,7 @@ SOURCES = (
     "encode",
     "handoff",
     "split",
+    "timesplit",
     "steps",
     "tasks",
     "otlp",

@@ -10,7 +10,8 @@ from typing_extensions import Unpack
 
 from .._export._otlp import _stage_spans_protobuf_python
 from .._export._spans import _stage_spans_python
-from ..types import Message, Receive, Scope, Send
+from .._export._split import Split, TimeSplit
+from ..types import Message, Receive, Scope, Send, StageRecord
 from ._layouts import Hooks, Span
 from ._stage import _PyStage
 from ._timeline import Timeline as _Timeline
@@ -27,6 +28,17 @@ def run_under_stage(stage: _PyStage | None, function: Callable[..., _T], /, *arg
 def format_ms(ns: int) -> str: ...
 def encode_record(timeline: _Timeline) -> bytes | None: ...
 def json_has_token(data: bytes) -> bool | None: ...
+def time_split(
+    stages: tuple[StageRecord, ...],
+    steps: list[int],
+    start_ns: int,
+    end_ns: int,
+    after_last_byte_ns: int,
+    outside: frozenset[str],
+    protocol: str,
+    split_cls: type[Split],
+    time_split_cls: type[TimeSplit],
+) -> TimeSplit: ...
 def split_windows(steps: list[int], windows: list[int], calls: list[int] = ..., cls: type[_T] = ...) -> list[_T]: ...
 def instances(cls: type[_T], fields: tuple[str, ...], rows: list[tuple[Any, ...]]) -> tuple[_T, ...]: ...
 def encode_spans(spans: list[Span | bytes]) -> bytes | None: ...

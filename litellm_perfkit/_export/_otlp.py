@@ -28,7 +28,7 @@ from .._wire._protobuf import varint as _varint
 from ..types import AttributeValue, StageRecord
 from ._metrics import BOUNDARIES_NS, DESCRIPTIONS, MetricStore
 from ._metrics_protobuf import encode_metrics_request
-from ._spans import STAGE_KEYS, Attributes, Span, StageSpans, _stage_spans_python, hex_ids
+from ._spans import STAGE_KEYS, Attributes, Span, StageSpans, _stage_spans_python, hex_ids, stage_span_tuples
 from ._split import Split
 from ._traffic import requests_sum_json
 
@@ -261,7 +261,7 @@ def _stage_spans_encoder() -> Callable[[StageSpans], bytes]:
     def encode_stage_spans(stages: StageSpans) -> bytes:
         encoded = write(*stages, STAGE_KEYS)
         if encoded is None:  # declined: the reference encodes them (and raises what is wrong)
-            encoded = _spans_protobuf_python(_stage_spans_python(*stages._replace(ids=hex_ids(stages.ids)), STAGE_KEYS))
+            encoded = _spans_protobuf_python(stage_span_tuples(stages))
         return encoded
 
     return encode_stage_spans

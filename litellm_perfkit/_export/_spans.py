@@ -26,6 +26,7 @@ __all__ = [
     "reconcile",
     "record_to_spans",
     "request_spans",
+    "stage_span_tuples",
     "StageSpans",
     "STAGE_KEYS",
     "SPAN_KIND_SERVER",
@@ -258,7 +259,16 @@ def request_spans(record: RequestRecord, trace_id: str, parent_span_id: str, anc
 def record_to_spans(record: RequestRecord, trace_id: str, parent_span_id: str, anchor_ns: int) -> list[Span]:
     """The spans of one request: its server span, then one per stage."""
     server, stages = request_spans(record, trace_id, parent_span_id, anchor_ns)
-    return [server, *_stage_spans(*stages._replace(ids=hex_ids(stages.ids)), STAGE_KEYS)]
+    return [server, *stage_span_tuples(stages)]
+
+
+def stage_span_tuples(stages: StageSpans) -> list[Span]:
+    """A span tuple per stage (the exporters that are handed tuples)."""
+    s = stages
+    ids = hex_ids(s.ids)
+    return _stage_spans(
+        s.stages, s.durations, s.own, s.splits, ids, s.trace_id, s.server_id, s.anchor_ns, s.end_ns, STAGE_KEYS
+    )
 
 
 def _random_ids(count: int) -> bytes:

@@ -115,3 +115,63 @@ def test_the_c_split_is_the_python_one() -> None:
         assert _speedups.split_windows(steps, windows, calls, Split) == expected, (steps, windows, calls)
         assert all(type(part) is Split for part in _speedups.split_windows(steps, windows, calls, Split))
         assert _speedups.split_windows(steps, windows) == [tuple(part) for part in _split_python(steps, windows)]
+
+
+def random_record(rng: random.Random) -> RequestRecord:
+    """Steps and stages of every kind at random: nested and top-level blocks (some open at the end, some
+    outside the request's wall time), sums with their calls, threads (the protocol's among them), generators."""
+    from litellm_perfkit._wire._names import AFTER_RESPONSE_STAGE, PROTOCOL_STAGE
+
+    end = rng.randrange(200, 2000)
+    steps: list[int] = []
+    clock = 0
+    while clock < end:
+        early = clock + rng.randrange(-20, 20)
+        late = early + rng.randrange(0, 50)
+        start = late + rng.randrange(-5, 40)
+        stop = start + rng.randrange(-5, 80)
+        steps += (early, late, start, stop, rng.choice((-1, rng.randrange(0, 90))))
+        clock = stop + rng.randrange(-10, 60)
+    stages: list[StageRecord] = []
+    for n in range(rng.randrange(0, 14)):
+        start = rng.randrange(-50, end)
+        stop = rng.choice((0, start + rng.randrange(0, end)))
+        parent = rng.randrange(-1, n) if n else -1
+        kind = rng.choice(("block", "block", "sum", "thread", "generator"))
+        name = rng.choice(("auth", "routing", AFTER_RESPONSE_STAGE, PROTOCOL_STAGE, "llm_call"))
+        width = {"sum": 2, "thread": 3}.get(kind, 0)
+        intervals: list[int] = []
+        for _ in range(rng.randrange(0, 4) if width else 0):
+            a = rng.randrange(-50, end + 50)
+            intervals += (a, a + rng.randrange(0, 200), rng.randrange(0, 150))[:width]
+        if width and rng.random() < 0.2:
+            intervals.append(rng.randrange(end))  # a stray value past the last whole call
+        stages.append(
+            StageRecord(name, start, stop, parent, kind, rng.randrange(0, 300), len(intervals) // 2, tuple(intervals))
+        )
+    return RequestRecord(
+        start_ns=0,
+        end_ns=end,
+        steps=steps,
+        stages=tuple(stages),
+        after_last_byte_ns=rng.choice((0, rng.randrange(1, 500))),
+    )
+
+
+def test_the_c_time_split_is_the_python_one() -> None:
+    """The accelerator's time_split (windows gathered and parts assembled in C) gives what the reference gives."""
+    from litellm_perfkit._core import _speedups  # type: ignore[attr-defined]
+    from litellm_perfkit._export import _split
+    from litellm_perfkit._wire._names import OUTSIDE_WALL_STAGES, PROTOCOL_STAGE
+
+    rng = random.Random(11)
+    for seed in range(600):
+        item = random_record(rng)
+        expected = _split._time_split_python(item)
+        if expected is None:
+            continue
+        fields = (item.stages, item.steps, item.start_ns, item.end_ns, item.after_last_byte_ns)
+        split = _speedups.time_split(*fields, OUTSIDE_WALL_STAGES, PROTOCOL_STAGE, Split, _split.TimeSplit)
+        assert split == expected, seed
+        assert type(split) is _split.TimeSplit and all(type(part) is Split for part in split.stages)
+    assert time_split(record([])) is None

@@ -359,6 +359,9 @@ static PyMethodDef methods[] = {
      "window, with the CPU of the thread calls (start, end, cpu; flat) inside it moved from I/O wait to CPU."},
     {"instances", (PyCFunction)(void (*)(void))instances, METH_FASTCALL,
      "instances(cls, fields, rows) -> tuple: a cls per row, its fields set to the row's values, __init__ not called."},
+    {"time_split", (PyCFunction)(void (*)(void))pk_time_split, METH_FASTCALL,
+     "time_split(stages, steps, start_ns, end_ns, after_last_byte_ns, outside, protocol, split_cls, time_split_cls) -> "
+     "time_split_cls: _export/_split.py's time_split of a record's fields."},
     {"stage_spans", (PyCFunction)(void (*)(void))pk_stage_spans, METH_FASTCALL,
      "stage_spans(stages, durations, own, splits, ids, trace_id, server_id, anchor_ns, end_ns, keys) -> [span]: "
      "_export/_spans.py's span of each stage."},
@@ -398,6 +401,7 @@ intern_names(void)
         {&pk_names.steps, "steps"}, {&pk_names.loop, "loop"}, {&pk_names.context, "context"},
         {&pk_names.name, "name"}, {&pk_names.kind, "kind"}, {&pk_names.parent, "parent"},
         {&pk_names.start_ns, "start_ns"}, {&pk_names.end_ns, "end_ns"}, {&pk_names.items, "items"},
+        {&pk_names.intervals, "intervals"}, {&pk_names.self_ns, "self_ns"},
         {&pk_names.block, "block"}, {&pk_names.empty, ""},
     };
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {

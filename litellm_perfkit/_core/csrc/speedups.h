@@ -40,6 +40,7 @@ typedef struct {
     PyObject *mark, *call_soon, *throw_, *close, *steps_dropped; /* steps.c */
     PyObject *steps, *loop, *context;                            /* tasks.c */
     PyObject *name, *kind, *parent, *start_ns, *end_ns, *items, *block, *empty; /* spans.c: a StageRecord's fields, "block", "" */
+    PyObject *intervals, *self_ns;                                              /* timesplit.c: its others */
     PyObject *context_kwnames; /* ("context",): callbacks queued with perfkit's empty context */
 } PkNames;
 
@@ -58,6 +59,15 @@ int pk_reserve(void **data, size_t *capacity, size_t needed, size_t first);
 
 /* split_windows(steps, windows[, calls[, cls]]) -> [cls(cpu, queue, io, uncertain)] per window (split.c). */
 PyObject *pk_split_windows(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+/* Its split of each (start, end) window of windows (flat) into out, 4 values a window: cpu, queue, io,
+ * uncertain. steps are flat (early, late, start, end, cpu), calls flat (start, end, cpu). -1: MemoryError. */
+int pk_split_core(const int64_t *steps, Py_ssize_t nsteps, const int64_t *windows, Py_ssize_t nwindows, const int64_t *calls,
+                  Py_ssize_t ncalls, int64_t *out);
+/* cls(a, b, c, d) for a tuple subclass cls (a NamedTuple: its __new__ not called), or a tuple when cls is NULL. */
+PyObject *pk_four(PyTypeObject *cls, int64_t a, int64_t b, int64_t c, int64_t d);
+/* time_split(stages, steps, start_ns, end_ns, after_last_byte_ns, outside, protocol, split_cls, time_split_cls)
+ * -> TimeSplit: _export/_split.time_split of a record's fields (timesplit.c). */
+PyObject *pk_time_split(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 /* stage_spans(stages, durations, own, splits, ids, trace_id, server_id, anchor_ns, end_ns, keys) -> [span] (spans.c). */
 PyObject *pk_stage_spans(PyObject *module, PyObject *const *args, Py_ssize_t nargs);

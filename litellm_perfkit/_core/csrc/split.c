@@ -250,9 +250,8 @@ read_ints(PyObject *list, const char *what, int64_t **out, Py_ssize_t *n)
     return 0;
 }
 
-/* A 4-tuple of ``cls`` (a tuple subclass, such as a NamedTuple), or a tuple. */
-static PyObject *
-four(PyTypeObject *cls, int64_t a, int64_t b, int64_t c, int64_t d)
+PyObject *
+pk_four(PyTypeObject *cls, int64_t a, int64_t b, int64_t c, int64_t d)
 {
     PyObject *out = cls == NULL ? PyTuple_New(4) : cls->tp_alloc(cls, 4);
     if (out == NULL) {
@@ -270,34 +269,15 @@ four(PyTypeObject *cls, int64_t a, int64_t b, int64_t c, int64_t d)
     return out;
 }
 
-PyObject *
-pk_split_windows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+int
+pk_split_core(const int64_t *steps, Py_ssize_t nsteps, const int64_t *windows, Py_ssize_t nwindows, const int64_t *calls,
+              Py_ssize_t ncalls, int64_t *out)
 {
-    if (nargs < 2 || nargs > 4) {
-        PyErr_SetString(PyExc_TypeError, "split_windows(steps, windows[, calls[, cls]]) takes 2 to 4 arguments");
-        return NULL;
-    }
-    PyTypeObject *cls = NULL;
-    if (nargs == 4 && args[3] != Py_None) {
-        if (!PyType_Check(args[3]) || !PyType_IsSubtype((PyTypeObject *)args[3], &PyTuple_Type)) {
-            PyErr_SetString(PyExc_TypeError, "split_windows: cls must be a subclass of tuple");
-            return NULL;
-        }
-        cls = (PyTypeObject *)args[3];
-    }
-    int64_t *steps = NULL, *windows = NULL, *calls = NULL;
     Interval *memory = NULL;
     CpuInterval *cpu_v = NULL;
     Set running = {0}, queued = {0}, maybe = {0};
     CpuSet stepped = {0};
-    PyObject *result = NULL;
-    Py_ssize_t nsteps, nwindows, ncalls = 0;
-    if (read_ints(args[0], "steps", &steps, &nsteps) < 0 || read_ints(args[1], "windows", &windows, &nwindows) < 0) {
-        goto done;
-    }
-    if (nargs >= 3 && args[2] != Py_None && read_ints(args[2], "calls", &calls, &ncalls) < 0) {
-        goto done;
-    }
+    int result = -1;
     Py_ssize_t n = nsteps / 5;
     /* The raw running, ready and maybe-ready intervals (n each), then queued
      * (ready less running: at most 2n), maybe less running (2n) and less
@@ -325,10 +305,6 @@ pk_split_windows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         || cpu_set_init(&stepped, cpu_v, n) < 0) {
         goto done;
     }
-    result = PyList_New(nwindows / 2);
-    if (result == NULL) {
-        goto done;
-    }
     for (Py_ssize_t w = 0; w + 1 < nwindows; w += 2) {
         int64_t a = windows[w], b = windows[w + 1];
         int64_t ran = measure(&running, a, b), queue = measure(&queued, a, b), unsure = measure(&maybe, a, b);
@@ -348,22 +324,72 @@ pk_split_windows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 io -= shift;
             }
         }
-        PyObject *part = four(cls, cpu, queue, io, unsure - unsure / 2);
-        if (part == NULL) {
-            Py_CLEAR(result);
-            goto done;
-        }
-        PyList_SET_ITEM(result, w / 2, part);
+        int64_t *part = out + 2 * w; /* 4 per window */
+        part[0] = cpu;
+        part[1] = queue;
+        part[2] = io;
+        part[3] = unsure - unsure / 2;
     }
+    result = 0;
 done:
-    PyMem_Free(steps);
-    PyMem_Free(windows);
-    PyMem_Free(calls);
     PyMem_Free(memory);
     PyMem_Free(cpu_v);
     PyMem_Free(stepped.before);
     PyMem_Free(running.before);
     PyMem_Free(queued.before);
     PyMem_Free(maybe.before);
+    return result;
+}
+
+PyObject *
+pk_split_windows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 2 || nargs > 4) {
+        PyErr_SetString(PyExc_TypeError, "split_windows(steps, windows[, calls[, cls]]) takes 2 to 4 arguments");
+        return NULL;
+    }
+    PyTypeObject *cls = NULL;
+    if (nargs == 4 && args[3] != Py_None) {
+        if (!PyType_Check(args[3]) || !PyType_IsSubtype((PyTypeObject *)args[3], &PyTuple_Type)) {
+            PyErr_SetString(PyExc_TypeError, "split_windows: cls must be a subclass of tuple");
+            return NULL;
+        }
+        cls = (PyTypeObject *)args[3];
+    }
+    int64_t *steps = NULL, *windows = NULL, *calls = NULL, *parts = NULL;
+    PyObject *result = NULL;
+    Py_ssize_t nsteps, nwindows, ncalls = 0;
+    if (read_ints(args[0], "steps", &steps, &nsteps) < 0 || read_ints(args[1], "windows", &windows, &nwindows) < 0) {
+        goto done;
+    }
+    if (nargs >= 3 && args[2] != Py_None && read_ints(args[2], "calls", &calls, &ncalls) < 0) {
+        goto done;
+    }
+    parts = PyMem_Malloc(sizeof(int64_t) * (size_t)(2 * nwindows + 4));
+    if (parts == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (pk_split_core(steps, nsteps, windows, nwindows, calls, ncalls, parts) < 0) {
+        goto done;
+    }
+    result = PyList_New(nwindows / 2);
+    if (result == NULL) {
+        goto done;
+    }
+    for (Py_ssize_t w = 0; w < nwindows / 2; w++) {
+        const int64_t *part = parts + 4 * w;
+        PyObject *split = pk_four(cls, part[0], part[1], part[2], part[3]);
+        if (split == NULL) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SET_ITEM(result, w, split);
+    }
+done:
+    PyMem_Free(steps);
+    PyMem_Free(windows);
+    PyMem_Free(calls);
+    PyMem_Free(parts);
     return result;
 }
