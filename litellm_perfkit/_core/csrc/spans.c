@@ -264,11 +264,11 @@ put_stage_span(Buffer *body, PyObject *const *args, PyObject *const *keys, Py_ss
             return DECLINED;
         }
         int64_t items;
-        char scalar[11];
+        char scalar[11] = {0};
         if (pk_as_int64(parts->items, &items) < 0) {
             return -1;
         }
-        if (put_key_value(body, 9, key, (size_t)key_size, NULL, 0, kind, (size_t)kind_size) < 0 ||
+        if (put_key_value(body, 9, key, (size_t)key_size, scalar, 0, kind, (size_t)kind_size) < 0 ||
             put_key_value(body, 9, items_key, (size_t)items_key_size, scalar, int_value(scalar, items), NULL, 0) < 0) {
             return -1;
         }
