@@ -31,6 +31,7 @@ SOURCES = (
     "handoff",
     "split",
     "timesplit",
+    "records",
     "steps",
     "tasks",
     "otlp",

@@ -14,7 +14,6 @@ methods here on top of either.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import marshal
 import operator
 from collections.abc import Callable
@@ -172,10 +171,16 @@ _Row = tuple[str, int, int, int, StageKind, int, int, tuple[int, ...]]
 def stage_records(finished: list[Finished], generators: dict[str, list[Any]]) -> tuple[StageRecord, ...]:
     """The recorded stages in the order they started; parents become
     positions in the result, and a stage still open at the end is left out.
+    The C accelerator's when it runs (the export agent decodes every
+    request), else ``_stage_records_python``."""
+    global _stage_records
+    if _stage_records is None:
+        _stage_records = _stage_records_function()
+    return _stage_records(finished, generators)
 
-    Each record is built once, its parent already a position: the export
-    agent decodes every request, and a second build per stage (a frozen
-    dataclass's ``replace``) cost twice the first."""
+
+def _stage_records_python(finished: list[Finished], generators: dict[str, list[Any]]) -> tuple[StageRecord, ...]:
+    """``stage_records``' reference: each record is built once, its parent already a position."""
     entries: list[tuple[float, _Row]] = [
         (index, (name, start, end, parent, "block", 0, 0, ())) for index, name, start, end, parent in finished
     ]
@@ -187,34 +192,30 @@ def stage_records(finished: list[Finished], generators: dict[str, list[Any]]) ->
             entries.append((index, (name, first, last, parent, kind, own, items, tuple(intervals))))
     entries.sort(key=operator.itemgetter(0))
     position = {index: n for n, (index, _) in enumerate(entries)}
-    global _build_stages
-    if _build_stages is None:
-        _build_stages = _stage_builder()
-    return _build_stages(
-        [
-            (name, start, end, parent if parent < 0 else position.get(parent, -1), kind, own, items, intervals)
-            for _, (name, start, end, parent, kind, own, items, intervals) in entries
-        ]
+    return tuple(
+        StageRecord(name, start, end, parent if parent < 0 else position.get(parent, -1), kind, own, items, intervals)
+        for _, (name, start, end, parent, kind, own, items, intervals) in entries
     )
 
 
-def _python_stages(rows: list[_Row]) -> tuple[StageRecord, ...]:
-    return tuple(StageRecord(*row) for row in rows)
-
-
-def _stage_builder() -> Callable[[list[_Row]], tuple[StageRecord, ...]]:
-    """The C accelerator's ``instances`` (a seventh of the cost of calling
-    the dataclass) when it runs, else the dataclass."""
+def _stage_records_function() -> Callable[[list[Finished], dict[str, list[Any]]], tuple[StageRecord, ...]]:
     from ._backend import ACTIVE  # here: _backend imports this module
 
     if ACTIVE.speedups is None:
-        return _python_stages
-    return functools.partial(
-        ACTIVE.speedups.instances, StageRecord, tuple(field.name for field in dataclasses.fields(StageRecord))
-    )
+        return _stage_records_python
+    build = ACTIVE.speedups.stage_records
+    fields = tuple(field.name for field in dataclasses.fields(StageRecord))
+
+    def c_stage_records(finished: list[Finished], generators: dict[str, list[Any]]) -> tuple[StageRecord, ...]:
+        stages: tuple[StageRecord, ...] = build(
+            finished if isinstance(finished, list) else list(finished), generators, StageRecord, fields
+        )
+        return stages
+
+    return c_stage_records
 
 
-_build_stages: Callable[[list[_Row]], tuple[StageRecord, ...]] | None = None
+_stage_records: Callable[[list[Finished], dict[str, list[Any]]], tuple[StageRecord, ...]] | None = None
 
 
 # Stage kinds whose calls each carry their parent, last: the layout of one call.

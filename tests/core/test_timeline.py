@@ -45,9 +45,43 @@ def test_a_sum_stages_calls_under_different_stages_are_one_stage_each(backend: B
     assert all(record.stages.index(w) > w.parent for w in waits)
 
 
-def test_the_c_stage_builder_makes_the_dataclasses_the_python_one_makes() -> None:
-    """Decoding builds StageRecords with the accelerator's ``instances`` (no
-    ``__init__``): equal, still frozen, with the same instance layout."""
+def random_stages(rng: random.Random) -> tuple[list, dict]:  # type: ignore[type-arg]
+    """Finished stages and generator entries as a record carries them: nested blocks, generators, sum and
+    thread stages whose calls ran under several parents (some started after the first call), stray values."""
+    finished = []
+    for index in range(rng.randrange(0, 12)):
+        start = rng.randrange(0, 1000)
+        finished.append(
+            (
+                index,
+                rng.choice(("auth", "routing", "endpoint")),
+                start,
+                start + rng.randrange(0, 500),
+                rng.randrange(-1, index + 3),
+            )
+        )
+    generators: dict[str, list[object]] = {}
+    for name, kind, size in (
+        ("stream.iterate", "generator", 0),
+        ("callbacks.check", "sum", 3),
+        ("threads", "thread", 4),
+    ):
+        if rng.random() < 0.3:
+            continue
+        calls: list[int] = []
+        for _ in range(rng.randrange(0, 6) if size else 0):
+            a = rng.randrange(0, 1000)
+            calls += (a, a + rng.randrange(0, 100), rng.randrange(0, 80), rng.randrange(-1, 14))[4 - size :]
+        if size and rng.random() < 0.2:
+            calls.append(rng.randrange(5))  # past the last whole call
+        index = rng.randrange(0, 14)
+        generators[name] = [index, rng.randrange(1000), rng.randrange(1000), rng.randrange(-1, 14), 7, 3, kind, calls]
+    return finished, generators
+
+
+def test_the_c_stage_records_are_the_python_ones() -> None:
+    """The accelerator's stage_records (rows ordered, parents made positions, each StageRecord built without
+    ``__init__``) gives what the reference gives: equal, frozen, with the same instance layout."""
     import dataclasses
 
     import pytest
@@ -57,19 +91,23 @@ def test_the_c_stage_builder_makes_the_dataclasses_the_python_one_makes() -> Non
     from tests.support.speedups import speedups
 
     fields = tuple(field.name for field in dataclasses.fields(StageRecord))
-    rows = [("auth", 1, 5, -1, "block", 0, 0, ()), ("threads", 2, 4, 0, "thread", 1, 1, (2, 4, 1))]
-    built = speedups().instances(StageRecord, fields, rows)
-    assert built == _timeline._python_stages(rows)
-    assert [vars(stage) for stage in built] == [vars(stage) for stage in _timeline._python_stages(rows)]
-    assert built[1].duration_ns == 2 and hash(built[0]) == hash(StageRecord(*rows[0]))
+    build = speedups().stage_records
+    rng = random.Random(3)
+    for seed in range(500):
+        finished, generators = random_stages(rng)
+        built = build(finished, generators, StageRecord, fields)
+        expected = _timeline._stage_records_python(finished, generators)
+        assert built == expected, seed
+        assert [vars(stage) for stage in built] == [vars(stage) for stage in expected]
+    assert built and hash(built[0]) == hash(expected[0])
     with pytest.raises(dataclasses.FrozenInstanceError):
         built[0].name = "other"  # type: ignore[misc]
-    with pytest.raises(TypeError):
-        speedups().instances(StageRecord, fields, [("auth", 1)])
-    for seed in range(20):  # and decoding gives what the Python builder gives
+    with pytest.raises(ValueError):
+        build([(0, "auth", 1)], {}, StageRecord, fields)
+    for seed in range(20):  # and decoding gives what the reference gives
         timeline = sample_timeline(random.Random(seed))
         record = decode(timeline.encode())
-        assert record.stages == _timeline._python_stages([tuple(vars(stage).values()) for stage in record.stages])
+        assert record.stages == _timeline._stage_records_python(timeline.finished, timeline.generators)
 
 
 def test_has_stage_finds_a_finished_stage_by_name_from_an_index(backend: Backend) -> None:

@@ -300,46 +300,21 @@ encode_record(PyObject *module, PyObject *timeline)
  * a setattr call per field) was most of that. Attributes set one by one
  * keep the instance's shared-key layout, which a __dict__ assigned whole
  * loses (every later attribute read was slower). */
-static PyObject *
-instances(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+PyObject *
+pk_new_instance(PyTypeObject *cls, PyObject *empty, PyObject *fields, PyObject *const *values)
 {
-    if (nargs != 3 || !PyType_Check(args[0]) || !PyTuple_Check(args[1]) || !PyList_Check(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "instances(cls, fields: tuple, rows: list of tuples)");
+    /* tp_new (object.__new__), not tp_alloc: it lays out the instance's values as a call of the class would */
+    PyObject *instance = cls->tp_new(cls, empty, NULL);
+    if (instance == NULL) {
         return NULL;
     }
-    PyTypeObject *cls = (PyTypeObject *)args[0];
-    PyObject *fields = args[1], *rows = args[2];
-    Py_ssize_t nfields = PyTuple_GET_SIZE(fields), nrows = PyList_GET_SIZE(rows);
-    PyObject *empty = PyTuple_New(0);
-    PyObject *out = empty == NULL ? NULL : PyTuple_New(nrows);
-    if (out == NULL) {
-        Py_XDECREF(empty);
-        return NULL;
-    }
-    for (Py_ssize_t r = 0; r < nrows; r++) {
-        PyObject *row = PyList_GET_ITEM(rows, r);
-        if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != nfields) {
-            PyErr_SetString(PyExc_TypeError, "instances: each row must be a tuple with a value per field");
-            goto fail;
-        }
-        /* tp_new (object.__new__), not tp_alloc: it lays out the instance's values as a call of the class would */
-        PyObject *instance = cls->tp_new(cls, empty, NULL);
-        if (instance == NULL) {
-            goto fail;
-        }
-        PyTuple_SET_ITEM(out, r, instance);
-        for (Py_ssize_t f = 0; f < nfields; f++) {
-            if (PyObject_GenericSetAttr(instance, PyTuple_GET_ITEM(fields, f), PyTuple_GET_ITEM(row, f)) < 0) {
-                goto fail;
-            }
+    for (Py_ssize_t f = 0; f < PyTuple_GET_SIZE(fields); f++) {
+        if (PyObject_GenericSetAttr(instance, PyTuple_GET_ITEM(fields, f), values[f]) < 0) {
+            Py_DECREF(instance);
+            return NULL;
         }
     }
-    Py_DECREF(empty);
-    return out;
-fail:
-    Py_DECREF(empty);
-    Py_DECREF(out);
-    return NULL;
+    return instance;
 }
 
 static PyMethodDef methods[] = {
@@ -357,11 +332,11 @@ static PyMethodDef methods[] = {
     {"split_windows", (PyCFunction)(void (*)(void))pk_split_windows, METH_FASTCALL,
      "split_windows(steps, windows[, calls[, cls]]) -> [cls(cpu, queue, io, uncertain)]: _export/_split.py's split of each (start, end) "
      "window, with the CPU of the thread calls (start, end, cpu; flat) inside it moved from I/O wait to CPU."},
-    {"instances", (PyCFunction)(void (*)(void))instances, METH_FASTCALL,
-     "instances(cls, fields, rows) -> tuple: a cls per row, its fields set to the row's values, __init__ not called."},
     {"time_split", (PyCFunction)(void (*)(void))pk_time_split, METH_FASTCALL,
      "time_split(stages, steps, start_ns, end_ns, after_last_byte_ns, outside, protocol, split_cls, time_split_cls) -> "
      "time_split_cls: _export/_split.py's time_split of a record's fields."},
+    {"stage_records", (PyCFunction)(void (*)(void))pk_stage_records, METH_FASTCALL,
+     "stage_records(finished, generators, cls, fields) -> tuple: _core/_timeline.py's stage_records, each a cls, __init__ not called."},
     {"stage_spans", (PyCFunction)(void (*)(void))pk_stage_spans, METH_FASTCALL,
      "stage_spans(stages, durations, own, splits, ids, trace_id, server_id, anchor_ns, end_ns, keys) -> [span]: "
      "_export/_spans.py's span of each stage."},

@@ -65,6 +65,10 @@ int pk_split_core(const int64_t *steps, Py_ssize_t nsteps, const int64_t *window
                   Py_ssize_t ncalls, int64_t *out);
 /* cls(a, b, c, d) for a tuple subclass cls (a NamedTuple: its __new__ not called), or a tuple when cls is NULL. */
 PyObject *pk_four(PyTypeObject *cls, int64_t a, int64_t b, int64_t c, int64_t d);
+/* A cls (its __init__ not called) with each of fields set to values[i] (module.c). */
+PyObject *pk_new_instance(PyTypeObject *cls, PyObject *empty, PyObject *fields, PyObject *const *values);
+/* stage_records(finished, generators, cls, fields) -> (cls, ...): _timeline.stage_records (records.c). */
+PyObject *pk_stage_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 /* time_split(stages, steps, start_ns, end_ns, after_last_byte_ns, outside, protocol, split_cls, time_split_cls)
  * -> TimeSplit: _export/_split.time_split of a record's fields (timesplit.c). */
 PyObject *pk_time_split(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
