@@ -16,7 +16,11 @@ CPU per record for the whole and for each part, medians of ``--repeats``:
   export's drain interval under load.
 
 ``--without-steps`` drops each record's steps first: the agent with step
-accounting off. ``--profile`` prints cProfile's top functions of one pass.
+accounting off. ``--span-forms tuples,protobuf`` alternates the two ways the
+agent hands spans to an exporter (a ``Span`` per stage, as the JSON, console
+and SDK exporters take them, or the stage spans already encoded, as OTLP
+protobuf's do) and prints the ratio of each pair of passes. ``--profile``
+prints cProfile's top functions of one pass.
 
     python -m benchmarks.litellm_recording_cost --version 1.103.0 --workloads json --rounds 20 --capture /tmp/records.bin
     python -m benchmarks.agent_cost /tmp/records.json.bin

@@ -34,7 +34,7 @@ class Processor:
         self.listeners: list[RecordListener] = []
         # An exporter that posts protobuf is handed each request's stage spans
         # already encoded, with no Python object built per span.
-        self._encoded = (
+        self._protobuf_exporter = (
             cast(ProtobufExporter, self._exporter)
             if self._exporter is not None and self._exporter.span_form == "protobuf"
             else None
@@ -62,10 +62,9 @@ class Processor:
             for listener in self.listeners:
                 listener(record, trace_id)
             if self._exporter is not None and self._sampler.should_sample(trace_id, flags):
-                if self._encoded is not None:
+                if self._protobuf_exporter is not None:
                     server, stages = request_spans(record, trace_id, parent_span_id, anchor_ns)
-                    encoded = encode_stage_spans(stages)
-                    self._pending += (server, encoded)
+                    self._pending += (server, encode_stage_spans(stages))
                     self._pending_spans += 1 + len(stages.stages)
                 else:
                     spans = record_to_spans(record, trace_id, parent_span_id, anchor_ns)
@@ -83,8 +82,8 @@ class Processor:
             return
         if self.gave_up:
             exported = False
-        elif self._encoded is not None:
-            exported = self._encoded.export_spans(batch)
+        elif self._protobuf_exporter is not None:
+            exported = self._protobuf_exporter.export_spans(batch)
         else:  # spans only: bytes are made for an exporter that posts protobuf
             exported = self._exporter.export_spans(cast("list[Span]", batch))
         if exported:
