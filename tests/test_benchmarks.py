@@ -167,7 +167,8 @@ def litellm_overhead(tmp_path: Path) -> None:
     captured = sorted(tmp_path.glob("served.*"))
     assert captured and all(f.stat().st_size > 0 for f in captured), captured
     replayed = run("agent_cost", str(captured[0]), "--repeats", "1")
-    line(replayed, r"^served\.\d+: \d+ records in batches of 16, median of 1 passes: [\d.]+ us CPU per record")
+    line(replayed, r"^served\.\d+: \d+ records in batches of 16, median of 1 passes:$")
+    line(replayed, r"^  span form protobuf: [\d.]+ us CPU per record")
 
 
 def litellm_gc_pauses(tmp_path: Path) -> None:
@@ -213,13 +214,16 @@ def agent_cost(tmp_path: Path) -> None:
         *("--rounds", "2", "--warmup", "1", "--batch", "4", "--capture", str(tmp_path / "records.bin")),
     )
     records = tmp_path / "records.json.bin"
-    out = run("agent_cost", str(records), "--repeats", "2", "--batch", "4")
-    parts = line(
-        out,
-        r"^records\.json\.bin: 8 records in batches of 4, median of 2 passes: [\d.]+ us CPU per record "
-        r"\(decode ([\d.]+), handle ([\d.]+), encode ([\d.]+), snapshot ([\d.]+)\)$",
-    )
-    assert all(float(part) > 0 for part in parts.groups()[:3]), out
+    out = run("agent_cost", str(records), "--repeats", "2", "--batch", "4", "--span-forms", "tuples,protobuf")
+    line(out, r"^records\.json\.bin: 8 records in batches of 4, median of 2 passes:$")
+    for form in ("tuples", "protobuf"):
+        parts = line(
+            out,
+            rf"^  span form {form}: [\d.]+ us CPU per record "
+            r"\(decode ([\d.]+), handle ([\d.]+), encode ([\d.]+), snapshot ([\d.]+)\)$",
+        )
+        assert all(float(part) > 0 for part in parts.groups()[:3]), out
+    line(out, r"^  protobuf / tuples, median of the 2 pairs: [\d.]+ \(range [\d.]+-[\d.]+\)$")
 
 
 def bench_sigterm(tmp_path: Path) -> None:
