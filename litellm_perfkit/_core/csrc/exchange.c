@@ -143,18 +143,6 @@ on_body_message(ExchangeObject *self, PyObject *body, PyObject *more)
     return result;
 }
 
-int64_t
-pk_int64_attribute(PyObject *object, PyObject *name, int *failed)
-{
-    PyObject *value = PyObject_GetAttr(object, name);
-    int64_t result = 0;
-    if (value == NULL || pk_as_int64(value, &result) < 0) {
-        *failed = 1;
-    }
-    Py_XDECREF(value);
-    return result;
-}
-
 /* --- the type ------------------------------------------------------------ */
 
 /* Record one message the app sends; returns what to hand the server: the
@@ -206,7 +194,6 @@ exchange_finish(ExchangeObject *self, PyObject *Py_UNUSED(ignored))
     PkTimelineObject *timeline = FIELDS(self);
     PyObject *sink = NULL, *result = NULL;
     int64_t end;
-    int failed = 0;
     if (pk_now(&end) < 0) {
         goto fail;
     }
@@ -219,10 +206,11 @@ exchange_finish(ExchangeObject *self, PyObject *Py_UNUSED(ignored))
     else {
         timeline->end_ns = end;
     }
-    timeline->gc_pause_ns = pk_int64_attribute(pk_hooks.gc_watch, pk_names.total_ns, &failed) - timeline->gc_pause_ns;
-    if (failed) {
+    int64_t paused_by_now;
+    if (pk_int64_attribute(pk_hooks.gc_watch, pk_names.total_ns, &paused_by_now) < 0) {
         goto fail;
     }
+    timeline->gc_pause_ns = paused_by_now - timeline->gc_pause_ns;
     timeline->body_bytes = self->body_bytes;
     timeline->chunks = self->streaming ? self->sse.events - self->sse.done_events : self->chunks;
     if (!self->complete && (timeline->error == NULL || timeline->error == Py_None)) {
@@ -249,17 +237,20 @@ done:
 static int
 begin(PkTimelineObject *timeline, PyObject *middleware, PyObject *scope)
 {
-    int failed = 0;
     PyObject *names = PyObject_GetAttr(middleware, pk_names.upstream_names);
     if (names == NULL) {
         return -1;
     }
     Py_XSETREF(timeline->upstream_stages, names);
-    timeline->gc_pause_ns = pk_int64_attribute(pk_hooks.gc_watch, pk_names.total_ns, &failed);
+    int64_t paused_so_far; /* the request's pause is what the collector adds from now on */
+    if (pk_int64_attribute(pk_hooks.gc_watch, pk_names.total_ns, &paused_so_far) < 0) {
+        return -1;
+    }
+    timeline->gc_pause_ns = paused_so_far;
     PyObject *headers = PyObject_GetItem(scope, pk_names.headers);
     PyObject *sequence = headers == NULL ? NULL : PySequence_Fast(headers, "the scope's headers are not a sequence");
     Py_XDECREF(headers);
-    if (failed || sequence == NULL) {
+    if (sequence == NULL) {
         Py_XDECREF(sequence);
         return -1;
     }

@@ -300,6 +300,18 @@ encode_record(PyObject *module, PyObject *timeline)
  * a setattr call per field) was most of that. Attributes set one by one
  * keep the instance's shared-key layout, which a __dict__ assigned whole
  * loses (every later attribute read was slower). */
+int
+pk_int64_attribute(PyObject *object, PyObject *name, int64_t *out)
+{
+    PyObject *value = PyObject_GetAttr(object, name);
+    if (value == NULL) {
+        return -1;
+    }
+    int result = pk_as_int64(value, out);
+    Py_DECREF(value);
+    return result;
+}
+
 PyObject *
 pk_new_instance(PyTypeObject *cls, PyObject *empty, PyObject *fields, PyObject *const *values)
 {

@@ -148,10 +148,9 @@ pk_encode_spans(PyObject *module, PyObject *spans)
         return NULL;
     }
     Buffer out = {0}, body = {0};
-    PyObject *result = NULL;
+    int status = 0;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(spans); i++) {
         PyObject *span = PyList_GET_ITEM(spans, i);
-        int status;
         if (PyBytes_Check(span)) { /* spans already encoded (stage_spans_protobuf) */
             status = reserve(&out, (size_t)PyBytes_GET_SIZE(span));
             if (status == 0) {
@@ -166,13 +165,8 @@ pk_encode_spans(PyObject *module, PyObject *spans)
             }
         }
         if (status) {
-            result = status == DECLINED ? Py_NewRef(Py_None) : NULL;
-            goto done;
+            break;
         }
     }
-    result = PyBytes_FromStringAndSize(out.data, (Py_ssize_t)out.len);
-done:
-    PyMem_Free(out.data);
-    PyMem_Free(body.data);
-    return result;
+    return written_spans(&out, &body, status);
 }

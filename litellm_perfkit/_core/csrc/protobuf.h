@@ -171,4 +171,18 @@ int_value(char *scalar, int64_t number)
     return small.len;
 }
 
+/* What a writer of spans returns once its loop ends with status: the bytes
+ * written (0), None (DECLINED: Python writes them), or NULL (-1: an error
+ * set). Frees both buffers. */
+static inline PyObject *
+written_spans(Buffer *out, Buffer *body, int status)
+{
+    PyObject *result = status == 0 ? PyBytes_FromStringAndSize(out->data, (Py_ssize_t)out->len)
+                       : status == DECLINED ? Py_NewRef(Py_None)
+                                            : NULL;
+    PyMem_Free(out->data);
+    PyMem_Free(body->data);
+    return result;
+}
+
 #endif

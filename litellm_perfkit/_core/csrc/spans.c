@@ -37,18 +37,6 @@ append_ms(PyObject *attributes, PyObject *key, int64_t ns)
     return result;
 }
 
-static int
-int64_attr(PyObject *object, PyObject *name, int64_t *out)
-{
-    PyObject *value = PyObject_GetAttr(object, name);
-    if (value == NULL) {
-        return -1;
-    }
-    int result = pk_as_int64(value, out);
-    Py_DECREF(value);
-    return result;
-}
-
 /* What a stage's span is made of, read once for either form. */
 typedef struct {
     int64_t duration, own, start, end, parent;
@@ -71,8 +59,8 @@ read_stage(PyObject *const *args, Py_ssize_t n, PyObject *stage, int64_t request
     PyObject *durations = args[1], *own = args[2], *splits = args[3];
     *parts = (StageParts){0};
     if (pk_as_int64(PyList_GET_ITEM(durations, n), &parts->duration) < 0 || pk_as_int64(PyList_GET_ITEM(own, n), &parts->own) < 0 ||
-        int64_attr(stage, pk_names.start_ns, &parts->start) < 0 || int64_attr(stage, pk_names.end_ns, &parts->end) < 0 ||
-        int64_attr(stage, pk_names.parent, &parts->parent) < 0) {
+        pk_int64_attribute(stage, pk_names.start_ns, &parts->start) < 0 || pk_int64_attribute(stage, pk_names.end_ns, &parts->end) < 0 ||
+        pk_int64_attribute(stage, pk_names.parent, &parts->parent) < 0) {
         return -1;
     }
     if (parts->parent >= PyTuple_GET_SIZE(args[0])) {
@@ -345,26 +333,22 @@ pk_stage_spans_protobuf(PyObject *module, PyObject *const *args, Py_ssize_t narg
     PyObject *stages = args[0];
     PyObject *const *keys = ((PyTupleObject *)args[9])->ob_item;
     Buffer out = {0}, body = {0};
-    PyObject *result = NULL;
+    int status = 0;
     for (Py_ssize_t n = 0; n < PyTuple_GET_SIZE(stages); n++) {
         StageParts parts;
         if (read_stage(args, n, PyTuple_GET_ITEM(stages, n), request_end, &parts) < 0) {
-            goto done;
+            status = -1;
+            break;
         }
         body.len = 0;
-        int status = put_stage_span(&body, args, keys, n, &parts, anchor);
+        status = put_stage_span(&body, args, keys, n, &parts, anchor);
         release_parts(&parts);
         if (status == 0) {
             status = put_field(&out, 2, body.data, body.len);
         }
         if (status) {
-            result = status == DECLINED ? Py_NewRef(Py_None) : NULL;
-            goto done;
+            break;
         }
     }
-    result = PyBytes_FromStringAndSize(out.data, (Py_ssize_t)out.len);
-done:
-    PyMem_Free(out.data);
-    PyMem_Free(body.data);
-    return result;
+    return written_spans(&out, &body, status);
 }

@@ -53,6 +53,8 @@ int pk_now(int64_t *out);
 /* An int as int64 without PyLong_AsLongLong's slow path for big ints.
  * -1 with OverflowError or TypeError set. */
 int pk_as_int64(PyObject *value, int64_t *out);
+/* object.name as int64 (pk_as_int64); -1 with an exception set. */
+int pk_int64_attribute(PyObject *object, PyObject *name, int64_t *out);
 /* Room for at least `needed` bytes in *data (PyMem), its size doubled from `first` as often as that
  * takes; *capacity is its size. 0, or -1 with MemoryError set (*data unchanged). */
 int pk_reserve(void **data, size_t *capacity, size_t needed, size_t first);
@@ -223,8 +225,6 @@ typedef struct {
 /* message.get(key) as a new reference; NULL without an exception when missing. */
 int pk_get_item(PyObject *message, PyObject *key, PyObject **out);
 int pk_set_mark(ExchangeObject *self, PyObject *name, int64_t at);
-/* An int attribute; *failed = 1 (exception set) when it is not one. */
-int64_t pk_int64_attribute(PyObject *object, PyObject *name, int *failed);
 /* http.response.start: marks, status, streaming; the message with perfkit's
  * headers added (a new message and header list), or NULL: unchanged when no
  * exception is set. */

@@ -149,9 +149,12 @@ server_timing(ExchangeObject *self, PyObject *upstream_names, Buffer *buffer, in
     }
     Py_DECREF(generators);
 
-    int failed = 0;
-    int64_t paused = pk_int64_attribute(pk_hooks.gc_watch, pk_names.total_ns, &failed) - FIELDS(self)->gc_pause_ns;
-    if (failed || (paused && add_entry(buffer, pk_names.gc, paused) < 0)) {
+    int64_t paused;
+    if (pk_int64_attribute(pk_hooks.gc_watch, pk_names.total_ns, &paused) < 0) {
+        return -1;
+    }
+    paused -= FIELDS(self)->gc_pause_ns;
+    if (paused && add_entry(buffer, pk_names.gc, paused) < 0) {
         return -1;
     }
     return 0;

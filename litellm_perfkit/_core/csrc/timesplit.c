@@ -42,18 +42,6 @@ push(Ints *ints, int64_t a, int64_t b)
     return 0;
 }
 
-static int
-int64_attribute(PyObject *object, PyObject *name, int64_t *out)
-{
-    PyObject *value = PyObject_GetAttr(object, name);
-    if (value == NULL) {
-        return -1;
-    }
-    int result = pk_as_int64(value, out);
-    Py_DECREF(value);
-    return result;
-}
-
 /* A stage record's fields that the split reads; -1 with an exception set. */
 static int
 read_stage(PyObject *stage, PyObject *outside, PyObject *protocol, StageTimes *out)
@@ -75,9 +63,9 @@ read_stage(PyObject *stage, PyObject *outside, PyObject *protocol, StageTimes *o
                                                                            : SUM; /* the reference's last branch */
     out->outside = PySet_Contains(outside, name);
     out->protocol = out->outside < 0 ? -1 : PyObject_RichCompareBool(name, protocol, Py_EQ);
-    if (out->protocol < 0 || int64_attribute(stage, pk_names.start_ns, &out->start) < 0 ||
-        int64_attribute(stage, pk_names.end_ns, &out->end) < 0 || int64_attribute(stage, pk_names.parent, &out->parent) < 0 ||
-        int64_attribute(stage, pk_names.self_ns, &out->own) < 0) {
+    if (out->protocol < 0 || pk_int64_attribute(stage, pk_names.start_ns, &out->start) < 0 ||
+        pk_int64_attribute(stage, pk_names.end_ns, &out->end) < 0 || pk_int64_attribute(stage, pk_names.parent, &out->parent) < 0 ||
+        pk_int64_attribute(stage, pk_names.self_ns, &out->own) < 0) {
         goto done;
     }
     out->nintervals = PyTuple_GET_SIZE(intervals);
