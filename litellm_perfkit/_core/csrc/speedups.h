@@ -65,6 +65,12 @@ PyObject *pk_split_windows(PyObject *module, PyObject *const *args, Py_ssize_t n
  * uncertain. steps are flat (early, late, start, end, cpu), calls flat (start, end, cpu). -1: MemoryError. */
 int pk_split_core(const int64_t *steps, Py_ssize_t nsteps, const int64_t *windows, Py_ssize_t nwindows, const int64_t *calls,
                   Py_ssize_t ncalls, int64_t *out);
+/* The (start, end) pairs, flat, sorted, empty ones dropped and overlaps merged, in place (_split._union):
+ * the new count of pairs (split.c). */
+Py_ssize_t pk_union(int64_t *pairs, Py_ssize_t n);
+/* A list of ints as a new PyMem array (*out, to free even on failure) and its size; -1 with TypeError
+ * ("<what> must be a list of ints"), OverflowError or MemoryError set (split.c). */
+int pk_read_ints(PyObject *list, const char *what, int64_t **out, Py_ssize_t *n);
 /* cls(a, b, c, d) for a tuple subclass cls (a NamedTuple: its __new__ not called), or a tuple when cls is NULL. */
 PyObject *pk_four(PyTypeObject *cls, int64_t a, int64_t b, int64_t c, int64_t d);
 /* A cls (its __init__ not called) with each of fields set to values[i] (module.c). */

@@ -229,11 +229,18 @@ cpu_measure(const CpuSet *set, int64_t a, int64_t b)
     return inside > 0 ? inside : 0;
 }
 
-static int
-read_ints(PyObject *list, const char *what, int64_t **out, Py_ssize_t *n)
+Py_ssize_t
+pk_union(int64_t *pairs, Py_ssize_t n)
 {
+    return n == 0 ? 0 : merge((Interval *)pairs, n); /* Interval is two int64_t: the pairs' layout */
+}
+
+int
+pk_read_ints(PyObject *list, const char *what, int64_t **out, Py_ssize_t *n)
+{
+    *out = NULL;
     if (!PyList_Check(list)) {
-        PyErr_Format(PyExc_TypeError, "split_windows: %s must be a list of ints", what);
+        PyErr_Format(PyExc_TypeError, "%s must be a list of ints", what);
         return -1;
     }
     *n = PyList_GET_SIZE(list);
@@ -359,10 +366,10 @@ pk_split_windows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     int64_t *steps = NULL, *windows = NULL, *calls = NULL, *parts = NULL;
     PyObject *result = NULL;
     Py_ssize_t nsteps, nwindows, ncalls = 0;
-    if (read_ints(args[0], "steps", &steps, &nsteps) < 0 || read_ints(args[1], "windows", &windows, &nwindows) < 0) {
+    if (pk_read_ints(args[0], "split_windows: steps", &steps, &nsteps) < 0 || pk_read_ints(args[1], "split_windows: windows", &windows, &nwindows) < 0) {
         goto done;
     }
-    if (nargs >= 3 && args[2] != Py_None && read_ints(args[2], "calls", &calls, &ncalls) < 0) {
+    if (nargs >= 3 && args[2] != Py_None && pk_read_ints(args[2], "split_windows: calls", &calls, &ncalls) < 0) {
         goto done;
     }
     parts = PyMem_Malloc(sizeof(int64_t) * (size_t)(2 * nwindows + 4));

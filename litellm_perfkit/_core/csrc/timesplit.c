@@ -87,41 +87,6 @@ done:
     return result;
 }
 
-/* Sorted, empty ones dropped, overlaps merged (_split._union), in place: the new count of pairs. */
-static Py_ssize_t
-union_of(int64_t *pairs, Py_ssize_t n)
-{
-    for (Py_ssize_t i = 1; i < n; i++) { /* insertion sort by (start, end): a request has a few top-level stages */
-        int64_t s = pairs[2 * i], e = pairs[2 * i + 1];
-        Py_ssize_t j = i;
-        while (j > 0 && (pairs[2 * (j - 1)] > s || (pairs[2 * (j - 1)] == s && pairs[2 * (j - 1) + 1] > e))) {
-            pairs[2 * j] = pairs[2 * (j - 1)];
-            pairs[2 * j + 1] = pairs[2 * (j - 1) + 1];
-            j--;
-        }
-        pairs[2 * j] = s;
-        pairs[2 * j + 1] = e;
-    }
-    Py_ssize_t k = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int64_t s = pairs[2 * i], e = pairs[2 * i + 1];
-        if (e <= s) {
-            continue;
-        }
-        if (k > 0 && s <= pairs[2 * k - 1]) {
-            if (e > pairs[2 * k - 1]) {
-                pairs[2 * k - 1] = e;
-            }
-        }
-        else {
-            pairs[2 * k] = s;
-            pairs[2 * k + 1] = e;
-            k++;
-        }
-    }
-    return k;
-}
-
 static PyObject *
 split_of(PyTypeObject *cls, const int64_t *part)
 {
@@ -141,25 +106,23 @@ pk_time_split(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     PyObject *stages = args[0], *outside = args[5], *protocol = args[6];
     PyTypeObject *split_cls = (PyTypeObject *)args[7], *time_split_cls = (PyTypeObject *)args[8];
-    Py_ssize_t count = PyTuple_GET_SIZE(stages), nsteps = PyList_GET_SIZE(args[1]);
+    Py_ssize_t count = PyTuple_GET_SIZE(stages), nsteps;
     int64_t start, wall_end, after;
     if (pk_as_int64(args[2], &start) < 0 || pk_as_int64(args[3], &wall_end) < 0 || pk_as_int64(args[4], &after) < 0) {
         return NULL;
     }
     StageTimes *times = PyMem_Calloc((size_t)count + 1, sizeof(StageTimes));
-    int64_t *steps = PyMem_Malloc(sizeof(int64_t) * (size_t)(nsteps + 1));
+    int64_t *steps = NULL;
     int64_t *stage_parts = PyMem_Malloc(sizeof(int64_t) * (size_t)(4 * count + 4));
     Ints windows = {0}, top = {0}, calls = {0};
     int64_t *parts = NULL;
     PyObject *result = NULL, *stage_splits = NULL;
-    if (times == NULL || steps == NULL || stage_parts == NULL) {
+    if (times == NULL || stage_parts == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    for (Py_ssize_t i = 0; i < nsteps; i++) {
-        if (pk_as_int64(PyList_GET_ITEM(args[1], i), &steps[i]) < 0) {
-            goto done;
-        }
+    if (pk_read_ints(args[1], "time_split: steps", &steps, &nsteps) < 0) {
+        goto done;
     }
     if (push(&windows, start, wall_end) < 0 || push(&windows, wall_end, wall_end + after) < 0) {
         goto done;
@@ -193,7 +156,7 @@ pk_time_split(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             }
         }
     }
-    Py_ssize_t nblocks = union_of(top.v, top.n / 2);
+    Py_ssize_t nblocks = pk_union(top.v, top.n / 2);
     for (Py_ssize_t b = 0; b < nblocks; b++) {
         if (push(&windows, top.v[2 * b], top.v[2 * b + 1]) < 0) {
             goto done;
