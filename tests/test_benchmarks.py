@@ -85,6 +85,13 @@ def stage_profile_overhead(tmp_path: Path) -> None:
     assert all(number(r[2]) > 0 for r in rows), out
 
 
+def staged_calls(tmp_path: Path) -> None:
+    out = run("staged_calls", "--rounds", "3", "--calls", "20")
+    rows = table(out, "| kind | bare |")
+    assert [r[0] for r in rows] == ["async block", "sync block", "async sum", "sync sum"], out
+    assert all(number(cell) > 0 for r in rows for cell in r[1:5]), out
+
+
 def middleware_ablation(tmp_path: Path) -> None:
     out = run("middleware_ablation", "--rounds", "5", "--batch", "10")
     rows = table(out, "| variant | µs per request |")
@@ -287,7 +294,7 @@ def soak(tmp_path: Path) -> None:
 
 
 # Each check is named for the script it runs; a script's second check adds a suffix.
-QUICK = (stage_profile_overhead, middleware_ablation, weighted_sample)
+QUICK = (stage_profile_overhead, middleware_ablation, weighted_sample, staged_calls)
 REAL = (
     middleware_overhead,
     middleware_overhead_instructions,

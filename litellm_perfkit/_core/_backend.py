@@ -100,9 +100,11 @@ def _load_speedups() -> ModuleType | None:
         tasks_ended=_after.tasks_ended,
         span_type=Span,
     )
-    # The C task factory makes a StepClock the task's coroutine (no native
-    # coroutine around it): asyncio.Task takes a registered Coroutine.
+    # A StepClock (the C task factory makes it a task's coroutine, no native
+    # coroutine around it) and a StagedCall (an async stage's call) go to
+    # asyncio.Task, which takes a registered Coroutine.
     collections.abc.Coroutine.register(module.StepClock)
+    collections.abc.Coroutine.register(module.StagedCall)
     use_speedups(module)
     _speedups = module
     return _speedups
@@ -129,9 +131,10 @@ def _assemble(name: BackendName, speedups: ModuleType | None) -> Backend:
         PYTHON_STEPS if speedups is None else StepAccounting(speedups.Batches, speedups.StepClock, speedups.TaskFactory)
     )
     timeline = type("Timeline", (Timeline, fields), {"__slots__": (), "__module__": Timeline.__module__})
-    stage = type(
-        "Stage", (Stage, stage_core), {"__slots__": (), "__module__": Stage.__module__, "__doc__": Stage.__doc__}
-    )
+    stage_namespace = {"__slots__": (), "__module__": Stage.__module__, "__doc__": Stage.__doc__}
+    if speedups is not None:
+        stage_namespace["_staged"] = speedups.StagedFunction
+    stage = type("Stage", (Stage, stage_core), stage_namespace)
     tally: Tally = (
         _PyTally()
         if speedups is None

@@ -14,12 +14,13 @@ task is in.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 from collections.abc import AsyncGenerator, Callable
 from time import perf_counter_ns
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
 from .._wire._names import Attr
 from ._collector import closed_by_collector, set_outside_collection
@@ -122,12 +123,20 @@ class Stage(_StageCore):
     ) -> None:
         self.__exit__(exc_type, exc, tb)
 
+    # The C accelerator's decorator (csrc/staged.c), set on the backend's class only: a subclass's own
+    # __enter__ and __exit__ are called by the Python wrappers below, their reference.
+    _staged: ClassVar[Callable[[str, Callable[..., Any], bool], Any] | None] = None
+
     def __call__(self, func: F) -> F:
         name = self.name
         new = type(self)
         if inspect.isasyncgenfunction(func):
             return cast(F, _wrap_async_generator(name, func))
-        if inspect.iscoroutinefunction(func):
+        is_async = inspect.iscoroutinefunction(func)
+        staged = new.__dict__.get("_staged")
+        if staged is not None:
+            return cast(F, _like(staged(name, func, is_async), func, is_async))
+        if is_async:
             # __enter__ and __exit__ called as methods, not by `with`: `with` binds __exit__ to the stage and
             # holds it across the call's awaits, a tracked object per open stage for a served proxy's
             # collections to promote (docs/overhead.md#allocations).
@@ -155,6 +164,69 @@ class Stage(_StageCore):
                 return func(*args, **kwargs)
 
         return cast(F, sync_wrapper)
+
+    @classmethod
+    def summed(cls, name: str, func: F) -> F:
+        """``func`` (async or not), its calls in a request summed into one ``sum`` stage ``name``: for a
+        function called per chunk or many times a request, where a stage per call would cost more than
+        it tells."""
+        is_async = inspect.iscoroutinefunction(func)
+        staged = cls.__dict__.get("_staged")
+        if staged is not None:
+            return cast(F, _like(staged(name, func, is_async, "sum"), func, is_async))
+        if is_async:
+
+            @functools.wraps(func)
+            async def sum_async(*args: Any, **kwargs: Any) -> Any:
+                timeline = TIMELINE.get()
+                if timeline is None:
+                    return await func(*args, **kwargs)
+                started = perf_counter_ns()
+                try:
+                    return await func(*args, **kwargs)
+                finally:
+                    _add_sum_call(timeline, name, started)
+
+            return cast(F, sum_async)
+
+        @functools.wraps(func)
+        def sum_sync(*args: Any, **kwargs: Any) -> Any:
+            timeline = TIMELINE.get()
+            if timeline is None:
+                return func(*args, **kwargs)
+            started = perf_counter_ns()
+            try:
+                return func(*args, **kwargs)
+            finally:
+                _add_sum_call(timeline, name, started)
+
+        return cast(F, sum_sync)
+
+
+def _add_sum_call(timeline: Timeline, name: str, started: int) -> None:
+    try:
+        timeline.add_generator_time(name, started, perf_counter_ns() - started, 1, "sum")
+    except Exception as exc:  # perfkit's bug must never become the app's
+        internal_error("stage.sum", exc)
+
+
+def _like(wrapper: Any, func: Callable[..., Any], is_async: bool) -> Any:
+    """The C decorator's function made to look like ``func`` as a Python wrapper would: its name, doc and
+    ``__wrapped__``; an async one a coroutine function to asyncio and inspect, which on Python < 3.12
+    reads a function's code flags: the function's code and defaults are lent for that."""
+    functools.update_wrapper(wrapper, func)
+    if is_async:
+        wrapper._is_coroutine = _ASYNCIO_MARKER  # asyncio.iscoroutinefunction, which FastAPI asks on 3.11-3.12
+        if _MARK_COROUTINE is not None:
+            _MARK_COROUTINE(wrapper)
+        else:
+            for attribute in ("__code__", "__defaults__", "__kwdefaults__"):
+                setattr(wrapper, attribute, getattr(func, attribute, None))
+    return wrapper
+
+
+_ASYNCIO_MARKER = getattr(asyncio.coroutines, "_is_coroutine", None)
+_MARK_COROUTINE = getattr(inspect, "markcoroutinefunction", None)
 
 
 class _Timed(StepDriver):

@@ -7,7 +7,6 @@ import functools
 import importlib
 import inspect
 from collections.abc import Callable
-from time import perf_counter_ns
 from typing import Any
 
 from .._core import Stage
@@ -56,7 +55,7 @@ def make_wrapper(
     elif point.kind == "protocol":
         wrapper = parsing(original, _uvicorn_request)
     elif point.kind == "sum":
-        wrapper = _summed(original, stage)
+        wrapper = Stage.summed(stage, original)
     else:
         wrapper = Stage(stage)(original)
     functools.update_wrapper(wrapper, original)
@@ -75,35 +74,6 @@ def _stream(original: Callable[..., Any], stage: str) -> Callable[..., Any]:
         return _timed_generator(stage, generator, timeline, stream_attributes=True)
 
     return stream_wrapper
-
-
-def _summed(original: Callable[..., Any], stage: str) -> Callable[..., Any]:
-    """A function called many times a request (async or not): its calls summed into one ``sum`` stage."""
-    if inspect.iscoroutinefunction(original):
-
-        async def sum_async(*args: Any, **kwargs: Any) -> Any:
-            timeline = TIMELINE.get()
-            if timeline is None:
-                return await original(*args, **kwargs)
-            started = perf_counter_ns()
-            try:
-                return await original(*args, **kwargs)
-            finally:
-                timeline.add_generator_time(stage, started, perf_counter_ns() - started, 1, "sum")
-
-        return sum_async
-
-    def sum_sync(*args: Any, **kwargs: Any) -> Any:
-        timeline = TIMELINE.get()
-        if timeline is None:
-            return original(*args, **kwargs)
-        started = perf_counter_ns()
-        try:
-            return original(*args, **kwargs)
-        finally:
-            timeline.add_generator_time(stage, started, perf_counter_ns() - started, 1, "sum")
-
-    return sum_sync
 
 
 def _with_perfkit_metrics(original: Callable[..., Any]) -> Callable[..., Any]:

@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import inspect
 import sys
 from collections.abc import AsyncIterator
 from typing import Any
@@ -242,10 +243,22 @@ def _served_nesting(
             where("thread: inside its stage")
         where("thread: after its stage")
 
+    @backend.stage("decorated")
+    async def decorated() -> None:
+        where("decorated: inside")
+        await asyncio.create_task(child("in decorated"))
+        decorated_sync()
+
+    @backend.stage("decorated sync")
+    def decorated_sync() -> None:
+        where("decorated sync: inside")
+
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         with backend.stage("outer"):
             late = asyncio.create_task(child("late"))  # its first step comes after "outer" closed
         await late
+        await decorated()
+        await asyncio.gather(decorated())  # the call as a task's coroutine
         with backend.stage("outer 2"):
             with backend.stage("sibling"):
                 early = asyncio.create_task(child("early"))
@@ -300,7 +313,202 @@ def test_with_steps_on_stages_nest_by_task_alike_on_both_backends(records: Captu
     assert seen["generator: resumed by another task"] == "generator"
     assert seen["thread: at its start"] == "outer 2" and seen["thread: inside its stage"] == "in a thread"
     assert seen["app: at the end"] is None
+    assert seen["decorated: inside"] == "decorated" and seen["decorated sync: inside"] == "decorated sync"
+    assert parents["in decorated"] == "decorated" and parents["decorated sync"] == "decorated"
     if eager:
         assert parents["eager"] == "around an eager task"
         assert seen["eager: before its stage"] == "around an eager task"
         assert seen["around an eager task: after the task's first step"] == "around an eager task"
+
+
+def test_decorated_functions_look_like_what_they_wrap(timeline: Timeline, backend: Backend) -> None:
+    """What asyncio, inspect and FastAPI read of a function (whether to await it or run it in a thread,
+    its signature), a method's binding, and the call as a task's coroutine: the C decorator's function
+    (csrc/staged.c) as the Python wrapper."""
+
+    async def original(a: int, *, b: str = "x") -> str:
+        return f"{a}{b}"
+
+    def sync_original(a: int) -> int:
+        return a
+
+    class Service:
+        @backend.stage("service.method")
+        async def method(self, value: int) -> int:
+            return value + 1
+
+        @staticmethod
+        @backend.stage("service.static")
+        async def static(value: int) -> int:
+            return value + 2
+
+    decorated = backend.stage("f")(original)
+    sync_decorated = backend.stage("g")(sync_original)
+    assert inspect.iscoroutinefunction(decorated) and asyncio.iscoroutinefunction(decorated)
+    assert not inspect.iscoroutinefunction(sync_decorated) and not asyncio.iscoroutinefunction(sync_decorated)
+    assert inspect.signature(decorated) == inspect.signature(original)
+    assert (decorated.__name__, decorated.__wrapped__) == ("original", original)
+    assert sync_decorated(3) == 3
+
+    async def main() -> None:
+        call = decorated(1, b="y")
+        assert asyncio.iscoroutine(call) and inspect.isawaitable(call)
+        assert await call == "1y"
+        assert await asyncio.create_task(decorated(2)) == "2x"
+        assert await asyncio.gather(decorated(3), Service().method(4), Service.static(5)) == ["3x", 5, 7]
+
+    asyncio.run(main())
+    assert [s.name for s in timeline.freeze().stages] == ["g", "f", "f", "f", "service.method", "service.static"]
+
+
+def test_an_async_stage_call_driven_by_hand_ends_as_the_wrapper_does(clock: FakeClock, backend: Backend) -> None:
+    """send, throw and close on the call, as a framework drives a coroutine: a throw before its first
+    step runs nothing and records nothing; after it, the stage ends with the call, however it ends."""
+
+    class Suspend:
+        def __await__(self) -> Any:
+            yield "suspended"
+
+    @backend.stage("driven")
+    async def driven(fail: bool) -> int:
+        clock.advance_ms(1)
+        await Suspend()
+        clock.advance_ms(2)
+        if fail:
+            raise KeyError("inner")
+        return 5
+
+    def run(steps: Any) -> tuple[Any, list[tuple[str, int]]]:
+        timeline = backend.timeline(clock(), "GET", "/")
+        token = TIMELINE.set(timeline)
+        try:
+            outcome = steps()
+        finally:
+            TIMELINE.reset(token)
+        return outcome, [(s.name, s.duration_ns // 1_000_000) for s in timeline.freeze().stages]
+
+    def returned() -> Any:
+        call = driven(False)
+        assert call.send(None) == "suspended"
+        with pytest.raises(StopIteration) as stop:
+            call.send(None)
+        with pytest.raises(RuntimeError):
+            call.send(None)
+        return stop.value.value
+
+    def raised() -> Any:
+        call = driven(True)
+        call.send(None)
+        with pytest.raises(KeyError):
+            call.send(None)
+        return "raised"
+
+    def thrown_before() -> Any:
+        call = driven(False)
+        with pytest.raises(ValueError):
+            call.throw(ValueError("early"))
+        return "thrown before"
+
+    def thrown_after() -> Any:
+        call = driven(False)
+        call.send(None)
+        with pytest.raises(ValueError):
+            call.throw(ValueError("late"))
+        return "thrown after"
+
+    def closed() -> Any:
+        call = driven(False)
+        call.send(None)
+        call.close()
+        call.close()
+        return "closed"
+
+    def dropped() -> Any:
+        def suspend() -> None:
+            call = driven(False)
+            call.send(None)
+
+        # Freed while suspended, with the context its stage is open in (a task's): closed, as a coroutine is.
+        contextvars.copy_context().run(suspend)
+        return "dropped"
+
+    assert run(returned) == (5, [("driven", 3)])
+    assert run(raised) == ("raised", [("driven", 3)])
+    assert run(thrown_before) == ("thrown before", [])
+    assert run(thrown_after) == ("thrown after", [("driven", 1)])
+    assert run(closed) == ("closed", [("driven", 1)])
+    assert run(dropped) == ("dropped", [("driven", 1)])
+    assert OPEN_STAGE.get() is None
+
+
+def test_outside_a_request_a_decorated_function_returns_what_the_function_returns() -> None:
+    """With the accelerator, no layer at all: the function's own coroutine."""
+    c = backends.load("c")
+
+    async def original() -> int:
+        return 1
+
+    call = c.stage("f")(original)()
+    assert inspect.iscoroutine(call) and call.cr_code is original.__code__
+    assert asyncio.run(call) == 1
+
+
+def _summed_calls(backend: Backend, clock: FakeClock) -> tuple[dict[str, Any], list[str | None]]:
+    """Sync and async functions summed into sum stages, called under two stages, one raising: the
+    timeline's entries, and the stage open inside each call."""
+    seen: list[str | None] = []
+
+    def where() -> None:
+        stage = open_stage()
+        seen.append(None if stage is None else stage.name)
+
+    def check(value: int) -> int:
+        where()
+        clock.advance_ms(1)
+        if value < 0:
+            raise ValueError(value)
+        return value
+
+    async def hook(value: int) -> int:
+        where()
+        clock.advance_ms(2)
+        await asyncio.sleep(0)
+        clock.advance_ms(1)
+        return value
+
+    summed_check = backend.stage.summed("callbacks.check", check)
+    summed_hook = backend.stage.summed("stream.hooks", hook)
+    assert asyncio.iscoroutinefunction(summed_hook) and not asyncio.iscoroutinefunction(summed_check)
+    timeline = backend.timeline(clock(), "POST", "/x")
+    token = TIMELINE.set(timeline)
+
+    async def main() -> None:
+        with backend.stage("endpoint"):
+            assert summed_check(1) == 1 and await summed_hook(2) == 2
+        with backend.stage("response"):
+            for n in range(3):
+                assert summed_check(n) == n and await summed_hook(n) == n
+            with pytest.raises(ValueError):
+                summed_check(-1)
+
+    try:
+        asyncio.run(main())
+    finally:
+        TIMELINE.reset(token)
+    assert summed_check(5) == 5 and asyncio.run(summed_hook(6)) == 6  # outside a request: nothing recorded
+    return {name: list(entry) for name, entry in timeline.generators.items()}, seen
+
+
+def test_summed_calls_add_up_alike_on_both_backends() -> None:
+    """Stage.summed: the C function (csrc/staged.c) folds each call into the stage's entry as the
+    Python wrappers do through Timeline.add_generator_time, the stage open in each call its caller's."""
+    from tests.support.clock import installed
+
+    with installed() as clock:
+        python = _summed_calls(backends.load("python"), clock)
+    with installed() as clock:
+        c = _summed_calls(backends.load("c"), clock)
+    assert c == python
+    entries, seen = c
+    assert entries["callbacks.check"][4:6] == [5_000_000, 5] and entries["stream.hooks"][4:6] == [12_000_000, 4]
+    assert seen == ["endpoint", "endpoint"] + ["response"] * 7 + [None, None]

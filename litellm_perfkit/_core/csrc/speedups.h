@@ -129,7 +129,36 @@ PyObject *pk_field(PyObject *value, const char *name);
  * does not write, or no room: use Timeline.encode()); -1 with an exception set. */
 int pk_encode_timeline(PkTimelineObject *timeline, char *out, Py_ssize_t room, Py_ssize_t *len);
 
+/* A Stage (stage.c): _stage.Stage's C core, and StagedCall's (staged.c). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *name;
+    PyObject *timeline;  /* the request's timeline while the stage is open, else NULL */
+    PyObject *index;     /* -1 until recorded; kept after, so tasks started inside nest under it */
+    PyObject *parent;    /* the enclosing stage's index, -1 for none */
+    PyObject *enclosing; /* the enclosing stage (pk_open_stage's before), while open */
+    PyObject *host;      /* while open in a request the host traces: host_stage_enter's token */
+    long long start;
+} PkStageObject;
+
 extern PyTypeObject PkStage_Type;
+/* Enter the stage in the current request, if any (its name set); leave it, exc_type the exception's type
+ * the stage ended with (NULL: none). Neither raises, and leaving keeps the exception being raised:
+ * perfkit's own failure is reported (internal_error) and the stage goes unrecorded. */
+void pk_stage_enter(PkStageObject *stage);
+void pk_stage_exit(PkStageObject *stage, PyObject *exc_type);
+/* A new stage of type (PkStage_Type or a subtype) named name, as Stage(name) makes it; NULL with an
+ * exception set (staged.c). */
+PkStageObject *pk_new_stage(PyTypeObject *type, PyObject *name);
+/* The decorator's function (staged.c) and its async call (stagedcall.c): their types ready, -1 with an
+ * exception set; an async call of stage name (a sum stage's with sum) driving awaitable, or NULL with
+ * an exception set; a sum stage's call from start to now added to the timeline's stage name (keeps the
+ * exception being raised; perfkit's own failure is reported). */
+extern PyTypeObject PkStagedFunction_Type;
+extern PyTypeObject PkStagedCall_Type;
+int pk_staged_ready(void);
+PyObject *pk_staged_call(PyObject *name, PyObject *awaitable, int sum);
+void pk_add_sum_call(PyObject *timeline, PyObject *name, int64_t start);
 extern PyTypeObject PkInt64List_Type;
 
 /* A raw list (Int64List, StageList) read as the list of its items (module.c; off the request path):
@@ -181,6 +210,16 @@ PyObject *pk_open_stage(void);
 int pk_set_open_stage(PyObject *stage);
 PyObject *pk_open_stage_function(PyObject *module, PyObject *ignored);
 PyObject *pk_run_under_stage(PyObject *module, PyObject *const *args, size_t nargsf, PyObject *kwnames);
+/* Driving another awaitable as `await` does (delegate.c). Its iterator (a native coroutine itself; who
+ * names the driver in the TypeError when it has none); throw(exc) into an iterator as a send result; a
+ * send result as an iterator's (the value yielded, or NULL with StopIteration(value) or the error); the
+ * exception throw(type[, value[, traceback]]) raises, or NULL with TypeError; its close() if it has one
+ * (0, or -1 with the exception close raised). */
+PyObject *pk_awaitable_iterator(PyObject *awaitable, const char *who);
+PySendResult pk_throw_into(PyObject *iterator, PyObject *exc, PyObject **result);
+PyObject *pk_as_iteration(PySendResult status, PyObject *result);
+PyObject *pk_thrown(PyObject *const *args, Py_ssize_t nargs);
+int pk_close_awaitable(PyObject *awaitable);
 extern PyTypeObject PkTaskFactory_Type;
 /* The task factory's types ready (tasks.c); -1 with an exception set. */
 int pk_tasks_ready(void);

@@ -4,16 +4,7 @@
 
 #include <structmember.h>
 
-typedef struct {
-    PyObject_HEAD
-    PyObject *name;
-    PyObject *timeline;  /* the request's timeline while the stage is open, else NULL */
-    PyObject *index;     /* -1 until recorded; kept after, so tasks started inside nest under it */
-    PyObject *parent;    /* the enclosing stage's index, -1 for none */
-    PyObject *enclosing; /* the enclosing stage (pk_open_stage's before), while open */
-    PyObject *host;      /* while open in a request the host traces: host_stage_enter's token */
-    long long start;
-} StageObject;
+typedef PkStageObject StageObject;
 
 static int
 stage_init(StageObject *self, PyObject *args, PyObject *kwargs)
@@ -45,19 +36,16 @@ stage_close(StageObject *self)
     Py_CLEAR(self->host);
 }
 
-static PyObject *
-stage_enter(StageObject *self, PyObject *Py_UNUSED(ignored))
+void
+pk_stage_enter(PkStageObject *self)
 {
     PyObject *timeline = NULL, *index = NULL, *parent = NULL, *enclosing = NULL;
-    if (pk_initialised(self->name, (PyObject *)self) < 0) {
-        return NULL;
-    }
     if (PyContextVar_Get(pk_hooks.timeline_var, NULL, &timeline) < 0) {
         goto fail;
     }
     if (timeline == NULL || timeline == Py_None) {
         Py_XDECREF(timeline);
-        return Py_NewRef(self); /* outside a request: nothing to record */
+        return; /* outside a request: nothing to record */
     }
     PkTimelineObject *fields = pk_timeline(timeline);
     if (fields == NULL || (index = PyLong_FromSsize_t(fields->next_index)) == NULL) {
@@ -94,7 +82,7 @@ stage_enter(StageObject *self, PyObject *Py_UNUSED(ignored))
         }
         Py_XSETREF(self->host, host);
     }
-    return Py_NewRef(self);
+    return;
 
 fail:
     pk_report("stage.enter"); /* the stage is not recorded; the app goes on */
@@ -103,6 +91,15 @@ fail:
     Py_XDECREF(parent);
     Py_XDECREF(enclosing);
     stage_close(self);
+}
+
+static PyObject *
+stage_enter(StageObject *self, PyObject *Py_UNUSED(ignored))
+{
+    if (pk_initialised(self->name, (PyObject *)self) < 0) {
+        return NULL;
+    }
+    pk_stage_enter(self);
     return Py_NewRef(self);
 }
 
@@ -132,17 +129,18 @@ record_stage(StageObject *self)
     return result;
 }
 
-static PyObject *
-stage_exit(StageObject *self, PyObject *const *args, Py_ssize_t nargs)
+void
+pk_stage_exit(PkStageObject *self, PyObject *exc_type)
 {
-    PyObject *timeline = self->timeline;
-    if (timeline == NULL) {
-        Py_RETURN_NONE;
+    if (self->timeline == NULL) {
+        return;
     }
-    if (nargs > 0 && args[0] == PyExc_GeneratorExit) {
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    if (exc_type == PyExc_GeneratorExit) {
         /* Garbage being closed by the collector, in another context: touch
          * nothing (see _collector.py). */
-        PyObject *result = PyObject_CallOneArg(pk_hooks.closed_by_collector, args[0]);
+        PyObject *result = PyObject_CallOneArg(pk_hooks.closed_by_collector, exc_type);
         int collected = result == NULL ? -1 : PyObject_IsTrue(result);
         Py_XDECREF(result);
         if (collected != 0) {
@@ -150,7 +148,8 @@ stage_exit(StageObject *self, PyObject *const *args, Py_ssize_t nargs)
                 pk_report("stage.exit");
             }
             stage_close(self);
-            Py_RETURN_NONE;
+            PyErr_Restore(type, value, traceback);
+            return;
         }
     }
     if (record_stage(self) < 0) {
@@ -169,6 +168,13 @@ stage_exit(StageObject *self, PyObject *const *args, Py_ssize_t nargs)
         pk_report("stage.exit");
     }
     stage_close(self);
+    PyErr_Restore(type, value, traceback);
+}
+
+static PyObject *
+stage_exit(StageObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    pk_stage_exit(self, nargs > 0 ? args[0] : NULL);
     Py_RETURN_NONE;
 }
 

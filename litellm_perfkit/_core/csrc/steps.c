@@ -318,26 +318,6 @@ clock_init(StepClockObject *self, PyObject *args, PyObject *kwargs)
     return open_stage == NULL ? -1 : 0;
 }
 
-/* The awaitable's iterator, as `await` finds it. */
-static PyObject *
-awaitable_iterator(PyObject *awaitable)
-{
-    if (PyCoro_CheckExact(awaitable)) {
-        return Py_NewRef(awaitable);
-    }
-    PyAsyncMethods *async = Py_TYPE(awaitable)->tp_as_async;
-    if (async == NULL || async->am_await == NULL) {
-        PyErr_Format(PyExc_TypeError, "StepClock: %.100s can't be awaited", Py_TYPE(awaitable)->tp_name);
-        return NULL;
-    }
-    PyObject *iterator = async->am_await(awaitable);
-    if (iterator != NULL && !PyIter_Check(iterator)) {
-        PyErr_Format(PyExc_TypeError, "__await__() returned non-iterator of type '%.100s'", Py_TYPE(iterator)->tp_name);
-        Py_CLEAR(iterator);
-    }
-    return iterator;
-}
-
 /* The calling thread's CPU clock (time.thread_time_ns()), or -1 where it cannot be read (the step stays wall-timed). */
 static int64_t
 thread_cpu_now(void)
@@ -493,38 +473,6 @@ done:
     PyErr_Restore(type, value, traceback);
 }
 
-/* throw(exc) into the iterator, as a send result. */
-static PySendResult
-throw_into(PyObject *iterator, PyObject *exc, PyObject **result)
-{
-    PyObject *throw = PyObject_GetAttr(iterator, pk_names.throw_);
-    if (throw == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
-            return PYGEN_ERROR;
-        }
-        PyErr_Clear(); /* an iterator without throw: the exception is raised here, as `yield from` does */
-        PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
-        *result = NULL;
-        return PYGEN_ERROR;
-    }
-    *result = PyObject_CallOneArg(throw, exc);
-    Py_DECREF(throw);
-    if (*result != NULL) {
-        return PYGEN_NEXT;
-    }
-    if (!PyErr_ExceptionMatches(PyExc_StopIteration)) {
-        return PYGEN_ERROR;
-    }
-    PyObject *type, *value, *traceback;
-    PyErr_Fetch(&type, &value, &traceback);
-    PyErr_NormalizeException(&type, &value, &traceback);
-    *result = value == NULL ? NULL : PyObject_GetAttrString(value, "value");
-    Py_XDECREF(type);
-    Py_XDECREF(value);
-    Py_XDECREF(traceback);
-    return *result == NULL ? PYGEN_ERROR : PYGEN_RETURN;
-}
-
 /* A task of the request is about to start: its hand-off waits (_after.hold). 0, or -1 with an exception set. */
 int
 pk_hold(PyObject *timeline)
@@ -593,7 +541,7 @@ clock_step(StepClockObject *self, PyObject *value, PyObject *exc, PyObject **res
         PyObject **outer = open_slot;
         open_slot = &self->open_stage;
         self->running = 1;
-        PyObject *iterator = awaitable_iterator(awaitable);
+        PyObject *iterator = pk_awaitable_iterator(awaitable, "StepClock");
         self->running = 0;
         open_slot = outer;
         Py_DECREF(awaitable);
@@ -642,7 +590,7 @@ clock_step(StepClockObject *self, PyObject *value, PyObject *exc, PyObject **res
     PyObject **outer = open_slot; /* an eager task's first step runs inside its maker's */
     open_slot = &self->open_stage;
     self->running = 1;
-    PySendResult status = exc == NULL ? PyIter_Send(iterator, value, result) : throw_into(iterator, exc, result);
+    PySendResult status = exc == NULL ? PyIter_Send(iterator, value, result) : pk_throw_into(iterator, exc, result);
     self->running = 0;
     open_slot = outer;
     Py_DECREF(iterator);
@@ -655,27 +603,6 @@ clock_step(StepClockObject *self, PyObject *value, PyObject *exc, PyObject **res
         pk_clock_release((PyObject *)self);
     }
     return status;
-}
-
-/* A send result as an iterator's: the yielded value, or NULL with StopIteration(value) or the error. */
-static PyObject *
-as_iteration(PySendResult status, PyObject *result)
-{
-    if (status != PYGEN_RETURN) {
-        return result;
-    }
-    if (result == Py_None) {
-        PyErr_SetNone(PyExc_StopIteration);
-    }
-    else {
-        PyObject *stop = PyObject_CallOneArg(PyExc_StopIteration, result);
-        if (stop != NULL) {
-            PyErr_SetObject(PyExc_StopIteration, stop);
-            Py_DECREF(stop);
-        }
-    }
-    Py_DECREF(result);
-    return NULL;
 }
 
 static PySendResult
@@ -693,7 +620,7 @@ clock_iternext(StepClockObject *self)
         Py_DECREF(result);
         return NULL; /* StopIteration without an object */
     }
-    return as_iteration(status, result);
+    return pk_as_iteration(status, result);
 }
 
 static PyObject *
@@ -701,7 +628,7 @@ clock_send(StepClockObject *self, PyObject *value)
 {
     PyObject *result;
     PySendResult status = clock_step(self, value, NULL, &result);
-    return as_iteration(status, result);
+    return pk_as_iteration(status, result);
 }
 
 /* Close the iterator (or the awaitable never started), as a generator closes what it delegates to. */
@@ -718,59 +645,19 @@ close_inner(StepClockObject *self)
     Py_INCREF(inner);
     Py_CLEAR(self->iterator);
     Py_CLEAR(self->awaitable);
-    PyObject *close = PyObject_GetAttr(inner, pk_names.close);
-    Py_DECREF(inner);
-    if (close == NULL) {
-        if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
-            PyErr_Clear();
-            return 0;
-        }
-        return -1;
-    }
     PyObject **outer = open_slot; /* the stages it leaves are its task's */
     open_slot = &self->open_stage;
-    PyObject *result = PyObject_CallNoArgs(close);
+    int closed = pk_close_awaitable(inner);
     open_slot = outer;
-    Py_DECREF(close);
-    Py_XDECREF(result);
-    return result == NULL ? -1 : 0;
+    Py_DECREF(inner);
+    return closed;
 }
 
 static PyObject *
 clock_throw(StepClockObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs < 1 || nargs > 3) {
-        PyErr_SetString(PyExc_TypeError, "throw() takes 1 to 3 arguments");
-        return NULL;
-    }
-    PyObject *type = args[0];
-    PyObject *value = nargs > 1 && args[1] != Py_None ? args[1] : NULL;
-    PyObject *traceback = nargs > 2 && args[2] != Py_None ? args[2] : NULL;
-    PyObject *exc;
-    if (PyExceptionInstance_Check(type)) {
-        if (value != NULL) {
-            PyErr_SetString(PyExc_TypeError, "instance exception may not have a separate value");
-            return NULL;
-        }
-        exc = Py_NewRef(type);
-    }
-    else if (PyExceptionClass_Check(type)) {
-        if (value != NULL && PyObject_TypeCheck(value, (PyTypeObject *)type)) {
-            exc = Py_NewRef(value);
-        }
-        else {
-            exc = value == NULL ? PyObject_CallNoArgs(type) : PyObject_CallOneArg(type, value);
-            if (exc == NULL) {
-                return NULL;
-            }
-        }
-    }
-    else {
-        PyErr_SetString(PyExc_TypeError, "exceptions must be classes or instances deriving from BaseException");
-        return NULL;
-    }
-    if (traceback != NULL && PyException_SetTraceback(exc, traceback) < 0) {
-        Py_DECREF(exc);
+    PyObject *exc = pk_thrown(args, nargs);
+    if (exc == NULL) {
         return NULL;
     }
     PyObject *result = NULL;
@@ -786,7 +673,7 @@ clock_throw(StepClockObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     else {
         PySendResult status = clock_step(self, NULL, exc, &result);
-        result = as_iteration(status, result);
+        result = pk_as_iteration(status, result);
     }
     Py_DECREF(exc);
     return result;

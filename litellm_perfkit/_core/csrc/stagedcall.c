@@ -1,0 +1,306 @@
+/* StagedCall: one async call of a StagedFunction (staged.c) in a request. One object that is the call's
+ * stage and drives the function's coroutine: it enters the stage at the call's first step and leaves it
+ * at its last, as the reference's wrapper coroutine did (_stage.Stage.__call__). A served proxy's
+ * collections promote one tracked object per open stage, not two (docs/overhead.md#allocations). A sum
+ * stage's call is timed from its first step to its last and added to the stage's calls, and is never
+ * the open stage. */
+#include "speedups.h"
+
+typedef struct {
+    PkStageObject stage; /* a sum stage's call keeps its timeline in stage.timeline, and its start */
+    PyObject *inner;     /* the function's awaitable: its attributes are the call's (cr_frame, __qualname__) */
+    PyObject *iterator;  /* the awaitable's iterator from the first step to the last */
+    char sum;            /* a call of a sum stage: timed, added to the stage's calls, never the open stage */
+    char started, done;
+    char running; /* inside a step: driving it again is refused, as a running coroutine refuses it */
+} StagedCallObject;
+
+static int
+refuse_reentry(StagedCallObject *self)
+{
+    if (self->running) {
+        PyErr_SetString(PyExc_ValueError, "coroutine already executing");
+        return 1;
+    }
+    return 0;
+}
+
+/* The first step: a block stage entered; a sum stage's call timed from here, in the request (if any)
+ * whose timeline it keeps until the last. */
+static void
+call_begin(StagedCallObject *self)
+{
+    if (!self->sum) {
+        pk_stage_enter(&self->stage);
+        return;
+    }
+    PyObject *timeline = NULL;
+    int64_t start;
+    if (PyContextVar_Get(pk_hooks.timeline_var, NULL, &timeline) < 0 || timeline == NULL || timeline == Py_None ||
+        pk_timeline(timeline) == NULL || pk_now(&start) < 0) {
+        if (PyErr_Occurred()) {
+            pk_report("stage.sum"); /* the call goes unrecorded */
+        }
+        Py_XDECREF(timeline);
+        return;
+    }
+    self->stage.start = start;
+    self->stage.timeline = timeline;
+}
+
+/* The stage ends (a sum stage's call is added) with the exception being raised, of type exc_type. */
+static void
+call_end(StagedCallObject *self, PyObject *exc_type)
+{
+    if (!self->sum) {
+        pk_stage_exit(&self->stage, exc_type);
+        return;
+    }
+    PyObject *timeline = self->stage.timeline;
+    if (timeline != NULL) {
+        self->stage.timeline = NULL;
+        pk_add_sum_call(timeline, self->stage.name, self->stage.start);
+        Py_DECREF(timeline);
+    }
+}
+
+/* The last step: the stage ends with the exception being raised, if any. */
+static void
+call_done(StagedCallObject *self, PySendResult status)
+{
+    self->done = 1;
+    Py_CLEAR(self->iterator);
+    call_end(self, status == PYGEN_ERROR ? PyErr_Occurred() : NULL);
+}
+
+/* One step: send value (or throw exc) into the function's awaitable, the stage entered at the first. */
+static PySendResult
+call_step(StagedCallObject *self, PyObject *value, PyObject *exc, PyObject **result)
+{
+    *result = NULL;
+    if (refuse_reentry(self)) {
+        return PYGEN_ERROR;
+    }
+    if (self->done) {
+        if (exc != NULL) {
+            PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+        }
+        else {
+            PyErr_SetString(PyExc_RuntimeError, "cannot reuse already awaited coroutine");
+        }
+        return PYGEN_ERROR;
+    }
+    if (!self->started) {
+        self->started = 1;
+        if (exc != NULL) { /* thrown in before its first step, as into a coroutine that never ran: no stage */
+            self->done = 1;
+            if (pk_close_awaitable(self->inner) == 0) {
+                PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+            }
+            return PYGEN_ERROR;
+        }
+        call_begin(self);
+        self->iterator = pk_awaitable_iterator(self->inner, "StagedCall");
+        if (self->iterator == NULL) {
+            call_done(self, PYGEN_ERROR);
+            return PYGEN_ERROR;
+        }
+    }
+    PyObject *iterator = Py_NewRef(self->iterator);
+    self->running = 1;
+    PySendResult status = exc == NULL ? PyIter_Send(iterator, value, result) : pk_throw_into(iterator, exc, result);
+    self->running = 0;
+    Py_DECREF(iterator);
+    if (status != PYGEN_NEXT) {
+        call_done(self, status);
+    }
+    return status;
+}
+
+/* close(): the function's awaitable closed; a started call's stage ends as it ends (GeneratorExit, or
+ * what closing raised), which the stage reads as a collection's when one is running (_collector.py). */
+static int
+call_close(StagedCallObject *self)
+{
+    if (self->done) {
+        return 0;
+    }
+    if (refuse_reentry(self)) {
+        return -1;
+    }
+    int started = self->started;
+    self->started = self->done = 1;
+    PyObject *closing = self->iterator != NULL ? self->iterator : self->inner;
+    Py_INCREF(closing);
+    Py_CLEAR(self->iterator);
+    int closed = pk_close_awaitable(closing);
+    Py_DECREF(closing);
+    if (started) {
+        call_end(self, closed == 0 ? PyExc_GeneratorExit : PyErr_Occurred());
+    }
+    return closed;
+}
+
+static PySendResult
+call_am_send(StagedCallObject *self, PyObject *value, PyObject **result)
+{
+    return call_step(self, value, NULL, result);
+}
+
+static PyObject *
+call_iternext(StagedCallObject *self)
+{
+    PyObject *result;
+    PySendResult status = call_step(self, Py_None, NULL, &result);
+    if (status == PYGEN_RETURN && result == Py_None) {
+        Py_DECREF(result);
+        return NULL; /* StopIteration without an object */
+    }
+    return pk_as_iteration(status, result);
+}
+
+static PyObject *
+call_send(StagedCallObject *self, PyObject *value)
+{
+    PyObject *result;
+    PySendResult status = call_step(self, value, NULL, &result);
+    return pk_as_iteration(status, result);
+}
+
+static PyObject *
+call_throw(StagedCallObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *exc = pk_thrown(args, nargs);
+    if (exc == NULL) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    if (self->started && !self->done && PyErr_GivenExceptionMatches(exc, PyExc_GeneratorExit)) {
+        /* As `yield from` does: what it drives is closed, then GeneratorExit raised here. */
+        if (call_close(self) == 0) {
+            PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+        }
+    }
+    else {
+        PySendResult status = call_step(self, NULL, exc, &result);
+        result = pk_as_iteration(status, result);
+    }
+    Py_DECREF(exc);
+    return result;
+}
+
+static PyObject *
+call_close_method(StagedCallObject *self, PyObject *Py_UNUSED(ignored))
+{
+    if (call_close(self) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+call_await(StagedCallObject *self)
+{
+    return Py_NewRef(self);
+}
+
+/* A call dropped while it runs is closed, as a coroutine is when it is freed. */
+static void
+call_finalize(StagedCallObject *self)
+{
+    if (!self->started || self->done) {
+        return;
+    }
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    if (call_close(self) < 0) {
+        PyErr_WriteUnraisable((PyObject *)self);
+    }
+    PyErr_Restore(type, value, traceback);
+}
+
+static int
+call_traverse(StagedCallObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->inner);
+    Py_VISIT(self->iterator);
+    return PkStage_Type.tp_traverse((PyObject *)self, visit, arg);
+}
+
+static int
+call_clear(StagedCallObject *self)
+{
+    Py_CLEAR(self->inner);
+    Py_CLEAR(self->iterator);
+    return PkStage_Type.tp_clear((PyObject *)self);
+}
+
+static void
+call_dealloc(StagedCallObject *self)
+{
+    if (self->started && !self->done && PyObject_CallFinalizerFromDealloc((PyObject *)self) < 0) {
+        return; /* resurrected */
+    }
+    PyObject_GC_UnTrack(self);
+    call_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* The function's awaitable's attribute ``closure`` names (cr_frame, __qualname__...). */
+static PyObject *
+call_forward(StagedCallObject *self, void *closure)
+{
+    if (self->inner == NULL) {
+        PyErr_SetString(PyExc_AttributeError, (const char *)closure);
+        return NULL;
+    }
+    return PyObject_GetAttrString(self->inner, (const char *)closure);
+}
+
+static PyAsyncMethods call_async = {
+    .am_await = (unaryfunc)call_await,
+    .am_send = (sendfunc)call_am_send,
+};
+
+static PyMethodDef call_methods[] = {
+    {"send", (PyCFunction)call_send, METH_O, NULL},
+    {"throw", (PyCFunction)(void (*)(void))call_throw, METH_FASTCALL, NULL},
+    {"close", (PyCFunction)call_close_method, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+#define FORWARD(name) {name, (getter)call_forward, NULL, NULL, name}
+static PyGetSetDef call_getset[] = {
+    FORWARD("cr_running"), FORWARD("cr_frame"), FORWARD("cr_code"), FORWARD("cr_await"), FORWARD("cr_origin"),
+    FORWARD("cr_suspended"), FORWARD("__name__"), FORWARD("__qualname__"), {NULL},
+};
+#undef FORWARD
+
+PyTypeObject PkStagedCall_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "litellm_perfkit._core._speedups.StagedCall",
+    .tp_basicsize = sizeof(StagedCallObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .tp_doc = "One async call of a StagedFunction in a request: its stage, driving the function's coroutine.",
+    .tp_base = &PkStage_Type,
+    .tp_dealloc = (destructor)call_dealloc,
+    .tp_finalize = (destructor)call_finalize,
+    .tp_traverse = (traverseproc)call_traverse,
+    .tp_clear = (inquiry)call_clear,
+    .tp_as_async = &call_async,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)call_iternext,
+    .tp_methods = call_methods,
+    .tp_getset = call_getset,
+};
+
+PyObject *
+pk_staged_call(PyObject *name, PyObject *awaitable, int sum)
+{
+    StagedCallObject *call = (StagedCallObject *)pk_new_stage(&PkStagedCall_Type, name);
+    if (call != NULL) {
+        call->inner = Py_NewRef(awaitable);
+        call->sum = (char)sum;
+    }
+    return (PyObject *)call;
+}
