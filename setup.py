@@ -29,6 +29,7 @@ SOURCES = (
     "sse",
     "token",
     "exchange",
+    "receive",
     "start",
     "encode",
     "handoff",

@@ -101,10 +101,11 @@ def _load_speedups() -> ModuleType | None:
         span_type=Span,
     )
     # A StepClock (the C task factory makes it a task's coroutine, no native
-    # coroutine around it) and a StagedCall (an async stage's call) go to
-    # asyncio.Task, which takes a registered Coroutine.
-    collections.abc.Coroutine.register(module.StepClock)
-    collections.abc.Coroutine.register(module.StagedCall)
+    # coroutine around it), a StagedCall (an async stage's call) and a
+    # Receiving (a receive() call) may go to asyncio.Task, which takes a
+    # registered Coroutine.
+    for coroutine in (module.StepClock, module.StagedCall, module.Receiving):
+        collections.abc.Coroutine.register(coroutine)
     use_speedups(module)
     _speedups = module
     return _speedups
@@ -140,8 +141,7 @@ def _assemble(name: BackendName, speedups: ModuleType | None) -> Backend:
         if speedups is None
         else speedups.Tally(KNOWN_METHODS, OTHER, UNMATCHED_ROUTE, INCOMPLETE_RESPONSE, MAX_SERIES)
     )
-    # receive is a coroutine: the C core has none, so it is Python's in both.
-    exchange = type("_Exchange", (exchange_core,), {"__slots__": (), "receive": _PyExchange.receive})
+    exchange = type("_Exchange", (exchange_core,), {"__slots__": ()})
     middleware = type(
         "PerfkitMiddleware",
         (PerfkitMiddleware,),

@@ -307,3 +307,73 @@ def test_a_deleted_timeline_field_is_reported_not_a_crash(field: str, steps: str
         timeout=120,
     )
     assert (result.returncode, result.stdout.split()) == (0, ["2", "True"]), result.stderr[-2000:]
+
+
+def _receives(backend: Backend) -> list[Any]:
+    """An exchange's receive driven by hand as a server and an app would: what each way of driving it
+    gives, what the server was asked, and whether the exchange saw the client go away."""
+    asked: list[str] = []
+
+    class Pending:
+        """The server's receive: suspends once, then returns its message."""
+
+        def __init__(self, message: dict[str, Any]) -> None:
+            self.message = message
+            self.closed = False
+
+        def __await__(self) -> Any:
+            try:
+                yield "waiting"
+            except GeneratorExit:
+                self.closed = True
+                raise
+            return self.message
+
+    pending: list[Pending] = []
+
+    def server_receive() -> Pending:
+        message = {"type": "http.disconnect"} if asked else {"type": "http.request", "body": b"x"}
+        asked.append(message["type"])
+        pending.append(Pending(message))
+        return pending[-1]
+
+    middleware = backend.middleware(lambda *a: None)  # type: ignore[arg-type]
+    timeline = backend.timeline(0, "GET", "/")
+    exchange = middleware._exchange_class(middleware._loud, {"headers": []}, timeline, server_receive, None)
+    seen: list[Any] = []
+
+    def outcome(call: Any) -> Any:
+        try:
+            return call()
+        except BaseException as exc:
+            return type(exc).__name__, str(exc.value) if isinstance(exc, StopIteration) else None
+
+    call = exchange.receive()
+    seen.append(asked[:])  # nothing asked before the first step
+    seen.append(outcome(lambda: call.send(None)))
+    seen.append(outcome(lambda: call.send(None)))  # the request message
+    seen.append(outcome(lambda: call.send(None)))  # used up
+    seen.append(exchange._disconnected)
+    thrown = exchange.receive()
+    seen.append(outcome(lambda: thrown.throw(ValueError("before"))))
+    seen.append(asked[:])  # not asked
+    closing = exchange.receive()
+    closing.send(None)
+    closing.close()
+    seen.append((pending[-1].closed, exchange._disconnected))
+    last = exchange.receive()
+    last.send(None)
+    seen.append(outcome(lambda: last.send(None)))  # the disconnect
+    seen.append(exchange._disconnected)
+    return seen
+
+
+def test_the_c_receive_drives_the_servers_as_the_python_coroutine_does() -> None:
+    """Exchange.receive in C (csrc/receive.c) is a coroutine as the Python one is: the server is asked
+    at the first step, a throw before it asks nothing, close() closes what it awaits, and a disconnect
+    message marks the exchange."""
+    python = _receives(backends.load("python"))
+    c = _receives(backends.load("c"))
+    assert c == python
+    assert python[0] == [] and python[4] is False and python[-1] is True
+    assert python[5] == ("ValueError", None) and python[7] == (True, False)

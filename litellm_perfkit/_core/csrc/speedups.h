@@ -267,6 +267,12 @@ typedef struct {
 /* The exchange's timeline as its struct (checked when the exchange is made). */
 #define FIELDS(self) ((PkTimelineObject *)(self)->timeline)
 
+/* Exchange.receive() (receive.c): a Receiving, the coroutine that asks the server for the next message
+ * and notes a disconnect; its type ready (-1 with an exception set). */
+PyObject *pk_exchange_receive(PyObject *exchange, PyObject *ignored);
+extern PyTypeObject PkReceiving_Type;
+int pk_receiving_ready(void);
+
 /* message.get(key) as a new reference; NULL without an exception when missing. */
 int pk_get_item(PyObject *message, PyObject *key, PyObject **out);
 int pk_set_mark(ExchangeObject *self, PyObject *name, int64_t at);
