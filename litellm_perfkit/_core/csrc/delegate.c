@@ -1,5 +1,6 @@
-/* What a C awaitable that drives another one needs, as `await` (a generator's `yield from`) does it:
- * StepClock (steps.c) and StagedCall (staged.c). */
+/* perfkit's C coroutines, StepClock (steps.c), StagedCall (stagedcall.c) and Receiving (receive.c): each
+ * drives another awaitable as `await` (a generator's `yield from`) does, and has the methods of a
+ * coroutine, made here from its type's step and close. */
 #include "speedups.h"
 
 PyObject *
@@ -52,8 +53,9 @@ pk_throw_into(PyObject *iterator, PyObject *exc, PyObject **result)
     return *result == NULL ? PYGEN_ERROR : PYGEN_RETURN;
 }
 
-PyObject *
-pk_as_iteration(PySendResult status, PyObject *result)
+/* A send result as an iterator's: the value yielded, or NULL with StopIteration(value) or the error. */
+static PyObject *
+as_iteration(PySendResult status, PyObject *result)
 {
     if (status != PYGEN_RETURN) {
         return result;
@@ -72,8 +74,9 @@ pk_as_iteration(PySendResult status, PyObject *result)
     return NULL;
 }
 
-PyObject *
-pk_thrown(PyObject *const *args, Py_ssize_t nargs)
+/* The exception throw(type[, value[, traceback]]) raises, or NULL with TypeError. */
+static PyObject *
+thrown(PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs < 1 || nargs > 3) {
         PyErr_SetString(PyExc_TypeError, "throw() takes 1 to 3 arguments");
@@ -128,3 +131,102 @@ pk_close_awaitable(PyObject *awaitable)
     Py_XDECREF(result);
     return result == NULL ? -1 : 0;
 }
+
+/* -- the C coroutines' methods ---------------------------------------------------------------------- */
+
+#define PK_MAX_COROUTINE_TYPES 4
+static PkCoroutineOps coroutine_types[PK_MAX_COROUTINE_TYPES];
+static int coroutine_count;
+
+int
+pk_coroutine_ready(const PkCoroutineOps *ops)
+{
+    if (coroutine_count == PK_MAX_COROUTINE_TYPES) {
+        PyErr_SetString(PyExc_RuntimeError, "pk_coroutine_ready: PK_MAX_COROUTINE_TYPES is too small");
+        return -1;
+    }
+    coroutine_types[coroutine_count++] = *ops;
+    return PyType_Ready(ops->type);
+}
+
+/* The operations of a registered type: only its instances have these methods. */
+static const PkCoroutineOps *
+ops_of(PyObject *self)
+{
+    int i = 0;
+    while (i < coroutine_count - 1 && coroutine_types[i].type != Py_TYPE(self)) {
+        i++;
+    }
+    return &coroutine_types[i];
+}
+
+static PySendResult
+coroutine_am_send(PyObject *self, PyObject *value, PyObject **result)
+{
+    return ops_of(self)->step(self, value, NULL, result);
+}
+
+static PyObject *
+coroutine_await(PyObject *self)
+{
+    return Py_NewRef(self);
+}
+
+PyAsyncMethods pk_coroutine_async = {
+    .am_await = coroutine_await,
+    .am_send = coroutine_am_send,
+};
+
+PyObject *
+pk_coroutine_iternext(PyObject *self)
+{
+    PyObject *result;
+    PySendResult status = ops_of(self)->step(self, Py_None, NULL, &result);
+    return as_iteration(status, result);
+}
+
+static PyObject *
+coroutine_send(PyObject *self, PyObject *value)
+{
+    PyObject *result;
+    PySendResult status = ops_of(self)->step(self, value, NULL, &result);
+    return as_iteration(status, result);
+}
+
+static PyObject *
+coroutine_throw(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    const PkCoroutineOps *ops = ops_of(self);
+    PyObject *exc = thrown(args, nargs);
+    if (exc == NULL) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    if (ops->closes_first(self, exc)) {
+        if (ops->close(self) == 0) {
+            PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+        }
+    }
+    else {
+        PySendResult status = ops->step(self, NULL, exc, &result);
+        result = as_iteration(status, result);
+    }
+    Py_DECREF(exc);
+    return result;
+}
+
+static PyObject *
+coroutine_close(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    if (ops_of(self)->close(self) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+PyMethodDef pk_coroutine_methods[] = {
+    {"send", (PyCFunction)coroutine_send, METH_O, NULL},
+    {"throw", (PyCFunction)(void (*)(void))coroutine_throw, METH_FASTCALL, NULL},
+    {"close", (PyCFunction)coroutine_close, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};

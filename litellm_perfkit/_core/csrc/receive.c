@@ -76,28 +76,6 @@ receiving_step(ReceivingObject *self, PyObject *value, PyObject *exc, PyObject *
     return status;
 }
 
-static PySendResult
-receiving_am_send(ReceivingObject *self, PyObject *value, PyObject **result)
-{
-    return receiving_step(self, value, NULL, result);
-}
-
-static PyObject *
-receiving_iternext(ReceivingObject *self)
-{
-    PyObject *result;
-    PySendResult status = receiving_step(self, Py_None, NULL, &result);
-    return pk_as_iteration(status, result);
-}
-
-static PyObject *
-receiving_send(ReceivingObject *self, PyObject *value)
-{
-    PyObject *result;
-    PySendResult status = receiving_step(self, value, NULL, &result);
-    return pk_as_iteration(status, result);
-}
-
 /* close(): what it drives is closed, as `await` closes it. */
 static int
 receiving_close(ReceivingObject *self)
@@ -114,40 +92,10 @@ receiving_close(ReceivingObject *self)
     return closed;
 }
 
-static PyObject *
-receiving_throw(ReceivingObject *self, PyObject *const *args, Py_ssize_t nargs)
+static int
+receiving_closes_first(ReceivingObject *self, PyObject *exc)
 {
-    PyObject *exc = pk_thrown(args, nargs);
-    if (exc == NULL) {
-        return NULL;
-    }
-    PyObject *result = NULL;
-    if (self->iterator != NULL && PyErr_GivenExceptionMatches(exc, PyExc_GeneratorExit)) {
-        if (receiving_close(self) == 0) {
-            PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
-        }
-    }
-    else {
-        PySendResult status = receiving_step(self, NULL, exc, &result);
-        result = pk_as_iteration(status, result);
-    }
-    Py_DECREF(exc);
-    return result;
-}
-
-static PyObject *
-receiving_close_method(ReceivingObject *self, PyObject *Py_UNUSED(ignored))
-{
-    if (receiving_close(self) < 0) {
-        return NULL;
-    }
-    Py_RETURN_NONE;
-}
-
-static PyObject *
-receiving_await(ReceivingObject *self)
-{
-    return Py_NewRef(self);
+    return self->iterator != NULL && PyErr_GivenExceptionMatches(exc, PyExc_GeneratorExit);
 }
 
 static int
@@ -174,18 +122,6 @@ receiving_dealloc(ReceivingObject *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static PyAsyncMethods receiving_async = {
-    .am_await = (unaryfunc)receiving_await,
-    .am_send = (sendfunc)receiving_am_send,
-};
-
-static PyMethodDef receiving_methods[] = {
-    {"send", (PyCFunction)receiving_send, METH_O, NULL},
-    {"throw", (PyCFunction)(void (*)(void))receiving_throw, METH_FASTCALL, NULL},
-    {"close", (PyCFunction)receiving_close_method, METH_NOARGS, NULL},
-    {NULL, NULL, 0, NULL},
-};
-
 PyTypeObject PkReceiving_Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "litellm_perfkit._core._speedups.Receiving",
@@ -195,10 +131,10 @@ PyTypeObject PkReceiving_Type = {
     .tp_dealloc = (destructor)receiving_dealloc,
     .tp_traverse = (traverseproc)receiving_traverse,
     .tp_clear = (inquiry)receiving_clear,
-    .tp_as_async = &receiving_async,
+    .tp_as_async = &pk_coroutine_async,
     .tp_iter = PyObject_SelfIter,
-    .tp_iternext = (iternextfunc)receiving_iternext,
-    .tp_methods = receiving_methods,
+    .tp_iternext = pk_coroutine_iternext,
+    .tp_methods = pk_coroutine_methods,
 };
 
 PyObject *
@@ -218,6 +154,12 @@ pk_exchange_receive(PyObject *exchange, PyObject *Py_UNUSED(ignored))
 int
 pk_receiving_ready(void)
 {
+    static const PkCoroutineOps ops = {
+        .type = &PkReceiving_Type,
+        .step = (PySendResult(*)(PyObject *, PyObject *, PyObject *, PyObject **))receiving_step,
+        .close = (int (*)(PyObject *))receiving_close,
+        .closes_first = (int (*)(PyObject *, PyObject *))receiving_closes_first,
+    };
     disconnect_type = PyUnicode_InternFromString("http.disconnect");
-    return disconnect_type == NULL || PyType_Ready(&PkReceiving_Type) < 0 ? -1 : 0;
+    return disconnect_type == NULL || pk_coroutine_ready(&ops) < 0 ? -1 : 0;
 }

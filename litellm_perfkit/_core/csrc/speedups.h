@@ -158,6 +158,7 @@ extern PyTypeObject PkStagedFunction_Type;
 extern PyTypeObject PkStagedCall_Type;
 int pk_staged_ready(void);
 PyObject *pk_staged_call(PyObject *name, PyObject *awaitable, int sum);
+int pk_staged_call_ready(void);
 void pk_add_sum_call(PyObject *timeline, PyObject *name, int64_t start);
 extern PyTypeObject PkInt64List_Type;
 
@@ -211,15 +212,30 @@ int pk_set_open_stage(PyObject *stage);
 PyObject *pk_open_stage_function(PyObject *module, PyObject *ignored);
 PyObject *pk_run_under_stage(PyObject *module, PyObject *const *args, size_t nargsf, PyObject *kwnames);
 /* Driving another awaitable as `await` does (delegate.c). Its iterator (a native coroutine itself; who
- * names the driver in the TypeError when it has none); throw(exc) into an iterator as a send result; a
- * send result as an iterator's (the value yielded, or NULL with StopIteration(value) or the error); the
- * exception throw(type[, value[, traceback]]) raises, or NULL with TypeError; its close() if it has one
- * (0, or -1 with the exception close raised). */
+ * names the driver in the TypeError when it has none); throw(exc) into an iterator as a send result; its
+ * close() if it has one (0, or -1 with the exception close raised). */
 PyObject *pk_awaitable_iterator(PyObject *awaitable, const char *who);
 PySendResult pk_throw_into(PyObject *iterator, PyObject *exc, PyObject **result);
-PyObject *pk_as_iteration(PySendResult status, PyObject *result);
-PyObject *pk_thrown(PyObject *const *args, Py_ssize_t nargs);
 int pk_close_awaitable(PyObject *awaitable);
+
+/* A C coroutine (StepClock, StagedCall, Receiving): what its type does, from which delegate.c makes the
+ * methods a coroutine has. step sends value (or throws exc) in, as a send result; close closes it (0, or
+ * -1 with an exception set); closes_first says whether throw(exc) closes it and raises exc rather than
+ * throwing exc into what it drives (GeneratorExit while it runs, as `yield from` does). */
+typedef struct {
+    PyTypeObject *type;
+    PySendResult (*step)(PyObject *self, PyObject *value, PyObject *exc, PyObject **result);
+    int (*close)(PyObject *self);
+    int (*closes_first)(PyObject *self, PyObject *exc);
+} PkCoroutineOps;
+
+/* The type registered and ready (-1 with an exception set). Its tp_as_async is &pk_coroutine_async,
+ * tp_iternext pk_coroutine_iternext, tp_iter PyObject_SelfIter, and tp_methods pk_coroutine_methods
+ * (send, throw, close). */
+int pk_coroutine_ready(const PkCoroutineOps *ops);
+extern PyAsyncMethods pk_coroutine_async;
+extern PyMethodDef pk_coroutine_methods[];
+PyObject *pk_coroutine_iternext(PyObject *self);
 extern PyTypeObject PkTaskFactory_Type;
 /* The task factory's types ready (tasks.c); -1 with an exception set. */
 int pk_tasks_ready(void);

@@ -301,6 +301,6 @@ pk_staged_ready(void)
     one = PyLong_FromLong(1);
     sum_kind = PyUnicode_InternFromString("sum");
     add_generator_time = PyUnicode_InternFromString("add_generator_time");
-    return minus_one == NULL || one == NULL || sum_kind == NULL || add_generator_time == NULL || PyType_Ready(&PkStagedCall_Type) < 0 || PyType_Ready(&PkStagedFunction_Type) < 0 ? -1 : 0;
+    return minus_one == NULL || one == NULL || sum_kind == NULL || add_generator_time == NULL || pk_staged_call_ready() < 0 || PyType_Ready(&PkStagedFunction_Type) < 0 ? -1 : 0;
 }
 

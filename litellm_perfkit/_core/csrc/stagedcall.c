@@ -141,67 +141,10 @@ call_close(StagedCallObject *self)
     return closed;
 }
 
-static PySendResult
-call_am_send(StagedCallObject *self, PyObject *value, PyObject **result)
+static int
+call_closes_first(StagedCallObject *self, PyObject *exc)
 {
-    return call_step(self, value, NULL, result);
-}
-
-static PyObject *
-call_iternext(StagedCallObject *self)
-{
-    PyObject *result;
-    PySendResult status = call_step(self, Py_None, NULL, &result);
-    if (status == PYGEN_RETURN && result == Py_None) {
-        Py_DECREF(result);
-        return NULL; /* StopIteration without an object */
-    }
-    return pk_as_iteration(status, result);
-}
-
-static PyObject *
-call_send(StagedCallObject *self, PyObject *value)
-{
-    PyObject *result;
-    PySendResult status = call_step(self, value, NULL, &result);
-    return pk_as_iteration(status, result);
-}
-
-static PyObject *
-call_throw(StagedCallObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    PyObject *exc = pk_thrown(args, nargs);
-    if (exc == NULL) {
-        return NULL;
-    }
-    PyObject *result = NULL;
-    if (self->started && !self->done && PyErr_GivenExceptionMatches(exc, PyExc_GeneratorExit)) {
-        /* As `yield from` does: what it drives is closed, then GeneratorExit raised here. */
-        if (call_close(self) == 0) {
-            PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
-        }
-    }
-    else {
-        PySendResult status = call_step(self, NULL, exc, &result);
-        result = pk_as_iteration(status, result);
-    }
-    Py_DECREF(exc);
-    return result;
-}
-
-static PyObject *
-call_close_method(StagedCallObject *self, PyObject *Py_UNUSED(ignored))
-{
-    if (call_close(self) < 0) {
-        return NULL;
-    }
-    Py_RETURN_NONE;
-}
-
-static PyObject *
-call_await(StagedCallObject *self)
-{
-    return Py_NewRef(self);
+    return self->started && !self->done && PyErr_GivenExceptionMatches(exc, PyExc_GeneratorExit);
 }
 
 /* A call dropped while it runs is closed, as a coroutine is when it is freed. */
@@ -257,18 +200,6 @@ call_forward(StagedCallObject *self, void *closure)
     return PyObject_GetAttrString(self->inner, (const char *)closure);
 }
 
-static PyAsyncMethods call_async = {
-    .am_await = (unaryfunc)call_await,
-    .am_send = (sendfunc)call_am_send,
-};
-
-static PyMethodDef call_methods[] = {
-    {"send", (PyCFunction)call_send, METH_O, NULL},
-    {"throw", (PyCFunction)(void (*)(void))call_throw, METH_FASTCALL, NULL},
-    {"close", (PyCFunction)call_close_method, METH_NOARGS, NULL},
-    {NULL, NULL, 0, NULL},
-};
-
 #define FORWARD(name) {name, (getter)call_forward, NULL, NULL, name}
 static PyGetSetDef call_getset[] = {
     FORWARD("cr_running"), FORWARD("cr_frame"), FORWARD("cr_code"), FORWARD("cr_await"), FORWARD("cr_origin"),
@@ -287,10 +218,10 @@ PyTypeObject PkStagedCall_Type = {
     .tp_finalize = (destructor)call_finalize,
     .tp_traverse = (traverseproc)call_traverse,
     .tp_clear = (inquiry)call_clear,
-    .tp_as_async = &call_async,
+    .tp_as_async = &pk_coroutine_async,
     .tp_iter = PyObject_SelfIter,
-    .tp_iternext = (iternextfunc)call_iternext,
-    .tp_methods = call_methods,
+    .tp_iternext = pk_coroutine_iternext,
+    .tp_methods = pk_coroutine_methods,
     .tp_getset = call_getset,
 };
 
@@ -303,4 +234,16 @@ pk_staged_call(PyObject *name, PyObject *awaitable, int sum)
         call->sum = (char)sum;
     }
     return (PyObject *)call;
+}
+
+int
+pk_staged_call_ready(void)
+{
+    static const PkCoroutineOps ops = {
+        .type = &PkStagedCall_Type,
+        .step = (PySendResult(*)(PyObject *, PyObject *, PyObject *, PyObject **))call_step,
+        .close = (int (*)(PyObject *))call_close,
+        .closes_first = (int (*)(PyObject *, PyObject *))call_closes_first,
+    };
+    return pk_coroutine_ready(&ops);
 }

@@ -605,32 +605,6 @@ clock_step(StepClockObject *self, PyObject *value, PyObject *exc, PyObject **res
     return status;
 }
 
-static PySendResult
-clock_am_send(StepClockObject *self, PyObject *value, PyObject **result)
-{
-    return clock_step(self, value, NULL, result);
-}
-
-static PyObject *
-clock_iternext(StepClockObject *self)
-{
-    PyObject *result;
-    PySendResult status = clock_step(self, Py_None, NULL, &result);
-    if (status == PYGEN_RETURN && result == Py_None) {
-        Py_DECREF(result);
-        return NULL; /* StopIteration without an object */
-    }
-    return pk_as_iteration(status, result);
-}
-
-static PyObject *
-clock_send(StepClockObject *self, PyObject *value)
-{
-    PyObject *result;
-    PySendResult status = clock_step(self, value, NULL, &result);
-    return pk_as_iteration(status, result);
-}
-
 /* Close the iterator (or the awaitable never started), as a generator closes what it delegates to. */
 static int
 close_inner(StepClockObject *self)
@@ -653,50 +627,23 @@ close_inner(StepClockObject *self)
     return closed;
 }
 
-static PyObject *
-clock_throw(StepClockObject *self, PyObject *const *args, Py_ssize_t nargs)
+/* close(): what it drives closed, and its request's hold ended (not while a step runs: refused, it goes on). */
+static int
+clock_close(StepClockObject *self)
 {
-    PyObject *exc = pk_thrown(args, nargs);
-    if (exc == NULL) {
-        return NULL;
-    }
-    PyObject *result = NULL;
-    if (self->iterator == NULL || PyErr_GivenExceptionMatches(exc, PyExc_GeneratorExit)) {
-        /* Not started (a generator raises at once) or closing: close what it drives, then raise. */
-        int running = self->running; /* refused: it goes on */
-        if (close_inner(self) == 0) {
-            PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
-        }
-        if (!running) {
-            pk_clock_release((PyObject *)self);
-        }
-    }
-    else {
-        PySendResult status = clock_step(self, NULL, exc, &result);
-        result = pk_as_iteration(status, result);
-    }
-    Py_DECREF(exc);
-    return result;
-}
-
-static PyObject *
-clock_close(StepClockObject *self, PyObject *Py_UNUSED(ignored))
-{
-    int running = self->running; /* refused: it goes on */
+    int running = self->running;
     int closed = close_inner(self);
     if (!running) {
         pk_clock_release((PyObject *)self);
     }
-    if (closed < 0) {
-        return NULL;
-    }
-    Py_RETURN_NONE;
+    return closed;
 }
 
-static PyObject *
-clock_await(StepClockObject *self)
+/* Not started (a generator raises at once) or closing: what it drives is closed, then the exception raised. */
+static int
+clock_closes_first(StepClockObject *self, PyObject *exc)
 {
-    return Py_NewRef(self);
+    return self->iterator == NULL || PyErr_GivenExceptionMatches(exc, PyExc_GeneratorExit);
 }
 
 static int
@@ -757,18 +704,6 @@ clock_dealloc(StepClockObject *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static PyAsyncMethods clock_async = {
-    .am_await = (unaryfunc)clock_await,
-    .am_send = (sendfunc)clock_am_send,
-};
-
-static PyMethodDef clock_methods[] = {
-    {"send", (PyCFunction)clock_send, METH_O, NULL},
-    {"throw", (PyCFunction)(void (*)(void))clock_throw, METH_FASTCALL, NULL},
-    {"close", (PyCFunction)clock_close, METH_NOARGS, NULL},
-    {NULL, NULL, 0, NULL},
-};
-
 #define FORWARD(name) {name, (getter)clock_forward, NULL, NULL, name}
 static PyGetSetDef clock_getset[] = {
     FORWARD("cr_running"), FORWARD("cr_frame"), FORWARD("cr_code"), FORWARD("cr_await"), FORWARD("cr_origin"),
@@ -788,10 +723,10 @@ PyTypeObject PkStepClock_Type = {
     .tp_finalize = (destructor)clock_finalize,
     .tp_traverse = (traverseproc)clock_traverse,
     .tp_clear = (inquiry)clock_clear,
-    .tp_as_async = &clock_async,
+    .tp_as_async = &pk_coroutine_async,
     .tp_iter = PyObject_SelfIter,
-    .tp_iternext = (iternextfunc)clock_iternext,
-    .tp_methods = clock_methods,
+    .tp_iternext = pk_coroutine_iternext,
+    .tp_methods = pk_coroutine_methods,
     .tp_getset = clock_getset,
 };
 
@@ -799,5 +734,11 @@ int
 pk_steps_ready(void)
 {
     one = PyLong_FromLong(1);
-    return one == NULL || PyType_Ready(&PkBatches_Type) < 0 || PyType_Ready(&PkStepClock_Type) < 0 ? -1 : 0;
+    static const PkCoroutineOps ops = {
+        .type = &PkStepClock_Type,
+        .step = (PySendResult(*)(PyObject *, PyObject *, PyObject *, PyObject **))clock_step,
+        .close = (int (*)(PyObject *))clock_close,
+        .closes_first = (int (*)(PyObject *, PyObject *))clock_closes_first,
+    };
+    return one == NULL || PyType_Ready(&PkBatches_Type) < 0 || pk_coroutine_ready(&ops) < 0 ? -1 : 0;
 }
