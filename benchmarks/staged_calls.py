@@ -1,14 +1,15 @@
-"""What one call of a function perfkit wraps costs in a recorded request: the C decorator against the
-Python wrappers it replaces, and the bare function.
+"""What one call of a function perfkit wraps costs, in a recorded request and in one passed through:
+the C decorator against the Python wrappers it replaces, and the bare function.
 
 ``stage(name)`` on a function (and ``Stage.summed``, which the LiteLLM instrumentation uses for
 functions called per chunk) gives, with the accelerator, a C function (csrc/staged.c) whose async
 calls are C awaitables (csrc/stagedcall.c); the Python wrappers are its reference and the fallback.
 Variants: ``bare``, the function; ``c``, the C decorator; ``wrapper``, the Python wrappers around the C
 stage (what the accelerator ran before the C decorator; a subclass of ``Stage`` still gets them);
-``python``, the pure-Python path. Each round calls every variant in turn, ``--calls`` times each inside one recorded request's task,
-its steps clocked as the middleware clocks them; a variant's cost is the median over the rounds of
-its CPU per call, and its added cost that minus the bare function's in the same round.
+``python``, the pure-Python path. Each round calls every variant in turn, ``--calls`` times each inside one request's task, its steps
+clocked as the middleware clocks a recorded request's (a request passed through has no timeline and
+no clock); a variant's cost is the median over the rounds of its CPU per call, and its added cost
+that minus the bare function's in the same round.
 
     python -m benchmarks.staged_calls [--rounds 200] [--calls 200]
 """
@@ -31,6 +32,7 @@ from litellm_perfkit._core._timeline import TIMELINE  # noqa: E402
 
 KINDS = ("async block", "sync block", "async sum", "sync sum")
 VARIANTS = ("bare", "c", "wrapper", "python")
+WHERE = ("recorded", "passed through")
 
 
 async def _async_function(value: int) -> int:
@@ -62,8 +64,10 @@ async def _calls(function: Callable[..., Any], is_async: bool, calls: int) -> in
     return time.thread_time_ns() - started
 
 
-async def one_request(c: Backend, function: Callable[..., Any], is_async: bool, calls: int) -> float:
-    """CPU ns per call of ``function``, ``calls`` times in one recorded request's clocked task."""
+async def one_request(c: Backend, function: Callable[..., Any], is_async: bool, calls: int, recorded: bool) -> float:
+    """CPU ns per call of ``function``, ``calls`` times in one request's task (a recorded one's clocked)."""
+    if not recorded:
+        return float(await _calls(function, is_async, calls)) / calls
     timeline = c.timeline(perf_counter_ns(), "POST", "/")
     token = TIMELINE.set(timeline)
     try:
@@ -75,16 +79,17 @@ async def one_request(c: Backend, function: Callable[..., Any], is_async: bool, 
         TIMELINE.reset(token)
 
 
-async def measure(rounds: int, calls: int) -> dict[tuple[str, str], list[float]]:
+async def measure(rounds: int, calls: int) -> dict[tuple[str, str, str], list[float]]:
     c, python = backend("c"), backend("python")
-    per_call: dict[tuple[str, str], list[float]] = {(k, v): [] for k in KINDS for v in VARIANTS}
+    per_call: dict[tuple[str, str, str], list[float]] = {(k, w, v): [] for k in KINDS for w in WHERE for v in VARIANTS}
     variants = {kind: functions(kind, c, python) for kind in KINDS}
     for number in range(rounds + 5):  # 5 rounds of warm-up
         for kind in KINDS:
-            for variant, function in variants[kind].items():
-                ns = await one_request(c, function, kind.startswith("async"), calls)
-                if number >= 5:
-                    per_call[(kind, variant)].append(ns)
+            for where in WHERE:
+                for variant, function in variants[kind].items():
+                    ns = await one_request(c, function, kind.startswith("async"), calls, where == "recorded")
+                    if number >= 5:
+                        per_call[(kind, where, variant)].append(ns)
     return per_call
 
 
@@ -96,18 +101,20 @@ def main() -> int:
     per_call = asyncio.run(measure(args.rounds, args.calls))
     print(f"ns of CPU per call, median of {args.rounds} rounds of {args.calls} calls; added: over the bare function\n")
     print(
-        "| kind | bare | C | wrapper | pure Python | C added | wrapper added | pure Python added | wrapper / C, added |"
+        "| kind | request | bare | C | wrapper | pure Python | C added | wrapper added | pure Python added"
+        " | wrapper / C, added |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for kind in KINDS:
-        bare = per_call[(kind, "bare")]
-        added = {
-            v: statistics.median(x - b for x, b in zip(per_call[(kind, v)], bare, strict=True)) for v in VARIANTS[1:]
-        }
-        medians = [statistics.median(per_call[(kind, v)]) for v in VARIANTS]
-        ratio = added["wrapper"] / added["c"] if added["c"] > 0 else float("nan")
-        cells = [f"{m:.0f}" for m in medians] + [f"+{added[v]:.0f}" for v in VARIANTS[1:]] + [f"{ratio:.1f}x"]
-        print(f"| {kind} | {' | '.join(cells)} |")
+        for where in WHERE:
+            times = {v: per_call[(kind, where, v)] for v in VARIANTS}
+            added = {
+                v: statistics.median(x - b for x, b in zip(times[v], times["bare"], strict=True)) for v in VARIANTS[1:]
+            }
+            ratio = f"{added['wrapper'] / added['c']:.1f}x" if added["c"] > 0 else "n/a"
+            cells = [f"{statistics.median(times[v]):.0f}" for v in VARIANTS]
+            cells += [f"{added[v]:+.0f}" for v in VARIANTS[1:]] + [ratio]
+            print(f"| {kind} | {where} | {' | '.join(cells)} |")
     return 0
 
 

@@ -87,9 +87,10 @@ def stage_profile_overhead(tmp_path: Path) -> None:
 
 def staged_calls(tmp_path: Path) -> None:
     out = run("staged_calls", "--rounds", "3", "--calls", "20")
-    rows = table(out, "| kind | bare |")
-    assert [r[0] for r in rows] == ["async block", "sync block", "async sum", "sync sum"], out
-    assert all(number(cell) > 0 for r in rows for cell in r[1:5]), out
+    rows = table(out, "| kind | request |")
+    kinds = ["async block", "sync block", "async sum", "sync sum"]
+    assert [r[:2] for r in rows] == [[k, w] for k in kinds for w in ("recorded", "passed through")], out
+    assert all(number(cell) > 0 for r in rows for cell in r[2:6]), out
 
 
 def middleware_ablation(tmp_path: Path) -> None:
