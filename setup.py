@@ -29,7 +29,6 @@ SOURCES = (
     "sse",
     "token",
     "exchange",
-    "receive",
     "start",
     "encode",
     "handoff",

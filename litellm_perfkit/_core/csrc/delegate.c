@@ -1,4 +1,4 @@
-/* perfkit's C coroutines, StepClock (steps.c), StagedCall (stagedcall.c) and Receiving (receive.c): each
+/* perfkit's C coroutines, StepClock (steps.c) and StagedCall (stagedcall.c): each
  * drives another awaitable as `await` (a generator's `yield from`) does, and has the methods of a
  * coroutine, made here from its type's step and close. */
 #include "speedups.h"

@@ -1,5 +1,5 @@
 /* Exchange: the send wrapper and per-response state of one request (the
- * counterpart of _middleware._PyExchange; receive is in receive.c). */
+ * counterpart of _middleware._PyExchange; the Python subclass adds receive). */
 #include "speedups.h"
 
 #include <string.h>
@@ -387,7 +387,6 @@ exchange_dealloc(ExchangeObject *self)
 
 static PyMethodDef exchange_methods[] = {
     {"send", (PyCFunction)exchange_send, METH_O, "The app's send: records, then hands the message to the server."},
-    {"receive", (PyCFunction)pk_exchange_receive, METH_NOARGS, "The app's receive: the server's, noting a disconnect."},
     {"record", (PyCFunction)exchange_record, METH_O, "Record a message; returns the one to hand the server."},
     {"finish", (PyCFunction)exchange_finish, METH_NOARGS, "Close the timeline and pass it to the sink."},
     {NULL, NULL, 0, NULL},

@@ -218,7 +218,7 @@ PyObject *pk_awaitable_iterator(PyObject *awaitable, const char *who);
 PySendResult pk_throw_into(PyObject *iterator, PyObject *exc, PyObject **result);
 int pk_close_awaitable(PyObject *awaitable);
 
-/* A C coroutine (StepClock, StagedCall, Receiving): what its type does, from which delegate.c makes the
+/* A C coroutine (StepClock, StagedCall): what its type does, from which delegate.c makes the
  * methods a coroutine has. step sends value (or throws exc) in, as a send result; close closes it (0, or
  * -1 with an exception set); closes_first says whether throw(exc) closes it and raises exc rather than
  * throwing exc into what it drives (GeneratorExit while it runs, as `yield from` does). */
@@ -282,12 +282,6 @@ typedef struct {
 
 /* The exchange's timeline as its struct (checked when the exchange is made). */
 #define FIELDS(self) ((PkTimelineObject *)(self)->timeline)
-
-/* Exchange.receive() (receive.c): a Receiving, the coroutine that asks the server for the next message
- * and notes a disconnect; its type ready (-1 with an exception set). */
-PyObject *pk_exchange_receive(PyObject *exchange, PyObject *ignored);
-extern PyTypeObject PkReceiving_Type;
-int pk_receiving_ready(void);
 
 /* message.get(key) as a new reference; NULL without an exception when missing. */
 int pk_get_item(PyObject *message, PyObject *key, PyObject **out);
