@@ -1,7 +1,7 @@
 """What one call of a function perfkit wraps costs, in a recorded request and in one passed through:
 the C decorator against the Python wrappers it replaces, and the bare function.
 
-``stage(name)`` on a function (and ``Stage.summed``, which the LiteLLM instrumentation uses for
+``stage(name)`` on a function (and ``Stage._summed``, which the LiteLLM instrumentation uses for
 functions called per chunk) gives, with the accelerator, a C function (csrc/staged.c) whose async
 calls are C awaitables (csrc/stagedcall.c); the Python wrappers are its reference and the fallback.
 Variants: ``bare``, the function; ``c``, the C decorator; ``wrapper``, the Python wrappers around the C
@@ -49,7 +49,7 @@ def functions(kind: str, c: Backend, python: Backend) -> dict[str, Callable[...,
     wrapped = type("WrappedStage", (c.stage,), {"__slots__": ()})  # a subclass: the Python wrappers, the C stage
     stages = {"c": c.stage, "wrapper": wrapped, "python": python.stage}
     if kind.endswith("sum"):
-        return {"bare": bare, **{v: stage.summed("s", bare) for v, stage in stages.items()}}
+        return {"bare": bare, **{v: stage._summed("s", bare) for v, stage in stages.items()}}
     return {"bare": bare, **{v: stage("s")(bare) for v, stage in stages.items()}}
 
 

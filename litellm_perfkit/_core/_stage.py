@@ -125,7 +125,7 @@ class Stage(_StageCore):
 
     # The C accelerator's decorator (csrc/staged.c), set on the backend's class only: a subclass's own
     # __enter__ and __exit__ are called by the Python wrappers below, their reference.
-    _staged: ClassVar[Callable[[str, Callable[..., Any], bool], Any] | None] = None
+    _staged: ClassVar[Callable[..., Any] | None] = None
 
     def __call__(self, func: F) -> F:
         name = self.name
@@ -166,10 +166,10 @@ class Stage(_StageCore):
         return cast(F, sync_wrapper)
 
     @classmethod
-    def summed(cls, name: str, func: F) -> F:
+    def _summed(cls, name: str, func: F) -> F:
         """``func`` (async or not), its calls in a request summed into one ``sum`` stage ``name``: for a
         function called per chunk or many times a request, where a stage per call would cost more than
-        it tells."""
+        it tells. The LiteLLM instrumentation's ``sum`` points; not public API."""
         is_async = inspect.iscoroutinefunction(func)
         staged = cls.__dict__.get("_staged")
         if staged is not None:

@@ -55,7 +55,7 @@ def make_wrapper(
     elif point.kind == "protocol":
         wrapper = parsing(original, _uvicorn_request)
     elif point.kind == "sum":
-        wrapper = Stage.summed(stage, original)
+        wrapper = Stage._summed(stage, original)
     else:
         wrapper = Stage(stage)(original)
     functools.update_wrapper(wrapper, original)

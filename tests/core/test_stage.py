@@ -476,8 +476,8 @@ def _summed_calls(backend: Backend, clock: FakeClock) -> tuple[dict[str, Any], l
         clock.advance_ms(1)
         return value
 
-    summed_check = backend.stage.summed("callbacks.check", check)
-    summed_hook = backend.stage.summed("stream.hooks", hook)
+    summed_check = backend.stage._summed("callbacks.check", check)
+    summed_hook = backend.stage._summed("stream.hooks", hook)
     assert asyncio.iscoroutinefunction(summed_hook) and not asyncio.iscoroutinefunction(summed_check)
     timeline = backend.timeline(clock(), "POST", "/x")
     token = TIMELINE.set(timeline)
@@ -500,7 +500,7 @@ def _summed_calls(backend: Backend, clock: FakeClock) -> tuple[dict[str, Any], l
 
 
 def test_summed_calls_add_up_alike_on_both_backends() -> None:
-    """Stage.summed: the C function (csrc/staged.c) folds each call into the stage's entry as the
+    """Stage._summed: the C function (csrc/staged.c) folds each call into the stage's entry as the
     Python wrappers do through Timeline.add_generator_time, the stage open in each call its caller's."""
     from tests.support.clock import installed
 

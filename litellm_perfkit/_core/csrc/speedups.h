@@ -129,7 +129,7 @@ PyObject *pk_field(PyObject *value, const char *name);
  * does not write, or no room: use Timeline.encode()); -1 with an exception set. */
 int pk_encode_timeline(PkTimelineObject *timeline, char *out, Py_ssize_t room, Py_ssize_t *len);
 
-/* A Stage (stage.c): _stage.Stage's C core, and StagedCall's (staged.c). */
+/* A Stage (stage.c): _stage.Stage's C core, and StagedCall's (stagedcall.c). */
 typedef struct {
     PyObject_HEAD
     PyObject *name;

@@ -1,7 +1,7 @@
-/* StagedFunction: what _stage.Stage's decorator (and Stage.summed) makes of a function with the
+/* StagedFunction: what _stage.Stage's decorator (and Stage._summed) makes of a function with the
  * accelerator; its async calls are StagedCalls (stagedcall.c).
  *
- * The decorator's Python wrappers (_stage.Stage.__call__ and Stage.summed, the reference) cost each
+ * The decorator's Python wrappers (_stage.Stage.__call__ and Stage._summed, the reference) cost each
  * call a frame, and each async call a coroutine of its own and a Stage, every step of the call passing
  * through that coroutine's frame. A StagedFunction called outside a request returns what the function
  * returns, nothing added. In a request, a sync call runs inside a Stage made here (a sum stage's call
