@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Generator
 from types import CodeType, FrameType, TracebackType
 from typing import Any, TypeVar, final
 
-from typing_extensions import Unpack
+from typing_extensions import Self, Unpack
 
 from .._export._otlp import _stage_spans_protobuf_python
 from .._export._spans import _stage_spans_python
@@ -92,13 +92,13 @@ class StagedFunction:
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
     def __get__(self, instance: object, owner: type | None = None, /) -> Any: ...
 
-@final
-class StagedCall(Stage):
-    """An async call of a StagedFunction in a request: its stage, driving the function's coroutine."""
+class _Coroutine:
+    """What perfkit's C coroutines have (csrc/delegate.c), and what asyncio and inspect read of a
+    coroutine: the attributes of the one each drives. A stub-only base."""
 
     def __await__(self) -> Generator[Any, Any, Any]: ...
     def __next__(self) -> Any: ...
-    def __iter__(self) -> StagedCall: ...
+    def __iter__(self) -> Self: ...
     def send(self, value: Any) -> Any: ...
     def throw(self, *args: Any) -> Any: ...
     def close(self) -> None: ...
@@ -110,6 +110,10 @@ class StagedCall(Stage):
     cr_await: Any
     cr_origin: Any
     cr_suspended: bool
+
+@final
+class StagedCall(Stage, _Coroutine):
+    """An async call of a StagedFunction in a request: its stage, driving the function's coroutine."""
 
 class Exchange:
     def __init__(self, middleware: Any, scope: Scope, timeline: _Timeline, receive: Receive, send: Send) -> None: ...
@@ -179,23 +183,10 @@ class Batches:
     def arm(self, now: int) -> None: ...
 
 @final
-class StepClock:
+class StepClock(_Coroutine):
     def __init__(
         self, awaitable: Awaitable[Any], steps: list[int], batches: Batches, ready_ns: int = ..., held: Any = ...
     ) -> None: ...
-    def __await__(self) -> Generator[Any, Any, Any]: ...
-    def send(self, value: Any) -> Any: ...
-    def throw(self, *args: Any) -> Any: ...
-    def close(self) -> None: ...
-    # What asyncio and inspect read of a coroutine.
-    __name__: str
-    __qualname__: str
-    cr_running: bool
-    cr_frame: FrameType | None
-    cr_code: CodeType | None
-    cr_await: Any
-    cr_origin: Any
-    cr_suspended: bool
 
 @final
 class TaskFactory:

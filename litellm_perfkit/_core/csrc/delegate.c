@@ -132,6 +132,15 @@ pk_close_awaitable(PyObject *awaitable)
     return result == NULL ? -1 : 0;
 }
 
+int
+pk_refuse_reentry(int running)
+{
+    if (running) {
+        PyErr_SetString(PyExc_ValueError, "coroutine already executing");
+    }
+    return running != 0;
+}
+
 /* -- the C coroutines' methods ---------------------------------------------------------------------- */
 
 #define PK_MAX_COROUTINE_TYPES 4

@@ -217,6 +217,8 @@ PyObject *pk_run_under_stage(PyObject *module, PyObject *const *args, size_t nar
 PyObject *pk_awaitable_iterator(PyObject *awaitable, const char *who);
 PySendResult pk_throw_into(PyObject *iterator, PyObject *exc, PyObject **result);
 int pk_close_awaitable(PyObject *awaitable);
+/* 1 with ValueError, as CPython's for a coroutine driven from inside its own step, when running; else 0. */
+int pk_refuse_reentry(int running);
 
 /* A C coroutine (StepClock, StagedCall): what its type does, from which delegate.c makes the
  * methods a coroutine has. step sends value (or throws exc) in, as a send result; close closes it (0, or

@@ -15,16 +15,6 @@ typedef struct {
     char running; /* inside a step: driving it again is refused, as a running coroutine refuses it */
 } StagedCallObject;
 
-static int
-refuse_reentry(StagedCallObject *self)
-{
-    if (self->running) {
-        PyErr_SetString(PyExc_ValueError, "coroutine already executing");
-        return 1;
-    }
-    return 0;
-}
-
 /* The first step: a block stage entered; a sum stage's call timed from here, in the request (if any)
  * whose timeline it keeps until the last. */
 static void
@@ -78,7 +68,7 @@ static PySendResult
 call_step(StagedCallObject *self, PyObject *value, PyObject *exc, PyObject **result)
 {
     *result = NULL;
-    if (refuse_reentry(self)) {
+    if (pk_refuse_reentry(self->running)) {
         return PYGEN_ERROR;
     }
     if (self->done) {
@@ -125,7 +115,7 @@ call_close(StagedCallObject *self)
     if (self->done) {
         return 0;
     }
-    if (refuse_reentry(self)) {
+    if (pk_refuse_reentry(self->running)) {
         return -1;
     }
     int started = self->started;

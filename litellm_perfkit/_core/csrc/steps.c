@@ -280,17 +280,6 @@ pk_open_stage_function(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(ignored)
     return pk_open_stage();
 }
 
-/* ValueError, as CPython's for a coroutine driven from inside its own step; 1 if raised. */
-static int
-refuse_reentry(StepClockObject *self)
-{
-    if (self->running) {
-        PyErr_SetString(PyExc_ValueError, "coroutine already executing");
-        return 1;
-    }
-    return 0;
-}
-
 static int
 clock_init(StepClockObject *self, PyObject *args, PyObject *kwargs)
 {
@@ -528,7 +517,7 @@ static PySendResult
 clock_step(StepClockObject *self, PyObject *value, PyObject *exc, PyObject **result)
 {
     *result = NULL;
-    if (refuse_reentry(self)) {
+    if (pk_refuse_reentry(self->running)) {
         return PYGEN_ERROR;
     }
     if (self->iterator == NULL) {
@@ -609,7 +598,7 @@ clock_step(StepClockObject *self, PyObject *value, PyObject *exc, PyObject **res
 static int
 close_inner(StepClockObject *self)
 {
-    if (refuse_reentry(self)) {
+    if (pk_refuse_reentry(self->running)) {
         return -1;
     }
     PyObject *inner = self->iterator != NULL ? self->iterator : self->awaitable;
