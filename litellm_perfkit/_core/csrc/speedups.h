@@ -146,6 +146,9 @@ extern PyTypeObject PkStage_Type;
  * the stage ended with (NULL: none). Neither raises, and leaving keeps the exception being raised:
  * perfkit's own failure is reported (internal_error) and the stage goes unrecorded. */
 void pk_stage_enter(PkStageObject *stage);
+/* pk_stage_enter in the request whose timeline (a new reference, which it takes; not None) its caller
+ * already read. */
+void pk_stage_enter_in(PkStageObject *stage, PyObject *timeline);
 void pk_stage_exit(PkStageObject *stage, PyObject *exc_type);
 /* A new stage of type (PkStage_Type or a subtype) named name, as Stage(name) makes it; NULL with an
  * exception set (staged.c). */

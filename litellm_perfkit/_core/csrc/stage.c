@@ -39,14 +39,23 @@ stage_close(StageObject *self)
 void
 pk_stage_enter(PkStageObject *self)
 {
-    PyObject *timeline = NULL, *index = NULL, *parent = NULL, *enclosing = NULL;
+    PyObject *timeline = NULL;
     if (PyContextVar_Get(pk_hooks.timeline_var, NULL, &timeline) < 0) {
-        goto fail;
+        pk_report("stage.enter"); /* the stage is not recorded; the app goes on */
+        stage_close(self);
+        return;
     }
     if (timeline == NULL || timeline == Py_None) {
         Py_XDECREF(timeline);
         return; /* outside a request: nothing to record */
     }
+    pk_stage_enter_in(self, timeline);
+}
+
+void
+pk_stage_enter_in(PkStageObject *self, PyObject *timeline)
+{
+    PyObject *index = NULL, *parent = NULL, *enclosing = NULL;
     PkTimelineObject *fields = pk_timeline(timeline);
     if (fields == NULL || (index = PyLong_FromSsize_t(fields->next_index)) == NULL) {
         goto fail;

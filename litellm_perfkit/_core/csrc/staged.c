@@ -180,7 +180,7 @@ function_vectorcall(StagedFunctionObject *self, PyObject *const *args, size_t na
             result = PyObject_Vectorcall(self->function, args, nargsf, kwnames);
         }
         else {
-            pk_stage_enter(stage);
+            pk_stage_enter_in(stage, Py_NewRef(timeline));
             result = PyObject_Vectorcall(self->function, args, nargsf, kwnames);
             pk_stage_exit(stage, result == NULL ? PyErr_Occurred() : NULL);
             Py_DECREF(stage);
