@@ -110,7 +110,8 @@ def expect(timeline: Timeline, coroutine: Coroutine[Any, Any, Any]) -> None:
 
 
 def claim(coroutine: object) -> Timeline | None:
-    """A task starts for ``coroutine``: the request that queued it, whose hold the task now takes over, if any."""
+    """A task starts for ``coroutine``: the request that queued it, whose hold the task now takes over, if any.
+    The C task factory does the same in C (csrc/tasks.c)."""
     if not _expected:
         return None
     entry = _expected.get(id(coroutine))

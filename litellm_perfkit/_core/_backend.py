@@ -96,7 +96,6 @@ def _load_speedups() -> ModuleType | None:
         task_type=asyncio.Task,
         iscoroutine=asyncio.iscoroutine,
         expected=_after._expected,
-        claim=_after.claim,
         tasks_ended=_after.tasks_ended,
         span_type=Span,
     )

@@ -211,6 +211,7 @@ void pk_clock_release(PyObject *clock);
 /* The stage open in the running task, a new reference (None for none; NULL with an exception set), and
  * setting it: the running StepClock's inside a clocked step, else OPEN_STAGE (steps.c). */
 PyObject *pk_open_stage(void);
+PyObject *pk_new_step_clock(PyObject *awaitable, PyObject *steps, PyObject *batches, int64_t ready, PyObject *held);
 int pk_set_open_stage(PyObject *stage);
 PyObject *pk_open_stage_function(PyObject *module, PyObject *ignored);
 PyObject *pk_run_under_stage(PyObject *module, PyObject *const *args, size_t nargsf, PyObject *kwnames);

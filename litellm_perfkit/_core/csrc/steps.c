@@ -280,21 +280,25 @@ pk_open_stage_function(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(ignored)
     return pk_open_stage();
 }
 
+/* The fields of a StepClock about to drive ``awaitable``: 0, or -1 with an exception set. */
 static int
-clock_init(StepClockObject *self, PyObject *args, PyObject *kwargs)
+clock_set(StepClockObject *self, PyObject *awaitable, PyObject *steps, PyObject *batches, int64_t ready,
+          PyObject *held)
 {
-    static char *keywords[] = {"awaitable", "steps", "batches", "ready_ns", "held", NULL};
-    PyObject *awaitable, *steps, *batches, *held = Py_None;
-    long long ready = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO!|LO:StepClock", keywords, &awaitable, &steps,
-                                     &PkBatches_Type, &batches, &ready, &held)) {
-        return -1;
-    }
     if (!PyList_Check(steps) && !Py_IS_TYPE(steps, &PkInt64List_Type)) {
         PyErr_Format(PyExc_TypeError, "StepClock: steps must be a list or an Int64List, not %.100s",
                      Py_TYPE(steps)->tp_name);
         return -1;
     }
+    if (!Py_IS_TYPE(batches, &PkBatches_Type)) {
+        PyErr_Format(PyExc_TypeError, "StepClock: batches must be a Batches, not %.100s", Py_TYPE(batches)->tp_name);
+        return -1;
+    }
+    PyObject *open_stage = pk_open_stage();
+    if (open_stage == NULL) { /* before the hold is taken over: a caller that fails releases it */
+        return -1;
+    }
+    Py_XSETREF(self->open_stage, open_stage);
     Py_XSETREF(self->held, held == Py_None ? NULL : Py_NewRef(held));
     Py_XSETREF(self->awaitable, Py_NewRef(awaitable));
     Py_XSETREF(self->inner, Py_NewRef(awaitable));
@@ -302,9 +306,32 @@ clock_init(StepClockObject *self, PyObject *args, PyObject *kwargs)
     Py_XSETREF(self->steps, Py_NewRef(steps));
     Py_XSETREF(self->batches, (BatchesObject *)Py_NewRef(batches));
     self->previous = self->created = ready;
-    PyObject *open_stage = pk_open_stage();
-    Py_XSETREF(self->open_stage, open_stage);
-    return open_stage == NULL ? -1 : 0;
+    return 0;
+}
+
+static int
+clock_init(StepClockObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"awaitable", "steps", "batches", "ready_ns", "held", NULL};
+    PyObject *awaitable, *steps, *batches, *held = Py_None;
+    long long ready = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|LO:StepClock", keywords, &awaitable, &steps, &batches,
+                                     &ready, &held)) {
+        return -1;
+    }
+    return clock_set(self, awaitable, steps, batches, ready, held);
+}
+
+/* StepClock(awaitable, steps, batches, ready, held) for the task factory, which makes one per task a
+ * request starts: no arguments packed and parsed, no int boxed for the clock's reading. */
+PyObject *
+pk_new_step_clock(PyObject *awaitable, PyObject *steps, PyObject *batches, int64_t ready, PyObject *held)
+{
+    PyObject *self = PkStepClock_Type.tp_alloc(&PkStepClock_Type, 0);
+    if (self != NULL && clock_set((StepClockObject *)self, awaitable, steps, batches, ready, held) < 0) {
+        Py_CLEAR(self);
+    }
+    return self;
 }
 
 /* The calling thread's CPU clock (time.thread_time_ns()), or -1 where it cannot be read (the step stays wall-timed). */

@@ -17,7 +17,6 @@ typedef struct {
     vectorcallfunc vectorcall;
     PyObject *previous; /* the factory the host had set, or NULL */
     PyObject *batches;
-    PyObject *clock_class;
 } TaskFactoryObject;
 
 /* The request whose context the task runs in (a new reference), or NULL
@@ -42,6 +41,28 @@ request_of(PyObject *context)
          * Python task factory clocks its tasks */
         Py_CLEAR(timeline);
     }
+    return timeline;
+}
+
+/* The request that queued ``coroutine`` for this task (_after.claim: the task takes over its hold), a new
+ * reference; NULL if none (or with an exception set). _after.expect keys it by id(). */
+static PyObject *
+claim(PyObject *coroutine)
+{
+    PyObject *key = PyLong_FromVoidPtr(coroutine);
+    if (key == NULL) {
+        return NULL;
+    }
+    PyObject *timeline = NULL;
+    PyObject *entry = PyDict_GetItemWithError(pk_hooks.expected, key); /* borrowed */
+    if (entry != NULL && PyTuple_Check(entry) && PyTuple_GET_SIZE(entry) == 2
+        && PyTuple_GET_ITEM(entry, 0) == coroutine) {
+        timeline = Py_NewRef(PyTuple_GET_ITEM(entry, 1));
+        if (PyDict_DelItem(pk_hooks.expected, key) < 0) {
+            Py_CLEAR(timeline);
+        }
+    }
+    Py_DECREF(key);
     return timeline;
 }
 
@@ -70,15 +91,12 @@ clocked(TaskFactoryObject *self, PyObject *coroutine, PyObject *timeline)
         return NULL;
     }
     int64_t now;
-    PyObject *steps = NULL, *ready = NULL, *result = NULL;
-    if (pk_now(&now) == 0 && (steps = PyObject_GetAttr(timeline, pk_names.steps)) != NULL
-        && (ready = PyLong_FromLongLong(now)) != NULL) {
+    PyObject *steps = NULL, *result = NULL;
+    if (pk_now(&now) == 0 && (steps = PyObject_GetAttr(timeline, pk_names.steps)) != NULL) {
         /* The StepClock itself is the task's coroutine (steps.c): no native coroutine around it */
-        PyObject *args[5] = {coroutine, steps, self->batches, ready, timeline};
-        result = PyObject_Vectorcall(self->clock_class, args, 5, NULL);
+        result = pk_new_step_clock(coroutine, steps, self->batches, now, timeline);
     }
     Py_XDECREF(steps);
-    Py_XDECREF(ready);
     if (result == NULL) { /* no clock to release it: the hold just taken ends */
         pk_release(timeline);
     }
@@ -134,12 +152,9 @@ factory_vectorcall(TaskFactoryObject *self, PyObject *const *args, size_t nargsf
     /* perfkit's part: its failures are reported, and the task is made as without it */
     PyObject *queued_by = NULL, *timeline = NULL, *wrapped = NULL;
     if (PyDict_GET_SIZE(pk_hooks.expected) > 0) {
-        queued_by = PyObject_CallOneArg(pk_hooks.claim, coroutine);
-        if (queued_by == NULL) {
+        queued_by = claim(coroutine);
+        if (queued_by == NULL && PyErr_Occurred()) {
             pk_report("steps.task_factory");
-        }
-        else if (queued_by == Py_None) {
-            Py_CLEAR(queued_by);
         }
     }
     timeline = request_of(context);
@@ -175,7 +190,7 @@ factory_init(TaskFactoryObject *self, PyObject *args, PyObject *kwargs)
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO!:TaskFactory", keywords, &previous, &batches, &PyType_Type, &clock_class)) {
         return -1;
     }
-    if (!PyType_IsSubtype((PyTypeObject *)clock_class, &PkStepClock_Type)) {
+    if (clock_class != (PyObject *)&PkStepClock_Type) { /* made in C, without a call of the class */
         PyErr_SetString(PyExc_TypeError, "TaskFactory: clock_class must be the C StepClock, which is a task's coroutine itself");
         return -1;
     }
@@ -185,7 +200,6 @@ factory_init(TaskFactoryObject *self, PyObject *args, PyObject *kwargs)
     }
     Py_XSETREF(self->previous, previous == Py_None ? NULL : Py_NewRef(previous));
     Py_XSETREF(self->batches, Py_NewRef(batches));
-    Py_XSETREF(self->clock_class, Py_NewRef(clock_class));
     self->vectorcall = (vectorcallfunc)factory_vectorcall;
     return 0;
 }
@@ -195,7 +209,6 @@ factory_traverse(TaskFactoryObject *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->previous);
     Py_VISIT(self->batches);
-    Py_VISIT(self->clock_class);
     return 0;
 }
 
@@ -204,7 +217,6 @@ factory_clear(TaskFactoryObject *self)
 {
     Py_CLEAR(self->previous);
     Py_CLEAR(self->batches);
-    Py_CLEAR(self->clock_class);
     return 0;
 }
 
