@@ -196,12 +196,15 @@ def test_the_c_timelines_steps_are_an_int64_list_that_reads_as_the_list_of_its_v
 def test_the_c_encoder_writes_an_int64_list_as_the_list_it_stands_for() -> None:
     from litellm_perfkit._core._timeline import decode
 
+    # Every count of marshal's 15-bit digits, both signs, past int32 and at int64's ends.
+    values = [1, -1, 2**31 - 1, -(2**31), 2**31, -(2**31) - 1, 2**40, 2**63 - 1, -(2**63)]
+    values += [sign * (2 ** (15 * digits) + extra) for digits in range(2, 5) for sign in (1, -1) for extra in (-1, 0)]
     timeline = C.timeline(0)
-    for value in [1, 2**40, -1]:
+    for value in values:
         timeline.steps.append(value)
     encoded = C.speedups.encode_record(timeline)  # type: ignore[union-attr]
     assert encoded is not None
-    assert decode(encoded).steps == decode(timeline.encode()).steps == [1, 2**40, -1]
+    assert decode(encoded).steps == decode(timeline.encode()).steps == values
     assert type(decode(encoded).steps) is list
 
 
