@@ -115,7 +115,7 @@ class FastPaths:
         import litellm
 
         callbacks = litellm.callbacks
-        key = (len(callbacks), tuple(id(c) for c in callbacks))
+        key = (len(callbacks), tuple(map(id, callbacks)))  # read per recorded request: no generator
         cached = self._cache.get(key)
         if cached is None:
             cached = self._cache[key] = self._compute(callbacks)
