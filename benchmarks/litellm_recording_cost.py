@@ -26,6 +26,23 @@ differ by what a process draws at start (hash seed, memory layout).
     python -m benchmarks.litellm_recording_cost --version 1.103.0 --rounds 200
     python -m benchmarks.litellm_recording_cost --version 1.103.0 --against-plain --sets 3
 
+``--measure instructions`` counts instead of timing: the passed-through
+and the recorded proxy each run under valgrind (callgrind, its
+instrumentation switched on only for the ``--rounds`` measured batches,
+after ``--warmup``), with a fixed hash seed and no address randomization.
+It prints the instructions per request of each and their difference, and
+where the difference goes: perfkit's C files, CPython's bytecode loop (the
+Python code recording runs), the collector, and the largest other
+functions. Deterministic within a few thousand instructions a request, so
+it resolves changes that the timed toggle cannot; it counts the app
+process only (not the export agent, not the kernel). ``--cache-sim yes``
+also simulates the caches (valgrind's model of this machine's) and counts
+the misses recording adds: a level-1 miss costs several instructions' time.
+Neither counts the full collections a served proxy's big heap adds
+(``litellm_overhead --collector``).
+
+    python -m benchmarks.litellm_recording_cost --version 1.103.0 --measure instructions --rounds 6 --warmup 3 [--cache-sim yes]
+
 ``--capture FILE`` records every request of ``--rounds`` batches and writes
 their encoded records (as the export agent receives them) to FILE, for
 benchmarks/agent_cost.py.
@@ -36,12 +53,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -193,9 +213,10 @@ def _start_server(
     workload: str,
     mode: str,
     setting: tuple[str, str] | None,
+    prefix: tuple[str, ...] = ("taskset", "-c", "0"),
 ) -> tuple[subprocess.Popen[str], Any]:
-    """One proxy of ``mode`` serving on core 0, once it said it is ready: the
-    process, and the pipe it answers each batch on."""
+    """One proxy of ``mode`` serving (run by ``prefix``: on core 0), once it
+    said it is ready: the process, and the pipe it answers each batch on."""
     read, write = os.pipe()
     mode_env = {**env, _RESULTS_FD: str(write)}
     if setting is None:
@@ -204,9 +225,7 @@ def _start_server(
     else:
         mode_env.update(PERFKIT_RECORD_RATIO=setting[0], PERFKIT_RECORD_RATE=setting[1])
     command = [
-        "taskset",
-        "-c",
-        "0",
+        *prefix,
         str(python),
         __file__,
         _INNER,
@@ -276,6 +295,148 @@ def _against_plain(args: argparse.Namespace, python: Path, env: dict[str, str], 
     print(f"{workload}: median over {args.sets} sets, against plain: {summary}")
 
 
+# What the instructions table names apart; every other function's difference is summed into "the rest".
+_OWN_GROUPS = (
+    ("CPython's bytecode loop (Python code)", ("Python/ceval.c:_PyEval_EvalFrameDefault",)),
+    ("the cyclic collector", ("Modules/gcmodule.c:", "traverse")),
+    ("allocation and freeing", ("Objects/obmalloc.c:", "malloc.c:", "Modules/gcmodule.c:_PyObject_GC_")),
+)
+
+
+def _functions(out_file: Path) -> dict[str, int]:
+    """Each function's own instructions in a callgrind output (file:function, CPython's build path cut)."""
+    report = subprocess.run(
+        ["callgrind_annotate", "--show=Ir", "--threshold=100", "--auto=no", str(out_file)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    counts: dict[str, int] = {}
+    for line in report.splitlines():
+        match = re.match(r"\s*([\d,]+) \([^)]*\)\s+(\S.*?)(?: \[.*\])?$", line)
+        if match and "PROGRAM TOTALS" not in line:
+            name = re.sub(r"^.*?/Python-[\d.]+/", "", match.group(2))
+            name = re.sub(r"^(?:.*/)?litellm_perfkit/_core/csrc/", "perfkit csrc/", name)  # absolute or not, as built
+            counts[name] = counts.get(name, 0) + int(match.group(1).replace(",", ""))
+    return counts
+
+
+def _event_totals(out_file: Path) -> dict[str, int]:
+    """Each event's count over the whole measured window (callgrind's own totals line)."""
+    events: list[str] = []
+    for line in out_file.read_text().splitlines():
+        if line.startswith("events:"):
+            events = line.split()[1:]
+        elif line.startswith("totals:"):
+            return dict(zip(events, map(int, line.split()[1:])))
+    raise RuntimeError(f"no totals in {out_file}")
+
+
+# callgrind's cache events (--cache-sim yes): level 1 and last level, instructions and data.
+_CACHE_EVENTS = {
+    "I1mr": "level-1 instruction cache misses",
+    "D1mr": "level-1 data cache read misses",
+    "D1mw": "level-1 data cache write misses",
+    "ILmr": "last-level cache misses, instructions",
+    "DLmr": "last-level cache read misses, data",
+    "DLmw": "last-level cache write misses, data",
+}
+
+
+def _group(function: str) -> str:
+    if function.startswith("perfkit csrc/"):
+        return "perfkit's C: " + function.split("/", 1)[1].split(":")[0]
+    for group, marks in _OWN_GROUPS:
+        if any(mark in function for mark in marks):
+            return group
+    return ""
+
+
+def _instructions(args: argparse.Namespace, python: Path, env: dict[str, str], workload: str) -> None:
+    """Passed through and recorded, each under callgrind for the measured batches only; their difference by where it goes."""
+    requests = args.rounds * args.batch
+    workdir = Path(env["PERFKIT_BENCH_WORKDIR"])
+    counted_env = {**env, "PYTHONHASHSEED": "0"}
+    outs = {mode: workdir / f"callgrind.{workload}.{mode}" for mode in ("passed", "recorded")}
+    processes = {
+        mode: _start_server(
+            args,
+            python,
+            counted_env,
+            workload,
+            mode,
+            MODES[mode],
+            # every core (the outer process keeps to the mock's), no address randomization
+            ("taskset", "-c", f"0-{(os.cpu_count() or 1) - 1}", "setarch", "-R", "valgrind", "--tool=callgrind")
+            + ("--instr-atstart=no", f"--cache-sim={args.cache_sim}", f"--callgrind-out-file={out}"),
+        )
+        for mode, out in outs.items()
+    }
+
+    def batches(mode: str, count: int) -> None:
+        child, results = processes[mode]
+        assert child.stdin is not None
+        for _ in range(count):
+            child.stdin.write("batch\n")
+            child.stdin.flush()
+            results.readline()
+
+    def measured(mode: str) -> None:
+        pid = str(processes[mode][0].pid)
+        batches(mode, args.warmup)
+        subprocess.run(["callgrind_control", "--instr=on", pid], check=True, capture_output=True)
+        batches(mode, args.rounds)
+        subprocess.run(["callgrind_control", "--instr=off", pid], check=True, capture_output=True)
+
+    try:
+        with ThreadPoolExecutor(2) as pool:  # deterministic counts: side by side they do not disturb each other
+            for done in [pool.submit(measured, mode) for mode in processes]:
+                done.result()
+    finally:
+        for child, _results in processes.values():
+            if child.stdin is not None:
+                child.stdin.close()
+            child.wait(timeout=600)
+    counts = {mode: _functions(out) for mode, out in outs.items()}
+    total = {mode: sum(functions.values()) / requests for mode, functions in counts.items()}
+    added = {
+        name: (counts["recorded"].get(name, 0) - counts["passed"].get(name, 0)) / requests
+        for name in counts["recorded"].keys() | counts["passed"].keys()
+    }
+    print(
+        f"\n{workload}: instructions per request (callgrind, {requests} requests each, python {_python_version(python)}): "
+        f"passed through {total['passed']:,.0f}, recorded {total['recorded']:,.0f}, "
+        f"recording adds {total['recorded'] - total['passed']:+,.0f}\n"
+    )
+    grouped: dict[str, float] = {}
+    for name, difference in added.items():
+        grouped[_group(name)] = grouped.get(_group(name), 0.0) + difference
+    rest = grouped.pop("")
+    largest = sorted(((d, n) for n, d in added.items() if not _group(n)), reverse=True)[:8]
+    print("| where | instructions added per request |")
+    print("|---|---:|")
+    for name, difference in sorted(grouped.items(), key=lambda item: -abs(item[1])):
+        print(f"| {name} | {difference:+,.0f} |")
+    print(f"| every other function | {rest:+,.0f} |")
+    for difference, name in largest:
+        print(f"| - of which {name} | {difference:+,.0f} |")
+    if args.cache_sim == "yes":
+        events = {mode: _event_totals(out) for mode, out in outs.items()}
+        print("\n| simulated cache event | passed through, per request | recorded | added |")
+        print("|---|---:|---:|---:|")
+        for event, meaning in _CACHE_EVENTS.items():
+            passed, recorded = events["passed"][event] / requests, events["recorded"][event] / requests
+            print(
+                f"| {meaning} ({event}) | {passed:,.0f} | {recorded:,.0f} | {recorded - passed:+,.0f} ({(recorded / passed - 1) * 100:+.1f}%) |"
+            )
+
+
+def _python_version(python: Path) -> str:
+    return subprocess.run(
+        [str(python), "-c", "import platform; print(platform.python_version())"], capture_output=True, text=True
+    ).stdout.strip()
+
+
 def _outer(args: argparse.Namespace) -> int:
     sys.path.insert(0, str(ROOT))
     from litellm_perfkit._bench import CONFIG_TEMPLATE
@@ -301,11 +462,16 @@ def _outer(args: argparse.Namespace) -> int:
             "PERFKIT_RECORD_RATE": "all",
         }
         print(
-            f"LiteLLM {args.version}, in-process (ASGI), core 0; batches of {args.batch} concurrent requests, "
+            f"LiteLLM {args.version}, in-process (ASGI), "
+            + ("under valgrind" if args.measure == "instructions" else "core 0")
+            + f"; batches of {args.batch} concurrent requests, "
             f"{args.rounds} rounds after {args.warmup} warm-up rounds"
             + (f"; left out: {args.leave_out}" if args.leave_out else "")
         )
         for workload in args.workloads.split(","):
+            if args.measure == "instructions":
+                _instructions(args, python, env, workload)
+                continue
             if args.against_plain:
                 _against_plain(args, python, env, workload)
                 continue
@@ -325,11 +491,25 @@ def main() -> int:
     parser.add_argument("--version", default="1.103.0")
     parser.add_argument("--workloads", default="json", help="json, stream or both (comma-separated)")
     parser.add_argument("--workload", default="json", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--measure",
+        choices=("time", "instructions"),
+        default="time",
+        help="time: CPU, recorded against passed through in one process; instructions: each under valgrind",
+    )
+    parser.add_argument(
+        "--cache-sim",
+        choices=("no", "yes"),
+        default="no",
+        help="with --measure instructions: also simulate the caches and count their misses (about twice as slow)",
+    )
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--batch", type=int, default=16, help="concurrent requests per batch")
     parser.add_argument("--warmup", type=int, default=20, help="rounds not counted")
     parser.add_argument(
-        "--settle", type=float, default=0.02, help="seconds each batch waits for its work after the response"
+        "--settle",
+        type=float,
+        help="seconds each batch waits for its work after the response (default 0.02; 1 with --measure instructions)",
     )
     parser.add_argument(
         "--against-plain",
@@ -359,6 +539,22 @@ def main() -> int:
     )
     parser.add_argument("--model", default="fake-openai-endpoint", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.settle is None:
+        args.settle = 1.0 if args.measure == "instructions" else 0.02
+    if args.measure == "instructions" and not args.inner:
+        if args.against_plain or args.capture:
+            parser.error(
+                "--measure instructions compares recorded with passed through: not with --against-plain or --capture"
+            )
+        missing = [
+            tool
+            for tool in ("valgrind", "callgrind_control", "callgrind_annotate", "setarch")
+            if not shutil.which(tool)
+        ]
+        if missing:
+            parser.error(
+                f"--measure instructions needs {', '.join(missing)} on PATH (apt-get install valgrind util-linux)"
+            )
     if args.inner:
         import uvloop
 

@@ -215,6 +215,18 @@ def litellm_recording_cost_against_plain(tmp_path: Path) -> None:
     line(out, r"^json: median over 1 sets, against plain: passed [\d.]+x")
 
 
+def litellm_recording_cost_instructions(tmp_path: Path) -> None:
+    out = run(
+        "litellm_recording_cost",
+        *("--measure", "instructions", "--rounds", "1", "--warmup", "1", "--batch", "2", "--settle", "0.2"),
+    )
+    parts = line(out, r"^json: instructions per request \(callgrind, 2 requests each, python [\d.]+\): passed through ([\d,]+), recorded ([\d,]+), recording adds ")
+    assert all(int(part.replace(",", "")) > 1_000_000 for part in parts.groups()), out
+    rows = table(out, "| where | instructions added per request |")
+    assert any(row[0].startswith("perfkit's C: ") for row in rows), out
+    assert rows[-1][0].startswith("- of which ") and "every other function" in out, out
+
+
 def agent_cost(tmp_path: Path) -> None:
     # Records a real proxy made, captured in-process (its first documented source).
     run(
@@ -312,6 +324,7 @@ LITELLM = (
     litellm_diff_profile,
     litellm_recording_cost,
     litellm_recording_cost_against_plain,
+    litellm_recording_cost_instructions,
     agent_cost,
     bench_sigterm,
     sigterm_from_shell,
