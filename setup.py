@@ -26,6 +26,7 @@ SOURCES = (
     "staged",
     "stagedcall",
     "delegate",
+    "collector",
     "sse",
     "token",
     "exchange",

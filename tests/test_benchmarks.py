@@ -220,7 +220,10 @@ def litellm_recording_cost_instructions(tmp_path: Path) -> None:
         "litellm_recording_cost",
         *("--measure", "instructions", "--rounds", "1", "--warmup", "1", "--batch", "2", "--settle", "0.2"),
     )
-    parts = line(out, r"^json: instructions per request \(callgrind, 2 requests each, python [\d.]+\): passed through ([\d,]+), recorded ([\d,]+), recording adds ")
+    parts = line(
+        out,
+        r"^json: instructions per request \(callgrind, 2 requests each, python [\d.]+\): passed through ([\d,]+), recorded ([\d,]+), recording adds ",
+    )
     assert all(int(part.replace(",", "")) > 1_000_000 for part in parts.groups()), out
     rows = table(out, "| where | instructions added per request |")
     assert any(row[0].startswith("perfkit's C: ") for row in rows), out

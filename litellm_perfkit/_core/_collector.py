@@ -28,6 +28,7 @@ __all__ = [
     "reset_outside_collection",
     "reset_unless_collected",
     "set_outside_collection",
+    "use_speedups",
 ]
 
 T = TypeVar("T")
@@ -78,6 +79,20 @@ def reset_outside_collection(var: ContextVar[T], token: Token[T]) -> None:
         var.reset(token)
     finally:
         gc.enable()
+
+
+# The reference implementations, which use_speedups leaves here (tests/core/test_collector.py compares).
+PYTHON_HELPERS = (set_outside_collection, reset_outside_collection, reset_unless_collected)
+
+
+def use_speedups(speedups: Any) -> None:
+    """The three ContextVar helpers above answered by the C accelerator's (csrc/collector.c), for the
+    callers that reach them through this module (the LiteLLM instrumentation's, per outbound wait and
+    per chunk of a relayed stream)."""
+    global set_outside_collection, reset_outside_collection, reset_unless_collected
+    set_outside_collection = speedups.set_outside_collection
+    reset_outside_collection = speedups.reset_outside_collection
+    reset_unless_collected = speedups.reset_unless_collected
 
 
 if _on_collection not in gc.callbacks:

@@ -28,8 +28,8 @@ from contextvars import ContextVar
 from time import perf_counter_ns
 from typing import Any, TypeVar
 
-from .._core import Stage
-from .._core._collector import reset_outside_collection, reset_unless_collected, set_outside_collection
+# _collector's helpers through the module: C's where the accelerator runs (_collector.use_speedups).
+from .._core import Stage, _collector
 from .._core._context import open_stage
 from .._core._guard import internal_error
 from .._core._timeline import TIMELINE, Timeline
@@ -70,7 +70,7 @@ def outbound(original: Callable[..., Any]) -> Callable[..., Any]:
             timeline = TIMELINE.get()
             if timeline is None or _MEASURING.get():
                 return await original(*args, **kwargs)
-            token = set_outside_collection(_MEASURING, True)
+            token = _collector.set_outside_collection(_MEASURING, True)
             try:
                 # Not `with`, which holds a bound __exit__ while the request is in flight (_stage.Stage.__call__).
                 block = Stage(_block_name(timeline))
@@ -83,7 +83,7 @@ def outbound(original: Callable[..., Any]) -> Callable[..., Any]:
                 block.__exit__(None, None, None)
                 return result
             finally:
-                reset_unless_collected(_MEASURING, token)
+                _collector.reset_unless_collected(_MEASURING, token)
 
         return send_async
 
@@ -91,18 +91,18 @@ def outbound(original: Callable[..., Any]) -> Callable[..., Any]:
         timeline = TIMELINE.get()
         if timeline is None or _MEASURING.get():
             return original(*args, **kwargs)
-        token = set_outside_collection(_MEASURING, True)
+        token = _collector.set_outside_collection(_MEASURING, True)
         try:
             with Stage(_block_name(timeline)):
                 return original(*args, **kwargs)
         finally:
-            reset_outside_collection(_MEASURING, token)
+            _collector.reset_outside_collection(_MEASURING, token)
 
     return send_sync
 
 
 async def _timed_wait(awaitable: Awaitable[T], timeline: Timeline) -> T:
-    token = set_outside_collection(_MEASURING, True)
+    token = _collector.set_outside_collection(_MEASURING, True)
     try:
         if _IN_LLM_CALL.get() or _in_hook_stage():
             with Stage(_block_name(timeline)):
@@ -117,7 +117,7 @@ async def _timed_wait(awaitable: Awaitable[T], timeline: Timeline) -> T:
             except Exception as exc:  # perfkit's bug must never become the app's
                 internal_error("transport.wait", exc)
     finally:
-        reset_unless_collected(_MEASURING, token)
+        _collector.reset_unless_collected(_MEASURING, token)
 
 
 def body_wait(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
@@ -183,7 +183,7 @@ def awaited_stage(original: Callable[..., Awaitable[Any]], name: str) -> Callabl
 
 async def _llm_call(call: Awaitable[T], timeline: Timeline) -> T:
     first = timeline.next_index
-    token = set_outside_collection(_IN_LLM_CALL, True)
+    token = _collector.set_outside_collection(_IN_LLM_CALL, True)
     try:
         block = Stage(LLM_CALL)  # not `with`, as in outbound()
         block.__enter__()
@@ -194,7 +194,7 @@ async def _llm_call(call: Awaitable[T], timeline: Timeline) -> T:
             raise
         block.__exit__(None, None, None)
     finally:
-        reset_unless_collected(_IN_LLM_CALL, token)
+        _collector.reset_unless_collected(_IN_LLM_CALL, token)
     try:
         _check_coverage(timeline, first)
         provider = _provider(result)

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from litellm_perfkit._core import _sink
-from litellm_perfkit._core._backend import Backend
+from litellm_perfkit._core import _collector, _sink
+from litellm_perfkit._core._backend import Backend, BackendName
 from litellm_perfkit._core._timeline import OPEN_STAGE, TIMELINE, Timeline
 from tests.support import backends
 from tests.support.asgi import http_scope
@@ -126,3 +126,57 @@ def test_a_collected_request_leaves_the_current_context_and_the_sink_alone(
     finally:
         _sink.set_sink(None)
     assert unraisable == [] and sunk == []
+
+
+def _helpers(name: BackendName) -> tuple[Any, Any, Any]:
+    if name == "python":
+        return _collector.PYTHON_HELPERS
+    native = backends.load("c").speedups
+    assert native is not None
+    return native.set_outside_collection, native.reset_outside_collection, native.reset_unless_collected
+
+
+@pytest.mark.parametrize("name", ["python", "c"])
+def test_the_contextvar_helpers_set_and_reset_with_the_collector_off_then_as_it_was(name: BackendName) -> None:
+    set_var, reset_var, reset_unless = _helpers(name)
+    var: contextvars.ContextVar[int] = contextvars.ContextVar("helped", default=0)
+    assert gc.isenabled()
+    token = set_var(var, 1)
+    assert var.get() == 1 and gc.isenabled()
+    reset_var(var, token)
+    assert var.get() == 0 and gc.isenabled()
+    gc.disable()
+    try:
+        reset_unless(var, set_var(var, 2))
+        assert var.get() == 0 and not gc.isenabled()  # off stays off
+    finally:
+        gc.enable()
+    with pytest.raises((TypeError, AttributeError)):  # C's checks the type; Python's finds no .set
+        set_var("not a ContextVar", 1)
+
+
+@pytest.mark.parametrize("name", ["python", "c"])
+@pytest.mark.parametrize("collecting", [False, True])
+def test_a_reset_in_a_finally_is_skipped_only_for_the_collectors_close(
+    name: BackendName, collecting: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    set_var, _, reset_unless = _helpers(name)
+    var: contextvars.ContextVar[int] = contextvars.ContextVar("helped", default=0)
+    seen: list[int] = []
+
+    def suspended() -> Any:
+        token = set_var(var, 3)
+        try:
+            yield
+        finally:
+            reset_unless(var, token)
+            seen.append(var.get())
+
+    generator = suspended()
+    next(generator)
+    monkeypatch.setattr(_collector, "COLLECTING", collecting)
+    generator.close()  # a GeneratorExit, as the collector's close of garbage throws
+    assert seen == [3 if collecting else 0]
+    monkeypatch.setattr(_collector, "COLLECTING", False)
+    reset_unless(var, set_var(var, 4))  # no exception being handled: an ordinary reset
+    assert var.get() == (3 if collecting else 0)

@@ -211,6 +211,11 @@ void pk_clock_release(PyObject *clock);
 /* The stage open in the running task, a new reference (None for none; NULL with an exception set), and
  * setting it: the running StepClock's inside a clocked step, else OPEN_STAGE (steps.c). */
 PyObject *pk_open_stage(void);
+/* ContextVar set and reset with the collector off (collector.c; _collector.py is the reference). */
+PyObject *pk_set_outside_collection(PyObject *var, PyObject *value);
+PyObject *pk_set_outside_collection_function(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *pk_reset_outside_collection_function(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *pk_reset_unless_collected_function(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *pk_new_step_clock(PyObject *awaitable, PyObject *steps, PyObject *batches, int64_t ready, PyObject *held);
 int pk_set_open_stage(PyObject *stage);
 PyObject *pk_open_stage_function(PyObject *module, PyObject *ignored);

@@ -231,10 +231,8 @@ pk_open_stage(void)
     return PyContextVar_Get(pk_hooks.open_stage_var, Py_None, &value) < 0 ? NULL : value;
 }
 
-/* OPEN_STAGE set with the collector off: a collection that starts inside a ContextVar.set, and whose
- * finalizers set a ContextVar of the same context, crashes CPython < 3.12 (gh-148891, _collector.py).
- * A collection due then starts at the next allocation instead. No Python code runs meanwhile. The token
- * is dropped at once: exit sets the enclosing stage back, which is what a reset would restore. */
+/* The open stage set: the running clock's, else OPEN_STAGE with the collector off (collector.c). The
+ * token is dropped at once: exit sets the enclosing stage back, which is what a reset would restore. */
 int
 pk_set_open_stage(PyObject *stage)
 {
@@ -242,11 +240,7 @@ pk_set_open_stage(PyObject *stage)
         Py_XSETREF(*open_slot, Py_NewRef(stage));
         return 0;
     }
-    int enabled = PyGC_Disable();
-    PyObject *token = PyContextVar_Set(pk_hooks.open_stage_var, stage);
-    if (enabled) {
-        PyGC_Enable();
-    }
+    PyObject *token = pk_set_outside_collection(pk_hooks.open_stage_var, stage);
     Py_XDECREF(token);
     return token == NULL ? -1 : 0;
 }
