@@ -7,7 +7,8 @@ counts and checks the rows it printed, not only its exit code. The figures
 themselves mean nothing at this size and are not checked. Jaeger and the
 LiteLLM venv come from the cache, as for the other integration tests;
 mock_throughput and driver_throughput also need wrk (Debian's package), and
-fail saying so without it. All cases together use about 130 s of CPU.
+fail saying so without it. All cases together use about 240 s of CPU, 110 of
+them the two LiteLLM apps litellm_recording_cost counts under valgrind.
 """
 
 from __future__ import annotations
