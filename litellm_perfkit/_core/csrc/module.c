@@ -391,7 +391,7 @@ intern_names(void)
         {&pk_names.incomplete_response, "incomplete_response"}, {&pk_names.gc, "gc"},
         {&pk_names.mark, "mark"}, {&pk_names.call_soon, "call_soon"}, {&pk_names.throw_, "throw"},
         {&pk_names.close, "close"}, {&pk_names.steps_dropped, "steps_dropped"},
-        {&pk_names.steps, "steps"}, {&pk_names.loop, "loop"}, {&pk_names.context, "context"},
+        {&pk_names.loop, "loop"}, {&pk_names.context, "context"},
         {&pk_names.name, "name"}, {&pk_names.kind, "kind"}, {&pk_names.parent, "parent"},
         {&pk_names.start_ns, "start_ns"}, {&pk_names.end_ns, "end_ns"}, {&pk_names.items, "items"},
         {&pk_names.intervals, "intervals"}, {&pk_names.self_ns, "self_ns"},

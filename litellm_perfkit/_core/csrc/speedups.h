@@ -38,7 +38,7 @@ typedef struct {
     PyObject *client_disconnected, *incomplete_response, *gc;
     PyObject *server_timing_header, *overhead_header_name;
     PyObject *mark, *call_soon, *throw_, *close, *steps_dropped; /* steps.c */
-    PyObject *steps, *loop, *context;                            /* tasks.c */
+    PyObject *loop, *context;                                    /* tasks.c */
     PyObject *name, *kind, *parent, *start_ns, *end_ns, *items, *block, *empty; /* spans.c: a StageRecord's fields, "block", "" */
     PyObject *intervals, *self_ns;                                              /* timesplit.c: its others */
     PyObject *context_kwnames; /* ("context",): callbacks queued with perfkit's empty context */

@@ -92,7 +92,8 @@ clocked(TaskFactoryObject *self, PyObject *coroutine, PyObject *timeline)
     }
     int64_t now;
     PyObject *steps = NULL, *result = NULL;
-    if (pk_now(&now) == 0 && (steps = PyObject_GetAttr(timeline, pk_names.steps)) != NULL) {
+    /* request_of gave a C timeline: its steps field read directly, as the other C readers do */
+    if (pk_now(&now) == 0 && (steps = pk_field(((PkTimelineObject *)timeline)->steps, "steps")) != NULL) {
         /* The StepClock itself is the task's coroutine (steps.c): no native coroutine around it */
         result = pk_new_step_clock(coroutine, steps, self->batches, now, timeline);
     }
