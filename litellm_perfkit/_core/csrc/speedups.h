@@ -211,15 +211,16 @@ void pk_clock_release(PyObject *clock);
 /* The stage open in the running task, a new reference (None for none; NULL with an exception set), and
  * setting it: the running StepClock's inside a clocked step, else OPEN_STAGE (steps.c). */
 PyObject *pk_open_stage(void);
+int pk_set_open_stage(PyObject *stage);
+PyObject *pk_open_stage_function(PyObject *module, PyObject *ignored);
+PyObject *pk_run_under_stage(PyObject *module, PyObject *const *args, size_t nargsf, PyObject *kwnames);
+/* StepClock(awaitable, steps, batches, ready, held) made in C, for the task factory (steps.c). */
+PyObject *pk_new_step_clock(PyObject *awaitable, PyObject *steps, PyObject *batches, int64_t ready, PyObject *held);
 /* ContextVar set and reset with the collector off (collector.c; _collector.py is the reference). */
 PyObject *pk_set_outside_collection(PyObject *var, PyObject *value);
 PyObject *pk_set_outside_collection_function(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *pk_reset_outside_collection_function(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *pk_reset_unless_collected_function(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
-PyObject *pk_new_step_clock(PyObject *awaitable, PyObject *steps, PyObject *batches, int64_t ready, PyObject *held);
-int pk_set_open_stage(PyObject *stage);
-PyObject *pk_open_stage_function(PyObject *module, PyObject *ignored);
-PyObject *pk_run_under_stage(PyObject *module, PyObject *const *args, size_t nargsf, PyObject *kwnames);
 /* Driving another awaitable as `await` does (delegate.c). Its iterator (a native coroutine itself; who
  * names the driver in the TypeError when it has none); throw(exc) into an iterator as a send result; its
  * close() if it has one (0, or -1 with the exception close raised). */
