@@ -7,14 +7,25 @@ A module of their own: the timeline, the stages and the C accelerator
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._stage import _PyStage
     from ._timeline import Timeline
 
-__all__ = ["OPEN_STAGE", "PROTOCOL_WORK", "TIMELINE", "open_stage", "run_under_stage", "use_speedups"]
+__all__ = [
+    "OPEN_STAGE",
+    "PROTOCOL_WORK",
+    "TIMELINE",
+    "open_stage",
+    "read_protocol_work",
+    "read_timeline",
+    "reset_timeline",
+    "run_under_stage",
+    "set_timeline",
+    "use_speedups",
+]
 
 TIMELINE: ContextVar[Timeline | None] = ContextVar("perfkit_timeline", default=None)
 # The block stage open in this context: per task (tasks copy the context), so
@@ -28,6 +39,13 @@ OPEN_STAGE: ContextVar[_PyStage | None] = ContextVar("perfkit_open_stage", defau
 # callback starts, carries it to the middleware.
 PROTOCOL_WORK: ContextVar[list[Any] | None] = ContextVar("perfkit_protocol_work", default=None)
 
+# Their methods bound once, for the request path: CPython binds a
+# ContextVar's method at each lookup (its type is not one whose method calls
+# skip the binding), a collector-tracked object made and freed per call.
+read_timeline: Callable[[], Timeline | None] = TIMELINE.get
+set_timeline: Callable[[Timeline | None], Token[Timeline | None]] = TIMELINE.set
+reset_timeline: Callable[[Token[Timeline | None]], None] = TIMELINE.reset
+read_protocol_work: Callable[[], list[Any] | None] = PROTOCOL_WORK.get
 _read_open_stage: Callable[[], _PyStage | None] = OPEN_STAGE.get
 
 

@@ -23,6 +23,7 @@ from .._wire._names import (
 from ..types import ASGIApp, AttributeValue, HeaderMode, Message, Receive, RecordRate, Scope, Send, StepMode
 from . import _sink
 from ._collector import closed_by_collector
+from ._context import reset_timeline, set_timeline
 from ._fields import GeneratorEntry
 from ._gcwatch import WATCH as _GC
 from ._gcwatch import install as watch_gc
@@ -41,7 +42,7 @@ from ._sampling import (
 )
 from ._sse import SseScanner, is_event_stream
 from ._steps import PYTHON_STEPS, StepAccounting, steps_mode
-from ._timeline import TIMELINE, Timeline
+from ._timeline import Timeline
 from ._traffic import Tally, tally_recorded
 
 __all__ = ["PerfkitMiddleware", "OVERHEAD_HEADER"]
@@ -253,7 +254,7 @@ class PerfkitMiddleware:
                     call = self._step_accounting.clock(call, timeline.steps, loop, self._thread_cpu)
                 except Exception as exc:  # the request runs unclocked
                     internal_error("middleware.steps", exc)
-        token: Token[Timeline | None] | None = TIMELINE.set(timeline)
+        token: Token[Timeline | None] | None = set_timeline(timeline)
         try:
             await call
         except BaseException as exc:
@@ -263,7 +264,7 @@ class PerfkitMiddleware:
             raise
         finally:
             if token is not None:
-                TIMELINE.reset(token)
+                reset_timeline(token)
                 if host is not None:
                     HOST_TRACING.end(host)
                 try:

@@ -30,7 +30,7 @@ from time import perf_counter_ns, thread_time_ns
 from typing import TYPE_CHECKING, Any
 
 from .._wire._names import PROTOCOL_STAGE
-from ._context import PROTOCOL_WORK
+from ._context import PROTOCOL_WORK, read_protocol_work
 from ._fields import GeneratorEntry
 from ._guard import internal_error
 from ._steps import claim_loop_cpu, steps_mode
@@ -104,7 +104,7 @@ def _fold(protocol: Any, request: object, before: object, work: list[Any], start
 
 def adopt(timeline: Timeline) -> None:
     """The protocol work of the request this task serves becomes its stage ``protocol`` (the middleware, at the request's start)."""
-    work = PROTOCOL_WORK.get()
+    work = read_protocol_work()
     if work is None or work[GeneratorEntry.INDEX] >= 0 or not work[GeneratorEntry.ITEMS]:
         return  # no protocol callback is timed, or a request served twice (an app calling itself)
     try:

@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
 from .._wire._names import Attr
 from ._collector import closed_by_collector, set_outside_collection
-from ._context import open_stage
+from ._context import open_stage, read_timeline
 from ._guard import internal_error
 from ._hosttrace import HOST_TRACING
 from ._steps import FINISHED, StepDriver
-from ._timeline import OPEN_STAGE, TIMELINE, Timeline
+from ._timeline import OPEN_STAGE, Timeline
 
 __all__ = ["Stage", "_PyStage", "open_stage"]
 
@@ -47,7 +47,7 @@ class _PyStage:
         self._timeline: Timeline | None = None
 
     def __enter__(self: _S) -> _S:
-        timeline = TIMELINE.get()
+        timeline = read_timeline()
         if timeline is not None:
             try:
                 index = timeline.next_index
@@ -142,7 +142,7 @@ class Stage(_StageCore):
             # collections to promote (docs/overhead.md#allocations).
             @functools.wraps(func)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                if TIMELINE.get() is None:
+                if read_timeline() is None:
                     return await func(*args, **kwargs)
                 block = new(name)
                 block.__enter__()
@@ -158,7 +158,7 @@ class Stage(_StageCore):
 
         @functools.wraps(func)
         def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
-            if TIMELINE.get() is None:
+            if read_timeline() is None:
                 return func(*args, **kwargs)
             with new(name):  # a sync call holds the bound __exit__ only while it runs, with no await
                 return func(*args, **kwargs)
@@ -178,7 +178,7 @@ class Stage(_StageCore):
 
             @functools.wraps(func)
             async def sum_async(*args: Any, **kwargs: Any) -> Any:
-                timeline = TIMELINE.get()
+                timeline = read_timeline()
                 if timeline is None:
                     return await func(*args, **kwargs)
                 started = perf_counter_ns()
@@ -191,7 +191,7 @@ class Stage(_StageCore):
 
         @functools.wraps(func)
         def sum_sync(*args: Any, **kwargs: Any) -> Any:
-            timeline = TIMELINE.get()
+            timeline = read_timeline()
             if timeline is None:
                 return func(*args, **kwargs)
             started = perf_counter_ns()
@@ -260,7 +260,7 @@ def _wrap_async_generator(
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, Any]:
         generator = func(*args, **kwargs)
-        timeline = TIMELINE.get()
+        timeline = read_timeline()
         if timeline is None:
             return generator
         return _timed_generator(name, generator, timeline)

@@ -65,7 +65,7 @@ from .._wire._names import EVENT_LOOP_STAGE
 from ..types import StepMode
 from ._after import claim, hold, release
 from ._collector import closed_by_collector
-from ._context import TIMELINE
+from ._context import TIMELINE, read_timeline
 from ._fields import GeneratorEntry
 from ._guard import internal_error, warn_once
 from ._timeline import _PyTimelineFields
@@ -284,7 +284,7 @@ class StepClock(StepDriver):
             if len(steps) < _STEP_VALUES:
                 steps += (early, late, start, end, cpu)
             else:
-                timeline = TIMELINE.get()
+                timeline = read_timeline()
                 if timeline is not None:
                     timeline.steps_dropped += 1
 
@@ -296,7 +296,7 @@ def _charge_gap(batches: _Batches, start: int, cpu: int) -> None:
     if batches.cpu_end_ns < 0 or start - batches.end_ns > LOOP_IDLE_NS:
         return
     gap = cpu - batches.cpu_end_ns - claimed
-    timeline = TIMELINE.get() if gap > 0 else None
+    timeline = read_timeline() if gap > 0 else None
     if timeline is None:
         return
     try:
@@ -342,13 +342,14 @@ class StepAccounting:
     ``TaskFactory`` or ``_speedups.TaskFactory`` beside it.
     """
 
-    __slots__ = ("clock_class", "_batches_class", "_factory_class", "_by_loop")
+    __slots__ = ("clock_class", "_batches_class", "_factory_class", "_by_loop", "_last")
 
     def __init__(self, batches_class: type[Any], clock_class: type[Any], factory_class: type[Any]) -> None:
         self.clock_class = clock_class
         self._batches_class = batches_class
         self._factory_class = factory_class
         self._by_loop: dict[int, Any] = {}
+        self._last: Any = None  # the batches clock() found last: its loop's, without an id() (an int made)
         _ACCOUNTINGS.append(self)
 
     def batches_for(self, loop: asyncio.AbstractEventLoop) -> Any:
@@ -366,9 +367,9 @@ class StepAccounting:
     ) -> Awaitable[Any]:
         """``awaitable``, clocked step by step into ``steps`` (``thread_cpu``: and by the thread's CPU clock,
         with the tasks it starts)."""
-        batches = self._by_loop.get(id(loop))  # batches_for's common case without its call, once a request
+        batches = self._last  # batches_for's common case without its call, once a request
         if batches is None or batches.loop is not loop:
-            batches = self.batches_for(loop)
+            batches = self._last = self.batches_for(loop)
         batches.thread_cpu = thread_cpu
         return self.clock_class(awaitable, steps, batches)  # type: ignore[no-any-return]
 
@@ -414,7 +415,7 @@ class TaskFactory:
         wrapped: Coroutine[Any, Any, Any] | None = None
         try:
             queued_by = claim(coroutine)
-            timeline = TIMELINE.get() if context is None else context.get(TIMELINE)
+            timeline = read_timeline() if context is None else context.get(TIMELINE)
             # The pure-Python path's requests only: where both backends run (the benchmarks), the C
             # factory, chained with this one, clocks its own.
             if timeline is not None and _python_fields(timeline) and asyncio.iscoroutine(coroutine):

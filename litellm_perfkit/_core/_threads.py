@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._wire._names import AFTER_RESPONSE_THREAD_STAGE, THREAD_STAGE
 from ._after import hold, release
-from ._context import TIMELINE, open_stage, run_under_stage
+from ._context import open_stage, read_timeline, run_under_stage
 from ._fields import GeneratorEntry
 from ._guard import internal_error
 
@@ -36,7 +36,7 @@ __all__ = ["in_thread"]
 
 def in_thread(function: Callable[..., Any]) -> Callable[..., Any]:
     """``function`` timed in its thread for the current request; itself outside a request or a running loop."""
-    timeline = TIMELINE.get()
+    timeline = read_timeline()
     if timeline is None:
         return function
     try:

@@ -21,7 +21,7 @@ from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
 from ..types import RequestRecord, StageKind, StageRecord
-from ._context import OPEN_STAGE, TIMELINE, open_stage
+from ._context import OPEN_STAGE, TIMELINE, open_stage, read_timeline
 from ._fields import CONSTRUCTOR, SUM_CALL, THREAD_CALL, GeneratorEntry, layout
 
 __all__ = ["LAYOUT", "Timeline", "current_timeline", "decode", "stage_records", "OPEN_STAGE", "TIMELINE"]
@@ -241,4 +241,4 @@ def _per_parent(name: str, kind: StageKind, calls: list[int]) -> list[_Row]:
 
 def current_timeline() -> Timeline | None:
     """The timeline of the request being served in this context, if any."""
-    return TIMELINE.get()
+    return read_timeline()

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._core import PerfkitMiddleware, Stage, _middleware
+from .._core._context import read_timeline
 from .._core._guard import logger
 from .._core._leave_out import leave_out
-from .._core._timeline import TIMELINE
 from .._wire._environment_variables import PERFKIT_EXTRA_STAGES
 from .._wire._names import UPSTREAM_STAGES
 from ..types import HeaderMode, Receive, Scope, Send
@@ -131,7 +131,7 @@ def _perfkit_over_middlewares(app: Any, **settings: Any) -> _middleware.PerfkitM
     router) is the stage ``middlewares``, so their own time is named."""
 
     async def middlewares(scope: Scope, receive: Receive, send: Send) -> None:
-        if TIMELINE.get() is None:  # lifespan, websockets, requests not recorded
+        if read_timeline() is None:  # lifespan, websockets, requests not recorded
             await app(scope, receive, send)
             return
         with Stage(MIDDLEWARES):

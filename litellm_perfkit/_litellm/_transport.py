@@ -30,9 +30,9 @@ from typing import Any, TypeVar
 
 # _collector's helpers through the module: C's where the accelerator runs (_collector.use_speedups).
 from .._core import Stage, _collector
-from .._core._context import open_stage
+from .._core._context import open_stage, read_timeline
 from .._core._guard import internal_error
-from .._core._timeline import TIMELINE, Timeline
+from .._core._timeline import Timeline
 from .._wire._names import STREAM_WAIT_STAGE, UPSTREAM_STAGE, Attr, SemConv
 from ._points import AUTH, FRAMEWORK_STAGES, LLM_CALL, OUTBOUND
 
@@ -67,7 +67,7 @@ def outbound(original: Callable[..., Any]) -> Callable[..., Any]:
     if inspect.iscoroutinefunction(original):
 
         async def send_async(*args: Any, **kwargs: Any) -> Any:
-            timeline = TIMELINE.get()
+            timeline = read_timeline()
             if timeline is None or _MEASURING.get():
                 return await original(*args, **kwargs)
             token = _collector.set_outside_collection(_MEASURING, True)
@@ -88,7 +88,7 @@ def outbound(original: Callable[..., Any]) -> Callable[..., Any]:
         return send_async
 
     def send_sync(*args: Any, **kwargs: Any) -> Any:  # a sync client, in a thread that carries the request's context
-        timeline = TIMELINE.get()
+        timeline = read_timeline()
         if timeline is None or _MEASURING.get():
             return original(*args, **kwargs)
         token = _collector.set_outside_collection(_MEASURING, True)
@@ -125,7 +125,7 @@ def body_wait(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitabl
 
     @functools.wraps(original)
     def wait(*args: Any, **kwargs: Any) -> Awaitable[Any]:
-        timeline = TIMELINE.get()
+        timeline = read_timeline()
         if timeline is None or _MEASURING.get():
             return original(*args, **kwargs)
         return _timed_wait(original(*args, **kwargs), timeline)
@@ -150,7 +150,7 @@ def body_stream(original: Callable[..., AsyncGenerator[Any, None]]) -> Callable[
     @functools.wraps(original)
     def stream(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
         generator = original(*args, **kwargs)
-        timeline = TIMELINE.get()
+        timeline = read_timeline()
         if timeline is None or _MEASURING.get():  # read inside a measured send: already counted
             return generator
         return timed(generator, timeline)
@@ -164,7 +164,7 @@ def awaited_stage(original: Callable[..., Awaitable[Any]], name: str) -> Callabl
     it returns is ``llm_call``, checked for coverage when it returns."""
 
     async def routed(*args: Any, **kwargs: Any) -> Any:
-        timeline = TIMELINE.get()
+        timeline = read_timeline()
         if timeline is None:
             return await original(*args, **kwargs)
         try:

@@ -11,11 +11,11 @@ from typing import Any
 
 from .._core import Stage
 from .._core._after import expect
+from .._core._context import read_timeline, reset_timeline, set_timeline
 from .._core._guard import internal_error
 from .._core._protocol import parsing
 from .._core._stage import _timed_generator
 from .._core._threads import in_thread
-from .._core._timeline import TIMELINE
 from ._points import Point, PointKind
 from ._transport import awaited_stage, body_stream, body_wait, outbound
 
@@ -68,7 +68,7 @@ def _stream(original: Callable[..., Any], stage: str) -> Callable[..., Any]:
 
     def stream_wrapper(*args: Any, **kwargs: Any) -> Any:
         generator = original(*args, **kwargs)
-        timeline = TIMELINE.get()
+        timeline = read_timeline()
         if timeline is None or not inspect.isasyncgen(generator):
             return generator
         return _timed_generator(stage, generator, timeline, stream_attributes=True)
@@ -93,7 +93,7 @@ def _deferred(original: Callable[..., Any]) -> Callable[..., Any]:
     """Queues a coroutine for a worker task: the request's hand-off waits for that task (_core/_after.py)."""
 
     def queue(*args: Any, **kwargs: Any) -> Any:
-        timeline = TIMELINE.get()
+        timeline = read_timeline()
         if timeline is not None:
             try:
                 coroutine = next((a for a in (*args, *kwargs.values()) if asyncio.iscoroutine(a)), None)
@@ -110,13 +110,13 @@ def _detached(original: Callable[..., Any]) -> Callable[..., Any]:
     """Starts a long-lived task: outside the request's context, so that it is not clocked into the first request."""
 
     def start(*args: Any, **kwargs: Any) -> Any:
-        if TIMELINE.get() is None:
+        if read_timeline() is None:
             return original(*args, **kwargs)
-        token = TIMELINE.set(None)
+        token = set_timeline(None)
         try:
             return original(*args, **kwargs)
         finally:
-            TIMELINE.reset(token)
+            reset_timeline(token)
 
     return start
 
@@ -125,7 +125,7 @@ def _to_thread(original: Callable[..., Any]) -> Callable[..., Any]:
     """Hands its first callable argument to a thread: that call's CPU there is the request's (_core/_threads.py)."""
 
     def hand_over(*args: Any, **kwargs: Any) -> Any:
-        if TIMELINE.get() is not None:
+        if read_timeline() is not None:
             for n, argument in enumerate(args):
                 if callable(argument):
                     args = (*args[:n], in_thread(argument), *args[n + 1 :])
