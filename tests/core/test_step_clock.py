@@ -249,6 +249,59 @@ def test_the_c_clock_is_a_coroutine_that_closes_what_it_drives(loop: asyncio.Abs
         clock_.send(None)
 
 
+def test_the_c_clock_forwards_a_coroutines_attributes_until_it_is_closed(loop: asyncio.AbstractEventLoop) -> None:
+    """Code that inspects coroutines (anyio reads cr_frame) reads what the clock drives; a clock that drives
+    nothing has none."""
+    from tests.support import backends
+
+    backend = backends.load("c")
+
+    async def inner() -> None:
+        await asyncio.sleep(0)
+
+    driven = inner()
+    clock_ = backend.middleware._step_accounting.clock(driven, [], loop)
+    for name in ("cr_running", "cr_frame", "cr_code", "cr_await", "cr_origin", "__name__", "__qualname__"):
+        assert getattr(clock_, name) == getattr(driven, name), name
+    if sys.version_info >= (3, 11):
+        assert clock_.cr_suspended == driven.cr_suspended
+    clock_.close()
+    unused = type(clock_).__new__(type(clock_))
+    with pytest.raises(AttributeError, match="cr_frame"):
+        _ = unused.cr_frame
+
+
+def test_an_exception_thrown_into_the_c_clock_reaches_the_coroutine_and_its_value_comes_back(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    """throw() into a native coroutine and into a generator-based awaitable: caught, the coroutine
+    returns, and the clock's throw raises StopIteration with that value."""
+    from tests.support import backends
+
+    backend = backends.load("c")
+
+    class Awaitable:
+        def __await__(self) -> Any:
+            try:
+                yield
+            except KeyError:
+                return "generator"
+
+    async def native() -> str:
+        try:
+            await asyncio.sleep(0)
+        except KeyError:
+            return "native"
+        return "not thrown"
+
+    for make, expected in ((native, "native"), (lambda: Awaitable(), "generator")):
+        clock_ = backend.middleware._step_accounting.clock(make(), [], loop)
+        clock_.send(None)
+        with pytest.raises(StopIteration) as stopped:
+            clock_.throw(KeyError("in"))
+        assert stopped.value.value == expected
+
+
 @pytest.mark.parametrize("reentry", ["send", "throw", "close"])
 def test_the_c_clock_refuses_to_be_driven_from_inside_its_own_step(
     reentry: str, loop: asyncio.AbstractEventLoop

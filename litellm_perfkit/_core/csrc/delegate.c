@@ -22,9 +22,46 @@ pk_awaitable_iterator(PyObject *awaitable, const char *who)
     return iterator;
 }
 
+PyObject *
+pk_forward(PyObject *inner, void *closure)
+{
+    PyObject *name = *(PyObject **)closure;
+    if (inner == NULL) {
+        PyErr_SetObject(PyExc_AttributeError, name);
+        return NULL;
+    }
+    return PyObject_GetAttr(inner, name);
+}
+
+/* throw's outcome as a send result: what it yielded, or returned (StopIteration's value), or raised. */
+static PySendResult
+throw_outcome(PyObject **result)
+{
+    if (*result != NULL) {
+        return PYGEN_NEXT;
+    }
+    if (!PyErr_ExceptionMatches(PyExc_StopIteration)) {
+        return PYGEN_ERROR;
+    }
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    *result = value == NULL ? NULL : PyObject_GetAttr(value, pk_names.value);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(traceback);
+    return *result == NULL ? PYGEN_ERROR : PYGEN_RETURN;
+}
+
 PySendResult
 pk_throw_into(PyObject *iterator, PyObject *exc, PyObject **result)
 {
+    if (PyCoro_CheckExact(iterator) || PyGen_CheckExact(iterator)) {
+        /* they have throw: called unbound (a bound method is an object made per throw) */
+        PyObject *args[] = {NULL, iterator, exc};
+        *result = PyObject_VectorcallMethod(pk_names.throw_, args + 1, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        return throw_outcome(result);
+    }
     PyObject *throw = PyObject_GetAttr(iterator, pk_names.throw_);
     if (throw == NULL) {
         if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
@@ -37,20 +74,7 @@ pk_throw_into(PyObject *iterator, PyObject *exc, PyObject **result)
     }
     *result = PyObject_CallOneArg(throw, exc);
     Py_DECREF(throw);
-    if (*result != NULL) {
-        return PYGEN_NEXT;
-    }
-    if (!PyErr_ExceptionMatches(PyExc_StopIteration)) {
-        return PYGEN_ERROR;
-    }
-    PyObject *type, *value, *traceback;
-    PyErr_Fetch(&type, &value, &traceback);
-    PyErr_NormalizeException(&type, &value, &traceback);
-    *result = value == NULL ? NULL : PyObject_GetAttrString(value, "value");
-    Py_XDECREF(type);
-    Py_XDECREF(value);
-    Py_XDECREF(traceback);
-    return *result == NULL ? PYGEN_ERROR : PYGEN_RETURN;
+    return throw_outcome(result);
 }
 
 /* A send result as an iterator's: the value yielded, or NULL with StopIteration(value) or the error. */

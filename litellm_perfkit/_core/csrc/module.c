@@ -395,7 +395,10 @@ intern_names(void)
         {&pk_names.name, "name"}, {&pk_names.kind, "kind"}, {&pk_names.parent, "parent"},
         {&pk_names.start_ns, "start_ns"}, {&pk_names.end_ns, "end_ns"}, {&pk_names.items, "items"},
         {&pk_names.intervals, "intervals"}, {&pk_names.self_ns, "self_ns"},
-        {&pk_names.block, "block"}, {&pk_names.empty, ""},
+        {&pk_names.block, "block"}, {&pk_names.empty, ""}, {&pk_names.value, "value"},
+#define FORWARDED_NAME(name) {&pk_names.forwarded_##name, #name},
+        PK_FORWARDED(FORWARDED_NAME)
+#undef FORWARDED_NAME
     };
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
         *table[i].slot = PyUnicode_InternFromString(table[i].text);

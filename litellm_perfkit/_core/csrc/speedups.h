@@ -30,6 +30,10 @@ typedef struct {
 
 extern PkHooks pk_hooks;
 
+/* What a C coroutine (StepClock, StagedCall) forwards to the awaitable it drives: code that inspects
+ * coroutines reads them, per task in some hosts. */
+#define PK_FORWARDED(X) X(cr_running) X(cr_frame) X(cr_code) X(cr_await) X(cr_origin) X(cr_suspended) X(__name__) X(__qualname__)
+
 /* Interned attribute names and dictionary keys. */
 typedef struct {
     PyObject *status, *total_ns, *sink, *type, *body, *more_body, *headers;
@@ -42,6 +46,10 @@ typedef struct {
     PyObject *name, *kind, *parent, *start_ns, *end_ns, *items, *block, *empty; /* spans.c: a StageRecord's fields, "block", "" */
     PyObject *intervals, *self_ns;                                              /* timesplit.c: its others */
     PyObject *context_kwnames; /* ("context",): callbacks queued with perfkit's empty context */
+    PyObject *value;           /* delegate.c: StopIteration's */
+#define PK_FORWARDED_NAME(name) PyObject *forwarded_##name;
+    PK_FORWARDED(PK_FORWARDED_NAME)
+#undef PK_FORWARDED_NAME
 } PkNames;
 
 extern PkNames pk_names;
@@ -227,6 +235,9 @@ PyObject *pk_reset_unless_collected_function(PyObject *module, PyObject *const *
 PyObject *pk_awaitable_iterator(PyObject *awaitable, const char *who);
 PySendResult pk_throw_into(PyObject *iterator, PyObject *exc, PyObject **result);
 int pk_close_awaitable(PyObject *awaitable);
+/* The attribute of inner a getter of PK_FORWARDED names: closure is its &pk_names.forwarded_<name>
+ * (AttributeError when inner is NULL, closed). */
+PyObject *pk_forward(PyObject *inner, void *closure);
 /* 1 with ValueError, as CPython's for a coroutine driven from inside its own step, when running; else 0. */
 int pk_refuse_reentry(int running);
 

@@ -183,18 +183,11 @@ call_dealloc(StagedCallObject *self)
 static PyObject *
 call_forward(StagedCallObject *self, void *closure)
 {
-    if (self->inner == NULL) {
-        PyErr_SetString(PyExc_AttributeError, (const char *)closure);
-        return NULL;
-    }
-    return PyObject_GetAttrString(self->inner, (const char *)closure);
+    return pk_forward(self->inner, closure);
 }
 
-#define FORWARD(name) {name, (getter)call_forward, NULL, NULL, name}
-static PyGetSetDef call_getset[] = {
-    FORWARD("cr_running"), FORWARD("cr_frame"), FORWARD("cr_code"), FORWARD("cr_await"), FORWARD("cr_origin"),
-    FORWARD("cr_suspended"), FORWARD("__name__"), FORWARD("__qualname__"), {NULL},
-};
+#define FORWARD(name) {#name, (getter)call_forward, NULL, NULL, &pk_names.forwarded_##name},
+static PyGetSetDef call_getset[] = {PK_FORWARDED(FORWARD){NULL}};
 #undef FORWARD
 
 PyTypeObject PkStagedCall_Type = {

@@ -696,11 +696,7 @@ clock_clear(StepClockObject *self)
 static PyObject *
 clock_forward(StepClockObject *self, void *closure)
 {
-    if (self->inner == NULL) {
-        PyErr_SetString(PyExc_AttributeError, (const char *)closure);
-        return NULL;
-    }
-    return PyObject_GetAttrString(self->inner, (const char *)closure);
+    return pk_forward(self->inner, closure);
 }
 
 static void
@@ -714,11 +710,8 @@ clock_dealloc(StepClockObject *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-#define FORWARD(name) {name, (getter)clock_forward, NULL, NULL, name}
-static PyGetSetDef clock_getset[] = {
-    FORWARD("cr_running"), FORWARD("cr_frame"), FORWARD("cr_code"), FORWARD("cr_await"), FORWARD("cr_origin"),
-    FORWARD("cr_suspended"), FORWARD("__name__"), FORWARD("__qualname__"), {NULL},
-};
+#define FORWARD(name) {#name, (getter)clock_forward, NULL, NULL, &pk_names.forwarded_##name},
+static PyGetSetDef clock_getset[] = {PK_FORWARDED(FORWARD){NULL}};
 #undef FORWARD
 
 PyTypeObject PkStepClock_Type = {
