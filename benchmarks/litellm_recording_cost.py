@@ -33,7 +33,8 @@ after ``--warmup``), with a fixed hash seed and no address randomization.
 It prints the instructions per request of each and their difference, and
 where the difference goes: perfkit's C files, CPython's bytecode loop (the
 Python code recording runs), the collector, and the largest other
-functions. Deterministic within a few thousand instructions a request, so
+functions; then the Python objects each allocates per request (as
+``benchmarks.allocations`` counts them). Deterministic within a few thousand instructions a request, so
 it resolves changes that the timed toggle cannot; it counts the app
 process only (not the export agent, not the kernel). ``--cache-sim yes``
 also simulates the caches (valgrind's model of this machine's) and counts
@@ -354,6 +355,10 @@ def _group(function: str) -> str:
 
 def _instructions(args: argparse.Namespace, python: Path, env: dict[str, str], workload: str) -> None:
     """Passed through and recorded, each under callgrind for the measured batches only; their difference by where it goes."""
+    # Here, not at the top: the proxy's own process runs this file too, without the benchmarks' dependencies.
+    from benchmarks.allocations import calls_by_function
+    from benchmarks.allocations import counts as allocations
+
     requests = args.rounds * args.batch
     workdir = Path(env["PERFKIT_BENCH_WORKDIR"])
     counted_env = {**env, "PYTHONHASHSEED": "0"}
@@ -368,7 +373,8 @@ def _instructions(args: argparse.Namespace, python: Path, env: dict[str, str], w
             MODES[mode],
             # every core (the outer process keeps to the mock's), no address randomization
             ("taskset", "-c", f"0-{(os.cpu_count() or 1) - 1}", "setarch", "-R", "valgrind", "--tool=callgrind")
-            + ("--instr-atstart=no", f"--cache-sim={args.cache_sim}", f"--callgrind-out-file={out}"),
+            + ("--instr-atstart=no", f"--cache-sim={args.cache_sim}", "--compress-strings=no")
+            + (f"--callgrind-out-file={out}",),
         )
         for mode, out in outs.items()
     }
@@ -420,6 +426,13 @@ def _instructions(args: argparse.Namespace, python: Path, env: dict[str, str], w
     print(f"| every other function | {rest:+,.0f} |")
     for difference, name in largest:
         print(f"| - of which {name} | {difference:+,.0f} |")
+    allocated = {mode: allocations(calls_by_function(out)) for mode, out in outs.items()}
+    passed, recorded = (allocated[mode] for mode in ("passed", "recorded"))
+    print("\n| Python allocations per request | passed through | recorded | added |")
+    print("|---|---:|---:|---:|")
+    for what, field in (("objects (small-object allocator calls)", "objects"), ("of which gc-tracked", "gc_tracked")):
+        before, after = getattr(passed, field) / requests, getattr(recorded, field) / requests
+        print(f"| {what} | {before:,.1f} | {after:,.1f} | {after - before:+,.1f} |")
     if args.cache_sim == "yes":
         events = {mode: _event_totals(out) for mode, out in outs.items()}
         print("\n| simulated cache event | passed through, per request | recorded | added |")

@@ -229,6 +229,9 @@ def litellm_recording_cost_instructions(tmp_path: Path) -> None:
     rows = table(out, "| where | instructions added per request |")
     assert any(row[0].startswith("perfkit's C: ") for row in rows), out
     assert rows[-1][0].startswith("- of which ") and "every other function" in out, out
+    allocated = table(out, "| Python allocations per request | passed through | recorded | added |")
+    assert [row[0] for row in allocated] == ["objects (small-object allocator calls)", "of which gc-tracked"], out
+    assert all(float(row[1].replace(",", "")) > 100 for row in allocated), out
 
 
 def agent_cost(tmp_path: Path) -> None:

@@ -44,6 +44,9 @@ T = TypeVar("T")
 _MEASURING: ContextVar[bool] = ContextVar("perfkit_measuring", default=False)
 # True inside the LLM call (and the tasks it starts): outbound waits there are the provider's.
 _IN_LLM_CALL: ContextVar[bool] = ContextVar("perfkit_in_llm_call", default=False)
+# Their get bound once: a ContextVar's method lookup binds anew per call (_core._context).
+_measuring: Callable[[], bool] = _MEASURING.get
+_in_llm_call: Callable[[], bool] = _IN_LLM_CALL.get
 
 
 def _in_hook_stage() -> bool:
@@ -56,7 +59,7 @@ def _block_name(timeline: Timeline) -> str:
     """Inside the LLM call, or outside every hook stage (a stream whose request
     is sent when it is first read), the wait is the provider's; inside another
     stage (a guardrail, an auth hook), another service's."""
-    if _IN_LLM_CALL.get() or not _in_hook_stage():
+    if _in_llm_call() or not _in_hook_stage():
         timeline.attributes.pop(Attr.UPSTREAM_UNMEASURED, None)  # measured after all (see _check_coverage)
         return UPSTREAM_STAGE
     return OUTBOUND
@@ -68,7 +71,7 @@ def outbound(original: Callable[..., Any]) -> Callable[..., Any]:
 
         async def send_async(*args: Any, **kwargs: Any) -> Any:
             timeline = read_timeline()
-            if timeline is None or _MEASURING.get():
+            if timeline is None or _measuring():
                 return await original(*args, **kwargs)
             token = _collector.set_outside_collection(_MEASURING, True)
             try:
@@ -89,7 +92,7 @@ def outbound(original: Callable[..., Any]) -> Callable[..., Any]:
 
     def send_sync(*args: Any, **kwargs: Any) -> Any:  # a sync client, in a thread that carries the request's context
         timeline = read_timeline()
-        if timeline is None or _MEASURING.get():
+        if timeline is None or _measuring():
             return original(*args, **kwargs)
         token = _collector.set_outside_collection(_MEASURING, True)
         try:
@@ -104,7 +107,7 @@ def outbound(original: Callable[..., Any]) -> Callable[..., Any]:
 async def _timed_wait(awaitable: Awaitable[T], timeline: Timeline) -> T:
     token = _collector.set_outside_collection(_MEASURING, True)
     try:
-        if _IN_LLM_CALL.get() or _in_hook_stage():
+        if _in_llm_call() or _in_hook_stage():
             with Stage(_block_name(timeline)):
                 return await awaitable
         timeline.attributes.pop(Attr.UPSTREAM_UNMEASURED, None)
@@ -126,7 +129,7 @@ def body_wait(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitabl
     @functools.wraps(original)
     def wait(*args: Any, **kwargs: Any) -> Awaitable[Any]:
         timeline = read_timeline()
-        if timeline is None or _MEASURING.get():
+        if timeline is None or _measuring():
             return original(*args, **kwargs)
         return _timed_wait(original(*args, **kwargs), timeline)
 
@@ -151,7 +154,7 @@ def body_stream(original: Callable[..., AsyncGenerator[Any, None]]) -> Callable[
     def stream(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
         generator = original(*args, **kwargs)
         timeline = read_timeline()
-        if timeline is None or _MEASURING.get():  # read inside a measured send: already counted
+        if timeline is None or _measuring():  # read inside a measured send: already counted
             return generator
         return timed(generator, timeline)
 
