@@ -25,6 +25,7 @@ SOURCES = (
     "stage",
     "staged",
     "stagedcall",
+    "owntime",
     "delegate",
     "collector",
     "sse",

@@ -26,7 +26,7 @@ from .._wire._events import CHAT_OUTPUT_KEYS, TOKEN_HINTS, data_has_token
 from .._wire._headers import ENTRY_PREFIXES, entry_prefix
 from .._wire._names import EVENT_LOOP_STAGE
 from ..types import RequestRecord, SpeedupsMode
-from . import _after, _collector, _sink
+from . import _after, _collector, _sink, _stage
 from ._collector import closed_by_collector
 from ._context import OPEN_STAGE, TIMELINE, use_speedups
 from ._fields import layout
@@ -106,6 +106,7 @@ def _load_speedups() -> ModuleType | None:
         collections.abc.Coroutine.register(coroutine)
     use_speedups(module)
     _collector.use_speedups(module)
+    _stage.use_speedups(module)
     _speedups = module
     return _speedups
 

@@ -512,3 +512,58 @@ def test_summed_calls_add_up_alike_on_both_backends() -> None:
     entries, seen = c
     assert entries["callbacks.check"][4:6] == [5_000_000, 5] and entries["stream.hooks"][4:6] == [12_000_000, 4]
     assert seen == ["endpoint", "endpoint"] + ["response"] * 7 + [None, None]
+
+
+@pytest.mark.parametrize("driver", ["python", "c"])
+def test_a_generators_step_timer_counts_own_time_the_longest_gap_and_lets_everything_through(
+    clock: FakeClock, driver: str
+) -> None:
+    """_stage._Timed and the C accelerator's OwnTime, item by item: own time is the steps' time only,
+    the gap is from the start (or an item) to the next item, and values, exceptions and close pass."""
+    from litellm_perfkit._core._stage import _Timed
+
+    make = _Timed if driver == "python" else backends.load("c").speedups.OwnTime
+    closed: list[str] = []
+
+    async def generator() -> AsyncIterator[int]:
+        try:
+            clock.advance_ms(1)
+            yield 1
+            clock.advance_ms(2)
+            await asyncio.sleep(0)  # suspended: the other task's 5 ms is not own time
+            clock.advance_ms(3)
+            yield 2
+            raise KeyError("out")
+        finally:
+            closed.append("generator")
+
+    async def other() -> None:
+        clock.advance_ms(5)
+
+    async def main() -> tuple[list[int], str]:
+        timed = make()
+        source = generator()
+        items = []
+        task = asyncio.create_task(other())
+        for _ in range(2):
+            timed.awaitable = source.__anext__()
+            items.append(await timed)
+        await task
+        timed.awaitable = source.__anext__()
+        try:
+            await timed
+        except KeyError as error:
+            raised = str(error)
+        assert (timed.own_ns, timed.max_gap_ns) == (6_000_000, 10_000_000)
+        closing = make()
+        second = generator()
+        closing.awaitable = second.__anext__()
+        assert await closing == 1
+        closing.awaitable = second.__anext__()
+        iterator = closing.__await__()
+        with pytest.raises(GeneratorExit):
+            iterator.throw(GeneratorExit)
+        return items, raised
+
+    assert asyncio.run(main()) == ([1, 2], "'out'")
+    assert closed == ["generator", "generator"]

@@ -425,7 +425,7 @@ PyInit__speedups(void)
         PyType_Ready(&PkInt64List_Type) < 0 || PyType_Ready(&PkStageList_Type) < 0 ||
         PyType_Ready(&PkExchange_Type) < 0 ||
         PyType_Ready(&PkHandoff_Type) < 0 || pk_steps_ready() < 0 || pk_tasks_ready() < 0 ||
-        pk_traffic_ready() < 0 || pk_staged_ready() < 0) {
+        pk_traffic_ready() < 0 || pk_staged_ready() < 0 || pk_own_time_ready() < 0) {
         return NULL;
     }
     PyObject *module = PyModule_Create(&module_def);
@@ -444,7 +444,8 @@ PyInit__speedups(void)
         PyModule_AddObjectRef(module, "Tally", (PyObject *)&PkTally_Type) < 0 ||
         PyModule_AddObjectRef(module, "Passage", (PyObject *)&PkPassage_Type) < 0 ||
         PyModule_AddObjectRef(module, "StagedFunction", (PyObject *)&PkStagedFunction_Type) < 0 ||
-        PyModule_AddObjectRef(module, "StagedCall", (PyObject *)&PkStagedCall_Type) < 0) {
+        PyModule_AddObjectRef(module, "StagedCall", (PyObject *)&PkStagedCall_Type) < 0 ||
+        PyModule_AddObjectRef(module, "OwnTime", (PyObject *)&PkOwnTime_Type) < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -171,6 +171,9 @@ int pk_staged_ready(void);
 PyObject *pk_staged_call(PyObject *name, PyObject *awaitable, int sum);
 int pk_staged_call_ready(void);
 void pk_add_sum_call(PyObject *timeline, PyObject *name, int64_t start);
+/* _stage._Timed in C (owntime.c): its type ready, -1 with an exception set. */
+extern PyTypeObject PkOwnTime_Type;
+int pk_own_time_ready(void);
 extern PyTypeObject PkInt64List_Type;
 
 /* A raw list (Int64List, StageList) read as the list of its items (module.c; off the request path):
@@ -241,7 +244,7 @@ PyObject *pk_forward(PyObject *inner, void *closure);
 /* 1 with ValueError, as CPython's for a coroutine driven from inside its own step, when running; else 0. */
 int pk_refuse_reentry(int running);
 
-/* A C coroutine (StepClock, StagedCall): what its type does, from which delegate.c makes the
+/* A C coroutine (StepClock, StagedCall, OwnTime): what its type does, from which delegate.c makes the
  * methods a coroutine has. step sends value (or throws exc) in, as a send result; close closes it (0, or
  * -1 with an exception set); closes_first says whether throw(exc) closes it and raises exc rather than
  * throwing exc into what it drives (GeneratorExit while it runs, as `yield from` does). */
