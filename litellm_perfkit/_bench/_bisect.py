@@ -345,12 +345,15 @@ class _Search:
                 except (RuntimeError, OSError) as exc:  # the release is named all the same; a rerun profiles it
                     self.say(f"could not profile {change['upper']}: {exc}")
                     continue
-                # The stages that moved first; where their functions moved no more than the pairs'
-                # spread (a stage of noise can move beside the one that grew), every stage's. The
-                # largest move certain at 95% in the change's direction first (its interval's end
-                # nearest zero): a noisy function of a busy stage can move more, less surely.
-                inside = [move for move in moves if move["stage"] in moved]
+                # The stages that moved first; where none of their functions surely moved in the
+                # change's direction (a stage of noise can move beside the one that grew, which then
+                # may not move beyond its interval), every stage's. The largest move certain at 95% in
+                # that direction first (its interval's end nearest zero): a noisy function of a busy
+                # stage can move more, less surely.
                 direction = 1.0 if change["ratio"] >= 1.0 else -1.0
-                self.journal.functions[key] = sorted(inside or moves, key=lambda move: -_surely_moved(move, direction))
+                inside = [move for move in moves if move["stage"] in moved]
+                if not any(_surely_moved(move, direction) > 0 for move in inside):
+                    inside = moves
+                self.journal.functions[key] = sorted(inside, key=lambda move: -_surely_moved(move, direction))
                 self.journal.save()
             change["functions"] = self.journal.functions.get(key, [])

@@ -102,6 +102,12 @@ def move(stage: str, function: str, change_ms: float, interval: tuple[float, flo
         ),
         # None moved inside it (a stage of noise moved beside the one that grew): every stage's.
         ([move("route", "other", 0.1), move("parse", "grew", 0.4)], ["grew", "other"]),
+        # None surely moved inside it (the stage that grew did not move beyond its interval, one of
+        # noise did; CI: pick_route named for check_quota): every stage's, the surest first.
+        (
+            [move("auth", "flat", 0.05, (-0.1, 0.2)), move("route", "grew", 0.4, (0.3, 0.5))],
+            ["grew", "flat"],
+        ),
     ],
 )
 def test_the_functions_named_are_the_moved_stages_else_every_stages(
