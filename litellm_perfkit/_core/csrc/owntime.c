@@ -1,20 +1,20 @@
 /* OwnTime: _stage._Timed in C. Awaited once per item of a timed async generator (its awaitable is the
- * item's __anext__()), it drives that awaitable step by step and adds each step's time to own_ns:
- * time suspended is not the generator's own. It keeps the longest gap between items too. The reference's await made a generator, its steps two
- * ints and, at each item's end, a StopIteration with its traceback; a LiteLLM stream runs it per
- * chunk (docs/overhead.md#allocations). */
+ * item's __anext__()), it drives that awaitable step by step and adds each step's time to own_ns: time
+ * suspended is not the generator's own. It keeps the longest gap between items too. The reference's
+ * await made a generator, its steps two ints and, at each item's end, a StopIteration with its
+ * traceback; a LiteLLM stream runs it per chunk (docs/overhead.md#allocations). */
 #include "speedups.h"
 
 #include <structmember.h>
 
 typedef struct {
     PyObject_HEAD
-    PyObject *awaitable; /* what the next await drives: set before each */
-    PyObject *iterator;  /* its iterator, from the await's first step to its last */
-    long long own_ns;    /* the steps' time, every await's */
-    long long last_ns;   /* when the last await returned (an item), or when made */
+    PyObject *awaitable;  /* what the next await drives: set before each */
+    PyObject *iterator;   /* its iterator, from the await's first step to its last */
+    long long own_ns;     /* the steps' time, every await's */
+    long long last_ns;    /* when the last await returned (an item), or when made */
     long long max_gap_ns; /* the longest time from one item (or the start) to the next */
-    char running;        /* inside a step: driving it again is refused, as a running coroutine refuses it */
+    char running;         /* inside a step: driving it again is refused, as a running coroutine refuses it */
 } OwnTimeObject;
 
 /* One step of the current await: send value (or throw exc) into its awaitable, timed. */
