@@ -36,10 +36,10 @@ Python code recording runs), the collector, and the largest other
 functions; then the Python objects each allocates per request (as
 ``benchmarks.allocations`` counts them). Deterministic within a few
 thousand instructions a request, so it resolves changes that the timed
-toggle cannot; it counts the app
-process only (not the export agent, not the kernel). ``--cache-sim yes``
-also simulates the caches (valgrind's model of this machine's) and counts
-the misses recording adds: a level-1 miss costs several instructions' time.
+toggle cannot; it counts the app process only (not the export agent, not
+the kernel). ``--cache-sim yes`` also simulates the caches (valgrind's
+model of this machine's) and counts the misses recording adds: a level-1
+miss costs several instructions' time.
 Neither counts the full collections a served proxy's big heap adds
 (``litellm_overhead --collector``).
 
