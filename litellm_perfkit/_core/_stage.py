@@ -17,13 +17,14 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextvars import ContextVar
 from time import perf_counter_ns
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
 from .._wire._names import Attr
-from ._collector import closed_by_collector, set_outside_collection
+from ._collector import closed_by_collector, reset_unless_collected, set_outside_collection
 from ._context import open_stage, read_timeline
 from ._guard import internal_error
 from ._hosttrace import HOST_TRACING
@@ -33,6 +34,7 @@ from ._timeline import OPEN_STAGE, Timeline
 __all__ = ["Stage", "_PyStage", "open_stage"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 _S = TypeVar("_S", bound="_PyStage")
 
 
@@ -210,6 +212,31 @@ def _add_sum_call(timeline: Timeline, name: str, started: int) -> None:
         internal_error("stage.sum", exc)
 
 
+async def _summed_call(name: str, awaitable: Awaitable[T], flag: ContextVar[bool]) -> T:
+    timeline = read_timeline()
+    if timeline is None:
+        return await awaitable
+    token = set_outside_collection(flag, True)
+    try:
+        started = perf_counter_ns()
+        try:
+            return await awaitable
+        finally:
+            _add_sum_call(timeline, name, started)
+    finally:
+        reset_unless_collected(flag, token)
+
+
+def summed_call(name: str, awaitable: Awaitable[T], flag: ContextVar[bool]) -> Awaitable[T]:
+    """``awaitable`` as one call of the sum stage ``name`` in the current request (timed from its first
+    step to its last), with ``flag`` True meanwhile; itself outside a request. The C accelerator's
+    ``summed_call`` where it runs (``use_speedups``): one object, no coroutine frame."""
+    return _summed(name, awaitable, flag)
+
+
+_summed: Callable[[str, Awaitable[Any], ContextVar[bool]], Awaitable[Any]] = _summed_call
+
+
 def _like(wrapper: Any, func: Callable[..., Any], is_async: bool) -> Any:
     """The C decorator's function made to look like ``func`` as a Python wrapper would: its name, doc and
     ``__wrapped__``; an async one a coroutine function to asyncio and inspect, which on Python < 3.12
@@ -262,9 +289,9 @@ _own_time: Callable[[], Any] = _Timed
 
 
 def use_speedups(speedups: Any) -> None:
-    """Timed async generators driven by the C accelerator's ``OwnTime``."""
-    global _own_time
-    _own_time = speedups.OwnTime
+    """Timed async generators driven by the C accelerator's ``OwnTime``, summed calls by its ``summed_call``."""
+    global _own_time, _summed
+    _own_time, _summed = speedups.OwnTime, speedups.summed_call
 
 
 def _wrap_async_generator(

@@ -25,13 +25,13 @@ import functools
 import inspect
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextvars import ContextVar
-from time import perf_counter_ns
 from typing import Any, TypeVar
 
 # _collector's helpers through the module: C's where the accelerator runs (_collector.use_speedups).
 from .._core import Stage, _collector
 from .._core._context import open_stage, read_timeline
 from .._core._guard import internal_error
+from .._core._stage import summed_call
 from .._core._timeline import Timeline
 from .._wire._names import STREAM_WAIT_STAGE, UPSTREAM_STAGE, Attr, SemConv
 from ._points import AUTH, FRAMEWORK_STAGES, LLM_CALL, OUTBOUND
@@ -104,21 +104,21 @@ def outbound(original: Callable[..., Any]) -> Callable[..., Any]:
     return send_sync
 
 
-async def _timed_wait(awaitable: Awaitable[T], timeline: Timeline) -> T:
+def _timed_wait(awaitable: Awaitable[T], timeline: Timeline) -> Awaitable[T]:
+    """A wait for more of a response's body, ``_MEASURING`` while it lasts: inside the LLM call or a
+    hook stage a block stage (``_block_name``), else one call of the sum stage ``stream.wait``
+    (``summed_call``: in C, one object a chunk and no coroutine frame)."""
+    if _in_llm_call() or _in_hook_stage():
+        return _block_wait(awaitable, timeline)
+    timeline.attributes.pop(Attr.UPSTREAM_UNMEASURED, None)
+    return summed_call(STREAM_WAIT_STAGE, awaitable, _MEASURING)
+
+
+async def _block_wait(awaitable: Awaitable[T], timeline: Timeline) -> T:
     token = _collector.set_outside_collection(_MEASURING, True)
     try:
-        if _in_llm_call() or _in_hook_stage():
-            with Stage(_block_name(timeline)):
-                return await awaitable
-        timeline.attributes.pop(Attr.UPSTREAM_UNMEASURED, None)
-        started = perf_counter_ns()
-        try:
+        with Stage(_block_name(timeline)):
             return await awaitable
-        finally:
-            try:
-                timeline.add_generator_time(STREAM_WAIT_STAGE, started, perf_counter_ns() - started, 1, "sum")
-            except Exception as exc:  # perfkit's bug must never become the app's
-                internal_error("transport.wait", exc)
     finally:
         _collector.reset_unless_collected(_MEASURING, token)
 

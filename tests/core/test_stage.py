@@ -567,3 +567,42 @@ def test_a_generators_step_timer_counts_own_time_the_longest_gap_and_lets_everyt
 
     assert asyncio.run(main()) == ([1, 2], "'out'")
     assert closed == ["generator", "generator"]
+
+
+@pytest.mark.parametrize("name", ["python", "c"])
+def test_a_summed_call_times_its_awaitable_as_one_call_with_its_flag_set_meanwhile(clock: FakeClock, name: str) -> None:
+    """_stage._summed_call and the C accelerator's summed_call (a wait for more of a stream's body):
+    one call of the sum stage from the first step to the last, the flag True only while it runs,
+    reset whether it returns or raises; outside a request, the awaitable alone."""
+    from litellm_perfkit._core._stage import _summed_call
+
+    backend = backends.load(name)
+    summed = _summed_call if name == "python" else backend.speedups.summed_call
+    flag: contextvars.ContextVar[bool] = contextvars.ContextVar("flag", default=False)
+    seen: list[bool] = []
+
+    async def wait(fail: bool) -> int:
+        seen.append(flag.get())
+        clock.advance_ms(2)
+        await asyncio.sleep(0)
+        clock.advance_ms(3)
+        seen.append(flag.get())
+        if fail:
+            raise KeyError("upstream")
+        return 7
+
+    async def main() -> tuple[int, int]:
+        outside = await summed("stream.wait", wait(False), flag)
+        timeline = backend.timeline(clock(), "POST", "/x")
+        TIMELINE.set(timeline)
+        value = await summed("stream.wait", wait(False), flag)
+        assert flag.get() is False
+        with pytest.raises(KeyError):
+            await summed("stream.wait", wait(True), flag)
+        assert flag.get() is False
+        [entry] = timeline.freeze().stages
+        assert (entry.name, entry.kind, entry.items, entry.self_ns) == ("stream.wait", "sum", 2, 10_000_000)
+        return outside, value
+
+    assert asyncio.run(main()) == (7, 7)
+    assert seen == [False, False, True, True, True, True]

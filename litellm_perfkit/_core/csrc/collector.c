@@ -18,8 +18,8 @@ pk_set_outside_collection(PyObject *var, PyObject *value)
     return token;
 }
 
-static int
-reset_outside_collection(PyObject *var, PyObject *token)
+int
+pk_reset_outside_collection(PyObject *var, PyObject *token)
 {
     int enabled = PyGC_Disable();
     int result = PyContextVar_Reset(var, token);
@@ -51,7 +51,7 @@ pk_set_outside_collection_function(PyObject *Py_UNUSED(module), PyObject *const 
 PyObject *
 pk_reset_outside_collection_function(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (var_and_other("reset_outside_collection", args, nargs) < 0 || reset_outside_collection(args[0], args[1]) < 0) {
+    if (var_and_other("reset_outside_collection", args, nargs) < 0 || pk_reset_outside_collection(args[0], args[1]) < 0) {
         return NULL;
     }
     Py_RETURN_NONE;
@@ -89,7 +89,7 @@ pk_reset_unless_collected_function(PyObject *Py_UNUSED(module), PyObject *const 
         return NULL;
     }
     int collected = closing_garbage();
-    if (collected < 0 || (collected == 0 && reset_outside_collection(args[0], args[1]) < 0)) {
+    if (collected < 0 || (collected == 0 && pk_reset_outside_collection(args[0], args[1]) < 0)) {
         return NULL;
     }
     Py_RETURN_NONE;

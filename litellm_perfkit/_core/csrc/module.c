@@ -344,6 +344,9 @@ static PyMethodDef methods[] = {
      "reset_outside_collection(var, token): var.reset(token) with the collector off (_collector.py)."},
     {"reset_unless_collected", (PyCFunction)(void (*)(void))pk_reset_unless_collected_function, METH_FASTCALL,
      "reset_unless_collected(var, token): the reset, unless the collector is closing the caller as garbage (_collector.py)."},
+    {"summed_call", (PyCFunction)(void (*)(void))pk_summed_call_function, METH_FASTCALL,
+     "summed_call(name, awaitable, flag) -> StagedCall: awaitable as one call of the sum stage name, flag (a ContextVar) "
+     "True from its first step to its last (_stage.summed_call)."},
     {"format_ms", format_ms, METH_O, "format_ms(ns) -> str: as _headers.format_ms."},
     {"encode_record", encode_record, METH_O, "encode_record(timeline) -> bytes | None: the hand-off's record (None: declined)."},
     {"json_has_token", json_has_token, METH_O, "json_has_token(data) -> bool | None: the C reader's answer (None: undecided)."},

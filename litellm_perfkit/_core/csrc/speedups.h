@@ -170,6 +170,9 @@ extern PyTypeObject PkStagedCall_Type;
 int pk_staged_ready(void);
 PyObject *pk_staged_call(PyObject *name, PyObject *awaitable, int sum);
 int pk_staged_call_ready(void);
+/* summed_call(name, awaitable, flag): an async call of the sum stage name driving awaitable, the
+ * ContextVar flag True from its first step to its last (_stage.summed_call's reference). */
+PyObject *pk_summed_call_function(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 void pk_add_sum_call(PyObject *timeline, PyObject *name, int64_t start);
 /* _stage._Timed in C (owntime.c): its type ready, -1 with an exception set. */
 extern PyTypeObject PkOwnTime_Type;
@@ -229,6 +232,7 @@ PyObject *pk_run_under_stage(PyObject *module, PyObject *const *args, size_t nar
 PyObject *pk_new_step_clock(PyObject *awaitable, PyObject *steps, PyObject *batches, int64_t ready, PyObject *held);
 /* ContextVar set and reset with the collector off (collector.c; _collector.py is the reference). */
 PyObject *pk_set_outside_collection(PyObject *var, PyObject *value);
+int pk_reset_outside_collection(PyObject *var, PyObject *token);
 PyObject *pk_set_outside_collection_function(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *pk_reset_outside_collection_function(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *pk_reset_unless_collected_function(PyObject *module, PyObject *const *args, Py_ssize_t nargs);

@@ -10,6 +10,8 @@ typedef struct {
     PkStageObject stage; /* a sum stage's call keeps its timeline in stage.timeline, and its start */
     PyObject *inner;     /* the function's awaitable: its attributes are the call's (cr_frame, __qualname__) */
     PyObject *iterator;  /* the awaitable's iterator from the first step to the last */
+    PyObject *flag;      /* a sum stage's call: a ContextVar True from its first step to its last, or NULL */
+    PyObject *flag_token; /* the flag's set, reset at the last step */
     char sum;            /* a call of a sum stage: timed, added to the stage's calls, never the open stage */
     char started, done;
     char running; /* inside a step: driving it again is refused, as a running coroutine refuses it */
@@ -36,6 +38,37 @@ call_begin(StagedCallObject *self)
     }
     self->stage.start = start;
     self->stage.timeline = timeline;
+    if (self->flag != NULL) {
+        self->flag_token = pk_set_outside_collection(self->flag, Py_True);
+        if (self->flag_token == NULL) {
+            pk_report("stage.flag"); /* the call is timed all the same */
+        }
+    }
+}
+
+/* The flag set at the first step reset, unless the collector is closing the call as garbage (exc_type
+ * GeneratorExit while it runs): a reset there can crash CPython < 3.12 (_collector.py). */
+static void
+call_unflag(StagedCallObject *self, PyObject *exc_type)
+{
+    PyObject *token = self->flag_token;
+    if (token == NULL) {
+        return;
+    }
+    self->flag_token = NULL;
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    int collected = 0;
+    if (exc_type == PyExc_GeneratorExit) {
+        PyObject *answer = PyObject_CallOneArg(pk_hooks.closed_by_collector, exc_type);
+        collected = answer == NULL ? -1 : PyObject_IsTrue(answer);
+        Py_XDECREF(answer);
+    }
+    if (collected < 0 || (collected == 0 && pk_reset_outside_collection(self->flag, token) < 0)) {
+        pk_report("stage.flag");
+    }
+    Py_DECREF(token);
+    PyErr_Restore(type, value, traceback);
 }
 
 /* The stage ends (a sum stage's call is added) with the exception being raised, of type exc_type. */
@@ -52,6 +85,7 @@ call_end(StagedCallObject *self, PyObject *exc_type)
         pk_add_sum_call(timeline, self->stage.name, self->stage.start);
         Py_DECREF(timeline);
     }
+    call_unflag(self, exc_type);
 }
 
 /* The last step: the stage ends with the exception being raised, if any. */
@@ -157,6 +191,8 @@ call_traverse(StagedCallObject *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->inner);
     Py_VISIT(self->iterator);
+    Py_VISIT(self->flag);
+    Py_VISIT(self->flag_token);
     return PkStage_Type.tp_traverse((PyObject *)self, visit, arg);
 }
 
@@ -165,6 +201,8 @@ call_clear(StagedCallObject *self)
 {
     Py_CLEAR(self->inner);
     Py_CLEAR(self->iterator);
+    Py_CLEAR(self->flag);
+    Py_CLEAR(self->flag_token);
     return PkStage_Type.tp_clear((PyObject *)self);
 }
 
@@ -215,6 +253,20 @@ pk_staged_call(PyObject *name, PyObject *awaitable, int sum)
     if (call != NULL) {
         call->inner = Py_NewRef(awaitable);
         call->sum = (char)sum;
+    }
+    return (PyObject *)call;
+}
+
+PyObject *
+pk_summed_call_function(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyUnicode_Check(args[0]) || !PyContextVar_CheckExact(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "summed_call(name: str, awaitable, flag: ContextVar)");
+        return NULL;
+    }
+    StagedCallObject *call = (StagedCallObject *)pk_staged_call(args[0], args[1], 1);
+    if (call != NULL) {
+        call->flag = Py_NewRef(args[2]);
     }
     return (PyObject *)call;
 }
