@@ -345,15 +345,14 @@ class _Search:
                 except (RuntimeError, OSError) as exc:  # the release is named all the same; a rerun profiles it
                     self.say(f"could not profile {change['upper']}: {exc}")
                     continue
-                # The stages that moved first; where none of their functions surely moved in the
-                # change's direction (a stage of noise can move beside the one that grew, which then
-                # may not move beyond its interval), every stage's. The largest move certain at 95% in
-                # that direction first (its interval's end nearest zero): a noisy function of a busy
-                # stage can move more, less surely.
+                # Those of the stages that moved that surely moved in the change's direction first,
+                # then every other function that moved: a stage of noise can move beside the one
+                # that grew, which then may not move beyond its interval. Within each, the largest
+                # move certain at 95% in that direction first (its interval's end nearest zero): a
+                # noisy function of a busy stage can move more, less surely.
                 direction = 1.0 if change["ratio"] >= 1.0 else -1.0
-                inside = [move for move in moves if move["stage"] in moved]
-                if not any(_surely_moved(move, direction) > 0 for move in inside):
-                    inside = moves
-                self.journal.functions[key] = sorted(inside, key=lambda move: -_surely_moved(move, direction))
+                surest = sorted(moves, key=lambda move: -_surely_moved(move, direction))
+                first = [m for m in surest if m["stage"] in moved and _surely_moved(m, direction) > 0]
+                self.journal.functions[key] = first + [m for m in surest if m not in first]
                 self.journal.save()
             change["functions"] = self.journal.functions.get(key, [])

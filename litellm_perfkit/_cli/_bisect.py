@@ -100,7 +100,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         choices=["profile", "off"],
         default="profile",
         help=f"for each release found, {PROFILED_PAIRS} more pairs with the per-stage profiler on, and the functions "
-        "that moved in the stages that moved, or in every stage when none there did (default: profile)",
+        "that moved, those in the stages that moved first (default: profile)",
     )
     search.add_argument(
         "--out",
