@@ -57,6 +57,18 @@ pk_reset_outside_collection_function(PyObject *Py_UNUSED(module), PyObject *cons
     Py_RETURN_NONE;
 }
 
+int
+pk_closed_by_collector(PyObject *exc_type)
+{
+    if (exc_type != PyExc_GeneratorExit || pk_hooks.closed_by_collector == NULL) {
+        return 0;
+    }
+    PyObject *answer = PyObject_CallOneArg(pk_hooks.closed_by_collector, exc_type);
+    int collected = answer == NULL ? -1 : PyObject_IsTrue(answer);
+    Py_XDECREF(answer);
+    return collected;
+}
+
 /* 1 if the exception being handled (sys.exc_info()) is the collector's GeneratorExit closing garbage,
  * 0 if not, -1 with an exception set. */
 static int
@@ -72,12 +84,7 @@ closing_garbage(void)
     Py_XDECREF(value);
     Py_XDECREF(traceback);
 #endif
-    int collected = 0;
-    if (type == PyExc_GeneratorExit && pk_hooks.closed_by_collector != NULL) {
-        PyObject *answer = PyObject_CallOneArg(pk_hooks.closed_by_collector, type);
-        collected = answer == NULL ? -1 : PyObject_IsTrue(answer);
-        Py_XDECREF(answer);
-    }
+    int collected = pk_closed_by_collector(type);
     Py_XDECREF(type);
     return collected;
 }

@@ -233,6 +233,9 @@ PyObject *pk_new_step_clock(PyObject *awaitable, PyObject *steps, PyObject *batc
 /* ContextVar set and reset with the collector off (collector.c; _collector.py is the reference). */
 PyObject *pk_set_outside_collection(PyObject *var, PyObject *value);
 int pk_reset_outside_collection(PyObject *var, PyObject *token);
+/* 1 if exc_type is the collector's GeneratorExit closing garbage (_collector.closed_by_collector), 0 if
+ * not, -1 with an exception set. */
+int pk_closed_by_collector(PyObject *exc_type);
 PyObject *pk_set_outside_collection_function(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *pk_reset_outside_collection_function(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *pk_reset_unless_collected_function(PyObject *module, PyObject *const *args, Py_ssize_t nargs);

@@ -146,20 +146,16 @@ pk_stage_exit(PkStageObject *self, PyObject *exc_type)
     }
     PyObject *type, *value, *traceback;
     PyErr_Fetch(&type, &value, &traceback);
-    if (exc_type == PyExc_GeneratorExit) {
-        /* Garbage being closed by the collector, in another context: touch
-         * nothing (see _collector.py). */
-        PyObject *result = PyObject_CallOneArg(pk_hooks.closed_by_collector, exc_type);
-        int collected = result == NULL ? -1 : PyObject_IsTrue(result);
-        Py_XDECREF(result);
-        if (collected != 0) {
-            if (collected < 0) {
-                pk_report("stage.exit");
-            }
-            stage_close(self);
-            PyErr_Restore(type, value, traceback);
-            return;
+    /* Garbage being closed by the collector, in another context: touch
+     * nothing (see _collector.py). */
+    int collected = pk_closed_by_collector(exc_type);
+    if (collected != 0) {
+        if (collected < 0) {
+            pk_report("stage.exit");
         }
+        stage_close(self);
+        PyErr_Restore(type, value, traceback);
+        return;
     }
     if (record_stage(self) < 0) {
         pk_report("stage.exit"); /* clears the exception before the context is touched */

@@ -58,12 +58,7 @@ call_unflag(StagedCallObject *self, PyObject *exc_type)
     self->flag_token = NULL;
     PyObject *type, *value, *traceback;
     PyErr_Fetch(&type, &value, &traceback);
-    int collected = 0;
-    if (exc_type == PyExc_GeneratorExit) {
-        PyObject *answer = PyObject_CallOneArg(pk_hooks.closed_by_collector, exc_type);
-        collected = answer == NULL ? -1 : PyObject_IsTrue(answer);
-        Py_XDECREF(answer);
-    }
+    int collected = pk_closed_by_collector(exc_type);
     if (collected < 0 || (collected == 0 && pk_reset_outside_collection(self->flag, token) < 0)) {
         pk_report("stage.flag");
     }
