@@ -213,6 +213,9 @@ def _add_sum_call(timeline: Timeline, name: str, started: int) -> None:
 
 
 async def _summed_call(name: str, awaitable: Awaitable[T], flag: ContextVar[bool]) -> T:
+    """``awaitable`` as one call of the sum stage ``name`` in the current request (timed from its first
+    step to its last), with ``flag`` True meanwhile; itself outside a request. The reference of the C
+    accelerator's ``summed_call``: one object, no coroutine frame."""
     timeline = read_timeline()
     if timeline is None:
         return await awaitable
@@ -227,14 +230,8 @@ async def _summed_call(name: str, awaitable: Awaitable[T], flag: ContextVar[bool
         reset_unless_collected(flag, token)
 
 
-def summed_call(name: str, awaitable: Awaitable[T], flag: ContextVar[bool]) -> Awaitable[T]:
-    """``awaitable`` as one call of the sum stage ``name`` in the current request (timed from its first
-    step to its last), with ``flag`` True meanwhile; itself outside a request. The C accelerator's
-    ``summed_call`` where it runs (``use_speedups``): one object, no coroutine frame."""
-    return _summed(name, awaitable, flag)
-
-
-_summed: Callable[[str, Awaitable[Any], ContextVar[bool]], Awaitable[Any]] = _summed_call
+# The reference, or the C accelerator's (use_speedups): callers read it through the module.
+summed_call: Callable[[str, Awaitable[Any], ContextVar[bool]], Awaitable[Any]] = _summed_call
 
 
 def _like(wrapper: Any, func: Callable[..., Any], is_async: bool) -> Any:
@@ -290,8 +287,8 @@ _own_time: Callable[[], Any] = _Timed
 
 def use_speedups(speedups: Any) -> None:
     """Timed async generators driven by the C accelerator's ``OwnTime``, summed calls by its ``summed_call``."""
-    global _own_time, _summed
-    _own_time, _summed = speedups.OwnTime, speedups.summed_call
+    global _own_time, summed_call
+    _own_time, summed_call = speedups.OwnTime, speedups.summed_call
 
 
 def _wrap_async_generator(

@@ -27,11 +27,10 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
-# _collector's helpers through the module: C's where the accelerator runs (_collector.use_speedups).
-from .._core import Stage, _collector
+# _collector's helpers and _stage.summed_call through their modules: C's where the accelerator runs (use_speedups).
+from .._core import Stage, _collector, _stage
 from .._core._context import open_stage, read_timeline
 from .._core._guard import internal_error
-from .._core._stage import summed_call
 from .._core._timeline import Timeline
 from .._wire._names import STREAM_WAIT_STAGE, UPSTREAM_STAGE, Attr, SemConv
 from ._points import AUTH, FRAMEWORK_STAGES, LLM_CALL, OUTBOUND
@@ -111,7 +110,7 @@ def _timed_wait(awaitable: Awaitable[T], timeline: Timeline) -> Awaitable[T]:
     if _in_llm_call() or _in_hook_stage():
         return _block_wait(awaitable, timeline)
     timeline.attributes.pop(Attr.UPSTREAM_UNMEASURED, None)
-    return summed_call(STREAM_WAIT_STAGE, awaitable, _MEASURING)
+    return _stage.summed_call(STREAM_WAIT_STAGE, awaitable, _MEASURING)
 
 
 async def _block_wait(awaitable: Awaitable[T], timeline: Timeline) -> T:
