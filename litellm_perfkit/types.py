@@ -21,6 +21,7 @@ __all__ = [
     "BenchResult",
     "BenchRun",
     "BenchSweepPairs",
+    "CpuClock",
     "Distribution",
     "Driver",
     "FlamegraphFormat",
@@ -119,6 +120,9 @@ Distribution = Literal["fixed", "uniform", "normal", "exponential", "lognormal"]
 
 FlamegraphFormat = Literal["speedscope", "svg"]
 """The file py-spy writes: speedscope JSON or an SVG flamegraph."""
+
+CpuClock = Literal["thread", "process"]
+"""The CPU clock the per-stage profiler samples on: the event-loop thread's own, or the whole process's."""
 
 BenchFlamegraph = Literal["off", "speedscope", "svg"]
 """Whether ``perfkit bench`` records a flamegraph of the proxy, and in which format."""

@@ -25,15 +25,23 @@ import orjson
 
 from .._core._stage import _timed_generator, open_stage
 from .._version import __version__
+from ..types import CpuClock
+from ._cpu_timer import CpuTimer
 
-__all__ = ["StageProfiler", "NO_STAGE"]
+__all__ = ["DEFAULT_INTERVAL_S", "StageProfiler", "NO_STAGE"]
 
 NO_STAGE = "(no stage)"
+# At most one sample a kernel tick (4 ms at HZ=250) either way. At 1 ms every tick that finds
+# the thread running samples it; a longer interval samples a thread more often just as it
+# resumes from a wait, which over-counts the function that waited (docs/profiling.md).
+DEFAULT_INTERVAL_S = 0.001
 _GENERATOR_CODE = _timed_generator.__code__
 
 
 class StageProfiler:
-    """Samples the main thread's stack every ``interval_s`` of process CPU time.
+    """Samples the main thread's stack every ``interval_s`` of that thread's CPU time
+    (``clock="thread"``; the process's where the system has no per-thread CPU timer,
+    or when asked: then other threads' CPU is charged to the main thread's stack).
 
     ``start()`` and ``stop()`` must be called on the main thread (where
     uvicorn and the LiteLLM proxy run their event loop). ``write(directory)``
@@ -41,14 +49,17 @@ class StageProfiler:
     file per stage (for flamegraph.pl or inferno).
     """
 
-    def __init__(self, interval_s: float = 0.005, max_depth: int = 200) -> None:
+    def __init__(
+        self, interval_s: float = DEFAULT_INTERVAL_S, max_depth: int = 200, clock: CpuClock = "thread"
+    ) -> None:
         if interval_s <= 0:
             raise ValueError("interval_s must be positive")
         self.interval_s = interval_s
         self.max_depth = max_depth
         self.samples: dict[str, Counter[tuple[CodeType, ...]]] = {}
         self.errors = 0
-        self.cpu_s = 0.0  # process CPU time while on: what the samples share
+        self._timer = CpuTimer(interval_s, clock)
+        self.cpu_s = 0.0  # the sampled clock's CPU time while on: what the samples share
         self._cpu_started = 0.0
         self._previous_handler: Any = None
         self.running = False
@@ -60,17 +71,25 @@ class StageProfiler:
         if self.running:
             return
         self._previous_handler = signal.signal(signal.SIGPROF, self._sample)
-        self._cpu_started = time.process_time()
-        signal.setitimer(signal.ITIMER_PROF, self.interval_s, self.interval_s)
+        self._timer.start()
+        self._cpu_started = self._cpu_time()
         self.running = True
 
     def stop(self) -> None:
         if not self.running:
             return
-        signal.setitimer(signal.ITIMER_PROF, 0, 0)
-        self.cpu_s += time.process_time() - self._cpu_started
+        self._timer.stop()
+        self.cpu_s += self._cpu_time() - self._cpu_started
         signal.signal(signal.SIGPROF, self._previous_handler or signal.SIG_DFL)
         self.running = False
+
+    @property
+    def clock(self) -> CpuClock:
+        """The CPU clock the samples are taken on: the main thread's, or the process's."""
+        return self._timer.clock
+
+    def _cpu_time(self) -> float:
+        return time.thread_time() if self.clock == "thread" else time.process_time()
 
     def __enter__(self) -> StageProfiler:
         self.start()
@@ -120,9 +139,9 @@ class StageProfiler:
 
     @property
     def seconds_per_sample(self) -> float:
-        """CPU seconds one sample stands for. The kernel rounds ITIMER_PROF up to
-        its tick (4 ms at HZ=250), so this comes from the CPU time measured
-        while on, not from ``interval_s``."""
+        """CPU seconds one sample stands for. The kernel checks CPU timers at its
+        tick (4 ms at HZ=250), so this comes from the CPU time measured while on,
+        not from ``interval_s``."""
         samples = sum(self.counts().values())
         return self.cpu_s / samples if samples and self.cpu_s else self.interval_s
 
@@ -176,7 +195,9 @@ class StageProfiler:
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
         written = [out / f"{prefix}.speedscope.json"]
-        written[0].write_bytes(orjson.dumps(self.speedscope(f"{prefix}: samples by stage")))
+        written[0].write_bytes(
+            orjson.dumps(self.speedscope(f"{prefix}: samples by stage, on the {self.clock}'s CPU clock"))
+        )
         for stage in self.samples:
             path = out / f"{prefix}.{_file_safe(stage)}.folded"
             path.write_text(self.folded(stage))

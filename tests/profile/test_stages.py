@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
+import threading
+import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -126,3 +130,57 @@ def test_start_off_the_main_thread_is_refused() -> None:
     thread.start()
     thread.join()
     assert errors and "main thread" in str(errors[0])
+
+
+def _samples_of_two_equal_calls(profiler: StageProfiler) -> tuple[int, int]:
+    """Two functions hash the same bytes (the GIL released); while the first hashes, another
+    thread runs Python for about as long. The samples of each."""
+    data = memoryview(bytes(range(256)) * 4_000)  # 1 MB
+    kick, done = threading.Event(), threading.Event()
+
+    def other_thread() -> None:
+        while not done.is_set():
+            if kick.wait(0.1):
+                kick.clear()
+                started = time.thread_time()
+                while time.thread_time() - started < 0.001:
+                    pass
+
+    def hash_beside_the_other_thread() -> bytes:
+        kick.set()
+        return hashlib.sha256(data).digest()
+
+    def hash_alone() -> bytes:
+        return hashlib.sha256(data).digest()
+
+    worker = threading.Thread(target=other_thread)
+    worker.start()
+    try:
+        with profiler:
+            started = time.thread_time()
+            while time.thread_time() - started < 1.5:
+                hash_beside_the_other_thread()
+                time.sleep(0.0003)  # the other thread's turn ends before the next hash
+                hash_alone()
+    finally:
+        done.set()
+        worker.join()
+    leaves = Counter(stack[-1].co_name for counter in profiler.samples.values() for stack in counter.elements())
+    return leaves["hash_beside_the_other_thread"], leaves["hash_alone"]
+
+
+def test_the_main_threads_samples_are_its_own_cpu_not_another_threads() -> None:
+    """Ground truth: two calls of equal CPU on the main thread, one of them while another
+    thread runs. On the thread's CPU clock they get the same share of samples; on the
+    process's, the other thread's CPU lands in the call it overlapped (what ``clock`` is for).
+    At the default interval: a longer one samples a thread more often as it resumes from a
+    wait (here for the GIL), docs/profiling.md."""
+    profiler = StageProfiler()
+    beside, alone = _samples_of_two_equal_calls(profiler)
+    assert profiler.clock == "thread"
+    assert beside + alone >= 150 and 0.75 <= beside / alone <= 1.33, (beside, alone)
+    # The samples share the main thread's CPU, not the process's.
+    assert profiler.cpu_s == pytest.approx(1.5, abs=0.1)
+    profiler = StageProfiler(interval_s=0.005, clock="process")
+    beside, alone = _samples_of_two_equal_calls(profiler)
+    assert profiler.clock == "process" and beside / alone >= 1.4, (beside, alone)
