@@ -404,6 +404,36 @@ def test_the_task_factory_keeps_the_hosts_and_reads_the_context_a_task_is_given(
     assert len(steps) == 2 * STEP_SIZE  # the child's two steps
 
 
+def test_tasks_made_with_and_without_a_context_in_turn_each_run_in_their_own(
+    backend: Backend, loop: asyncio.AbstractEventLoop
+) -> None:
+    """asyncio calls the factory with ``context=`` or without it; the C factory keeps the keyword
+    names it passes on for the last form it saw: a change of form makes them anew."""
+    marker: contextvars.ContextVar[str] = contextvars.ContextVar("marker", default="none")
+    timeline = backend.timeline(0, "POST", "/x")
+
+    async def child() -> str:
+        await asyncio.sleep(0)
+        return marker.get()
+
+    async def main() -> list[str]:
+        backend.middleware._step_accounting.batches_for(loop)
+        TIMELINE.set(timeline)
+        given = contextvars.copy_context()
+        given.run(marker.set, "given")
+        marker.set("current")
+        found = []
+        for n in range(6):
+            if n % 2:
+                found.append(await _start(loop, child(), f"t{n}", given))
+            else:
+                found.append(await loop.create_task(child(), name=f"t{n}"))
+        return found
+
+    assert loop.run_until_complete(main()) == ["current", "given"] * 3
+    assert len(timeline.steps) == 12 * STEP_SIZE  # every child clocked: two steps each
+
+
 def test_a_clocked_tasks_coroutine_answers_inspection_as_the_one_it_drives(
     backend: Backend, loop: asyncio.AbstractEventLoop
 ) -> None:
