@@ -17,10 +17,6 @@ typedef struct {
     vectorcallfunc vectorcall;
     PyObject *previous; /* the factory the host had set, or NULL */
     PyObject *batches;
-    /* asyncio.Task's keyword names for the last keyword names asyncio passed (a constant of its code, so
-     * the same tuple each time): a task made without a new tuple each */
-    PyObject *kwnames_seen; /* NULL: none passed */
-    PyObject *task_names;   /* NULL: none made yet */
 } TaskFactoryObject;
 
 /* The request whose context the task runs in (a new reference), or NULL
@@ -123,25 +119,17 @@ make_task(TaskFactoryObject *self, PyObject *loop, PyObject *coroutine, PyObject
         return PyObject_Vectorcall(self->previous, stack, 2, kwnames);
     }
     /* asyncio.Task(coroutine, loop=loop, **keywords), as the default factory does */
-    if (self->task_names == NULL || self->kwnames_seen != kwnames) {
-        PyObject *names = PyTuple_New(1 + count);
-        if (names == NULL) {
-            return NULL;
-        }
-        PyTuple_SET_ITEM(names, 0, Py_NewRef(pk_names.loop));
-        for (Py_ssize_t i = 0; i < count; i++) {
-            PyTuple_SET_ITEM(names, 1 + i, Py_NewRef(PyTuple_GET_ITEM(kwnames, i)));
-        }
-        Py_XSETREF(self->task_names, names);
-        Py_XSETREF(self->kwnames_seen, Py_XNewRef(kwnames));
+    PyObject *names = PyTuple_New(1 + count);
+    if (names == NULL) {
+        return NULL;
     }
+    PyTuple_SET_ITEM(names, 0, Py_NewRef(pk_names.loop));
     stack[0] = coroutine;
     stack[1] = loop;
     for (Py_ssize_t i = 0; i < count; i++) {
+        PyTuple_SET_ITEM(names, 1 + i, Py_NewRef(PyTuple_GET_ITEM(kwnames, i)));
         stack[2 + i] = keywords[i];
     }
-    /* held for the call: an eager task's first step, run inside it, may make a task with other names */
-    PyObject *names = Py_NewRef(self->task_names);
     PyObject *task = PyObject_Vectorcall(pk_hooks.task_type, stack, 1, names);
     Py_DECREF(names);
     return task;
@@ -222,8 +210,6 @@ factory_traverse(TaskFactoryObject *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->previous);
     Py_VISIT(self->batches);
-    Py_VISIT(self->kwnames_seen);
-    Py_VISIT(self->task_names);
     return 0;
 }
 
@@ -232,8 +218,6 @@ factory_clear(TaskFactoryObject *self)
 {
     Py_CLEAR(self->previous);
     Py_CLEAR(self->batches);
-    Py_CLEAR(self->kwnames_seen);
-    Py_CLEAR(self->task_names);
     return 0;
 }
 
