@@ -407,8 +407,8 @@ def test_the_task_factory_keeps_the_hosts_and_reads_the_context_a_task_is_given(
 def test_tasks_made_with_and_without_a_context_in_turn_each_run_in_their_own(
     backend: Backend, loop: asyncio.AbstractEventLoop
 ) -> None:
-    """asyncio calls the factory with ``context=`` or without it; the C factory keeps the keyword
-    names it passes on for the last form it saw: a change of form makes them anew."""
+    """asyncio calls the factory with ``context=`` or without it, in any order: each task runs in
+    the context it was given (else the current one), and every one is clocked."""
     marker: contextvars.ContextVar[str] = contextvars.ContextVar("marker", default="none")
     timeline = backend.timeline(0, "POST", "/x")
 
