@@ -17,6 +17,7 @@ import ctypes
 import ctypes.util
 import signal
 import threading
+import time
 
 from ..types import CpuClock
 
@@ -78,6 +79,10 @@ class CpuTimer:
             except OSError:
                 self.clock = "process"
         signal.setitimer(signal.ITIMER_PROF, self.interval_s, self.interval_s)
+
+    def cpu_time(self) -> float:
+        """Seconds on the clock the timer counts (call it on the timer's thread)."""
+        return time.thread_time() if self.clock == "thread" else time.process_time()
 
     def stop(self) -> None:
         if self.clock == "thread":

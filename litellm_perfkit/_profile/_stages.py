@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import signal
 import threading
-import time
 from collections import Counter
 from pathlib import Path
 from types import CodeType, FrameType
@@ -72,14 +71,14 @@ class StageProfiler:
             return
         self._previous_handler = signal.signal(signal.SIGPROF, self._sample)
         self._timer.start()
-        self._cpu_started = self._cpu_time()
+        self._cpu_started = self._timer.cpu_time()
         self.running = True
 
     def stop(self) -> None:
         if not self.running:
             return
         self._timer.stop()
-        self.cpu_s += self._cpu_time() - self._cpu_started
+        self.cpu_s += self._timer.cpu_time() - self._cpu_started
         signal.signal(signal.SIGPROF, self._previous_handler or signal.SIG_DFL)
         self.running = False
 
@@ -87,9 +86,6 @@ class StageProfiler:
     def clock(self) -> CpuClock:
         """The CPU clock the samples are taken on: the main thread's, or the process's."""
         return self._timer.clock
-
-    def _cpu_time(self) -> float:
-        return time.thread_time() if self.clock == "thread" else time.process_time()
 
     def __enter__(self) -> StageProfiler:
         self.start()
