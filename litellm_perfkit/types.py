@@ -22,6 +22,7 @@ __all__ = [
     "BenchRun",
     "BenchSweepPairs",
     "CpuClock",
+    "CpuTimerKind",
     "Distribution",
     "Driver",
     "FlamegraphFormat",
@@ -123,6 +124,11 @@ FlamegraphFormat = Literal["speedscope", "svg"]
 
 CpuClock = Literal["thread", "process"]
 """The CPU clock the per-stage profiler samples on: the event-loop thread's own, or the whole process's."""
+
+CpuTimerKind = Literal["perf_event", "timer_create", "setitimer"]
+"""What times the per-stage profiler's samples: a ``perf_event`` task clock (the thread's CPU, to the
+nanosecond), a POSIX CPU timer (the thread's CPU, checked at the kernel's tick), or ``setitimer``
+(the process's CPU, at the tick)."""
 
 BenchFlamegraph = Literal["off", "speedscope", "svg"]
 """Whether ``perfkit bench`` records a flamegraph of the proxy, and in which format."""

@@ -59,11 +59,11 @@ def _request_profiles(app: Any, env: Any) -> None:
 
 
 def _stage_profiles(app: Any, env: Any) -> None:
-    from ._stages import DEFAULT_INTERVAL_S, StageProfiler
+    from ._stages import StageProfiler
 
     directory = env[PERFKIT_STAGE_PROFILE_DIR]
     interval_ms = env.get(PERFKIT_STAGE_PROFILE_INTERVAL_MS)
-    profiler = StageProfiler(interval_s=float(interval_ms) / 1000 if interval_ms else DEFAULT_INTERVAL_S)
+    profiler = StageProfiler(interval_s=float(interval_ms) / 1000 if interval_ms else None)
     profiler.start()
     done: list[bool] = []
 

@@ -24,16 +24,12 @@ import orjson
 
 from .._core._stage import _timed_generator, open_stage
 from .._version import __version__
-from ..types import CpuClock
+from ..types import CpuClock, CpuTimerKind
 from ._cpu_timer import CpuTimer
 
-__all__ = ["DEFAULT_INTERVAL_S", "StageProfiler", "NO_STAGE"]
+__all__ = ["StageProfiler", "NO_STAGE"]
 
 NO_STAGE = "(no stage)"
-# At most one sample a kernel tick (4 ms at HZ=250) either way. At 1 ms every tick that finds
-# the thread running samples it; a longer interval samples a thread more often just as it
-# resumes from a wait, which over-counts the function that waited (docs/profiling.md).
-DEFAULT_INTERVAL_S = 0.001
 _GENERATOR_CODE = _timed_generator.__code__
 
 
@@ -48,12 +44,9 @@ class StageProfiler:
     file per stage (for flamegraph.pl or inferno).
     """
 
-    def __init__(
-        self, interval_s: float = DEFAULT_INTERVAL_S, max_depth: int = 200, clock: CpuClock = "thread"
-    ) -> None:
-        if interval_s <= 0:
+    def __init__(self, interval_s: float | None = None, max_depth: int = 200, clock: CpuClock = "thread") -> None:
+        if interval_s is not None and interval_s <= 0:
             raise ValueError("interval_s must be positive")
-        self.interval_s = interval_s
         self.max_depth = max_depth
         self.samples: dict[str, Counter[tuple[CodeType, ...]]] = {}
         self.errors = 0
@@ -86,6 +79,17 @@ class StageProfiler:
     def clock(self) -> CpuClock:
         """The CPU clock the samples are taken on: the main thread's, or the process's."""
         return self._timer.clock
+
+    @property
+    def interval_s(self) -> float:
+        """CPU seconds between samples: as asked, or the timer's default (5 ms on ``perf_event``,
+        1 ms on the timers the kernel checks at its tick)."""
+        return self._timer.interval_s
+
+    @property
+    def timer(self) -> CpuTimerKind:
+        """What times the samples (after ``start()``): ``perf_event`` where the kernel allows it."""
+        return self._timer.kind
 
     def __enter__(self) -> StageProfiler:
         self.start()
