@@ -19,6 +19,7 @@ from setuptools.command.build_ext import build_ext
 
 SOURCES = (
     "module",
+    "freelist",
     "timeline",
     "int64list",
     "stagelist",

@@ -64,6 +64,22 @@ def calls_by_function(path: Path) -> Counter[str]:
     return calls
 
 
+def allocations_by_callers(path: Path) -> Counter[str]:
+    """Calls of the small-object allocator by who called it, in a callgrind output made with
+    ``--separate-callers=N`` (a function's name then carries its N callers: ``f'caller'caller2``)."""
+    chains: Counter[str] = Counter()
+    callee = None
+    with path.open() as lines:
+        for line in lines:
+            if line.startswith("cfn="):
+                callee = line[4:].strip()
+            elif line.startswith("calls=") and callee is not None:
+                name, _, callers = callee.partition("'")
+                if name in OBJECT_ALLOCATORS:
+                    chains[callers] += int(line[6:].split(maxsplit=1)[0])
+    return chains
+
+
 def counts(calls: Counter[str]) -> Counts:
     return Counts(sum(calls[name] for name in OBJECT_ALLOCATORS), calls[GC_TRACKED])
 

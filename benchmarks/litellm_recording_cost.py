@@ -4,8 +4,8 @@ Whole-proxy comparisons (benchmarks/litellm_overhead.py) differ by 5% between
 runs of the same configuration on this machine, which hides changes of a
 tenth of a millisecond. This benchmark removes most of that noise: one
 instrumented LiteLLM proxy app (``perfkit run``'s bootstrap, ``--exporter
-none``) runs in one process, driven through ASGI in-process (httpx's
-ASGITransport: no sockets, no uvicorn, so no ``protocol`` stage) against the
+none``) runs in one process, driven through ASGI in-process (a bare ASGI
+caller: no sockets, no uvicorn, so no ``protocol`` stage) against the
 mock on another core. Each round sends one batch of concurrent requests
 with every request recorded, and one with every request passed through
 (the middleware's record ratio switched between 1 and 0, in ABBA order),
@@ -94,9 +94,9 @@ def _find_middleware(app: Any) -> Any:
     return seen
 
 
-async def _started_proxy(args: argparse.Namespace) -> tuple[Any, Callable[[], Awaitable[float]], Any]:
-    """The proxy app after its startup, a batch runner (CPU ms per request), and the client to close."""
-    import httpx
+async def _started_proxy(args: argparse.Namespace) -> tuple[Any, Callable[[], Awaitable[float]]]:
+    """The proxy app after its startup, and a batch runner (CPU ms per request)."""
+    import orjson
     from litellm.proxy import proxy_server
 
     app = proxy_server.app
@@ -113,20 +113,60 @@ async def _started_proxy(args: argparse.Namespace) -> tuple[Any, Callable[[], Aw
     )
     if await started != "lifespan.startup.complete":
         raise SystemExit(f"the proxy did not start: {started.result()}")
-    body = {
-        "model": args.model,
-        "messages": [{"role": "user", "content": "hi " * 150}],
-        "stream": args.workload == "stream",
-    }
-    headers = {"Authorization": "Bearer sk-1234"}
-    client = httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app, client=("127.0.0.1", 1234)), base_url="http://proxy"
+    body = orjson.dumps(
+        {
+            "model": args.model,
+            "messages": [{"role": "user", "content": "hi " * 150}],
+            "stream": args.workload == "stream",
+        }
     )
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/chat/completions",
+        "raw_path": b"/v1/chat/completions",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [
+            (b"host", b"proxy"),
+            (b"authorization", b"Bearer sk-1234"),
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+        ],
+        "client": ("127.0.0.1", 1234),
+        "server": ("proxy", 80),
+    }
 
     async def one() -> None:
-        response = await client.post("/v1/chat/completions", json=body, headers=headers)
-        if response.status_code != 200:
-            raise SystemExit(f"the proxy answered {response.status_code}: {response.text[:300]}")
+        """One request as a server hands it to the app: the body at once, then no disconnect (the
+        bare ASGI caller costs the same whether the proxy records or not, where an HTTP client
+        would parse the headers a recorded response adds)."""
+        delivered = False
+        disconnect = asyncio.Event()
+        status: list[int] = []
+        answer: list[bytes] = []
+
+        async def receive() -> dict[str, Any]:
+            nonlocal delivered
+            if delivered:
+                await disconnect.wait()
+                return {"type": "http.disconnect"}
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                status.append(message["status"])
+            elif status[0] != 200:
+                answer.append(message.get("body", b""))
+
+        await app(dict(scope), receive, send)
+        disconnect.set()
+        if status != [200]:
+            raise SystemExit(f"the proxy answered {status}: {b''.join(answer)[:300]!r}")
 
     async def batch() -> float:
         before = time.process_time()
@@ -135,14 +175,14 @@ async def _started_proxy(args: argparse.Namespace) -> tuple[Any, Callable[[], Aw
         await asyncio.sleep(args.settle)
         return (time.process_time() - before) / args.batch * 1e3
 
-    return app, batch, client
+    return app, batch
 
 
 async def _toggled(args: argparse.Namespace) -> None:
     """Recorded against passed through, in this process."""
     from litellm_perfkit._core._sampling import RecordChoice
 
-    app, batch, client = await _started_proxy(args)
+    app, batch = await _started_proxy(args)
     await batch()
     middleware = _find_middleware(app)
     modes = {"recorded": None, "passed": RecordChoice(0.0, "all")}
@@ -156,7 +196,6 @@ async def _toggled(args: argparse.Namespace) -> None:
         for name, choice in order:
             middleware._record_choice = choice
             results[name].append(await batch())
-    await client.aclose()
     median, low, high = interval([a - b for a, b in zip(results["recorded"], results["passed"])])
     passed = statistics.median(results["passed"])
     print(
@@ -171,7 +210,7 @@ async def _captured(args: argparse.Namespace) -> None:
     from litellm_perfkit._core import _sink
     from litellm_perfkit._export._frames import batch_frame
 
-    app, batch, client = await _started_proxy(args)
+    app, batch = await _started_proxy(args)
     for _ in range(args.warmup):
         await batch()
     records: list[bytes] = []
@@ -179,7 +218,6 @@ async def _captured(args: argparse.Namespace) -> None:
     for _ in range(args.rounds):
         await batch()
     _sink.set_sink(None)
-    await client.aclose()
     args.capture.write_bytes(batch_frame(0, 0, records))
     print(
         f"{args.workload}: {len(records)} records, {sum(map(len, records)) / len(records):.0f} bytes each, written to {args.capture}"
@@ -188,13 +226,12 @@ async def _captured(args: argparse.Namespace) -> None:
 
 async def _served(args: argparse.Namespace) -> None:
     """One batch per "batch" line on stdin, its CPU ms per request written to the results fd."""
-    _, batch, client = await _started_proxy(args)
+    _, batch = await _started_proxy(args)
     loop = asyncio.get_running_loop()
     with open(int(os.environ[_RESULTS_FD]), "w", buffering=1) as results:  # noqa: ASYNC230 - a pipe the parent reads at once
         results.write("ready\n")
         while (await loop.run_in_executor(None, sys.stdin.readline)).strip() == "batch":
             results.write(f"{await batch()}\n")
-    await client.aclose()
 
 
 # (PERFKIT_RECORD_RATIO, PERFKIT_RECORD_RATE) under perfkit; None: plain. "first" records
@@ -357,7 +394,7 @@ def _group(function: str) -> str:
 def _instructions(args: argparse.Namespace, python: Path, env: dict[str, str], workload: str) -> None:
     """Passed through and recorded, each under callgrind for the measured batches only; their difference by where it goes."""
     # Here, not at the top: the proxy's own process runs this file too, without the benchmarks' dependencies.
-    from benchmarks.allocations import calls_by_function
+    from benchmarks.allocations import allocations_by_callers, calls_by_function
     from benchmarks.allocations import counts as allocations
 
     requests = args.rounds * args.batch
@@ -375,6 +412,7 @@ def _instructions(args: argparse.Namespace, python: Path, env: dict[str, str], w
             # every core (the outer process keeps to the mock's), no address randomization
             ("taskset", "-c", f"0-{(os.cpu_count() or 1) - 1}", "setarch", "-R", "valgrind", "--tool=callgrind")
             + ("--instr-atstart=no", f"--cache-sim={args.cache_sim}", "--compress-strings=no")
+            + ((f"--separate-callers={args.allocation_callers}",) if args.allocation_callers else ())
             + (f"--callgrind-out-file={out}",),
         )
         for mode, out in outs.items()
@@ -434,6 +472,16 @@ def _instructions(args: argparse.Namespace, python: Path, env: dict[str, str], w
     for what, field in (("objects (small-object allocator calls)", "objects"), ("of which gc-tracked", "gc_tracked")):
         before, after = getattr(passed, field) / requests, getattr(recorded, field) / requests
         print(f"| {what} | {before:,.1f} | {after:,.1f} | {after - before:+,.1f} |")
+    if args.allocation_callers:
+        chains = {mode: allocations_by_callers(out) for mode, out in outs.items()}
+        added_by_chain = {
+            chain: (chains["recorded"][chain] - chains["passed"][chain]) / requests
+            for chain in chains["recorded"].keys() | chains["passed"].keys()
+        }
+        print("\n| objects added per request | allocated by (callee < caller < ...) |")
+        print("|---:|---|")
+        for chain, difference in sorted(added_by_chain.items(), key=lambda item: -abs(item[1]))[:30]:
+            print(f"| {difference:+.1f} | {chain.replace(chr(39), ' < ')} |")
     if args.cache_sim == "yes":
         events = {mode: _event_totals(out) for mode, out in outs.items()}
         print("\n| simulated cache event | passed through, per request | recorded | added |")
@@ -516,6 +564,14 @@ def main() -> int:
         choices=("no", "yes"),
         default="no",
         help="with --measure instructions: also simulate the caches and count their misses (about twice as slow)",
+    )
+    parser.add_argument(
+        "--allocation-callers",
+        type=int,
+        default=0,
+        metavar="DEPTH",
+        help="with --measure instructions: also list the 30 call chains (DEPTH callers deep) "
+        "whose objects recording adds most (callgrind's --separate-callers)",
     )
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--batch", type=int, default=16, help="concurrent requests per batch")

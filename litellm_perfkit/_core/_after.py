@@ -68,8 +68,9 @@ class _Held:
 
 _CALL_PARENT = THREAD_CALL.index("parent")
 
-# id(timeline) -> the request, from its hand-off while held until its last task ends or its deadline
-_held: dict[int, _Held] = {}
+# The request, from its hand-off while held until its last task ends or its deadline. Keyed by the
+# timeline itself, which hashes by identity: an id() would be a new int per request.
+_held: dict[Timeline, _Held] = {}
 # id(coroutine) -> (the coroutine, the request that queued it); the C task
 # factory holds this very dict (setup() in _backend), so it is never rebound.
 _expected: dict[int, tuple[Coroutine[Any, Any, Any], Timeline]] = {}
@@ -98,8 +99,8 @@ def tasks_ended(timeline: Timeline) -> None:
     inside a collection (a clock freed as garbage): that touches nothing, and the sweep hands it off."""
     if _collector.COLLECTING:
         return
-    held = _held.get(id(timeline))
-    if held is not None and held.timeline is timeline:  # (else handed off at its deadline already)
+    held = _held.get(timeline)
+    if held is not None:  # (else handed off at its deadline already)
         _finish(held)
 
 
@@ -135,7 +136,7 @@ def deferring(exporter: Sink) -> Sink:
             loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:  # no loop: nothing can end later
             loop = None
-        held = _held[id(timeline)] = _Held(timeline, loop)
+        held = _held[timeline] = _Held(timeline, loop)
         if loop is None:
             _finish(held)
             return
@@ -182,7 +183,7 @@ def _held_on(loop: asyncio.AbstractEventLoop) -> list[_Held]:
 
 def _finish(held: _Held) -> None:
     timeline = held.timeline
-    del _held[id(timeline)]
+    del _held[timeline]
     timeline.waiting = False
     if _expected and timeline.held_tasks:  # its coroutines still queued (each holds it) are no longer waited for
         for key in [key for key, entry in _expected.items() if entry[1] is timeline]:

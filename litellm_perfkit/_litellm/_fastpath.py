@@ -109,17 +109,20 @@ class FastPaths:
     def __init__(self, version: str, table: str) -> None:
         self.version = version
         self.table = table
-        self._cache: dict[tuple[int, tuple[int, ...]], dict[str, AttributeValue]] = {}
+        self._callbacks: list[Any] | None = None  # a copy of the litellm.callbacks _attributes describe
+        self._attributes: dict[str, AttributeValue] = {}
 
     def attributes(self) -> dict[str, AttributeValue]:
         import litellm
 
         callbacks = litellm.callbacks
-        key = (len(callbacks), tuple(map(id, callbacks)))  # read per recorded request: no generator
-        cached = self._cache.get(key)
-        if cached is None:
-            cached = self._cache[key] = self._compute(callbacks)
-        return cached
+        # Read per recorded request. A list's == compares item by item, identity first, so a list
+        # holding the same callbacks allocates nothing; a callback whose __eq__ says it equals
+        # another would pass for it.
+        if callbacks != self._callbacks:
+            self._attributes = self._compute(callbacks)
+            self._callbacks = list(callbacks)
+        return self._attributes
 
     def _compute(self, callbacks: list[Any]) -> dict[str, AttributeValue]:
         attributes: dict[str, AttributeValue] = {

@@ -7,6 +7,7 @@ tests run each of their cases on both backends).
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import gc
 import os
@@ -259,3 +260,38 @@ def test_a_freed_int64_list_is_kept_and_given_out_again_empty() -> None:
     del steps
     again = C.timeline(0).steps
     assert id(again) == kept and again == []
+
+
+def test_a_freed_call_is_reused_and_a_finalized_one_is_not() -> None:
+    """freelist.c: a StagedCall (like a StepClock) freed unfinalized gives its memory to the next one,
+    tracked and zeroed; one whose finalizer ran keeps the collector's finalized flag, so it is freed, or
+    its successor's finalizer would never run."""
+    summed_call = speedups().summed_call
+    flag: contextvars.ContextVar[bool] = contextvars.ContextVar("flag", default=False)
+
+    async def seven() -> int:
+        return 7
+
+    async def waits() -> None:
+        await asyncio.sleep(0)
+
+    call = summed_call("x", seven(), flag)
+    call.close()
+    freed = id(call)
+    del call
+    reused = summed_call("x", seven(), flag)
+    assert id(reused) == freed and gc.is_tracked(reused) and not gc.is_finalized(reused)
+    assert asyncio.run(_awaited(reused)) == 7
+    del reused
+
+    started = summed_call("x", waits(), flag)
+    started.send(None)  # started, not done: freed, its finalizer closes what it drives
+    del started
+    after = [summed_call("x", seven(), flag) for _ in range(3)]
+    assert all(not gc.is_finalized(call) for call in after)
+    for call in after:
+        call.close()
+
+
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable

@@ -137,6 +137,17 @@ PyObject *pk_field(PyObject *value, const char *name);
  * does not write, or no room: use Timeline.encode()); -1 with an exception set. */
 int pk_encode_timeline(PkTimelineObject *timeline, char *out, Py_ssize_t room, Py_ssize_t *len);
 
+/* A free list of one exact C type's objects (freelist.c): new ones zeroed and tracked, as tp_alloc makes
+ * them (NULL with an exception set); freed ones (untracked and cleared) kept for the next, up to
+ * PK_FREE_LIST_SIZE, the rest and any subtype's given to tp_free. */
+#define PK_FREE_LIST_SIZE 512
+typedef struct {
+    PyObject *items[PK_FREE_LIST_SIZE];
+    int size;
+} PkFreeList;
+PyObject *pk_free_list_new(PkFreeList *list, PyTypeObject *type);
+void pk_free_list_free(PkFreeList *list, PyTypeObject *type, PyObject *self);
+
 /* A Stage (stage.c): _stage.Stage's C core, and StagedCall's (stagedcall.c). */
 typedef struct {
     PyObject_HEAD
@@ -150,6 +161,7 @@ typedef struct {
 } PkStageObject;
 
 extern PyTypeObject PkStage_Type;
+extern PkFreeList pk_free_stages, pk_free_staged_calls;
 /* Enter the stage in the current request, if any (its name set); leave it, exc_type the exception's type
  * the stage ended with (NULL: none). Neither raises, and leaving keeps the exception being raised:
  * perfkit's own failure is reported (internal_error) and the stage goes unrecorded. */

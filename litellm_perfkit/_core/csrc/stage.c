@@ -204,6 +204,8 @@ stage_clear(StageObject *self)
     return 0;
 }
 
+PkFreeList pk_free_stages;
+
 static void
 stage_dealloc(StageObject *self)
 {
@@ -211,7 +213,7 @@ stage_dealloc(StageObject *self)
      * this and then drops its reference to the (heap) subclass itself. */
     PyObject_GC_UnTrack(self);
     stage_clear(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    pk_free_list_free(&pk_free_stages, &PkStage_Type, (PyObject *)self);
 }
 
 static PyMethodDef stage_methods[] = {

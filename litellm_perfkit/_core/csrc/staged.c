@@ -53,12 +53,12 @@ add_to_entry(PyObject *entry, int64_t start, int64_t end)
         pk_as_int64(PyList_GET_ITEM(entry, PK_GENERATOR_ITEMS), &items) < 0 || open_parent(&parent) < 0) {
         return -1;
     }
-    /* The call (SUM_CALL: start, end, parent) and the entry's last end, time and count, as new ints first:
-     * only a list's growth can fail after them, and it is undone. */
-    int64_t values[] = {start, end, parent, end, self_ns + end - start, items + 1};
-    PyObject *numbers[6] = {NULL};
+    /* The call (SUM_CALL: start, end, parent), then the entry's time and count, as new ints first: only a
+     * list's growth can fail after them, and it is undone. The call's end is the entry's last end too. */
+    int64_t values[] = {start, end, parent, self_ns + end - start, items + 1};
+    PyObject *numbers[5] = {NULL};
     int result = 0;
-    for (int i = 0; i < 6 && result == 0; i++) {
+    for (int i = 0; i < 5 && result == 0; i++) {
         numbers[i] = PyLong_FromLongLong(values[i]);
         result = numbers[i] == NULL ? -1 : 0;
     }
@@ -74,11 +74,11 @@ add_to_entry(PyObject *entry, int64_t start, int64_t end)
         PyErr_Restore(type, value, traceback);
     }
     else {
-        PyList_SetItem(entry, PK_GENERATOR_LAST_NS, Py_NewRef(numbers[3]));
-        PyList_SetItem(entry, PK_GENERATOR_SELF_NS, Py_NewRef(numbers[4]));
-        PyList_SetItem(entry, PK_GENERATOR_ITEMS, Py_NewRef(numbers[5]));
+        PyList_SetItem(entry, PK_GENERATOR_LAST_NS, Py_NewRef(numbers[1]));
+        PyList_SetItem(entry, PK_GENERATOR_SELF_NS, Py_NewRef(numbers[3]));
+        PyList_SetItem(entry, PK_GENERATOR_ITEMS, Py_NewRef(numbers[4]));
     }
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 5; i++) {
         Py_XDECREF(numbers[i]);
     }
     return result;
@@ -133,7 +133,8 @@ pk_add_sum_call(PyObject *timeline, PyObject *name, int64_t start)
 PkStageObject *
 pk_new_stage(PyTypeObject *type, PyObject *name)
 {
-    PkStageObject *stage = (PkStageObject *)type->tp_alloc(type, 0);
+    PkFreeList *list = type == &PkStage_Type ? &pk_free_stages : type == &PkStagedCall_Type ? &pk_free_staged_calls : NULL;
+    PkStageObject *stage = (PkStageObject *)(list != NULL ? pk_free_list_new(list, type) : type->tp_alloc(type, 0));
     if (stage != NULL) {
         stage->name = Py_NewRef(name);
         stage->index = Py_NewRef(minus_one);

@@ -201,6 +201,8 @@ call_clear(StagedCallObject *self)
     return PkStage_Type.tp_clear((PyObject *)self);
 }
 
+PkFreeList pk_free_staged_calls;
+
 static void
 call_dealloc(StagedCallObject *self)
 {
@@ -209,7 +211,7 @@ call_dealloc(StagedCallObject *self)
     }
     PyObject_GC_UnTrack(self);
     call_clear(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    pk_free_list_free(&pk_free_staged_calls, &PkStagedCall_Type, (PyObject *)self);
 }
 
 /* The function's awaitable's attribute ``closure`` names (cr_frame, __qualname__...). */

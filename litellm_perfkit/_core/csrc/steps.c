@@ -316,12 +316,14 @@ clock_init(StepClockObject *self, PyObject *args, PyObject *kwargs)
     return clock_set(self, awaitable, steps, batches, ready, held);
 }
 
+static PkFreeList free_clocks; /* a request's tasks' clocks, reused by the next request's */
+
 /* StepClock(awaitable, steps, batches, ready, held) for the task factory, which makes one per task a
  * request starts: no arguments packed and parsed, no int boxed for the clock's reading. */
 PyObject *
 pk_new_step_clock(PyObject *awaitable, PyObject *steps, PyObject *batches, int64_t ready, PyObject *held)
 {
-    PyObject *self = PkStepClock_Type.tp_alloc(&PkStepClock_Type, 0);
+    PyObject *self = pk_free_list_new(&free_clocks, &PkStepClock_Type);
     if (self != NULL && clock_set((StepClockObject *)self, awaitable, steps, batches, ready, held) < 0) {
         Py_CLEAR(self);
     }
@@ -707,7 +709,7 @@ clock_dealloc(StepClockObject *self)
     }
     PyObject_GC_UnTrack(self);
     clock_clear(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    pk_free_list_free(&free_clocks, &PkStepClock_Type, (PyObject *)self);
 }
 
 #define FORWARD(name) {#name, (getter)clock_forward, NULL, NULL, &pk_names.forwarded_##name},
