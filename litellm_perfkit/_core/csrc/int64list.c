@@ -15,7 +15,6 @@
 
 #define FIRST_CAPACITY 160   /* values: 32 steps, a LiteLLM request's */
 #define KEPT_CAPACITY 4096   /* a longer array is given back before its list is kept for reuse */
-#define FREE_LISTS 64
 
 typedef struct {
     PyObject_HEAD
@@ -23,8 +22,7 @@ typedef struct {
     Py_ssize_t size, capacity;
 } Int64ListObject;
 
-static Int64ListObject *free_lists[FREE_LISTS];
-static int free_count;
+static PkFreeList free_lists = {.limit = 64};
 
 static PyObject *
 int64list_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
@@ -33,13 +31,12 @@ int64list_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_TypeError, "Int64List() takes no arguments");
         return NULL;
     }
-    if (free_count > 0) { /* not a base type: every instance is an Int64List */
-        Int64ListObject *self = free_lists[--free_count];
-        PyObject_Init((PyObject *)self, type);
+    Int64ListObject *self = (Int64ListObject *)pk_free_list_take(&free_lists, type); /* its array kept */
+    if (self != NULL) {
         self->size = 0;
         return (PyObject *)self;
     }
-    Int64ListObject *self = (Int64ListObject *)type->tp_alloc(type, 0);
+    self = (Int64ListObject *)type->tp_alloc(type, 0);
     if (self != NULL) {
         self->values = NULL;
         self->size = self->capacity = 0;
@@ -55,12 +52,10 @@ int64list_dealloc(Int64ListObject *self)
         self->values = NULL;
         self->capacity = 0;
     }
-    if (free_count < FREE_LISTS) {
-        free_lists[free_count++] = self;
-        return;
+    if (!pk_free_list_keep(&free_lists, &PkInt64List_Type, (PyObject *)self)) {
+        PyMem_Free(self->values);
+        Py_TYPE(self)->tp_free((PyObject *)self);
     }
-    PyMem_Free(self->values);
-    Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static int

@@ -137,16 +137,28 @@ PyObject *pk_field(PyObject *value, const char *name);
  * does not write, or no room: use Timeline.encode()); -1 with an exception set. */
 int pk_encode_timeline(PkTimelineObject *timeline, char *out, Py_ssize_t room, Py_ssize_t *len);
 
-/* A free list of one exact C type's objects (freelist.c): new ones zeroed and tracked, as tp_alloc makes
- * them (NULL with an exception set); freed ones (untracked and cleared) kept for the next, up to
- * PK_FREE_LIST_SIZE, the rest and any subtype's given to tp_free. */
-#define PK_FREE_LIST_SIZE 512
+/* A free list of one exact C type's objects (freelist.c), up to limit (at most PK_FREE_LIST_MAX).
+ * take: one freed before, alive again (refcount 1, untracked), its fields as its dealloc left them; NULL
+ * if none. keep: 1 if it keeps self (untracked, cleared), 0 if the caller frees it (the list full, a
+ * subtype's, or a finalized object's). new and free, for a GC type whose objects start zeroed: as
+ * tp_alloc (zeroed and tracked; NULL with an exception set) and tp_free make and free them. */
+#define PK_FREE_LIST_MAX 512
 typedef struct {
-    PyObject *items[PK_FREE_LIST_SIZE];
-    int size;
+    int limit, size;
+    PyObject *items[PK_FREE_LIST_MAX];
 } PkFreeList;
+PyObject *pk_free_list_take(PkFreeList *list, PyTypeObject *type);
+int pk_free_list_keep(PkFreeList *list, PyTypeObject *type, PyObject *self);
 PyObject *pk_free_list_new(PkFreeList *list, PyTypeObject *type);
 void pk_free_list_free(PkFreeList *list, PyTypeObject *type, PyObject *self);
+/* A type's tp_alloc named function, its own objects from list (a subtype's from PyType_GenericAlloc);
+ * its tp_dealloc ends with pk_free_list_free(&list, own_type, self). */
+#define PK_FREE_LIST_ALLOC(function, list, own_type)                                                                \
+    static PkFreeList list = {.limit = PK_FREE_LIST_MAX};                                                           \
+    static PyObject *function(PyTypeObject *type, Py_ssize_t nitems)                                                 \
+    {                                                                                                                \
+        return type == (own_type) ? pk_free_list_new(&list, type) : PyType_GenericAlloc(type, nitems);               \
+    }
 
 /* A Stage (stage.c): _stage.Stage's C core, and StagedCall's (stagedcall.c). */
 typedef struct {
@@ -161,7 +173,6 @@ typedef struct {
 } PkStageObject;
 
 extern PyTypeObject PkStage_Type;
-extern PkFreeList pk_free_stages, pk_free_staged_calls;
 /* Enter the stage in the current request, if any (its name set); leave it, exc_type the exception's type
  * the stage ended with (NULL: none). Neither raises, and leaving keeps the exception being raised:
  * perfkit's own failure is reported (internal_error) and the stage goes unrecorded. */

@@ -204,7 +204,7 @@ stage_clear(StageObject *self)
     return 0;
 }
 
-PkFreeList pk_free_stages;
+PK_FREE_LIST_ALLOC(stage_alloc, free_stages, &PkStage_Type)
 
 static void
 stage_dealloc(StageObject *self)
@@ -213,7 +213,7 @@ stage_dealloc(StageObject *self)
      * this and then drops its reference to the (heap) subclass itself. */
     PyObject_GC_UnTrack(self);
     stage_clear(self);
-    pk_free_list_free(&pk_free_stages, &PkStage_Type, (PyObject *)self);
+    pk_free_list_free(&free_stages, &PkStage_Type, (PyObject *)self);
 }
 
 static PyMethodDef stage_methods[] = {
@@ -236,6 +236,7 @@ PyTypeObject PkStage_Type = {
     .tp_basicsize = sizeof(StageObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "Records one named stage of the current request (see _stage.Stage).",
+    .tp_alloc = stage_alloc,
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)stage_init,
     .tp_dealloc = (destructor)stage_dealloc,

@@ -133,8 +133,7 @@ pk_add_sum_call(PyObject *timeline, PyObject *name, int64_t start)
 PkStageObject *
 pk_new_stage(PyTypeObject *type, PyObject *name)
 {
-    PkFreeList *list = type == &PkStage_Type ? &pk_free_stages : type == &PkStagedCall_Type ? &pk_free_staged_calls : NULL;
-    PkStageObject *stage = (PkStageObject *)(list != NULL ? pk_free_list_new(list, type) : type->tp_alloc(type, 0));
+    PkStageObject *stage = (PkStageObject *)type->tp_alloc(type, 0);
     if (stage != NULL) {
         stage->name = Py_NewRef(name);
         stage->index = Py_NewRef(minus_one);

@@ -201,7 +201,7 @@ call_clear(StagedCallObject *self)
     return PkStage_Type.tp_clear((PyObject *)self);
 }
 
-PkFreeList pk_free_staged_calls;
+PK_FREE_LIST_ALLOC(call_alloc, free_calls, &PkStagedCall_Type)
 
 static void
 call_dealloc(StagedCallObject *self)
@@ -211,7 +211,7 @@ call_dealloc(StagedCallObject *self)
     }
     PyObject_GC_UnTrack(self);
     call_clear(self);
-    pk_free_list_free(&pk_free_staged_calls, &PkStagedCall_Type, (PyObject *)self);
+    pk_free_list_free(&free_calls, &PkStagedCall_Type, (PyObject *)self);
 }
 
 /* The function's awaitable's attribute ``closure`` names (cr_frame, __qualname__...). */
@@ -232,6 +232,7 @@ PyTypeObject PkStagedCall_Type = {
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_DISALLOW_INSTANTIATION,
     .tp_doc = "One async call of a StagedFunction in a request: its stage, driving the function's coroutine.",
     .tp_base = &PkStage_Type,
+    .tp_alloc = call_alloc,
     .tp_dealloc = (destructor)call_dealloc,
     .tp_finalize = (destructor)call_finalize,
     .tp_traverse = (traverseproc)call_traverse,

@@ -14,7 +14,6 @@
 
 #define FIRST_CAPACITY 32  /* stages: a LiteLLM request's 21, and room */
 #define KEPT_CAPACITY 1024 /* a longer array is given back before its list is kept for reuse */
-#define FREE_LISTS 64
 
 typedef struct {
     PyObject_HEAD
@@ -22,8 +21,7 @@ typedef struct {
     Py_ssize_t size, capacity;
 } StageListObject;
 
-static StageListObject *free_lists[FREE_LISTS];
-static int free_count;
+static PkFreeList free_lists = {.limit = 64};
 
 static void
 release_names(StageListObject *self)
@@ -42,12 +40,8 @@ stagelist_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_TypeError, "StageList() takes no arguments");
         return NULL;
     }
-    StageListObject *self;
-    if (free_count > 0) { /* not a base type: every instance is a StageList */
-        self = free_lists[--free_count];
-        PyObject_Init((PyObject *)self, type);
-    }
-    else {
+    StageListObject *self = (StageListObject *)pk_free_list_take(&free_lists, type); /* its array kept */
+    if (self == NULL) {
         self = PyObject_GC_New(StageListObject, type);
         if (self == NULL) {
             return NULL;
@@ -70,12 +64,10 @@ stagelist_dealloc(StageListObject *self)
         self->stages = NULL;
         self->capacity = 0;
     }
-    if (free_count < FREE_LISTS) {
-        free_lists[free_count++] = self;
-        return;
+    if (!pk_free_list_keep(&free_lists, &PkStageList_Type, (PyObject *)self)) {
+        PyMem_Free(self->stages);
+        PyObject_GC_Del(self);
     }
-    PyMem_Free(self->stages);
-    PyObject_GC_Del(self);
 }
 
 static int

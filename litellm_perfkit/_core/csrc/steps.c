@@ -316,14 +316,12 @@ clock_init(StepClockObject *self, PyObject *args, PyObject *kwargs)
     return clock_set(self, awaitable, steps, batches, ready, held);
 }
 
-static PkFreeList free_clocks; /* a request's tasks' clocks, reused by the next request's */
-
 /* StepClock(awaitable, steps, batches, ready, held) for the task factory, which makes one per task a
  * request starts: no arguments packed and parsed, no int boxed for the clock's reading. */
 PyObject *
 pk_new_step_clock(PyObject *awaitable, PyObject *steps, PyObject *batches, int64_t ready, PyObject *held)
 {
-    PyObject *self = pk_free_list_new(&free_clocks, &PkStepClock_Type);
+    PyObject *self = PkStepClock_Type.tp_alloc(&PkStepClock_Type, 0);
     if (self != NULL && clock_set((StepClockObject *)self, awaitable, steps, batches, ready, held) < 0) {
         Py_CLEAR(self);
     }
@@ -701,6 +699,8 @@ clock_forward(StepClockObject *self, void *closure)
     return pk_forward(self->inner, closure);
 }
 
+PK_FREE_LIST_ALLOC(clock_alloc, free_clocks, &PkStepClock_Type) /* a request's tasks' clocks, for the next's */
+
 static void
 clock_dealloc(StepClockObject *self)
 {
@@ -721,6 +721,7 @@ PyTypeObject PkStepClock_Type = {
     .tp_name = "litellm_perfkit._core._speedups.StepClock",
     .tp_basicsize = sizeof(StepClockObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_alloc = clock_alloc,
     .tp_doc = "Drives one awaitable step by step, appending early, late, start, end, cpu per step (see _steps.StepClock).",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)clock_init,
