@@ -220,6 +220,7 @@ def litellm_recording_cost_instructions(tmp_path: Path) -> None:
     out = run(
         "litellm_recording_cost",
         *("--measure", "instructions", "--rounds", "1", "--warmup", "1", "--batch", "2", "--settle", "0.2"),
+        *("--allocation-callers", "4"),
     )
     parts = line(
         out,
@@ -232,6 +233,8 @@ def litellm_recording_cost_instructions(tmp_path: Path) -> None:
     allocated = table(out, "| Python allocations per request | passed through | recorded | added |")
     assert [row[0] for row in allocated] == ["objects (small-object allocator calls)", "of which gc-tracked"], out
     assert all(float(row[1].replace(",", "")) > 100 for row in allocated), out
+    chains = table(out, "| objects added per request | allocated by (callee < caller < ...) |")
+    assert 0 < len(chains) <= 30 and all(" < " in row[1] for row in chains), out
 
 
 def agent_cost(tmp_path: Path) -> None:
