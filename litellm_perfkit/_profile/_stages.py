@@ -139,9 +139,8 @@ class StageProfiler:
 
     @property
     def seconds_per_sample(self) -> float:
-        """CPU seconds one sample stands for. The kernel checks CPU timers at its
-        tick (4 ms at HZ=250), so this comes from the CPU time measured while on,
-        not from ``interval_s``."""
+        """CPU seconds one sample stands for: the CPU time measured while on over the samples,
+        not ``interval_s``, which a POSIX timer takes at most once a kernel tick (4 ms at HZ=250)."""
         samples = sum(self.counts().values())
         return self.cpu_s / samples if samples and self.cpu_s else self.interval_s
 
