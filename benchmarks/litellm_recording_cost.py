@@ -99,8 +99,6 @@ async def _started_proxy(args: argparse.Namespace) -> tuple[Any, Callable[[], Aw
     import orjson
     from litellm.proxy import proxy_server
 
-    from benchmarks._asgi import http_scope
-
     app = proxy_server.app
     startup: asyncio.Queue[dict[str, str]] = asyncio.Queue()
     await startup.put({"type": "lifespan.startup"})
@@ -122,17 +120,25 @@ async def _started_proxy(args: argparse.Namespace) -> tuple[Any, Callable[[], Aw
             "stream": args.workload == "stream",
         }
     )
-    scope = http_scope(
-        "POST",
-        "/v1/chat/completions",
-        [
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/chat/completions",
+        "raw_path": b"/v1/chat/completions",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [
             (b"host", b"proxy"),
             (b"authorization", b"Bearer sk-1234"),
             (b"content-type", b"application/json"),
             (b"content-length", str(len(body)).encode()),
         ],
-        server="proxy",
-    )
+        "client": ("127.0.0.1", 1234),
+        "server": ("proxy", 80),
+    }
 
     async def one() -> None:
         """One request as a server hands it to the app: the body at once, then no disconnect (the

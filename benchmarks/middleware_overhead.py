@@ -88,7 +88,6 @@ from litellm_perfkit._core._sampling import RecordChoice
 from litellm_perfkit._export import Pipeline, read_settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks._asgi import http_scope  # noqa: E402
 from benchmarks._pinning import pin  # noqa: E402
 from tests.support import backends  # noqa: E402
 from tests.support.servers import jaeger_process  # noqa: E402
@@ -176,7 +175,21 @@ async def drive(app: Any, path: str, n: int) -> None:
             delivered = True
             return {"type": "http.request", "body": b"", "more_body": False}
 
-        await app(http_scope("GET", path, headers), receive, send)
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "GET",
+            "scheme": "http",
+            "path": path,
+            "raw_path": path.encode(),
+            "query_string": b"",
+            "root_path": "",
+            "headers": headers,
+            "client": ("127.0.0.1", 1234),
+            "server": ("127.0.0.1", 80),
+        }
+        await app(scope, receive, send)
 
 
 class UntalliedPassThrough:
