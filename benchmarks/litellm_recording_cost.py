@@ -120,6 +120,8 @@ async def _started_proxy(args: argparse.Namespace) -> tuple[Any, Callable[[], Aw
             "stream": args.workload == "stream",
         }
     )
+    # Written out, not benchmarks.middleware_overhead's: the proxy's process runs this file as a
+    # script, without the benchmarks package on its path.
     scope = {
         "type": "http",
         "asgi": {"version": "3.0"},
