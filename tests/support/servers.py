@@ -127,22 +127,21 @@ exporters:
 @contextlib.contextmanager
 def jaeger_process(workdir: Path) -> Iterator[Jaeger]:
     binary = jaeger_binary()
-    ports = {name: free_port() for name in ("query", "query_grpc", "health", "grpc", "http")}
-    config = workdir / "jaeger.yaml"
-    config.write_text(_JAEGER_CONFIG.format(**ports))
-    log = (workdir / "jaeger.log").open("wb")
-    process = subprocess.Popen([str(binary), "--config", str(config)], stdout=log, stderr=subprocess.STDOUT)
+    for attempt in range(3):
+        # A port free_port() found free can be taken by another test's server before Jaeger binds it.
+        ports = {name: free_port() for name in ("query", "query_grpc", "health", "grpc", "http")}
+        config = workdir / "jaeger.yaml"
+        config.write_text(_JAEGER_CONFIG.format(**ports))
+        log = (workdir / "jaeger.log").open("wb")
+        process = subprocess.Popen([str(binary), "--config", str(config)], stdout=log, stderr=subprocess.STDOUT)
+        try:
+            if _jaeger_ready(process, workdir, ports["query"], retry=attempt < 2):
+                break
+        except BaseException:
+            _stop(process, log)
+            raise
+        _stop(process, log)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError("Jaeger exited:\n" + (workdir / "jaeger.log").read_text()[-3000:])
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"http://127.0.0.1:{ports['query']}/api/services", timeout=1).status_code == 200:
-                    break
-            if time.monotonic() > deadline:
-                raise RuntimeError("Jaeger did not become ready:\n" + (workdir / "jaeger.log").read_text()[-3000:])
-            time.sleep(0.2)
         yield Jaeger(
             otlp_http=f"http://127.0.0.1:{ports['http']}",
             otlp_grpc=f"http://127.0.0.1:{ports['grpc']}",
@@ -151,6 +150,23 @@ def jaeger_process(workdir: Path) -> Iterator[Jaeger]:
         )
     finally:
         _stop(process, log)
+
+
+def _jaeger_ready(process: subprocess.Popen[bytes], workdir: Path, query: int, retry: bool) -> bool:
+    """True once Jaeger answers; False if it exited because a port was taken and ``retry``; else raises."""
+    deadline = time.monotonic() + 60
+    while True:
+        if process.poll() is not None:
+            text = (workdir / "jaeger.log").read_text()
+            if retry and "address already in use" in text:
+                return False
+            raise RuntimeError("Jaeger exited:\n" + text[-3000:])
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"http://127.0.0.1:{query}/api/services", timeout=1).status_code == 200:
+                return True
+        if time.monotonic() > deadline:
+            raise RuntimeError("Jaeger did not become ready:\n" + (workdir / "jaeger.log").read_text()[-3000:])
+        time.sleep(0.2)
 
 
 @dataclass(frozen=True)
