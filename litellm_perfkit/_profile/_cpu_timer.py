@@ -173,12 +173,12 @@ class CpuTimer:
     def start(self) -> None:
         if self.clock == "thread":
             for kind, start in _THREAD_TIMERS:
+                self.kind = kind  # interval_s: its default
                 try:
-                    self._stop = start(max(1, round((self._interval_s or DEFAULT_INTERVAL_S[kind]) * 1e9)))
+                    self._stop = start(max(1, round(self.interval_s * 1e9)))
+                    return
                 except OSError:  # not on this system, or refused: try the next
                     continue
-                self.kind = kind
-                return
             self.clock = "process"
         self.kind = "setitimer"
         signal.setitimer(signal.ITIMER_PROF, self.interval_s, self.interval_s)
