@@ -38,11 +38,14 @@ SOURCES = (
     "split",
     "timesplit",
     "records",
+    "batches",
     "steps",
     "tasks",
     "otlp",
     "spans",
-    "traffic",
+    "series",
+    "tally",
+    "passage",
 )
 PACKAGE = Path(__file__).resolve().parent / "litellm_perfkit"
 
@@ -81,6 +84,8 @@ setup(
             depends=[
                 "litellm_perfkit/_core/csrc/speedups.h",
                 "litellm_perfkit/_core/csrc/protobuf.h",
+                "litellm_perfkit/_core/csrc/traffic.h",
+                "litellm_perfkit/_core/csrc/steps.h",
                 "litellm_perfkit/types.py",
                 "litellm_perfkit/_core/_fields.py",
                 "litellm_perfkit/_core/_layouts.py",

@@ -27,7 +27,7 @@ raw path), and past ``MAX_SERIES`` series the new ones fold into one series
 whose labels are all ``_OTHER``.
 
 This is the pure-Python reference; the C accelerator's ``Tally`` and
-``Passage`` (``csrc/traffic.c``) do the same, and tests compare the two.
+``Passage`` (``csrc/tally.c``, ``csrc/passage.c``) do the same, and tests compare the two.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ typedef struct {
     PyObject *headers_sent, *first_body_byte, *first_token, *last_byte;
     PyObject *client_disconnected, *incomplete_response, *gc;
     PyObject *server_timing_header, *overhead_header_name;
-    PyObject *mark, *call_soon, *throw_, *close, *steps_dropped; /* steps.c */
+    PyObject *mark, *call_soon, *throw_, *close, *steps_dropped; /* steps.c, batches.c */
     PyObject *loop, *context;                                    /* tasks.c */
     PyObject *name, *kind, *parent, *start_ns, *end_ns, *items, *block, *empty; /* spans.c: a StageRecord's fields, "block", "" */
     PyObject *intervals, *self_ns;                                              /* timesplit.c: its others */
@@ -236,12 +236,13 @@ extern PyTypeObject PkStepClock_Type;
 
 /* Values a request's steps list holds at most (setup()'s step_values: _steps.STEP_SIZE * MAX_STEPS). */
 extern Py_ssize_t pk_step_values;
-/* With PERFKIT_STEPS=cpu, a longer gap between steps is an idle loop, charged to no one (setup()'s loop_idle_ns). */
+/* With PERFKIT_STEPS=cpu, a longer gap between steps is an idle loop, charged to no one (setup()'s loop_idle_ns;
+ * batches.c). */
 extern int64_t pk_loop_idle_ns;
-/* Step accounting's types ready (steps.c; its names are in pk_names); -1 with an exception set. */
+/* Step accounting's types ready (steps.c, batches.c; their names are in pk_names); -1 with an exception set. */
 int pk_steps_ready(void);
-/* A request's hand-off held for its tasks (_after.hold, release), and a task clock's hold ending, if it
- * still holds one (steps.c). */
+/* A request's hand-off held for its tasks (_after.hold, release: timeline.c), and a task clock's hold ending,
+ * if it still holds one (steps.c). */
 int pk_hold(PyObject *timeline);
 void pk_release(PyObject *timeline);
 void pk_clock_release(PyObject *clock);
@@ -354,7 +355,7 @@ PyObject *pk_scan_headers(PyObject *module, PyObject *headers);
 /* 1 if a response header (name, value) says the body is an event stream, 0 if not; -1 with an exception set. */
 int pk_is_event_stream(PyObject *header);
 
-/* The traffic tally and an unrecorded request's send (traffic.c). */
+/* The traffic tally and an unrecorded request's send (tally.c, series.c, passage.c). */
 extern PyTypeObject PkTally_Type;
 extern PyTypeObject PkPassage_Type;
 /* Their types and names ready; -1 with an exception set. */

@@ -163,3 +163,39 @@ PyTypeObject PkTimeline_Type = {
     .tp_clear = (inquiry)timeline_clear,
     .tp_members = timeline_members,
 };
+
+/* A task of the request is about to start: its hand-off waits (_after.hold). 0, or -1 with an exception set. */
+int
+pk_hold(PyObject *timeline)
+{
+    PkTimelineObject *fields = pk_timeline(timeline);
+    if (fields == NULL) {
+        return -1;
+    }
+    fields->held_tasks++;
+    return 0;
+}
+
+/* A task of the request ended (_after.release): Python runs only for the last one of a request handed off
+ * while held. Keeps any exception being raised; perfkit's own failure is reported, never raised. */
+void
+pk_release(PyObject *timeline)
+{
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PkTimelineObject *fields = pk_timeline(timeline);
+    if (fields == NULL) {
+        pk_report("steps.release");
+    }
+    else if (--fields->held_tasks <= 0) {
+        fields->held_tasks = 0;
+        if (fields->waiting) {
+            PyObject *ended = PyObject_CallOneArg(pk_hooks.tasks_ended, timeline);
+            if (ended == NULL) {
+                pk_report("steps.release"); /* perfkit's bug must never become the app's */
+            }
+            Py_XDECREF(ended);
+        }
+    }
+    PyErr_Restore(type, value, traceback);
+}
