@@ -33,11 +33,20 @@ Finished = tuple[int, str, int, int, int]
 _ENCODED = operator.attrgetter(*LAYOUT.encoded)
 # The lists the C timeline keeps raw (an Int64List, a StageList): their positions in the encoding.
 _RAW_LISTS = tuple(i for i, f in enumerate(f for f in LAYOUT.fields if f.encoded) if f.c_list != "list")
+_GENERATORS = LAYOUT.encoded.index("generators")
+_INTERVALS = GeneratorEntry.INTERVALS
 
 
 def _plain(values: tuple[Any, ...]) -> tuple[Any, ...]:
-    """The encoded fields' values with each raw list as the list it stands for."""
-    return tuple(list(value) if i in _RAW_LISTS else value for i, value in enumerate(values))
+    """The encoded fields' values with each raw list as the list it stands for, the calls of the
+    C timeline's sum stages (an Int64List in their entries) too."""
+    plain = [list(value) if i in _RAW_LISTS else value for i, value in enumerate(values)]
+    generators: dict[str, list[Any]] = values[_GENERATORS]
+    plain[_GENERATORS] = {
+        name: entry if type(entry[_INTERVALS]) is list else [*entry[:_INTERVALS], list(entry[_INTERVALS])]
+        for name, entry in generators.items()
+    }
+    return tuple(plain)
 
 
 def _python_fields() -> type:
@@ -127,8 +136,10 @@ class Timeline(_TimelineFields):
             entry[GeneratorEntry.LAST_NS] = now
             entry[GeneratorEntry.SELF_NS] += self_ns
             entry[GeneratorEntry.ITEMS] += items
-            if kind == "sum":
-                entry[GeneratorEntry.INTERVALS] += (first_ns, first_ns + self_ns, parent)
+            if kind == "sum":  # a list, or the C timeline's Int64List (csrc/staged.c makes its entries)
+                calls = entry[GeneratorEntry.INTERVALS]
+                for value in (first_ns, first_ns + self_ns, parent):
+                    calls.append(value)
 
     # -- export side --------------------------------------------------------
     def encode(self) -> bytes:

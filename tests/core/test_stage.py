@@ -13,6 +13,7 @@ import pytest
 from litellm_perfkit import current_timeline
 from litellm_perfkit._core import open_stage
 from litellm_perfkit._core._backend import Backend
+from litellm_perfkit._core._fields import SUM_CALL
 from litellm_perfkit._core._threads import in_thread
 from litellm_perfkit._core._timeline import OPEN_STAGE, TIMELINE, Timeline
 from tests.core.test_after import _respond, _serve
@@ -453,9 +454,9 @@ def test_outside_a_request_a_decorated_function_returns_what_the_function_return
     assert asyncio.run(call) == 1
 
 
-def _summed_calls(backend: Backend, clock: FakeClock) -> tuple[dict[str, Any], list[str | None]]:
+def _summed_calls(backend: Backend, clock: FakeClock) -> tuple[Any, list[str | None]]:
     """Sync and async functions summed into sum stages, called under two stages, one raising: the
-    timeline's entries, and the stage open inside each call."""
+    timeline, and the stage open inside each call."""
     seen: list[str | None] = []
 
     def where() -> None:
@@ -496,7 +497,11 @@ def _summed_calls(backend: Backend, clock: FakeClock) -> tuple[dict[str, Any], l
     finally:
         TIMELINE.reset(token)
     assert summed_check(5) == 5 and asyncio.run(summed_hook(6)) == 6  # outside a request: nothing recorded
-    return {name: list(entry) for name, entry in timeline.generators.items()}, seen
+    return timeline, seen
+
+
+def _entries(timeline: Any) -> dict[str, list[Any]]:
+    return {name: list(entry) for name, entry in timeline.generators.items()}
 
 
 def test_summed_calls_add_up_alike_on_both_backends() -> None:
@@ -505,13 +510,35 @@ def test_summed_calls_add_up_alike_on_both_backends() -> None:
     from tests.support.clock import installed
 
     with installed() as clock:
-        python = _summed_calls(backends.load("python"), clock)
+        python_timeline, python_seen = _summed_calls(backends.load("python"), clock)
     with installed() as clock:
-        c = _summed_calls(backends.load("c"), clock)
-    assert c == python
-    entries, seen = c
+        c_timeline, seen = _summed_calls(backends.load("c"), clock)
+    entries = _entries(c_timeline)
+    assert (entries, seen) == (_entries(python_timeline), python_seen)
     assert entries["callbacks.check"][4:6] == [5_000_000, 5] and entries["stream.hooks"][4:6] == [12_000_000, 4]
     assert seen == ["endpoint", "endpoint"] + ["response"] * 7 + [None, None]
+
+
+def test_the_c_timelines_sum_stages_keep_their_calls_raw_and_both_encoders_write_a_list() -> None:
+    """csrc/staged.c keeps a sum stage's calls in an Int64List (no int per call's start, end and parent,
+    no Python call for its first). The C hand-off encoder writes them as the reference's list, and so does
+    Timeline.encode for a timeline the C encoder declines (an int past 64 bits)."""
+    from litellm_perfkit._core._fields import GeneratorEntry
+    from litellm_perfkit._core._timeline import decode
+    from tests.support.clock import installed
+
+    c = backends.load("c")
+    with installed() as clock:
+        timeline, _ = _summed_calls(c, clock)
+        timeline.end_ns = clock()
+    calls = timeline.generators["callbacks.check"][GeneratorEntry.INTERVALS]
+    assert type(calls) is c.speedups.Int64List and len(calls) == 5 * len(SUM_CALL)
+    written = decode(timeline.encode())
+    assert written == timeline.freeze()
+    timeline.attributes["huge"] = 1 << 70
+    assert decode(timeline.encode()) == timeline.freeze()
+    checks = [stage for stage in written.stages if stage.name == "callbacks.check"]
+    assert [len(stage.intervals) // 2 for stage in checks] == [1, 4]  # a record keeps each call's start and end
 
 
 @pytest.mark.parametrize("driver", ["python", "c"])

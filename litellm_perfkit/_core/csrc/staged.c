@@ -20,7 +20,7 @@ typedef struct {
     char sum; /* kind "sum": its calls summed into one stage (Timeline.add_generator_time), not a stage each */
 } StagedFunctionObject;
 
-static PyObject *minus_one, *one, *sum_kind, *add_generator_time;
+static PyObject *minus_one, *one, *sum_kind;
 
 /* The open stage's index into *parent, -1 for none; -1 with an exception set. */
 static int
@@ -53,76 +53,112 @@ add_to_entry(PyObject *entry, int64_t start, int64_t end)
         pk_as_int64(PyList_GET_ITEM(entry, PK_GENERATOR_ITEMS), &items) < 0 || open_parent(&parent) < 0) {
         return -1;
     }
-    /* The call (SUM_CALL: start, end, parent), then the entry's time and count, as new ints first: only a
-     * list's growth can fail after them, and it is undone. The call's end is the entry's last end too. */
-    int64_t values[] = {start, end, parent, self_ns + end - start, items + 1};
-    PyObject *numbers[5] = {NULL};
-    int result = 0;
-    for (int i = 0; i < 5 && result == 0; i++) {
-        numbers[i] = PyLong_FromLongLong(values[i]);
-        result = numbers[i] == NULL ? -1 : 0;
+    /* The entry's time and count, as new ints first: only the call's append can fail after them, and it
+     * leaves the calls as they were. The call's end is the entry's last end too. */
+    PyObject *last = PyLong_FromLongLong(end), *own = PyLong_FromLongLong(self_ns + end - start);
+    PyObject *count = PyLong_FromLongLong(items + 1);
+    int result = last != NULL && own != NULL && count != NULL ? 0 : -1;
+    if (result == 0) {
+        /* The call (SUM_CALL: start, end, parent) appended raw: the C timeline's entries hold an Int64List. */
+        PyObject *intervals = PyList_GET_ITEM(entry, PK_GENERATOR_INTERVALS);
+        int64_t call[PK_SUM_CALL_SIZE];
+        call[PK_SUM_CALL_START_NS] = start;
+        call[PK_SUM_CALL_END_NS] = end;
+        call[PK_SUM_CALL_PARENT] = parent;
+        result = pk_int64list_append(intervals, call, PK_SUM_CALL_SIZE);
     }
-    PyObject *intervals = PyList_GET_ITEM(entry, PK_GENERATOR_INTERVALS);
-    Py_ssize_t size = PyList_GET_SIZE(intervals);
-    for (int i = 0; i < 3 && result == 0; i++) {
-        result = PyList_Append(intervals, numbers[i]);
+    if (result == 0) {
+        PyList_SetItem(entry, PK_GENERATOR_LAST_NS, last); /* steals */
+        PyList_SetItem(entry, PK_GENERATOR_SELF_NS, own);
+        PyList_SetItem(entry, PK_GENERATOR_ITEMS, count);
+        return 0;
     }
-    if (result < 0) {
-        PyObject *type, *value, *traceback;
-        PyErr_Fetch(&type, &value, &traceback);
-        PyList_SetSlice(intervals, size, PY_SSIZE_T_MAX, NULL); /* shrinking cannot fail */
-        PyErr_Restore(type, value, traceback);
+    Py_XDECREF(last);
+    Py_XDECREF(own);
+    Py_XDECREF(count);
+    return -1;
+}
+
+/* A sum stage's entry made at its first call, from start to end (GeneratorEntry.new's, its calls an Int64List):
+ * timeline.generators[name], at the timeline's next index. 0, or -1 with an exception set. */
+static int
+new_entry(PkTimelineObject *timeline, PyObject *generators, PyObject *name, int64_t start, int64_t end)
+{
+    int64_t parent, call[PK_SUM_CALL_SIZE];
+    if (open_parent(&parent) < 0) {
+        return -1;
     }
-    else {
-        PyList_SetItem(entry, PK_GENERATOR_LAST_NS, Py_NewRef(numbers[1]));
-        PyList_SetItem(entry, PK_GENERATOR_SELF_NS, Py_NewRef(numbers[3]));
-        PyList_SetItem(entry, PK_GENERATOR_ITEMS, Py_NewRef(numbers[4]));
+    PyObject *entry = PyList_New(PK_GENERATOR_SIZE);
+    PyObject *intervals = entry == NULL ? NULL : PyObject_CallNoArgs((PyObject *)&PkInt64List_Type);
+    if (intervals == NULL) {
+        Py_XDECREF(entry);
+        return -1;
     }
-    for (int i = 0; i < 5; i++) {
-        Py_XDECREF(numbers[i]);
+    call[PK_SUM_CALL_START_NS] = start;
+    call[PK_SUM_CALL_END_NS] = end;
+    call[PK_SUM_CALL_PARENT] = parent;
+    PyList_SET_ITEM(entry, PK_GENERATOR_INTERVALS, intervals);
+    PyList_SET_ITEM(entry, PK_GENERATOR_KIND, Py_NewRef(sum_kind));
+    int64_t numbers[][2] = {
+        {PK_GENERATOR_INDEX, (int64_t)timeline->next_index},
+        {PK_GENERATOR_FIRST_NS, start},
+        {PK_GENERATOR_LAST_NS, end},
+        {PK_GENERATOR_PARENT, parent},
+        {PK_GENERATOR_SELF_NS, end - start},
+        {PK_GENERATOR_ITEMS, 1},
+    };
+    int result = pk_int64list_append(intervals, call, PK_SUM_CALL_SIZE);
+    for (size_t i = 0; i < sizeof numbers / sizeof numbers[0] && result == 0; i++) {
+        PyObject *number = PyLong_FromLongLong(numbers[i][1]);
+        if (number == NULL) {
+            result = -1;
+        }
+        else {
+            PyList_SET_ITEM(entry, numbers[i][0], number);
+        }
     }
+    if (result == 0) {
+        result = PyDict_SetItem(generators, name, entry);
+    }
+    if (result == 0) {
+        timeline->next_index++;
+    }
+    Py_DECREF(entry); /* a list with NULL items left by a failure frees as such */
     return result;
 }
 
-/* One call of a sum stage, from start to now: Timeline.add_generator_time(name, start, end - start, 1,
- * "sum"), which makes the stage's entry at its first call; the calls after it are added here. Keeps the
- * exception being raised; perfkit's own failure is reported. */
+/* One call of a sum stage, from start to now, into the timeline's entry for it (the reference:
+ * Timeline.add_generator_time(name, start, end - start, 1, "sum")). Keeps the exception being raised;
+ * perfkit's own failure is reported. */
 void
 pk_add_sum_call(PyObject *timeline, PyObject *name, int64_t start)
 {
     PyObject *type, *value, *traceback;
     PyErr_Fetch(&type, &value, &traceback);
     int64_t end;
-    if (pk_now(&end) < 0) {
-        pk_report("stage.sum");
-        PyErr_Restore(type, value, traceback);
-        return;
-    }
     PyObject *generators = ((PkTimelineObject *)timeline)->generators;
-    PyObject *entry = generators != NULL && PyDict_CheckExact(generators) ? PyDict_GetItemWithError(generators, name) : NULL;
-    if (entry != NULL && PyList_CheckExact(entry) && PyList_GET_SIZE(entry) == PK_GENERATOR_SIZE &&
-        PyList_CheckExact(PyList_GET_ITEM(entry, PK_GENERATOR_INTERVALS))) {
-        Py_INCREF(entry);
-        if (add_to_entry(entry, start, end) < 0) {
-            pk_report("stage.sum");
-        }
-        Py_DECREF(entry);
+    int result = pk_now(&end);
+    if (result == 0 && (generators == NULL || !PyDict_CheckExact(generators))) {
+        PyErr_SetString(PyExc_TypeError, "the timeline's generators must be a dict");
+        result = -1;
     }
-    else if (!PyErr_Occurred()) {
-        PyObject *start_ns = PyLong_FromLongLong(start), *self_ns = PyLong_FromLongLong(end - start);
-        PyObject *result = NULL;
-        if (start_ns != NULL && self_ns != NULL) {
-            PyObject *args[] = {timeline, name, start_ns, self_ns, one, sum_kind};
-            result = PyObject_VectorcallMethod(add_generator_time, args, 6, NULL);
+    if (result == 0) {
+        PyObject *entry = PyDict_GetItemWithError(generators, name); /* borrowed */
+        if (entry == NULL) {
+            result = PyErr_Occurred() ? -1 : new_entry((PkTimelineObject *)timeline, generators, name, start, end);
         }
-        Py_XDECREF(start_ns);
-        Py_XDECREF(self_ns);
-        if (result == NULL) {
-            pk_report("stage.sum");
+        else if (PyList_CheckExact(entry) && PyList_GET_SIZE(entry) == PK_GENERATOR_SIZE &&
+                 Py_IS_TYPE(PyList_GET_ITEM(entry, PK_GENERATOR_INTERVALS), &PkInt64List_Type)) {
+            Py_INCREF(entry);
+            result = add_to_entry(entry, start, end);
+            Py_DECREF(entry);
         }
-        Py_XDECREF(result);
+        else {
+            PyErr_Format(PyExc_TypeError, "%R: not a sum stage's entry", name);
+            result = -1;
+        }
     }
-    else {
+    if (result < 0) {
         pk_report("stage.sum");
     }
     PyErr_Restore(type, value, traceback);
@@ -300,7 +336,6 @@ pk_staged_ready(void)
     minus_one = PyLong_FromLong(-1);
     one = PyLong_FromLong(1);
     sum_kind = PyUnicode_InternFromString("sum");
-    add_generator_time = PyUnicode_InternFromString("add_generator_time");
-    return minus_one == NULL || one == NULL || sum_kind == NULL || add_generator_time == NULL || pk_staged_call_ready() < 0 || PyType_Ready(&PkStagedFunction_Type) < 0 ? -1 : 0;
+    return minus_one == NULL || one == NULL || sum_kind == NULL || pk_staged_call_ready() < 0 || PyType_Ready(&PkStagedFunction_Type) < 0 ? -1 : 0;
 }
 
