@@ -35,6 +35,7 @@ import asyncio
 import contextvars
 from collections.abc import Coroutine
 from time import perf_counter_ns
+from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
 from .._wire._names import AFTER_RESPONSE_STAGE, AFTER_RESPONSE_THREAD_STAGE
@@ -71,9 +72,10 @@ _CALL_PARENT = THREAD_CALL.index("parent")
 # The request, from its hand-off while held until its last task ends or its deadline. Keyed by the
 # timeline itself, which hashes by identity: an id() would be a new int per request.
 _held: dict[Timeline, _Held] = {}
-# id(coroutine) -> (the coroutine, the request that queued it); the C task
-# factory holds this very dict (setup() in _backend), so it is never rebound.
-_expected: dict[int, tuple[Coroutine[Any, Any, Any], Timeline]] = {}
+# A native coroutine queued for another task -> the request that queued it. Keyed by the coroutine, which
+# hashes by identity (an id() would be a new int per queued coroutine); the C task factory holds this very
+# dict (setup() in _backend), so it is never rebound.
+_expected: dict[Coroutine[Any, Any, Any], Timeline] = {}
 _exporter: Sink | None = None
 # id(loop) -> the loop, while a sweep is queued on it (the entry keeps the id from being reused)
 _sweeps: dict[int, asyncio.AbstractEventLoop] = {}
@@ -105,21 +107,19 @@ def tasks_ended(timeline: Timeline) -> None:
 
 
 def expect(timeline: Timeline, coroutine: Coroutine[Any, Any, Any]) -> None:
-    """The request queued ``coroutine`` for another task to run: it holds the request until its task starts."""
-    hold(timeline)
-    _expected[id(coroutine)] = (coroutine, timeline)
+    """The request queued ``coroutine`` for another task to run: it holds the request until its task starts.
+    Only a native coroutine (an awaitable of another type may hash and compare by its own code)."""
+    if type(coroutine) is CoroutineType:
+        hold(timeline)
+        _expected[coroutine] = timeline
 
 
 def claim(coroutine: object) -> Timeline | None:
     """A task starts for ``coroutine``: the request that queued it, whose hold the task now takes over, if any.
     The C task factory does the same in C (csrc/tasks.c)."""
-    if not _expected:
+    if not _expected or type(coroutine) is not CoroutineType:
         return None
-    entry = _expected.get(id(coroutine))
-    if entry is None or entry[0] is not coroutine:
-        return None
-    del _expected[id(coroutine)]
-    return entry[1]
+    return _expected.pop(coroutine, None)
 
 
 def deferring(exporter: Sink) -> Sink:
@@ -186,8 +186,8 @@ def _finish(held: _Held) -> None:
     del _held[timeline]
     timeline.waiting = False
     if _expected and timeline.held_tasks:  # its coroutines still queued (each holds it) are no longer waited for
-        for key in [key for key, entry in _expected.items() if entry[1] is timeline]:
-            del _expected[key]
+        for coroutine in [coroutine for coroutine, queued_by in _expected.items() if queued_by is timeline]:
+            del _expected[coroutine]
     try:
         threads = timeline.generators.get(AFTER_RESPONSE_THREAD_STAGE)
         if len(timeline.steps) > held.steps_at_end or threads is not None:

@@ -149,7 +149,7 @@ class Hooks(TypedDict):
     loop_entry: Callable[[Timeline, int], list[Any]]  # _steps.loop_entry: a request's new event_loop stage
     task_type: type[asyncio.Task[Any]]
     iscoroutine: Callable[[object], bool]  # for what is not a native coroutine
-    expected: dict[int, tuple[Coroutine[Any, Any, Any], Timeline]]  # _after's: id(coroutine) -> entry (_after.claim)
+    expected: dict[Coroutine[Any, Any, Any], Timeline]  # _after's: a queued coroutine -> its request
     tasks_ended: Callable[[Timeline], None]  # _after's: the last task of a request handed off while held ended
     span_type: type[Span]  # what stage_spans builds
 

@@ -192,6 +192,36 @@ def test_a_coroutine_queued_for_a_worker_holds_the_request_until_its_task_ends(
     assert split is not None and split.stages[record.stages.index(after)].cpu_ns == 2_000_000
 
 
+def test_only_a_native_coroutine_is_expected_and_it_is_claimed_once(backend: Backend) -> None:
+    """A queued native coroutine is keyed by itself (it hashes by identity: no int per queued coroutine);
+    an awaitable of another type hashes and compares by its own code, so it is never held."""
+
+    class Foreign(collections.abc.Coroutine):  # type: ignore[type-arg]
+        def __hash__(self) -> int:
+            raise AssertionError("perfkit hashed an awaitable that is not a native coroutine")
+
+        def send(self, value: Any) -> Any:
+            raise StopIteration
+
+        def throw(self, *args: Any) -> Any:
+            raise StopIteration
+
+        def __await__(self) -> Any:
+            return iter(())
+
+    async def queued() -> None:
+        pass
+
+    timeline = backend.timeline(0, "POST", "/x")
+    foreign, coroutine = Foreign(), queued()
+    expect(timeline, foreign)
+    assert timeline.held_tasks == 0 and _after.claim(foreign) is None
+    expect(timeline, coroutine)
+    assert timeline.held_tasks == 1
+    assert _after.claim(coroutine) is timeline and _after.claim(coroutine) is None
+    coroutine.close()
+
+
 def test_a_requests_tasks_queue_no_callback_and_release_it_as_they_finish(backend: Backend, records: Captured) -> None:
     """A callback per task would be one more object living as long as the task, and its run one more
     turn of the loop (docs/overhead.md): each task's coroutine releases its request as it finishes."""

@@ -45,24 +45,21 @@ request_of(PyObject *context)
 }
 
 /* The request that queued ``coroutine`` for this task (_after.claim: the task takes over its hold), a new
- * reference; NULL if none (or with an exception set). _after.expect keys it by id(). */
+ * reference; NULL if none (or with an exception set). _after.expect keys it by the native coroutine itself. */
 static PyObject *
 claim(PyObject *coroutine)
 {
-    PyObject *key = PyLong_FromVoidPtr(coroutine);
-    if (key == NULL) {
+    if (!PyCoro_CheckExact(coroutine)) {
         return NULL;
     }
-    PyObject *timeline = NULL;
-    PyObject *entry = PyDict_GetItemWithError(pk_hooks.expected, key); /* borrowed */
-    if (entry != NULL && PyTuple_Check(entry) && PyTuple_GET_SIZE(entry) == 2
-        && PyTuple_GET_ITEM(entry, 0) == coroutine) {
-        timeline = Py_NewRef(PyTuple_GET_ITEM(entry, 1));
-        if (PyDict_DelItem(pk_hooks.expected, key) < 0) {
-            Py_CLEAR(timeline);
-        }
+    PyObject *timeline = PyDict_GetItemWithError(pk_hooks.expected, coroutine); /* borrowed */
+    if (timeline == NULL) {
+        return NULL;
     }
-    Py_DECREF(key);
+    Py_INCREF(timeline);
+    if (PyDict_DelItem(pk_hooks.expected, coroutine) < 0) {
+        Py_CLEAR(timeline);
+    }
     return timeline;
 }
 
