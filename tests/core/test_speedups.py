@@ -293,5 +293,38 @@ def test_a_freed_call_is_reused_and_a_finalized_one_is_not() -> None:
         call.close()
 
 
+def test_a_requests_timeline_exchange_and_stage_come_from_their_c_types_free_lists() -> None:
+    """_backend's Python classes over the C Timeline, Exchange and Stage add nothing to their layout, so
+    share_free_list gives them their C type's allocator: a freed one's memory is the next one's, zeroed
+    and tracked, and the class keeps its reference count. A subclass that adds a field does not share."""
+    backend = backends.load("c")
+    timeline_class = backend.timeline
+    exchange_class = backend.middleware._exchange_class
+    timeline = timeline_class(1, "GET", "/")
+    timeline.attributes["x"] = 1
+    freed, references = id(timeline), sys.getrefcount(timeline_class)
+    del timeline
+    again = timeline_class(2, "POST", "/y")
+    assert id(again) == freed and gc.is_tracked(again) and type(again) is timeline_class
+    assert (again.start_ns, again.method, again.path, again.attributes) == (2, "POST", "/y", {})
+    assert sys.getrefcount(timeline_class) == references
+    stage = backend.stage("auth")
+    freed = id(stage)
+    del stage
+    assert id(backend.stage("routing")) == freed
+    exchange = exchange_class.__new__(exchange_class)
+    freed = id(exchange)
+    del exchange
+    assert id(exchange_class.__new__(exchange_class)) == freed
+    for _ in range(1000):  # taken and kept many times: the class's count stays
+        timeline_class(0)
+    assert sys.getrefcount(timeline_class) == references
+
+    class WithField(timeline_class):  # type: ignore[misc,valid-type]
+        __slots__ = ("field",)
+
+    assert speedups().share_free_list(WithField) is False and not speedups().share_free_list(int)
+
+
 async def _awaited(awaitable: Any) -> Any:
     return await awaitable

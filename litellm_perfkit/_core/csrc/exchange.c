@@ -377,12 +377,14 @@ exchange_clear(ExchangeObject *self)
     return 0;
 }
 
+PK_FREE_LIST_ALLOC(exchange_alloc, free_exchanges, &PkExchange_Type) /* a request's, for the next's */
+
 static void
 exchange_dealloc(ExchangeObject *self)
 {
     PyObject_GC_UnTrack(self); /* subtype_dealloc drops a Python subclass's type reference */
     exchange_clear(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    pk_free_list_free(&free_exchanges, &PkExchange_Type, (PyObject *)self);
 }
 
 static PyMethodDef exchange_methods[] = {
@@ -407,6 +409,7 @@ PyTypeObject PkExchange_Type = {
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "The send wrapper and response state of one request (see _middleware._PyExchange).",
     .tp_new = PyType_GenericNew,
+    .tp_alloc = exchange_alloc,
     .tp_init = (initproc)exchange_init,
     .tp_dealloc = (destructor)exchange_dealloc,
     .tp_traverse = (traverseproc)exchange_traverse,

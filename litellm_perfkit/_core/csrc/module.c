@@ -364,6 +364,9 @@ static PyMethodDef methods[] = {
     {"stage_spans_protobuf", (PyCFunction)(void (*)(void))pk_stage_spans_protobuf, METH_FASTCALL,
      "stage_spans_protobuf(stages, durations, own, splits, ids, trace_id, server_id, anchor_ns, end_ns, keys) -> bytes | None: "
      "encode_spans(stage_spans(...)) with no span built (None: declined)."},
+    {"share_free_list", pk_share_free_list, METH_O,
+     "share_free_list(cls) -> bool: cls, a Python subclass of a C type with a free list that adds nothing to its "
+     "layout, allocates from that free list."},
     {"scan_headers", pk_scan_headers, METH_O,
      "scan_headers(headers) -> int: _sampling.scan_headers's answer (HeadersFound bits)."},
     {"encode_spans", pk_encode_spans, METH_O,

@@ -137,11 +137,13 @@ PyObject *pk_field(PyObject *value, const char *name);
  * does not write, or no room: use Timeline.encode()); -1 with an exception set. */
 int pk_encode_timeline(PkTimelineObject *timeline, char *out, Py_ssize_t room, Py_ssize_t *len);
 
-/* A free list of one exact C type's objects (freelist.c), up to limit (at most PK_FREE_LIST_MAX).
- * take: one freed before, alive again (refcount 1, untracked), its fields as its dealloc left them; NULL
- * if none. keep: 1 if it keeps self (untracked, cleared), 0 if the caller frees it (the list full, a
- * subtype's, or a finalized object's). new and free, for a GC type whose objects start zeroed: as
- * tp_alloc (zeroed and tracked; NULL with an exception set) and tp_free make and free them. */
+/* A free list of one C type's objects (freelist.c), up to limit (at most PK_FREE_LIST_MAX), and of its
+ * subclasses' that add nothing to its layout (pk_same_layout: _backend's Python classes over the C types).
+ * take: one freed before, alive again as a type (refcount 1, untracked, a heap type's reference taken),
+ * its fields as its dealloc left them; NULL if none. keep: 1 if it keeps self (untracked, cleared), 0 if
+ * the caller frees it (the list full, another layout's, or a finalized object's). new and free, for a GC
+ * type whose objects start zeroed: as tp_alloc (zeroed and tracked; NULL with an exception set) and
+ * tp_free make and free them. */
 #define PK_FREE_LIST_MAX 512
 typedef struct {
     int limit, size;
@@ -151,13 +153,20 @@ PyObject *pk_free_list_take(PkFreeList *list, PyTypeObject *type);
 int pk_free_list_keep(PkFreeList *list, PyTypeObject *type, PyObject *self);
 PyObject *pk_free_list_new(PkFreeList *list, PyTypeObject *type);
 void pk_free_list_free(PkFreeList *list, PyTypeObject *type, PyObject *self);
-/* A type's tp_alloc named function, its own objects from list (a subtype's from PyType_GenericAlloc);
- * its tp_dealloc ends with pk_free_list_free(&list, own_type, self). */
+/* 1 if type is own or a subclass of it whose objects are laid out as own's (no field, instance dict or
+ * weak reference list added, nothing before the object but the collector's header), else 0. */
+int pk_same_layout(PyTypeObject *type, PyTypeObject *own);
+/* share_free_list(cls) -> bool: cls (a Python subclass of a C type with a free list, whose tp_alloc CPython
+ * set to PyType_GenericAlloc) allocates from that free list, if pk_same_layout allows (freelist.c). */
+PyObject *pk_share_free_list(PyObject *module, PyObject *cls);
+/* A type's tp_alloc named function, its own objects and those of its subclasses of the same layout from
+ * list (any other subtype's from PyType_GenericAlloc); its tp_dealloc ends with
+ * pk_free_list_free(&list, own_type, self). */
 #define PK_FREE_LIST_ALLOC(function, list, own_type)                                                                \
     static PkFreeList list = {.limit = PK_FREE_LIST_MAX};                                                           \
     static PyObject *function(PyTypeObject *type, Py_ssize_t nitems)                                                 \
     {                                                                                                                \
-        return type == (own_type) ? pk_free_list_new(&list, type) : PyType_GenericAlloc(type, nitems);               \
+        return pk_same_layout(type, own_type) ? pk_free_list_new(&list, type) : PyType_GenericAlloc(type, nitems);   \
     }
 
 /* A Stage (stage.c): _stage.Stage's C core, and StagedCall's (stagedcall.c). */

@@ -130,12 +130,14 @@ timeline_clear(PkTimelineObject *self)
     return 0;
 }
 
+PK_FREE_LIST_ALLOC(timeline_alloc, free_timelines, &PkTimeline_Type) /* a request's, for the next's */
+
 static void
 timeline_dealloc(PkTimelineObject *self)
 {
     PyObject_GC_UnTrack(self); /* subtype_dealloc drops a Python subclass's type reference */
     timeline_clear(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    pk_free_list_free(&free_timelines, &PkTimeline_Type, (PyObject *)self);
 }
 
 #define FIELD(name) offsetof(PkTimelineObject, name)
@@ -157,6 +159,7 @@ PyTypeObject PkTimeline_Type = {
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "Timeline(start_ns, method='', path=''): the fields of one request's timeline (types.RequestRecord).",
     .tp_new = PyType_GenericNew,
+    .tp_alloc = timeline_alloc,
     .tp_init = (initproc)timeline_init,
     .tp_dealloc = (destructor)timeline_dealloc,
     .tp_traverse = (traverseproc)timeline_traverse,
