@@ -137,9 +137,7 @@ class Timeline(_TimelineFields):
             entry[GeneratorEntry.SELF_NS] += self_ns
             entry[GeneratorEntry.ITEMS] += items
             if kind == "sum":  # a list, or the C timeline's Int64List (csrc/staged.c makes its entries)
-                calls = entry[GeneratorEntry.INTERVALS]
-                for value in (first_ns, first_ns + self_ns, parent):
-                    calls.append(value)
+                entry[GeneratorEntry.INTERVALS] += (first_ns, first_ns + self_ns, parent)
 
     # -- export side --------------------------------------------------------
     def encode(self) -> bytes:

@@ -192,6 +192,11 @@ def test_the_c_timelines_steps_are_an_int64_list_that_reads_as_the_list_of_its_v
     with pytest.raises(IndexError):
         steps[5]
     assert steps == values  # a refused value leaves the list as it was
+    steps += (7, 8)  # a sum stage's call, as the reference timeline adds one
+    assert steps == [*values, 7, 8]
+    with pytest.raises(TypeError):
+        steps += (9, "x")
+    assert steps == [*values, 7, 8]  # all or none
 
 
 def test_the_c_encoder_writes_an_int64_list_as_the_list_it_stands_for() -> None:

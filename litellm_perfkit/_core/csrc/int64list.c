@@ -5,7 +5,7 @@
  * allocated on the request path (docs/overhead.md#allocations).
  *
  * Read from Python as a sequence of ints (len, index, iteration, == with a
- * list); the hand-off encoder writes it as a list (encode.c). It holds no
+ * list; append and += add to it); the hand-off encoder writes it as a list (encode.c). It holds no
  * objects, so the collector never tracks it, and freed lists wait in a free
  * list with their arrays for the next requests: a worker serving requests
  * allocates none after its first few. */
@@ -116,9 +116,35 @@ int64list_item(Int64ListObject *self, Py_ssize_t index)
     return PyLong_FromLongLong(self->values[index]);
 }
 
+/* list += values: each int appended (a sum stage's call, as the reference timeline adds one); all or none. */
+static PyObject *
+int64list_inplace_concat(Int64ListObject *self, PyObject *values)
+{
+    PyObject *sequence = PySequence_Fast(values, "Int64List += takes a sequence of ints");
+    if (sequence == NULL) {
+        return NULL;
+    }
+    Py_ssize_t size = self->size, count = PySequence_Fast_GET_SIZE(sequence);
+    int result = 0;
+    for (Py_ssize_t i = 0; i < count && result == 0; i++) {
+        int64_t number;
+        result = pk_as_int64(PySequence_Fast_GET_ITEM(sequence, i), &number) < 0 ||
+                         pk_int64list_append((PyObject *)self, &number, 1) < 0
+                     ? -1
+                     : 0;
+    }
+    Py_DECREF(sequence);
+    if (result < 0) {
+        self->size = size;
+        return NULL;
+    }
+    return Py_NewRef(self);
+}
+
 static PySequenceMethods int64list_sequence = {
     .sq_length = (lenfunc)int64list_length,
     .sq_item = (ssizeargfunc)int64list_item,
+    .sq_inplace_concat = (binaryfunc)int64list_inplace_concat,
 };
 
 static PyMethodDef int64list_methods[] = {
