@@ -20,7 +20,7 @@ typedef struct {
     char sum; /* kind "sum": its calls summed into one stage (Timeline.add_generator_time), not a stage each */
 } StagedFunctionObject;
 
-static PyObject *minus_one, *one, *sum_kind;
+static PyObject *minus_one, *sum_kind;
 
 /* The open stage's index into *parent, -1 for none; -1 with an exception set. */
 static int
@@ -44,6 +44,18 @@ open_parent(int64_t *parent)
     return result;
 }
 
+/* One call (SUM_CALL: start, end, parent) appended raw to a sum stage's calls, the C timeline's Int64List:
+ * 0, or -1 with an exception set and the calls as they were. */
+static int
+append_call(PyObject *intervals, int64_t start, int64_t end, int64_t parent)
+{
+    int64_t call[PK_SUM_CALL_SIZE];
+    call[PK_SUM_CALL_START_NS] = start;
+    call[PK_SUM_CALL_END_NS] = end;
+    call[PK_SUM_CALL_PARENT] = parent;
+    return pk_int64list_append(intervals, call, PK_SUM_CALL_SIZE);
+}
+
 /* A sum stage's entry's ints, updated for one more call from start to end; -1 with an exception set. */
 static int
 add_to_entry(PyObject *entry, int64_t start, int64_t end)
@@ -59,13 +71,7 @@ add_to_entry(PyObject *entry, int64_t start, int64_t end)
     PyObject *count = PyLong_FromLongLong(items + 1);
     int result = last != NULL && own != NULL && count != NULL ? 0 : -1;
     if (result == 0) {
-        /* The call (SUM_CALL: start, end, parent) appended raw: the C timeline's entries hold an Int64List. */
-        PyObject *intervals = PyList_GET_ITEM(entry, PK_GENERATOR_INTERVALS);
-        int64_t call[PK_SUM_CALL_SIZE];
-        call[PK_SUM_CALL_START_NS] = start;
-        call[PK_SUM_CALL_END_NS] = end;
-        call[PK_SUM_CALL_PARENT] = parent;
-        result = pk_int64list_append(intervals, call, PK_SUM_CALL_SIZE);
+        result = append_call(PyList_GET_ITEM(entry, PK_GENERATOR_INTERVALS), start, end, parent);
     }
     if (result == 0) {
         PyList_SetItem(entry, PK_GENERATOR_LAST_NS, last); /* steals */
@@ -84,7 +90,7 @@ add_to_entry(PyObject *entry, int64_t start, int64_t end)
 static int
 new_entry(PkTimelineObject *timeline, PyObject *generators, PyObject *name, int64_t start, int64_t end)
 {
-    int64_t parent, call[PK_SUM_CALL_SIZE];
+    int64_t parent;
     if (open_parent(&parent) < 0) {
         return -1;
     }
@@ -94,9 +100,6 @@ new_entry(PkTimelineObject *timeline, PyObject *generators, PyObject *name, int6
         Py_XDECREF(entry);
         return -1;
     }
-    call[PK_SUM_CALL_START_NS] = start;
-    call[PK_SUM_CALL_END_NS] = end;
-    call[PK_SUM_CALL_PARENT] = parent;
     PyList_SET_ITEM(entry, PK_GENERATOR_INTERVALS, intervals);
     PyList_SET_ITEM(entry, PK_GENERATOR_KIND, Py_NewRef(sum_kind));
     int64_t numbers[][2] = {
@@ -107,7 +110,7 @@ new_entry(PkTimelineObject *timeline, PyObject *generators, PyObject *name, int6
         {PK_GENERATOR_SELF_NS, end - start},
         {PK_GENERATOR_ITEMS, 1},
     };
-    int result = pk_int64list_append(intervals, call, PK_SUM_CALL_SIZE);
+    int result = append_call(intervals, start, end, parent);
     for (size_t i = 0; i < sizeof numbers / sizeof numbers[0] && result == 0; i++) {
         PyObject *number = PyLong_FromLongLong(numbers[i][1]);
         if (number == NULL) {
@@ -334,8 +337,7 @@ int
 pk_staged_ready(void)
 {
     minus_one = PyLong_FromLong(-1);
-    one = PyLong_FromLong(1);
     sum_kind = PyUnicode_InternFromString("sum");
-    return minus_one == NULL || one == NULL || sum_kind == NULL || pk_staged_call_ready() < 0 || PyType_Ready(&PkStagedFunction_Type) < 0 ? -1 : 0;
+    return minus_one == NULL || sum_kind == NULL || pk_staged_call_ready() < 0 || PyType_Ready(&PkStagedFunction_Type) < 0 ? -1 : 0;
 }
 
