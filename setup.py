@@ -43,6 +43,7 @@ SOURCES = (
     "tasks",
     "otlp",
     "spans",
+    "histogram",
     "series",
     "tally",
     "passage",

@@ -197,13 +197,15 @@ def measure_group(proxies: list[Proxy], stream: bool, args: argparse.Namespace, 
     return result
 
 
-def _say_pair(number: int, pairs: int, names: list[str], group: dict[str, Measured]) -> None:
-    """One pair's CPU per request and rate, each mode against the first, on stderr."""
+def _say_pair(number: int, pairs: int, names: list[str], group: dict[str, Measured], collector: bool) -> None:
+    """One pair's CPU per request and rate (and full collections), each mode against the first, on stderr:
+    a run stopped early keeps what its pairs measured."""
     base = group[names[0]]
     print(
         f"pair {number + 1}/{pairs}: "
         + "; ".join(
             f"{name} {m.cpu_ms:.3f} ms ({m.agent_ms:.3f} agent), {m.rps:.1f} req/s"
+            + (f", {m.full} full collections in {m.requests} requests" if collector else "")
             + (f", {m.cpu_ms / base.cpu_ms:.3f}x" if name != names[0] else "")
             for name, m in group.items()
         ),
@@ -263,7 +265,7 @@ def run(args: argparse.Namespace) -> tuple[list[str], list[dict[str, Measured]],
                     [proxies[i] for i in range(len(modes))], args.workload == "stream", args, settle_s
                 )
             groups.append(group)
-            _say_pair(number, args.pairs, names, group)
+            _say_pair(number, args.pairs, names, group, args.collector)
         spans = sum(len(t["spans"]) for t in jaeger.traces("bench-litellm"))
     return names, groups, spans
 

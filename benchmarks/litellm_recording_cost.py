@@ -444,6 +444,10 @@ def _instructions(args: argparse.Namespace, python: Path, env: dict[str, str], w
             if child.stdin is not None:
                 child.stdin.close()
             child.wait(timeout=600)
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        for out in outs.values():
+            shutil.copy(out, args.keep / out.name)
     counts = {mode: _functions(out) for mode, out in outs.items()}
     total = {mode: sum(functions.values()) / requests for mode, functions in counts.items()}
     added = {
@@ -608,6 +612,13 @@ def main() -> int:
         type=Path,
         help="write the encoded records of --rounds recorded batches to this file (one per workload: "
         "FILE.json.EXT, FILE.stream.EXT), for benchmarks/agent_cost.py",
+    )
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        metavar="DIR",
+        help="with --measure instructions: copy the callgrind outputs (callgrind.WORKLOAD.MODE) to DIR, "
+        "for callgrind_annotate or kcachegrind",
     )
     parser.add_argument("--model", default="fake-openai-endpoint", help=argparse.SUPPRESS)
     args = parser.parse_args()

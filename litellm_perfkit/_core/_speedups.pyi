@@ -8,6 +8,7 @@ from typing import Any, TypeVar, final
 
 from typing_extensions import Self, Unpack
 
+from .._export._metrics import _observe_stages_python
 from .._export._otlp import _stage_spans_protobuf_python
 from .._export._spans import _stage_spans_python
 from .._export._split import Split, TimeSplit
@@ -56,6 +57,7 @@ def share_free_list(cls: type, /) -> bool: ...
 
 stage_spans = _stage_spans_python  # the signature of its Python reference
 stage_spans_protobuf = _stage_spans_protobuf_python
+observe_stages = _observe_stages_python
 
 class Timeline(_TimelineFields):
     def __init__(self, start_ns: int, method: str = ..., path: str = ...) -> None: ...
@@ -214,3 +216,13 @@ class TaskFactory:
     def __call__(
         self, loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, Any], **kwargs: Any
     ) -> asyncio.Task[Any]: ...
+
+@final
+class Histogram:  # _export/_metrics._PyHistogram's members
+    counts: list[int]
+    count: int
+    total_ns: int
+    minimum_ns: int
+    maximum_ns: int
+    def record(self, value_ns: int, weight: int = 1, /) -> None: ...
+    def copy(self) -> Histogram: ...

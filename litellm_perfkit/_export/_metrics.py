@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_left
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from .._core._layouts import BOUNDARIES_NS  # shared with the traffic tally, C's and Python's
 from .._wire._names import STAGE_METRIC_ATTRIBUTE, Attr, Metric, gen_ai_operation
-from ..types import AttributeValue, RequestRecord
+from ..types import AttributeValue, RequestRecord, StageRecord
 
 __all__ = [
     "Histogram",
@@ -43,7 +45,9 @@ DESCRIPTIONS: dict[str, str] = {
 MetricKey = tuple[str, tuple[tuple[str, AttributeValue], ...]]
 
 
-class Histogram:
+class _PyHistogram:
+    """An explicit-bucket histogram of ns values: the reference for the C accelerator's ``Histogram``."""
+
     __slots__ = ("counts", "count", "total_ns", "minimum_ns", "maximum_ns")
 
     def __init__(self) -> None:
@@ -64,12 +68,45 @@ class Histogram:
         if value_ns > self.maximum_ns:
             self.maximum_ns = value_ns
 
-    def copy(self) -> Histogram:
-        twin = Histogram()
+    def copy(self) -> _PyHistogram:
+        twin = _PyHistogram()
         twin.counts = list(self.counts)
         twin.count, twin.total_ns = self.count, self.total_ns
         twin.minimum_ns, twin.maximum_ns = self.minimum_ns, self.maximum_ns
         return twin
+
+
+def _observe_stages_python(
+    histograms: dict[str, Any],
+    stages: tuple[StageRecord, ...],
+    durations: list[int],
+    weight: int,
+    make: Callable[[str], Any],
+) -> None:
+    """Each stage's duration (by position) into its name's histogram, made by ``make`` the first time:
+    the reference for the C accelerator's ``observe_stages``."""
+    for stage, duration in zip(stages, durations, strict=True):
+        histogram = histograms.get(stage.name)
+        if histogram is None:
+            histogram = make(stage.name)
+        histogram.record(duration, weight)
+
+
+def _histogram_functions() -> tuple[type[_PyHistogram], Callable[..., None]]:
+    """The C accelerator's ``Histogram`` and ``observe_stages`` when it runs, else the Python references."""
+    from .._core._backend import ACTIVE
+
+    speedups = ACTIVE.speedups
+    if speedups is None:
+        return _PyHistogram, _observe_stages_python
+    return speedups.Histogram, speedups.observe_stages
+
+
+if TYPE_CHECKING:
+    Histogram = _PyHistogram  # the C type has the same members
+    _observe_stages = _observe_stages_python
+else:
+    Histogram, _observe_stages = _histogram_functions()
 
 
 COUNTER_DESCRIPTIONS: dict[str, str] = {
@@ -106,12 +143,19 @@ class MetricStore:
                 histogram = self.histograms[key] = Histogram()
         return histogram
 
-    def observe(self, record: RequestRecord) -> None:
+    def _stage_histogram(self, name: str) -> Histogram:
+        histogram = self._stages[name] = self._histogram(Metric.STAGE_DURATION, ((STAGE_METRIC_ATTRIBUTE, name),))
+        return histogram
+
+    def observe(self, record: RequestRecord, durations: list[int] | None = None) -> None:
         """A recorded request's figures, each standing for the requests it does
         (a weighted sample: counts estimate every request's). Its duration,
         TTFT and count are the traffic tally's (every request once), not
-        observed here."""
+        observed here. ``durations``: each stage's ``duration_ns``, by
+        position, when the caller has them already."""
         weight = record.weight
+        if durations is None:
+            durations = [stage.duration_ns for stage in record.stages]
         if gen_ai_operation(record.path) is not None:
             self._histogram(Metric.REQUEST_OVERHEAD, ((Attr.STREAMING, record.streaming),)).record(
                 record.overhead_ns, weight
@@ -123,14 +167,7 @@ class MetricStore:
                 self.counters[Metric.REQUESTS_UPSTREAM_UNMEASURED] += 1
             if attributes.get(Attr.AUTH_UNMEASURED):
                 self.counters[Metric.REQUESTS_AUTH_UNMEASURED] += 1
-        stages = self._stages
-        for entry in record.stages:
-            histogram = stages.get(entry.name)
-            if histogram is None:
-                histogram = stages[entry.name] = self._histogram(
-                    Metric.STAGE_DURATION, ((STAGE_METRIC_ATTRIBUTE, entry.name),)
-                )
-            histogram.record(entry.duration_ns, weight)
+        _observe_stages(self._stages, record.stages, durations, weight, self._stage_histogram)
 
     def snapshot(self) -> list[tuple[MetricKey, Histogram]]:
         with self._lock:

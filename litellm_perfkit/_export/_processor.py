@@ -57,17 +57,18 @@ class Processor:
         self.recorded += 1
         self.changed()
         try:
-            self.metrics.observe(record)
+            durations = [stage.duration_ns for stage in record.stages]  # the metrics' and the spans'
+            self.metrics.observe(record, durations)
             trace_id, parent_span_id, flags = trace_context(record)
             for listener in self.listeners:
                 listener(record, trace_id)
             if self._exporter is not None and self._sampler.should_sample(trace_id, flags):
                 if self._protobuf_exporter is not None:
-                    server, stages = request_spans(record, trace_id, parent_span_id, anchor_ns)
+                    server, stages = request_spans(record, trace_id, parent_span_id, anchor_ns, durations)
                     self._pending += (server, encode_stage_spans(stages))
                     self._pending_spans += 1 + len(stages.stages)
                 else:
-                    spans = record_to_spans(record, trace_id, parent_span_id, anchor_ns)
+                    spans = record_to_spans(record, trace_id, parent_span_id, anchor_ns, durations)
                     self._pending += spans
                     self._pending_spans += len(spans)
         except Exception as exc:

@@ -213,10 +213,14 @@ class StageSpans(NamedTuple):
     end_ns: int
 
 
-def request_spans(record: RequestRecord, trace_id: str, parent_span_id: str, anchor_ns: int) -> tuple[Span, StageSpans]:
-    """The request's server span, and what its stages' spans are made of; ``anchor_ns`` turns perf_counter_ns into Unix ns."""
+def request_spans(
+    record: RequestRecord, trace_id: str, parent_span_id: str, anchor_ns: int, durations: list[int] | None = None
+) -> tuple[Span, StageSpans]:
+    """The request's server span, and what its stages' spans are made of; ``anchor_ns`` turns perf_counter_ns into
+    Unix ns. ``durations``: each stage's ``duration_ns``, by position, when the caller has them already."""
     server_id = record.span_context[1] if record.span_context else f"{_bits(64):016x}"
-    durations = [stage.duration_ns for stage in record.stages]
+    if durations is None:
+        durations = [stage.duration_ns for stage in record.stages]
     own = exclusive_ns(record, durations)
     split = time_split(record)
     server_attributes = _server_attributes(record, own, durations)
@@ -256,9 +260,11 @@ def request_spans(record: RequestRecord, trace_id: str, parent_span_id: str, anc
     return server, stages
 
 
-def record_to_spans(record: RequestRecord, trace_id: str, parent_span_id: str, anchor_ns: int) -> list[Span]:
+def record_to_spans(
+    record: RequestRecord, trace_id: str, parent_span_id: str, anchor_ns: int, durations: list[int] | None = None
+) -> list[Span]:
     """The spans of one request: its server span, then one per stage."""
-    server, stages = request_spans(record, trace_id, parent_span_id, anchor_ns)
+    server, stages = request_spans(record, trace_id, parent_span_id, anchor_ns, durations)
     return [server, *stage_span_tuples(stages)]
 
 

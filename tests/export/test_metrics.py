@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import random
 from bisect import bisect_left
 from typing import Any
 
-from litellm_perfkit._export._metrics import BOUNDARIES_NS, MetricStore
+import pytest
+
+from litellm_perfkit._export._metrics import BOUNDARIES_NS, MetricStore, _observe_stages_python, _PyHistogram
 from litellm_perfkit.types import RequestRecord, StageRecord
+from tests.support.speedups import speedups
 
 
 def chat(end_ns: int, **fields: Any) -> RequestRecord:
@@ -55,3 +59,66 @@ def test_a_records_duration_and_first_token_are_the_tallys_not_added_again() -> 
     store.observe(chat(9_000_000, streaming=True, marks={"first_token": 3_000_000}, passed_by=41))
     names = {name for (name, _), _ in store.snapshot()}
     assert names == {"perfkit.request.overhead", "perfkit.gc.pause"}
+
+
+def _members(histogram: Any) -> tuple[Any, ...]:
+    return (histogram.count, histogram.total_ns, histogram.minimum_ns, histogram.maximum_ns, histogram.counts)
+
+
+def test_the_c_histogram_records_copies_and_is_set_as_the_python_reference() -> None:
+    """Random values and weights, bucket bounds themselves, and totals past 2**63 (a busy proxy's weighted
+    stage durations pass int64 within weeks): the C type folds them into an int, as Python's does."""
+    c_histogram = speedups().Histogram
+    rng = random.Random(7)
+    values = [*BOUNDARIES_NS, *(b + 1 for b in BOUNDARIES_NS), 0, -5, 2**62, 2**63 - 1]
+    values += [rng.randrange(0, 1 << rng.randrange(1, 62)) for _ in range(2_000)]
+    python, c = _PyHistogram(), c_histogram()
+    assert _members(c) == _members(python)
+    for value in values:
+        weight = rng.choice((1, 1, 7, 2**40))
+        python.record(value, weight)
+        c.record(value, weight)
+        assert _members(c) == _members(python), (value, weight)
+    assert python.total_ns > 2**63
+    twin = c.copy()
+    c.record(5)
+    assert _members(twin) == _members(python) and type(twin) is c_histogram
+    # The traffic tally's parts are set member by member (_traffic._histogram), a total past int64 too.
+    for histogram in (python, c):
+        histogram.count, histogram.total_ns, histogram.minimum_ns, histogram.maximum_ns = 3, 2**70, 1, 9
+        histogram.counts = list(range(len(BOUNDARIES_NS) + 1))
+    assert _members(c) == _members(python)
+    c.total_ns = 12
+    assert c.total_ns == 12
+    with pytest.raises(ValueError, match="one count a bucket"):
+        c.counts = [1, 2]
+    with pytest.raises(OverflowError):
+        c.record(2**64)
+
+
+def test_the_c_observe_stages_adds_as_the_python_reference() -> None:
+    speeds = speedups()
+    stages = tuple(StageRecord(name, 0, 0, -1) for name in ("auth", "routing", "auth", "upstream"))
+    durations = [20_000, 3_000, 7_000_000, 40_000_000]
+    kept: dict[str, list[dict[str, Any]]] = {"c": [], "python": []}
+    for which, histogram, observe in (
+        ("python", _PyHistogram, _observe_stages_python),
+        ("c", speeds.Histogram, speeds.observe_stages),
+    ):
+        by_name: dict[str, Any] = {}
+        made: list[str] = []
+
+        def make(name: str, by_name: dict[str, Any] = by_name, made: list[str] = made, cls: Any = histogram) -> Any:
+            made.append(name)
+            by_name[name] = cls()
+            return by_name[name]
+
+        observe(by_name, stages, durations, 3, make)
+        observe(by_name, stages, durations, 1, make)
+        assert made == ["auth", "routing", "upstream"]  # each name made once, when it first came
+        kept[which] = [{name: _members(h)} for name, h in sorted(by_name.items())]
+    assert kept["c"] == kept["python"]
+    with pytest.raises(ValueError, match="one duration a stage"):
+        speeds.observe_stages({}, stages, durations[:1], 1, dict)
+    with pytest.raises(TypeError, match="not a Histogram"):
+        speeds.observe_stages({"auth": _PyHistogram()}, stages[:1], durations[:1], 1, dict)

@@ -364,6 +364,9 @@ static PyMethodDef methods[] = {
     {"stage_spans_protobuf", (PyCFunction)(void (*)(void))pk_stage_spans_protobuf, METH_FASTCALL,
      "stage_spans_protobuf(stages, durations, own, splits, ids, trace_id, server_id, anchor_ns, end_ns, keys) -> bytes | None: "
      "encode_spans(stage_spans(...)) with no span built (None: declined)."},
+    {"observe_stages", (PyCFunction)(void (*)(void))pk_observe_stages, METH_FASTCALL,
+     "observe_stages(histograms, stages, durations, weight, make): each stage's duration, by position, into "
+     "histograms[stage.name] (a Histogram; make(name) makes and adds a missing one), standing for weight requests."},
     {"share_free_list", pk_share_free_list, METH_O,
      "share_free_list(cls) -> bool: cls, a Python subclass of a C type with a free list that adds nothing to its "
      "layout, allocates from that free list."},
@@ -429,7 +432,7 @@ PyInit__speedups(void)
 {
     if (intern_names() < 0 || PyType_Ready(&PkTimeline_Type) < 0 || PyType_Ready(&PkStage_Type) < 0 ||
         PyType_Ready(&PkInt64List_Type) < 0 || PyType_Ready(&PkStageList_Type) < 0 ||
-        PyType_Ready(&PkExchange_Type) < 0 ||
+        PyType_Ready(&PkExchange_Type) < 0 || PyType_Ready(&PkHistogram_Type) < 0 ||
         PyType_Ready(&PkHandoff_Type) < 0 || pk_steps_ready() < 0 || pk_tasks_ready() < 0 ||
         pk_traffic_ready() < 0 || pk_staged_ready() < 0 || pk_own_time_ready() < 0) {
         return NULL;
@@ -451,7 +454,8 @@ PyInit__speedups(void)
         PyModule_AddObjectRef(module, "Passage", (PyObject *)&PkPassage_Type) < 0 ||
         PyModule_AddObjectRef(module, "StagedFunction", (PyObject *)&PkStagedFunction_Type) < 0 ||
         PyModule_AddObjectRef(module, "StagedCall", (PyObject *)&PkStagedCall_Type) < 0 ||
-        PyModule_AddObjectRef(module, "OwnTime", (PyObject *)&PkOwnTime_Type) < 0) {
+        PyModule_AddObjectRef(module, "OwnTime", (PyObject *)&PkOwnTime_Type) < 0 ||
+        PyModule_AddObjectRef(module, "Histogram", (PyObject *)&PkHistogram_Type) < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -6,29 +6,10 @@
 
 #include <string.h>
 
-static const long long bounds[PK_BOUNDARY_COUNT] = PK_BOUNDARIES_NS;
-
-static Py_ssize_t
-bucket_of(int64_t value)
-{
-    /* bisect_left: the first bound >= value. */
-    Py_ssize_t low = 0, high = PK_BOUNDARY_COUNT;
-    while (low < high) {
-        Py_ssize_t middle = (low + high) / 2;
-        if (bounds[middle] < value) {
-            low = middle + 1;
-        }
-        else {
-            high = middle;
-        }
-    }
-    return low;
-}
-
 static void
 observe(uint64_t *row, int at, int buckets_at, int64_t value)
 {
-    row[buckets_at + bucket_of(value)]++;
+    row[buckets_at + pk_bucket_of(value)]++;
     if (!row[at] || (uint64_t)value < row[at + 2]) {
         row[at + 2] = (uint64_t)value;
     }

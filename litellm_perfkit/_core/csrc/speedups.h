@@ -58,6 +58,28 @@ extern PkNames pk_names;
  * exception set only when a test's fake clock fails. */
 int pk_now(int64_t *out);
 
+/* Histogram buckets: one more than _layouts.BOUNDARIES_NS, the last for values past every bound. */
+#define PK_BUCKETS (PK_BOUNDARY_COUNT + 1)
+
+/* The bucket a value falls in: bisect_left over the bounds, the first bound >= value
+ * (bucket i holds (bound[i-1], bound[i]], as OTLP defines it). The tally's series and Histogram share it. */
+static inline Py_ssize_t
+pk_bucket_of(int64_t value)
+{
+    static const long long bounds[PK_BOUNDARY_COUNT] = PK_BOUNDARIES_NS;
+    Py_ssize_t low = 0, high = PK_BOUNDARY_COUNT;
+    while (low < high) {
+        Py_ssize_t middle = (low + high) / 2;
+        if (bounds[middle] < value) {
+            low = middle + 1;
+        }
+        else {
+            high = middle;
+        }
+    }
+    return low;
+}
+
 /* An int as int64 without PyLong_AsLongLong's slow path for big ints.
  * -1 with OverflowError or TypeError set. */
 int pk_as_int64(PyObject *value, int64_t *out);
@@ -365,6 +387,10 @@ PyObject *pk_scan_headers(PyObject *module, PyObject *headers);
 int pk_is_event_stream(PyObject *header);
 
 /* The traffic tally and an unrecorded request's send (tally.c, series.c, passage.c). */
+/* The export agent's histogram (histogram.c) and observe_stages, which adds a record's stages to theirs. */
+extern PyTypeObject PkHistogram_Type;
+PyObject *pk_observe_stages(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+
 extern PyTypeObject PkTally_Type;
 extern PyTypeObject PkPassage_Type;
 /* Their types and names ready; -1 with an exception set. */

@@ -6,7 +6,7 @@
 #define PERFKIT_TRAFFIC_H
 #include "speedups.h"
 
-#define BUCKETS (PK_BOUNDARY_COUNT + 1)
+#define BUCKETS PK_BUCKETS
 #define ROW (PK_TRAFFIC_HEAD_COUNTS + 2 * BUCKETS) /* a series' counts: its head, then both histograms' buckets */
 
 /* A key recently added and its row: most requests repeat one of a few
