@@ -30,7 +30,9 @@ differ by what a process draws at start (hash seed, memory layout).
 and the recorded proxy each run under valgrind (callgrind, its
 instrumentation switched on only for the ``--rounds`` measured batches,
 after ``--warmup``), with a fixed hash seed and no address randomization.
-It prints the instructions per request of each and their difference, and
+``--runs N`` repeats the pair and prints each run's additions and their
+range: runs of one commit differ by several objects and tens of thousands
+of instructions a request. It prints the instructions per request of each and their difference, and
 where the difference goes: perfkit's C files, CPython's bytecode loop (the
 Python code recording runs), the collector, and the largest other
 functions; then the Python objects each allocates per request (as
@@ -393,8 +395,9 @@ def _group(function: str) -> str:
     return ""
 
 
-def _instructions(args: argparse.Namespace, python: Path, env: dict[str, str], workload: str) -> None:
-    """Passed through and recorded, each under callgrind for the measured batches only; their difference by where it goes."""
+def _instructions(args: argparse.Namespace, python: Path, env: dict[str, str], workload: str) -> dict[str, float]:
+    """Passed through and recorded, each under callgrind for the measured batches only; their difference by where
+    it goes. Returns what recording adds per request: instructions, objects and gc-tracked objects."""
     # Here, not at the top: the proxy's own process runs this file too, without the benchmarks' dependencies.
     from benchmarks.allocations import allocations_by_callers, calls_by_function
     from benchmarks.allocations import counts as allocations
@@ -473,10 +476,12 @@ def _instructions(args: argparse.Namespace, python: Path, env: dict[str, str], w
         print(f"| - of which {name} | {difference:+,.0f} |")
     allocated = {mode: allocations(calls_by_function(out)) for mode, out in outs.items()}
     passed, recorded = (allocated[mode] for mode in ("passed", "recorded"))
+    added_per_request = {"instructions": total["recorded"] - total["passed"]}
     print("\n| Python allocations per request | passed through | recorded | added |")
     print("|---|---:|---:|---:|")
     for what, field in (("objects (small-object allocator calls)", "objects"), ("of which gc-tracked", "gc_tracked")):
         before, after = getattr(passed, field) / requests, getattr(recorded, field) / requests
+        added_per_request[field] = after - before
         print(f"| {what} | {before:,.1f} | {after:,.1f} | {after - before:+,.1f} |")
     if args.allocation_callers:
         chains = {mode: allocations_by_callers(out) for mode, out in outs.items()}
@@ -497,6 +502,24 @@ def _instructions(args: argparse.Namespace, python: Path, env: dict[str, str], w
             print(
                 f"| {meaning} ({event}) | {passed:,.0f} | {recorded:,.0f} | {recorded - passed:+,.0f} ({(recorded / passed - 1) * 100:+.1f}%) |"
             )
+    return added_per_request
+
+
+def _runs_spread(workload: str, runs: list[dict[str, float]]) -> None:
+    """What recording added in each run of the pair of processes, and the range: one commit's runs differ
+    (LiteLLM's timers, where collections fall), so compare ranges, not single runs."""
+    print(f"\n{workload}: recording adds per request, {len(runs)} runs (each a fresh pair of processes)\n")
+    print("| | " + " | ".join(f"run {n + 1}" for n in range(len(runs))) + " | range |")
+    print("|---|" + "---:|" * (len(runs) + 1))
+    for field, label in (
+        ("instructions", "instructions"),
+        ("objects", "objects"),
+        ("gc_tracked", "of which gc-tracked"),
+    ):
+        values = [run[field] for run in runs]
+        digits = 0 if field == "instructions" else 1
+        cells = " | ".join(f"{v:+,.{digits}f}" for v in values)
+        print(f"| {label} | {cells} | {min(values):+,.{digits}f} to {max(values):+,.{digits}f} |")
 
 
 def _python_version(python: Path) -> str:
@@ -538,7 +561,9 @@ def _outer(args: argparse.Namespace) -> int:
         )
         for workload in args.workloads.split(","):
             if args.measure == "instructions":
-                _instructions(args, python, env, workload)
+                runs = [_instructions(args, python, env, workload) for _ in range(args.runs)]
+                if args.runs > 1:
+                    _runs_spread(workload, runs)
                 continue
             if args.against_plain:
                 _against_plain(args, python, env, workload)
@@ -614,6 +639,13 @@ def main() -> int:
         "FILE.json.EXT, FILE.stream.EXT), for benchmarks/agent_cost.py",
     )
     parser.add_argument(
+        "--runs",
+        type=int,
+        default=1,
+        help="with --measure instructions: run the pair of processes this many times and print each run's "
+        "additions and their range (one commit's runs differ by several objects a request)",
+    )
+    parser.add_argument(
         "--keep",
         type=Path,
         metavar="DIR",
@@ -624,6 +656,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.settle is None:
         args.settle = 1.0 if args.measure == "instructions" else 0.02
+    if args.runs < 1:
+        parser.error(f"--runs {args.runs}: run at least once")
     if args.measure == "instructions" and not args.inner:
         if args.against_plain or args.capture:
             parser.error(
