@@ -221,8 +221,9 @@ def litellm_recording_cost_instructions(tmp_path: Path) -> None:
     out = run(
         "litellm_recording_cost",
         *("--measure", "instructions", "--rounds", "1", "--warmup", "1", "--batch", "2", "--settle", "0.2"),
-        *("--allocation-callers", "4"),
+        *("--allocation-callers", "4", "--keep", str(tmp_path / "kept")),
     )
+    assert {p.name for p in (tmp_path / "kept").iterdir()} == {"callgrind.json.passed", "callgrind.json.recorded"}
     parts = line(
         out,
         r"^json: instructions per request \(callgrind, 2 requests each, python [\d.]+\): passed through ([\d,]+), recorded ([\d,]+), recording adds ",
@@ -365,3 +366,20 @@ def test_every_script_has_a_case() -> None:
 
     assert {script for script in scripts if any(runs(check, script) for check in checks)} == scripts
     assert all(any(runs(check, script) for script in scripts) for check in checks), checks
+
+
+def test_instruction_runs_print_each_run_and_their_range(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--runs N``'s table (a pair of valgrind runs of LiteLLM is two minutes: the smoke run above makes one)."""
+    from benchmarks._callgrind import runs_spread
+
+    runs_spread(
+        "json",
+        [{"instructions": 250_000, "objects": 118.1, "gc_tracked": 70.3}] * 2
+        + [{"instructions": 290_500, "objects": 114.4, "gc_tracked": 66.1}],
+    )
+    rows = table(capsys.readouterr().out, "| | run 1 | run 2 | run 3 | range |")
+    assert rows == [
+        ["instructions", "+250,000", "+250,000", "+290,500", "+250,000 to +290,500"],
+        ["objects", "+118.1", "+118.1", "+114.4", "+114.4 to +118.1"],
+        ["of which gc-tracked", "+70.3", "+70.3", "+66.1", "+66.1 to +70.3"],
+    ]

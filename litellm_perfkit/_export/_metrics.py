@@ -57,7 +57,7 @@ class _PyHistogram:
         self.minimum_ns = 1 << 62
         self.maximum_ns = 0
 
-    def record(self, value_ns: int, weight: int = 1) -> None:
+    def record(self, value_ns: int, weight: int = 1, /) -> None:
         """One value, standing for ``weight`` requests (a weighted sample's adjusted count)."""
         # bisect_left: bucket i holds (bound[i-1], bound[i]], as OTLP defines it.
         self.counts[bisect_left(BOUNDARIES_NS, value_ns)] += weight
