@@ -386,11 +386,11 @@ PyObject *pk_scan_headers(PyObject *module, PyObject *headers);
 /* 1 if a response header (name, value) says the body is an event stream, 0 if not; -1 with an exception set. */
 int pk_is_event_stream(PyObject *header);
 
-/* The traffic tally and an unrecorded request's send (tally.c, series.c, passage.c). */
 /* The export agent's histogram (histogram.c) and observe_stages, which adds a record's stages to theirs. */
 extern PyTypeObject PkHistogram_Type;
 PyObject *pk_observe_stages(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
+/* The traffic tally and an unrecorded request's send (tally.c, series.c, passage.c). */
 extern PyTypeObject PkTally_Type;
 extern PyTypeObject PkPassage_Type;
 /* Their types and names ready; -1 with an exception set. */
