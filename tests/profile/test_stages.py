@@ -205,16 +205,21 @@ def test_the_main_threads_samples_are_its_own_cpu_not_another_threads() -> None:
 
 @pytest.mark.quiet
 def test_the_tick_timers_over_count_the_call_that_shares_the_core(monkeypatch: pytest.MonkeyPatch) -> None:
-    """What the perf_event clock is for: a POSIX thread timer is checked at the tick that preempts
-    the thread, so the call that runs while another thread wants the core gets more samples; the
-    process's clock also charges it the other thread's CPU. How much depends on what else runs on
-    the core, so only alone (docs/profiling.md has the figures)."""
+    """What the perf_event clock is for: a POSIX thread timer is checked at the kernel's tick, so on
+    a shared core its samples fall by the scheduler's turns, not the thread's CPU. Which call gains
+    depends on the kernel and the machine: the call beside the other thread read 1.85 to 2.46 times
+    the other's on one machine, 0.42 to 0.63 on another of the same kind. Either way outside the band
+    perf_event is held to, and only alone (docs/profiling.md has the figures). The process's clock
+    (setitimer) read 0.80 to 2.31: it is reported, not bounded."""
     monkeypatch.setattr(_cpu_timer, "_THREAD_TIMERS", _cpu_timer._THREAD_TIMERS[1:])  # as if perf_event were refused
     with _on_one_core_beside_a_hog():
+        ratios = {}
         for profiler in (StageProfiler(interval_s=0.005), StageProfiler(interval_s=0.005, clock="process")):
             beside, alone = _samples_of_two_equal_calls(profiler)
-            assert beside / alone >= 1.4, (profiler.timer, beside, alone)
-    assert profiler.timer == "setitimer"
+            ratios[profiler.timer] = (beside, alone, round(beside / alone, 2))
+    print(ratios)
+    assert not 0.8 <= ratios["timer_create"][2] <= 1.25, ratios
+    assert list(ratios) == ["timer_create", "setitimer"]
 
 
 def test_a_refused_timer_falls_back_to_the_next_and_says_which(monkeypatch: pytest.MonkeyPatch) -> None:
