@@ -22,10 +22,11 @@ match. The record choice is the same code at any rate:
 - a ``--record-rate all`` proxy's p50 of auth over every request stands
   within 3.3 standard errors of rank of the weighted sample's p50 (over the
   spans, each its adjusted count times), and its histogram's p50 bucket
-  among the weighted histogram's at those ranks. That proxy is up at the
-  same time and gets the same drivers at the same moments: two proxies run
-  one after the other differ by 10-15% here (other work shares the 2
-  cores); taken together they meet the same neighbours.
+  among the weighted histogram's at those ranks, both widened by 10% or by
+  as much as the two proxies' auth differed on the requests both record. That
+  proxy is up at the same time and gets the same drivers at the same
+  moments: two proxies run one after the other differ by 10-15% here (other
+  work shares the 2 cores); taken together they meet the same neighbours.
 
 The mock fails a few requests with 500 and LiteLLM is told not to retry: a
 retry costs the proxy a request's work, and the proxy must keep up for its
