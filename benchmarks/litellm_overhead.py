@@ -40,11 +40,13 @@ from pathlib import Path
 from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks._pinning import pin  # noqa: E402
 from benchmarks.litellm_recording_cost import interval  # noqa: E402
 from litellm_perfkit._bench._bursts import Target, take_turns  # noqa: E402
-from litellm_perfkit._bench._launch import ProxyMode  # noqa: E402
+from litellm_perfkit._bench._launch import ProxyMode, process_tree  # noqa: E402
 from litellm_perfkit._export._settings import SCHEDULE_DELAY_S  # noqa: E402
 from litellm_perfkit._stop import stop_signals  # noqa: E402
+from litellm_perfkit._wire._names import AGENT_MODULE  # noqa: E402
 from litellm_perfkit._wire._record_rate import DEFAULT_RECORD_RATE  # noqa: E402
 from tests.support.litellm_env import VERSIONS  # noqa: E402
 from tests.support.mock_server import mock_process  # noqa: E402
@@ -61,7 +63,11 @@ MODES = {
     "perfkit-default": f"under perfkit run as users run it: at most {DEFAULT_RECORD_RATE:g} requests a second recorded and exported",
     "perfkit-nosteps": "PERFKIT_STEPS=off",
     "perfkit-noexport": "perfkit run --exporter none (no export agent)",
+    "perfkit-agent-apart": "perfkit, its export agent moved onto the driver's core after the warm-up",
+    "perfkit-agent-batch": "perfkit, its export agent under SCHED_BATCH (no wake-up preemption) after the warm-up",
 }
+# What the harness does to a mode's export agents after the warm-up (the modes above that name them).
+AGENT_MOVES = {"perfkit-agent-apart": "apart", "perfkit-agent-batch": "batch"}
 
 
 def mode_settings(mode: str, exporter: tuple[str, ...]) -> tuple[ProxyMode, dict[str, str], tuple[str, ...]]:
@@ -77,7 +83,7 @@ def mode_settings(mode: str, exporter: tuple[str, ...]) -> tuple[ProxyMode, dict
         return "plain", {}, ()
     if mode == "bootstrap":
         return "plain", {"PYTHONPATH": os.pathsep.join(map(str, (BOOTSTRAP, BOOTSTRAP.parents[2], GC_PROBE)))}, ()
-    if mode == "perfkit":
+    if mode == "perfkit" or mode in AGENT_MOVES:
         return "perfkit", {}, exporter
     if mode == "perfkit-default":
         return "perfkit", {"PERFKIT_RECORD_RATE": str(DEFAULT_RECORD_RATE)}, exporter
@@ -150,6 +156,31 @@ class Proxy(NamedTuple):
     url: str
     pid: int
     gc_log: Path
+    agent_move: str | None  # AGENT_MOVES' value for its mode
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""  # gone
+
+
+def move_agents(proxy: Proxy) -> None:
+    """A proxy's export agents onto core 1 (the driver's, off the proxies' core 0), or under
+    SCHED_BATCH on their core: is what the worker pays beside its agent the sharing of a core?"""
+    deadline = time.monotonic() + 2 * SCHEDULE_DELAY_S + 5  # the export thread starts it at its next drain
+    while not (agents := [pid for pid in process_tree(proxy.pid) if AGENT_MODULE.encode() in _cmdline(pid)]):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{proxy.label}: no export agent to move after the warm-up")
+        time.sleep(0.2)
+    for pid in agents:
+        if proxy.agent_move == "apart":
+            pin(pid, {1})
+        else:
+            for task in os.listdir(f"/proc/{pid}/task"):
+                os.sched_setscheduler(int(task), os.SCHED_BATCH, os.sched_param(0))
+    print(f"{proxy.label}: {len(agents)} export agents {proxy.agent_move}", file=sys.stderr, flush=True)
 
 
 class Measured(NamedTuple):
@@ -177,6 +208,9 @@ def measure_group(proxies: list[Proxy], stream: bool, args: argparse.Namespace, 
     requests = args.requests or REQUESTS["stream" if stream else "json"]
     targets = [Target(p.label, p.url, p.pid) for p in proxies]
     take_turns(targets, requests, args.concurrency, args.warmup, settle_s=0.0, stream=stream)
+    for proxy in proxies:
+        if proxy.agent_move is not None:
+            move_agents(proxy)
     start_ns = time.monotonic_ns()
     served = take_turns(targets, requests, args.concurrency, args.rounds, settle_s, stream=stream).totals
     end_ns = time.monotonic_ns()
@@ -260,7 +294,8 @@ def run(args: argparse.Namespace) -> tuple[list[str], list[dict[str, Measured]],
                             pids=pids,
                         )
                     )
-                    proxies[i] = Proxy(names[i], url, pids[0], gc_log)
+                    move = next((AGENT_MOVES[m] for m in modes[i].split("+") if m in AGENT_MOVES), None)
+                    proxies[i] = Proxy(names[i], url, pids[0], gc_log, move)
                 group = measure_group(
                     [proxies[i] for i in range(len(modes))], args.workload == "stream", args, settle_s
                 )
